@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# A single-node Apache Kafka broker (KRaft, combined broker+controller) for differential
+# testing, assembled from Maven Central's org.apache.kafka:kafka_2.13 (see pom.xml).
+#
+#   kafka.sh fetch                       copy the broker's jars into compat-tests/.cache
+#                                        (idempotent: skipped when pom.xml is unchanged)
+#   kafka.sh run PORT CONTROLLER_PORT DIR
+#                                        write DIR/server.properties, format DIR/data and
+#                                        exec the broker in the foreground (so the caller's
+#                                        PID is the JVM's; stop it with SIGTERM)
+#
+# KAFKA_VERSION overrides the version pinned in pom.xml; KAFKA_HEAP_OPTS the JVM heap.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cache="$here/../.cache"
+version="${KAFKA_VERSION:-$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$here/pom.xml")}"
+jars="$cache/kafka-$version"
+stamp="$jars/.fetched"
+
+die() { echo "kafka.sh: $*" >&2; exit 1; }
+
+fetch() {
+    command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
+    command -v java >/dev/null || die "java not found (Java 17 needed)"
+    local want
+    want="$(cat "$here/pom.xml" <(echo "$version") | sha256sum | cut -d' ' -f1)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+        return 0
+    fi
+    rm -rf "$jars" "$jars.tmp"
+    mkdir -p "$cache"
+    mvn -q -B -f "$here/pom.xml" dependency:copy-dependencies \
+        -Dkafka.version="$version" -DincludeScope=runtime -DoutputDirectory="$jars.tmp" \
+        >"$cache/mvn-kafka.log" 2>&1 || { cat "$cache/mvn-kafka.log" >&2; die "mvn could not resolve kafka_2.13:$version"; }
+    ls "$jars.tmp"/kafka_2.13-"$version".jar >/dev/null || die "kafka_2.13-$version.jar missing"
+    mv "$jars.tmp" "$jars"
+    echo "$want" >"$stamp"
+}
+
+classpath() {
+    local cp="" j
+    for j in "$jars"/*.jar; do cp="${cp:+$cp:}$j"; done
+    echo "$cp"
+}
+
+run() {
+    [[ $# -eq 3 ]] || die "usage: kafka.sh run PORT CONTROLLER_PORT DIR"
+    local port="$1" cport="$2" dir="$3"
+    [[ -f "$stamp" ]] || fetch
+    mkdir -p "$dir"
+    dir="$(cd "$dir" && pwd)"
+    # node.id 0 like Strom's default, so Metadata answers can be compared as they are.
+    cat >"$dir/server.properties" <<EOF
+process.roles=broker,controller
+node.id=0
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.quorum.bootstrap.servers=127.0.0.1:$cport
+log.dirs=$dir/data
+num.partitions=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+EOF
+    local cp cluster_id
+    cp="$(classpath)"
+    # 16 random bytes, URL-safe base64 without padding: the shape Kafka's cluster ids have.
+    cluster_id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    local jvm=(java ${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g} -XX:+UseG1GC -Djava.awt.headless=true
+        -Dlog4j2.configurationFile="$here/log4j2.properties" -Dkafka.logs.dir="$dir/logs"
+        -cp "$cp")
+    "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" \
+        --standalone || die "StorageTool format failed"
+    exec "${jvm[@]}" kafka.Kafka "$dir/server.properties"
+}
+
+case "${1:-}" in
+    fetch) fetch; echo "$jars" ;;
+    run) shift; run "$@" ;;
+    *) die "usage: kafka.sh fetch | run PORT CONTROLLER_PORT DIR" ;;
+esac

@@ -1,0 +1,178 @@
+"""Start and stop the brokers under test: Strom (`target/release/strom serve`) and a real
+Apache Kafka 4.x (compat-tests/kafka/kafka.sh), each on free 127.0.0.1 ports with a
+temporary data directory.
+
+Both are real processes over TCP. Each is stopped by its own PID: SIGTERM, then SIGKILL
+if it has not exited within a bound. Every wait here is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+COMPAT_DIR = REPO_ROOT / "compat-tests"
+STROM_BIN = Path(os.environ.get("STROM_BIN", REPO_ROOT / "target" / "release" / "strom"))
+KAFKA_SH = COMPAT_DIR / "kafka" / "kafka.sh"
+
+START_TIMEOUT_S = float(os.environ.get("STROM_COMPAT_START_TIMEOUT", "60"))
+STOP_TIMEOUT_S = 20.0
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    """A port the kernel just handed out on 127.0.0.1. Another process could take it
+    between this call and the broker's bind; the broker then fails to start and says so."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def tail(path: Path, lines: int = 60) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as e:
+        return f"(no log: {e})"
+
+
+@dataclass
+class BrokerProcess:
+    """A running broker: `name` is "strom" or "kafka"; `bootstrap` is HOST:PORT."""
+
+    name: str
+    port: int
+    workdir: Path
+    log_path: Path
+    proc: subprocess.Popen | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 60) -> str:
+        return tail(self.log_path, lines)
+
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.alive():
+                code = self.proc.returncode if self.proc else None
+                raise BrokerStartError(
+                    f"{self.name} exited with code {code} before listening on "
+                    f"{self.bootstrap}; log tail:\n{self.log_tail()}"
+                )
+            if port_open(self.port):
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise BrokerStartError(
+            f"{self.name} did not listen on {self.bootstrap} within {timeout_s:.0f}s; "
+            f"log tail:\n{self.log_tail()}"
+        )
+
+    def stop(self) -> int | None:
+        """SIGTERM, wait, then SIGKILL. Returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+        return self.proc.returncode
+
+    def cleanup(self) -> None:
+        self.stop()
+        if os.environ.get("STROM_COMPAT_KEEP_DIRS") != "1":
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _spawn(name: str, argv: list[str], workdir: Path, port: int, **extra) -> BrokerProcess:
+    log_path = workdir / f"{name}.log"
+    log = open(log_path, "wb")
+    env = dict(os.environ)
+    env.setdefault("RUST_LOG", "info")
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=workdir,
+        env=env,
+        # Own process group: a Ctrl-C in the terminal goes to pytest, which stops us by PID.
+        start_new_session=True,
+    )
+    log.close()
+    return BrokerProcess(name=name, port=port, workdir=workdir, log_path=log_path, proc=proc, extra=extra)
+
+
+def start_strom(shards: int = 2) -> BrokerProcess:
+    if not STROM_BIN.is_file():
+        raise BrokerStartError(
+            f"{STROM_BIN.relative_to(REPO_ROOT) if STROM_BIN.is_relative_to(REPO_ROOT) else STROM_BIN}"
+            " not found: build it with `cargo build --release -p strom`"
+        )
+    workdir = Path(tempfile.mkdtemp(prefix="strom-compat-strom-"))
+    port, metrics_port = free_port(), free_port()
+    argv = [
+        str(STROM_BIN),
+        "serve",
+        "--listen", f"127.0.0.1:{port}",
+        "--data-dir", str(workdir / "data"),
+        "--metrics-listen", f"127.0.0.1:{metrics_port}",
+        "--shards", str(shards),
+    ]
+    b = _spawn("strom", argv, workdir, port, metrics_port=metrics_port, cmdline=argv)
+    try:
+        b.wait_ready()
+    except BaseException:
+        b.stop()
+        raise
+    return b
+
+
+def fetch_kafka() -> None:
+    """Make sure the Kafka jars are in compat-tests/.cache (a no-op when they are)."""
+    r = subprocess.run(["bash", str(KAFKA_SH), "fetch"], capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        raise BrokerStartError(f"kafka.sh fetch failed:\n{r.stdout}\n{r.stderr}")
+
+
+def start_kafka() -> BrokerProcess:
+    fetch_kafka()
+    workdir = Path(tempfile.mkdtemp(prefix="strom-compat-kafka-"))
+    port, controller_port = free_port(), free_port()
+    argv = ["bash", str(KAFKA_SH), "run", str(port), str(controller_port), str(workdir)]
+    b = _spawn("kafka", argv, workdir, port, controller_port=controller_port, cmdline=argv)
+    try:
+        # The JVM takes a few seconds on two busy cores; the StorageTool runs first.
+        b.wait_ready(timeout_s=max(START_TIMEOUT_S, 120))
+    except BaseException:
+        b.stop()
+        raise
+    return b

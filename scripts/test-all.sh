@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Strom's one test command: installs what it needs on a fresh Debian machine (as root),
+# then runs every check CI runs, in order, failing at the first broken phase:
+#
+#   setup     apt packages (kcat, maven, Java 17, python venv), the pinned Python clients
+#             in compat-tests/.venv, the Apache Kafka jars in compat-tests/.cache
+#   fmt       cargo fmt --all -- --check
+#   clippy    cargo clippy --all-targets -- -D warnings
+#   test      cargo test --workspace
+#   build     cargo build --release -p strom (the binary every compat test runs)
+#   compat    pytest compat-tests/python against `strom serve` and Apache Kafka
+#
+# Environment:
+#   STROM_SKIP_CARGO=1      skip fmt, clippy, test and build (compat only; for working on
+#                           compat-tests/ with an existing target/release/strom)
+#   STROM_SKIP_SETUP=1      skip the apt/pip/mvn installs (everything already there)
+#   STROM_COMPAT_RECORDS=N  records per produce/consume test (default 10000)
+#   STROM_COMPAT_BROKERS    brokers for the compat suite (default "strom,kafka")
+#   PYTEST_ARGS             extra arguments for pytest (e.g. "-k kafka-confluent -x")
+#   CARGO_JOBS              parallel cargo jobs (default 2)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+jobs="${CARGO_JOBS:-2}"
+venv="compat-tests/.venv"
+reqs="compat-tests/requirements.txt"
+summary=()
+script_start=$SECONDS
+
+log() { printf '\n==> %s\n' "$*"; }
+die() { printf '\nFAILED: %s\n' "$*" >&2; print_summary >&2; exit 1; }
+print_summary() {
+    local line
+    printf '\n==> phase timings\n'
+    for line in "${summary[@]}"; do printf '    %s\n' "$line"; done
+    printf '    %-8s %5ds\n' total $((SECONDS - script_start))
+}
+
+# phase NAME CMD...: runs CMD, records its wall time, stops the script on failure.
+phase() {
+    local name="$1"
+    shift
+    log "$name: $*"
+    local start=$SECONDS rc=0
+    "$@" || rc=$?
+    local took=$((SECONDS - start))
+    if [[ $rc -ne 0 ]]; then
+        summary+=("$(printf '%-8s %5ds  FAILED (exit %d)' "$name" "$took" "$rc")")
+        die "phase '$name' failed (exit $rc): $*"
+    fi
+    summary+=("$(printf '%-8s %5ds' "$name" "$took")")
+}
+
+# ---------------------------------------------------------------- setup
+
+apt_install_missing() {
+    # Debian package per command; apt-get update runs once, only if something is missing.
+    local -A want=([java]=openjdk-17-jre-headless [mvn]=maven [kcat]=kcat [python3]=python3)
+    local pkgs=() cmd
+    for cmd in "${!want[@]}"; do
+        command -v "$cmd" >/dev/null 2>&1 || pkgs+=("${want[$cmd]}")
+    done
+    python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
+    [[ ${#pkgs[@]} -eq 0 ]] && return 0
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "missing packages (${pkgs[*]}) and not root: install them first" >&2
+        return 1
+    fi
+    echo "installing: ${pkgs[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # kcat is a convenience for the README's quick start; the suite does not need it.
+    local p
+    for p in "${pkgs[@]}"; do
+        if [[ $p == kcat ]]; then
+            apt-get install -y -qq --no-install-recommends kcat >/dev/null \
+                || echo "note: kcat not installable here; continuing without it"
+        else
+            apt-get install -y -qq --no-install-recommends "$p" >/dev/null
+        fi
+    done
+}
+
+python_venv() {
+    local want have=""
+    want="$(sha256sum "$reqs" | cut -d' ' -f1)"
+    [[ -f "$venv/.requirements.sha256" ]] && have="$(cat "$venv/.requirements.sha256")"
+    if [[ "$want" == "$have" && -x "$venv/bin/pytest" ]]; then
+        echo "venv up to date ($venv)"
+        return 0
+    fi
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$reqs"
+    echo "$want" >"$venv/.requirements.sha256"
+}
+
+setup() {
+    apt_install_missing
+    python_venv
+    bash compat-tests/kafka/kafka.sh fetch
+    java -version 2>&1 | head -1
+    command -v cargo >/dev/null || { echo "cargo not found: install Rust (rustup)" >&2; return 1; }
+}
+
+# ---------------------------------------------------------------- compat
+
+compat() {
+    local rc=0
+    [[ "${STROM_COMPAT_BROKERS:-strom,kafka}" != *strom* || -x target/release/strom ]] \
+        || { echo "target/release/strom missing: the build phase must run first" >&2; return 1; }
+    # The whole suite is bounded too, beyond each test's own timeout (pytest.ini).
+    # shellcheck disable=SC2086
+    (cd compat-tests/python && timeout --kill-after=30 2400 "../.venv/bin/pytest" ${PYTEST_ARGS:-}) || rc=$?
+    case $rc in
+        0) return 0 ;;
+        5) echo "pytest collected no tests: that is a failure here" >&2; return 5 ;;
+        124) echo "compat suite exceeded its 40 minute bound" >&2; return 124 ;;
+        *) return $rc ;;
+    esac
+}
+
+# ---------------------------------------------------------------- run
+
+if [[ "${STROM_SKIP_SETUP:-}" != 1 ]]; then
+    phase setup setup
+fi
+if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
+    phase fmt cargo fmt --all -- --check
+    phase clippy cargo clippy --all-targets -j"$jobs" -- -D warnings
+    phase test cargo test --workspace -j"$jobs"
+    phase build cargo build --release -j"$jobs" -p strom
+fi
+phase compat compat
+print_summary
+echo "all phases passed"
