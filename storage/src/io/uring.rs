@@ -1,0 +1,276 @@
+//! One io_uring per shard, driven from tokio through an eventfd.
+//!
+//! Every in-flight operation owns what the kernel reads or writes through it (the
+//! `Bytes` buffer and an `Arc<File>` keeping the fd open) in `ops`, keyed by user_data,
+//! until its completion is reaped; `Drop` waits for all of them. That is what makes the
+//! raw pointers handed to the kernel valid for as long as it uses them.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use io_uring::{opcode, squeue, types, IoUring};
+use tokio::io::unix::AsyncFd;
+
+use super::WriteCallback;
+
+const RING_ENTRIES: u32 = 256;
+
+pub(crate) type SyncSlot = Rc<RefCell<Option<io::Result<()>>>>;
+
+enum Op {
+    Write {
+        file: Arc<File>,
+        buf: Bytes,
+        written: usize,
+        pos: u64,
+        done: WriteCallback,
+    },
+    Sync {
+        // Held only to keep the fd open until the kernel is done with it.
+        _file: Arc<File>,
+        slot: SyncSlot,
+    },
+}
+
+pub(crate) struct Ring {
+    ring: RefCell<IoUring>,
+    ops: RefCell<HashMap<u64, Op>>,
+    /// Completions taken off the queue while making room to submit; handled on next reap.
+    backlog: RefCell<Vec<(u64, i32)>>,
+    next_id: Cell<u64>,
+    eventfd: AsyncFd<OwnedFd>,
+}
+
+impl Ring {
+    pub(crate) fn new() -> io::Result<Ring> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(io::Error::other("io_uring backend needs a tokio runtime"));
+        }
+        let ring = IoUring::new(RING_ENTRIES)?;
+        // SAFETY: plain syscall; the returned fd (if any) is owned by the OwnedFd below.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: efd is a fresh descriptor nobody else owns.
+        let efd = unsafe { OwnedFd::from_raw_fd(efd) };
+        ring.submitter().register_eventfd(efd.as_raw_fd())?;
+        // SAFETY: `efd` is an OwnedFd moved into the AsyncFd, so the descriptor stays open
+        // and unchanged for the AsyncFd's whole life.
+        let eventfd =
+            unsafe { AsyncFd::register_with_interest(efd, tokio::io::Interest::READABLE) }?;
+        Ok(Ring {
+            ring: RefCell::new(ring),
+            ops: RefCell::new(HashMap::new()),
+            backlog: RefCell::new(Vec::new()),
+            next_id: Cell::new(1),
+            eventfd,
+        })
+    }
+
+    fn id(&self) -> u64 {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        id
+    }
+
+    fn write_sqe(file: &File, buf: &Bytes, written: usize, pos: u64, id: u64) -> squeue::Entry {
+        let rest = &buf[written..];
+        let len = rest.len().min(u32::MAX as usize) as u32;
+        opcode::Write::new(types::Fd(file.as_raw_fd()), rest.as_ptr(), len)
+            .offset(pos + written as u64)
+            .build()
+            .user_data(id)
+    }
+
+    pub(crate) fn write_at(&self, file: Arc<File>, pos: u64, buf: Bytes, done: WriteCallback) {
+        let id = self.id();
+        let sqe = Self::write_sqe(&file, &buf, 0, pos, id);
+        self.ops.borrow_mut().insert(
+            id,
+            Op::Write {
+                file,
+                buf,
+                written: 0,
+                pos,
+                done,
+            },
+        );
+        self.push(sqe);
+    }
+
+    pub(crate) fn datasync(&self, file: Arc<File>) -> SyncSlot {
+        let id = self.id();
+        let slot: SyncSlot = Rc::new(RefCell::new(None));
+        let sqe = opcode::Fsync::new(types::Fd(file.as_raw_fd()))
+            .flags(types::FsyncFlags::DATASYNC)
+            .build()
+            .user_data(id);
+        self.ops.borrow_mut().insert(
+            id,
+            Op::Sync {
+                _file: file,
+                slot: slot.clone(),
+            },
+        );
+        self.push(sqe);
+        slot
+    }
+
+    /// Queues and submits one entry. The op it refers to is already in `ops`, so the
+    /// buffer and fd outlive the kernel's use of them.
+    fn push(&self, sqe: squeue::Entry) {
+        let mut ring = self.ring.borrow_mut();
+        loop {
+            // SAFETY: the entry's buffer and fd belong to an op stored in `self.ops`,
+            // which is only removed after its completion is reaped (or in Drop, after
+            // waiting for it).
+            if unsafe { ring.submission().push(&sqe) }.is_ok() {
+                break;
+            }
+            Self::submit_locked(&mut ring, &self.backlog);
+        }
+        Self::submit_locked(&mut ring, &self.backlog);
+    }
+
+    fn submit_locked(ring: &mut IoUring, backlog: &RefCell<Vec<(u64, i32)>>) {
+        loop {
+            match ring.submit() {
+                Ok(_) => return,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    // Completion queue full: take completions off it to make room.
+                    let mut b = backlog.borrow_mut();
+                    b.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, "io_uring submit failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Submits queued entries and runs callbacks of finished operations. Returns how many
+    /// completions were handled.
+    pub(crate) fn submit_and_reap(&self) -> usize {
+        let mut done: Vec<(u64, i32)> = std::mem::take(&mut *self.backlog.borrow_mut());
+        {
+            let mut ring = self.ring.borrow_mut();
+            if !ring.submission().is_empty() {
+                Self::submit_locked(&mut ring, &self.backlog);
+            }
+            done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+        }
+        let n = done.len();
+        for (id, res) in done {
+            self.complete(id, res);
+        }
+        n
+    }
+
+    fn complete(&self, id: u64, res: i32) {
+        let Some(op) = self.ops.borrow_mut().remove(&id) else {
+            return;
+        };
+        match op {
+            Op::Sync { slot, .. } => {
+                *slot.borrow_mut() = Some(if res < 0 {
+                    Err(io::Error::from_raw_os_error(-res))
+                } else {
+                    Ok(())
+                });
+            }
+            Op::Write {
+                file,
+                buf,
+                mut written,
+                pos,
+                done,
+            } => {
+                if res == -libc::EINTR || res == -libc::EAGAIN {
+                    // retry as is
+                } else if res < 0 {
+                    done(Err(io::Error::from_raw_os_error(-res)));
+                    return;
+                } else if res == 0 {
+                    done(Err(io::Error::new(io::ErrorKind::WriteZero, "short write")));
+                    return;
+                } else {
+                    written += res as usize;
+                    if written >= buf.len() {
+                        done(Ok(()));
+                        return;
+                    }
+                }
+                // Short write: queue the rest under the same id.
+                let sqe = Self::write_sqe(&file, &buf, written, pos, id);
+                self.ops.borrow_mut().insert(
+                    id,
+                    Op::Write {
+                        file,
+                        buf,
+                        written,
+                        pos,
+                        done,
+                    },
+                );
+                self.push(sqe);
+            }
+        }
+    }
+
+    /// Resolves when the eventfd (signalled by the kernel on each completion) is readable.
+    pub(crate) async fn wait_eventfd(&self) {
+        match self.eventfd.readable().await {
+            Ok(mut guard) => {
+                // Drains the counter; readiness is cleared only on EAGAIN, so a
+                // completion signalled after this read is never missed.
+                let _ = guard.try_io(|fd| {
+                    let mut buf = [0u8; 8];
+                    // SAFETY: reads 8 bytes into a stack buffer of 8 bytes from our fd.
+                    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+                    if n < 0 {
+                        Err(io::Error::last_os_error())
+                    } else {
+                        Ok(())
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "eventfd wait failed");
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // The kernel may still be reading buffers owned by `ops`: wait for every
+        // outstanding operation before they are freed.
+        let ring = self.ring.get_mut();
+        let ops = self.ops.get_mut();
+        for (id, _) in self.backlog.get_mut().drain(..) {
+            ops.remove(&id);
+        }
+        while !ops.is_empty() {
+            if let Err(e) = ring.submit_and_wait(1) {
+                if e.raw_os_error() != Some(libc::EINTR) && e.raw_os_error() != Some(libc::EBUSY) {
+                    tracing::error!(error = %e, "io_uring drain at drop failed; leaking buffers");
+                    std::mem::forget(std::mem::take(ops));
+                    return;
+                }
+            }
+            for c in ring.completion() {
+                ops.remove(&c.user_data());
+            }
+        }
+    }
+}

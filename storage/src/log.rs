@@ -1,0 +1,701 @@
+//! `PartitionLog`: the segments of one partition, its offsets and the append pipeline.
+//!
+//! Offsets track three frontiers, each <= the next:
+//! `durable_end` (fdatasync'd) <= `written_end` (writes completed, readable) <= `log_end`
+//! (assigned). Writes may complete out of order; `written_end` only moves over a
+//! contiguous prefix of completed writes (`pending`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::rc::{Rc, Weak};
+
+use bytes::BytesMut;
+
+use crate::batch::{self, BatchHeader};
+use crate::io::IoBackend;
+use crate::segment::{file_name, Segment};
+use crate::{now_ms, AppendOptions, AppendResult, Durability, LogConfig, ReadResult, StorageError};
+
+struct PendingWrite {
+    seq: u64,
+    end_offset: i64,
+    seg: Rc<Segment>,
+    end_pos: u64,
+    done: bool,
+}
+
+struct Inner {
+    dir: PathBuf,
+    config: LogConfig,
+    io: Rc<IoBackend>,
+    segments: RefCell<BTreeMap<i64, Rc<Segment>>>,
+    log_start: Cell<i64>,
+    log_end: Cell<i64>,
+    written_end: Cell<i64>,
+    durable_end: Cell<i64>,
+    pending: RefCell<VecDeque<PendingWrite>>,
+    next_seq: Cell<u64>,
+    /// Segments with completed writes not yet covered by an fdatasync.
+    dirty: RefCell<Vec<Rc<Segment>>>,
+    sync_in_flight: Cell<bool>,
+    last_flush_ms: Cell<i64>,
+    /// Set after a failed write or fdatasync: the on-disk state is unknown (a failed
+    /// fdatasync may have dropped dirty pages), so the log refuses further work.
+    failed: RefCell<Option<String>>,
+}
+
+/// The log of one partition. Shard-local (`!Send`).
+pub struct PartitionLog {
+    inner: Rc<Inner>,
+}
+
+impl Inner {
+    fn check_failed(&self) -> Result<(), StorageError> {
+        match &*self.failed.borrow() {
+            Some(reason) => Err(StorageError::LogFailed {
+                path: self.dir.clone(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn fail(&self, reason: String) {
+        tracing::error!(dir = %self.dir.display(), %reason, "partition log failed");
+        self.failed.borrow_mut().get_or_insert(reason);
+        self.io.notify();
+    }
+
+    fn active(&self) -> Rc<Segment> {
+        self.segments
+            .borrow()
+            .values()
+            .next_back()
+            .expect("a log always has a segment")
+            .clone()
+    }
+
+    fn on_write_done(&self, seq: u64, r: std::io::Result<()>) {
+        if let Err(e) = r {
+            self.fail(format!("write failed: {e}"));
+            return;
+        }
+        let mut pending = self.pending.borrow_mut();
+        let Some(front) = pending.front() else { return };
+        let i = (seq - front.seq) as usize;
+        if let Some(p) = pending.get_mut(i) {
+            p.done = true;
+        }
+        let mut dirty = self.dirty.borrow_mut();
+        if let Some(p) = pending.get(i) {
+            if !dirty.iter().any(|s| Rc::ptr_eq(s, &p.seg)) {
+                dirty.push(p.seg.clone());
+            }
+        }
+        while pending.front().is_some_and(|p| p.done) {
+            let p = pending.pop_front().expect("checked");
+            self.written_end.set(p.end_offset);
+            p.seg.written_size.set(p.end_pos);
+        }
+        drop(dirty);
+        drop(pending);
+        self.io.notify();
+    }
+
+    fn roll(&self, base: i64, now: i64) -> Result<(), StorageError> {
+        let old = self.active();
+        old.seal()
+            .map_err(|e| StorageError::io(e, old.log_path()))?;
+        let seg = Segment::create(&self.dir, base, &self.config, now)
+            .map_err(|e| StorageError::io(e, self.dir.join(file_name(base, "log"))))?;
+        self.segments.borrow_mut().insert(base, Rc::new(seg));
+        Ok(())
+    }
+
+    /// Assigns offsets and queues the write; everything a caller must see happen in call
+    /// order happens here, before any await.
+    fn start_append(
+        self: &Rc<Self>,
+        mut batches: BytesMut,
+        opts: &AppendOptions,
+    ) -> Result<(i64, AppendResult), StorageError> {
+        self.check_failed()?;
+        let mut headers: Vec<BatchHeader> = Vec::new();
+        let mut at = 0;
+        let mut max_ts = -1;
+        let base = self.log_end.get();
+        let mut next = base;
+        while at < batches.len() {
+            let b = &mut batches[at..];
+            let h0 = batch::frame(b)?;
+            let size = h0.total_size();
+            let b = &mut b[..size];
+            batch::set_base_offset(b, next);
+            batch::set_partition_leader_epoch(b, opts.leader_epoch);
+            if let Some(t) = opts.log_append_time_ms {
+                batch::set_log_append_time(b, t);
+            }
+            let h = BatchHeader::parse(b)?;
+            max_ts = max_ts.max(h.max_timestamp);
+            next = h.last_offset() + 1;
+            headers.push(h);
+            at += size;
+        }
+        if headers.is_empty() {
+            return Err(batch::BatchError::Empty.into());
+        }
+        let len = batches.len() as u64;
+        let now = now_ms();
+        let mut seg = self.active();
+        if seg.should_roll(&self.config, len, max_ts, next - 1, now) {
+            self.roll(base, now)?;
+            seg = self.active();
+        }
+        let pos = seg.size.get();
+        let mut p = pos;
+        for h in &headers {
+            seg.record_batch(h, p)
+                .map_err(|e| StorageError::io(e, seg.log_path()))?;
+            p += h.total_size() as u64;
+        }
+        seg.size.set(pos + len);
+        self.log_end.set(next);
+        let seq = self.next_seq.get();
+        self.next_seq.set(seq + 1);
+        self.pending.borrow_mut().push_back(PendingWrite {
+            seq,
+            end_offset: next,
+            seg: seg.clone(),
+            end_pos: pos + len,
+            done: false,
+        });
+        let weak: Weak<Inner> = Rc::downgrade(self);
+        let file = seg.file.borrow().clone();
+        self.io.write_at(
+            file,
+            pos,
+            batches.freeze(),
+            Box::new(move |r| {
+                if let Some(inner) = weak.upgrade() {
+                    inner.on_write_done(seq, r);
+                }
+            }),
+        );
+        Ok((
+            next,
+            AppendResult {
+                base_offset: base,
+                last_offset: next - 1,
+                log_append_time_ms: opts.log_append_time_ms.unwrap_or(-1),
+                log_start_offset: self.log_start.get(),
+            },
+        ))
+    }
+
+    async fn wait_written(&self, end: i64) -> Result<(), StorageError> {
+        self.io
+            .wait_until(|| self.written_end.get() >= end || self.failed.borrow().is_some())
+            .await;
+        if self.written_end.get() >= end {
+            Ok(())
+        } else {
+            self.check_failed()
+        }
+    }
+
+    /// Group commit: returns once an fdatasync that started after offsets below `end`
+    /// were written has completed. One caller at a time leads a sync; the others wait
+    /// for it and then, if still uncovered, one of them leads the next.
+    async fn sync_upto(self: &Rc<Self>, end: i64) -> Result<(), StorageError> {
+        loop {
+            self.check_failed()?;
+            if self.durable_end.get() >= end {
+                return Ok(());
+            }
+            if !self.sync_in_flight.get() {
+                self.lead_sync().await?;
+                continue;
+            }
+            self.io
+                .wait_until(|| !self.sync_in_flight.get() || self.failed.borrow().is_some())
+                .await;
+        }
+    }
+
+    async fn lead_sync(self: &Rc<Self>) -> Result<(), StorageError> {
+        /// Puts the taken segments back if the leader's future is dropped mid-sync, so
+        /// the next leader syncs them.
+        struct Guard<'a> {
+            inner: &'a Inner,
+            segs: Vec<Rc<Segment>>,
+            finished: bool,
+        }
+        impl Drop for Guard<'_> {
+            fn drop(&mut self) {
+                self.inner.sync_in_flight.set(false);
+                if !self.finished {
+                    let mut d = self.inner.dirty.borrow_mut();
+                    for s in self.segs.drain(..) {
+                        if !d.iter().any(|x| Rc::ptr_eq(x, &s)) {
+                            d.push(s);
+                        }
+                    }
+                }
+                self.inner.io.notify();
+            }
+        }
+        self.sync_in_flight.set(true);
+        let target = self.written_end.get();
+        let segs = std::mem::take(&mut *self.dirty.borrow_mut());
+        let mut guard = Guard {
+            inner: self,
+            segs,
+            finished: false,
+        };
+        for seg in guard.segs.clone() {
+            let file = seg.file.borrow().clone();
+            if let Err(e) = self.io.datasync(file).await {
+                self.fail(format!(
+                    "fdatasync of {} failed: {e}",
+                    seg.log_path().display()
+                ));
+                guard.finished = true;
+                return self.check_failed();
+            }
+        }
+        guard.finished = true;
+        drop(guard);
+        if target > self.durable_end.get() {
+            self.durable_end.set(target);
+        }
+        self.last_flush_ms.set(now_ms());
+        Ok(())
+    }
+
+    fn needs_policy_flush(&self) -> bool {
+        let unflushed = (self.written_end.get() - self.durable_end.get()).max(0) as u64;
+        unflushed >= self.config.flush_messages
+            || (unflushed > 0
+                && (now_ms() - self.last_flush_ms.get()).max(0) as u64 >= self.config.flush_ms)
+    }
+
+    fn segments_from(&self, offset: i64) -> Vec<Rc<Segment>> {
+        let segs = self.segments.borrow();
+        let start = segs
+            .range(..=offset)
+            .next_back()
+            .map(|(b, _)| *b)
+            .unwrap_or(i64::MIN);
+        segs.range(start..).map(|(_, s)| s.clone()).collect()
+    }
+
+    fn out_of_range(&self, offset: i64) -> StorageError {
+        StorageError::OffsetOutOfRange {
+            offset,
+            log_start: self.log_start.get(),
+            log_end: self.log_end.get(),
+        }
+    }
+
+    fn delete_segment(&self, base: i64) -> Result<(), StorageError> {
+        let seg = self.segments.borrow_mut().remove(&base);
+        if let Some(seg) = seg {
+            self.dirty.borrow_mut().retain(|s| !Rc::ptr_eq(s, &seg));
+            seg.delete_files()
+                .map_err(|e| StorageError::io(e, seg.log_path()))?;
+        }
+        Ok(())
+    }
+}
+
+impl PartitionLog {
+    /// Opens (creating if needed) `<data_dir>/<topic>-<partition>/`, recovering from
+    /// `recovery_point`. See the crate docs for what is validated.
+    pub fn open(
+        data_dir: &Path,
+        topic: &str,
+        partition: i32,
+        config: LogConfig,
+        io: Rc<IoBackend>,
+        recovery_point: i64,
+    ) -> Result<PartitionLog, StorageError> {
+        let dir = data_dir.join(format!("{topic}-{partition}"));
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::io(e, &dir))?;
+        let segments = crate::log_recovery::load_segments(&dir, &config, recovery_point)?;
+        let first = *segments.keys().next().expect("at least one segment");
+        let end = segments
+            .values()
+            .next_back()
+            .expect("at least one segment")
+            .next_offset
+            .get();
+        let inner = Inner {
+            dir,
+            config,
+            io,
+            segments: RefCell::new(segments),
+            log_start: Cell::new(first),
+            log_end: Cell::new(end),
+            written_end: Cell::new(end),
+            durable_end: Cell::new(end),
+            pending: RefCell::new(VecDeque::new()),
+            next_seq: Cell::new(0),
+            dirty: RefCell::new(Vec::new()),
+            sync_in_flight: Cell::new(false),
+            last_flush_ms: Cell::new(now_ms()),
+            failed: RefCell::new(None),
+        };
+        Ok(PartitionLog {
+            inner: Rc::new(inner),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Appends one or more validated v2 batches exactly as the producer sent them; the log
+    /// rewrites base offsets and partition leader epoch. Offsets are assigned when this is
+    /// *called* (not when the future is first polled), in call order; the future resolves
+    /// when the write is done (`Durability::None`) or fdatasync'd (`Durability::Fsync`,
+    /// group commit). Dropping the future does not cancel the write.
+    pub fn append(
+        &self,
+        batches: BytesMut,
+        opts: AppendOptions,
+    ) -> impl Future<Output = Result<AppendResult, StorageError>> + 'static {
+        let started = self.inner.start_append(batches, &opts);
+        let inner = self.inner.clone();
+        async move {
+            let (end, result) = started?;
+            inner.wait_written(end).await?;
+            if opts.durability == Durability::Fsync || inner.needs_policy_flush() {
+                inner.sync_upto(end).await?;
+            }
+            Ok(result)
+        }
+    }
+
+    /// Batches starting at the one containing `offset`, up to `max_bytes` (the first batch
+    /// whole even if larger: KIP-74), never reaching `max_offset` (exclusive; a batch
+    /// containing it is left out, as Kafka does). offset == end => empty.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+    ) -> Result<ReadResult, StorageError> {
+        let inner = &self.inner;
+        inner.io.poll_completions();
+        if offset < inner.log_start.get() || offset > inner.log_end.get() {
+            return Err(inner.out_of_range(offset));
+        }
+        let limit = max_offset.min(inner.written_end.get());
+        let mut out = ReadResult::default();
+        if offset >= limit {
+            return Ok(out);
+        }
+        let mut first = true;
+        'segments: for seg in inner.segments_from(offset) {
+            if seg.base_offset >= limit {
+                break;
+            }
+            let start = if seg.base_offset <= offset {
+                match seg.find(offset)? {
+                    Some((pos, _)) => pos,
+                    None => continue,
+                }
+            } else {
+                0
+            };
+            let written = seg.written_size.get();
+            let mut stop = false;
+            let end = seg
+                .with_written(|buf| -> Result<u64, batch::BatchError> {
+                    let mut pos = start;
+                    while pos < written {
+                        let h = batch::frame(&buf[pos as usize..])?;
+                        let size = h.total_size() as u64;
+                        let over = out.total_bytes + (pos + size - start) as usize > max_bytes;
+                        if h.last_offset() >= limit || (over && !first) {
+                            stop = true;
+                            break;
+                        }
+                        first = false;
+                        pos += size;
+                    }
+                    Ok(pos)
+                })
+                .map_err(|e| StorageError::io(e, seg.log_path()))?
+                .map_err(|e| StorageError::Corrupt {
+                    path: seg.log_path(),
+                    reason: e.to_string(),
+                })?;
+            if end > start {
+                let chunk = seg
+                    .slice(start, end)
+                    .map_err(|e| StorageError::io(e, seg.log_path()))?;
+                out.total_bytes += chunk.len();
+                out.chunks.push(chunk);
+            }
+            if stop {
+                break 'segments;
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.inner.log_start.get()
+    }
+    /// Next offset to assign.
+    pub fn log_end_offset(&self) -> i64 {
+        self.inner.log_end.get()
+    }
+    /// All offsets below are readable (their writes completed).
+    pub fn written_end_offset(&self) -> i64 {
+        self.inner.io.poll_completions();
+        self.inner.written_end.get()
+    }
+    /// All offsets below are fdatasync'd: the recovery point to checkpoint.
+    pub fn durable_end_offset(&self) -> i64 {
+        self.inner.durable_end.get()
+    }
+
+    /// ListOffsets by timestamp: the first record with timestamp >= `ts`, as
+    /// (offset, timestamp). Exact for uncompressed batches; for compressed ones (which
+    /// storage does not decompress) the batch's first offset and max timestamp.
+    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, StorageError> {
+        let inner = &self.inner;
+        let log_start = inner.log_start.get();
+        let limit = inner.written_end.get();
+        let segs: Vec<_> = inner.segments.borrow().values().cloned().collect();
+        for seg in segs {
+            if seg.max_ts.get().0 < ts || seg.next_offset.get() <= log_start {
+                continue;
+            }
+            let (_, ts_off) = seg.time_index.borrow().lookup(ts);
+            let (_, start) = seg.index.borrow().lookup(ts_off.max(log_start));
+            let found = seg
+                .with_written(|buf| {
+                    let mut pos = start as usize;
+                    while pos < buf.len() {
+                        let Ok(h) = batch::frame(&buf[pos..]) else {
+                            return None;
+                        };
+                        if h.base_offset >= limit {
+                            return None;
+                        }
+                        let b = &buf[pos..pos + h.total_size()];
+                        pos += h.total_size();
+                        if h.max_timestamp < ts || h.last_offset() < log_start {
+                            continue;
+                        }
+                        return Some(match batch::record_timestamps(b) {
+                            Some(recs) => recs
+                                .into_iter()
+                                .find(|&(o, t)| t >= ts && o >= log_start)
+                                .unwrap_or((h.base_offset.max(log_start), h.max_timestamp)),
+                            None => (h.base_offset.max(log_start), h.max_timestamp),
+                        });
+                    }
+                    None
+                })
+                .map_err(|e| StorageError::io(e, seg.log_path()))?;
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        Ok(None)
+    }
+
+    /// ListOffsets MAX_TIMESTAMP (-3): (offset, timestamp) of the record with the largest
+    /// timestamp (first such record for uncompressed batches, else the batch's last offset).
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        let inner = &self.inner;
+        let mut best: Option<(i64, i64, Rc<Segment>)> = None;
+        for seg in inner.segments.borrow().values() {
+            let (ts, off) = seg.max_ts.get();
+            if ts >= 0 && off < inner.written_end.get() && best.as_ref().is_none_or(|b| ts > b.0) {
+                best = Some((ts, off, seg.clone()));
+            }
+        }
+        let (ts, off, seg) = best?;
+        let exact = seg.find(off).ok().flatten().and_then(|(pos, h)| {
+            seg.with_written(|buf| {
+                let b = &buf[pos as usize..pos as usize + h.total_size()];
+                batch::record_timestamps(b)?
+                    .into_iter()
+                    .find(|&(_, t)| t == ts)
+            })
+            .ok()
+            .flatten()
+        });
+        Some(exact.unwrap_or((off, ts)))
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.inner
+            .segments
+            .borrow()
+            .values()
+            .map(|s| s.size.get())
+            .sum()
+    }
+
+    fn ensure_quiescent(&self) -> Result<(), StorageError> {
+        let inner = &self.inner;
+        inner.check_failed()?;
+        inner.io.poll_completions();
+        let pending = inner.log_end.get() - inner.written_end.get();
+        if pending > 0 {
+            return Err(StorageError::WritesInFlight { pending });
+        }
+        Ok(())
+    }
+
+    /// Removes every batch from the one containing `offset` on. Needs all appends
+    /// completed (await them first). If `offset` falls inside a batch, the whole batch
+    /// goes and the log end becomes that batch's base offset.
+    pub fn truncate_to(&self, offset: i64) -> Result<(), StorageError> {
+        self.ensure_quiescent()?;
+        let inner = &self.inner;
+        if offset >= inner.log_end.get() {
+            return Ok(());
+        }
+        let first_base = *inner.segments.borrow().keys().next().expect("segment");
+        let doomed: Vec<i64> = inner
+            .segments
+            .borrow()
+            .range(offset.max(first_base + 1)..)
+            .map(|(b, _)| *b)
+            .collect();
+        for b in doomed {
+            inner.delete_segment(b)?;
+        }
+        let end = if offset <= first_base {
+            // Everything goes: start afresh at `offset`, like Kafka's truncateFullyAndStartAt.
+            inner.delete_segment(first_base)?;
+            let seg = Segment::create(&inner.dir, offset, &inner.config, now_ms())
+                .map_err(|e| StorageError::io(e, &inner.dir))?;
+            inner.segments.borrow_mut().insert(offset, Rc::new(seg));
+            inner.log_start.set(offset);
+            offset
+        } else {
+            let seg = inner.active();
+            seg.set_active(true)
+                .map_err(|e| StorageError::io(e, seg.log_path()))?;
+            seg.truncate_to(offset)?
+        };
+        inner.log_end.set(end);
+        inner.written_end.set(end);
+        inner.durable_end.set(inner.durable_end.get().min(end));
+        if inner.log_start.get() > end {
+            inner.log_start.set(end);
+        }
+        Ok(())
+    }
+
+    /// Advances the log start offset (DeleteRecords / retention) and deletes segments
+    /// wholly below it. The new start is not persisted here: the broker keeps it in
+    /// `log-start-offset-checkpoint` and re-applies it after `open`.
+    pub fn advance_log_start(&self, offset: i64) -> Result<(), StorageError> {
+        let inner = &self.inner;
+        if offset > inner.log_end.get() {
+            return Err(inner.out_of_range(offset));
+        }
+        if offset <= inner.log_start.get() {
+            return Ok(());
+        }
+        inner.log_start.set(offset);
+        let active = inner.active();
+        if offset == inner.log_end.get() && active.size.get() > 0 {
+            // The active segment is wholly below the new start: roll so it can go.
+            inner.roll(offset, now_ms())?;
+        }
+        loop {
+            let (first, second) = {
+                let segs = inner.segments.borrow();
+                let mut it = segs.keys();
+                (it.next().copied(), it.next().copied())
+            };
+            match (first, second) {
+                (Some(f), Some(s)) if s <= offset => inner.delete_segment(f)?,
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Headers of all readable batches from the one containing `offset` on.
+    pub fn batch_headers_from(&self, offset: i64) -> Result<Vec<BatchHeader>, StorageError> {
+        let inner = &self.inner;
+        inner.io.poll_completions();
+        let mut out = Vec::new();
+        for seg in inner.segments_from(offset) {
+            let start = if seg.base_offset <= offset {
+                match seg.find(offset)? {
+                    Some((pos, _)) => pos,
+                    None => continue,
+                }
+            } else {
+                0
+            };
+            seg.with_written(|buf| -> Result<(), batch::BatchError> {
+                for item in batch::BatchIter::new(&buf[start as usize..]) {
+                    out.push(item?.0);
+                }
+                Ok(())
+            })
+            .map_err(|e| StorageError::io(e, seg.log_path()))?
+            .map_err(|e| StorageError::Corrupt {
+                path: seg.log_path(),
+                reason: e.to_string(),
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// Waits for every append so far to be written and fdatasync'd.
+    pub async fn flush(&self) -> Result<(), StorageError> {
+        let end = self.inner.log_end.get();
+        self.inner.wait_written(end).await?;
+        self.inner.sync_upto(end).await
+    }
+
+    /// Flush, trim indexes, write nothing else; the log can be reopened without a scan
+    /// when the broker checkpoints `log_end_offset()` as its recovery point.
+    pub async fn close(self) -> Result<(), StorageError> {
+        self.flush().await?;
+        let seg = self.inner.active();
+        seg.seal().map_err(|e| StorageError::io(e, seg.log_path()))
+    }
+
+    /// Renames the dir to `<topic>-<partition>.<uuid>-delete` and deletes it. Deletion is
+    /// immediate: open mmaps keep the inodes of files readers still use.
+    pub fn delete(self) -> Result<(), StorageError> {
+        let dir = self.inner.dir.clone();
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let uuid = crate::logdir::random_uuid();
+        let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+        let target = dir.with_file_name(format!("{name}.{hex}-delete"));
+        drop(self);
+        std::fs::rename(&dir, &target).map_err(|e| StorageError::io(e, &dir))?;
+        std::fs::remove_dir_all(&target).map_err(|e| StorageError::io(e, &target))
+    }
+
+    /// Which segments exist, as base offsets (for tests and tools).
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.inner.segments.borrow().keys().copied().collect()
+    }
+
+    /// fdatasyncs issued by this log's backend so far (to observe group commit).
+    pub fn io_backend(&self) -> &Rc<IoBackend> {
+        &self.inner.io
+    }
+}

@@ -1,0 +1,471 @@
+//! One segment: `<base>.log` plus its `.index` and `.timeindex`.
+//!
+//! ## Why mmap'd reads never SIGBUS
+//! Readers get `Bytes` built with `Bytes::from_owner` over an `Arc<Mmap>`; the mapping (and
+//! so the inode's pages) lives as long as any such `Bytes`. Touching a mapped page past
+//! the *current* end of the file is what raises SIGBUS, so the log never shrinks a file
+//! that a live reader maps:
+//! - reads only cover bytes whose writes completed (`written_size`), never in-flight ones;
+//! - deleting a segment unlinks its files: the inode, and the pages a reader maps, stay
+//!   until the last mapping goes;
+//! - truncating a segment shrinks it in place only when no reader holds its mapping
+//!   (`Arc::strong_count == 1`, checked on the shard thread that is the only one able to
+//!   hand out new references). Otherwise the kept prefix is copied to a new file that is
+//!   renamed over the old name; readers keep the old, unshrunk inode.
+
+use std::cell::{Cell, RefCell};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use memmap2::{Mmap, MmapOptions};
+
+use crate::batch::{self, BatchHeader};
+use crate::index::{OffsetIndex, TimeIndex};
+use crate::{LogConfig, StorageError};
+
+pub(crate) fn file_name(base: i64, ext: &str) -> String {
+    format!("{base:020}.{ext}")
+}
+
+/// The part of an `Arc<Mmap>` a `Bytes` points at.
+struct MapSlice {
+    map: Arc<Mmap>,
+    start: usize,
+    end: usize,
+}
+
+impl AsRef<[u8]> for MapSlice {
+    fn as_ref(&self) -> &[u8] {
+        &self.map[self.start..self.end]
+    }
+}
+
+pub(crate) struct Segment {
+    pub base_offset: i64,
+    dir: PathBuf,
+    pub file: RefCell<Arc<File>>,
+    /// Bytes assigned to appends, including writes still in flight.
+    pub size: Cell<u64>,
+    /// Bytes from the start whose writes all completed: the readable extent.
+    pub written_size: Cell<u64>,
+    /// Offset after the last batch assigned to this segment.
+    pub next_offset: Cell<i64>,
+    pub index: RefCell<OffsetIndex>,
+    pub time_index: RefCell<TimeIndex>,
+    bytes_since_index: Cell<u64>,
+    /// (largest batch max_timestamp, last offset of that batch); (-1, -1) when none.
+    pub max_ts: Cell<(i64, i64)>,
+    /// Max timestamp of the first batch: what `segment.ms` counts from, as in Kafka.
+    first_batch_ts: Cell<Option<i64>>,
+    created_ms: i64,
+    index_interval: u64,
+    map: RefCell<Option<Arc<Mmap>>>,
+    map_len_hint: Cell<u64>,
+}
+
+impl Segment {
+    fn path(&self, ext: &str) -> PathBuf {
+        self.dir.join(file_name(self.base_offset, ext))
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.path("log")
+    }
+
+    /// Opens the segment's files, creating missing ones. State (size, indexes' meaning) is
+    /// established afterwards by `restore_from_indexes` or `recover`.
+    pub fn open(dir: &Path, base: i64, cfg: &LogConfig, now_ms: i64) -> io::Result<Segment> {
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join(file_name(base, "log")))?;
+        let size = log.metadata()?.len();
+        let index = OffsetIndex::open(
+            &dir.join(file_name(base, "index")),
+            base,
+            cfg.segment_index_bytes,
+        )?;
+        let time_index = TimeIndex::open(
+            &dir.join(file_name(base, "timeindex")),
+            base,
+            cfg.segment_index_bytes,
+        )?;
+        Ok(Segment {
+            base_offset: base,
+            dir: dir.to_path_buf(),
+            file: RefCell::new(Arc::new(log)),
+            size: Cell::new(size),
+            written_size: Cell::new(size),
+            next_offset: Cell::new(base),
+            index: RefCell::new(index),
+            time_index: RefCell::new(time_index),
+            bytes_since_index: Cell::new(0),
+            max_ts: Cell::new((-1, -1)),
+            first_batch_ts: Cell::new(None),
+            created_ms: now_ms,
+            index_interval: cfg.index_interval_bytes,
+            map: RefCell::new(None),
+            map_len_hint: Cell::new(cfg.segment_bytes.clamp(1, 1 << 30)),
+        })
+    }
+
+    /// A new, empty segment (files truncated if leftovers exist).
+    pub fn create(dir: &Path, base: i64, cfg: &LogConfig, now_ms: i64) -> io::Result<Segment> {
+        for ext in ["log", "index", "timeindex", "txnindex"] {
+            match std::fs::remove_file(dir.join(file_name(base, ext))) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        let seg = Segment::open(dir, base, cfg, now_ms)?;
+        seg.set_active(true)?;
+        Ok(seg)
+    }
+
+    /// Kafka keeps the active segment's indexes preallocated and trims them otherwise.
+    pub fn set_active(&self, active: bool) -> io::Result<()> {
+        self.index.borrow_mut().set_preallocated(active)?;
+        self.time_index.borrow_mut().set_preallocated(active)?;
+        if !active {
+            self.map_len_hint.set(self.size.get().max(1));
+        }
+        Ok(())
+    }
+
+    /// Bookkeeping of one batch placed at `pos`, exactly as Kafka's `LogSegment.append`
+    /// does it, so that indexes written by either broker are alike.
+    pub fn record_batch(&self, h: &BatchHeader, pos: u64) -> io::Result<()> {
+        if self.first_batch_ts.get().is_none() {
+            self.first_batch_ts.set(Some(h.max_timestamp));
+        }
+        if h.max_timestamp > self.max_ts.get().0 {
+            self.max_ts.set((h.max_timestamp, h.last_offset()));
+        }
+        if self.bytes_since_index.get() > self.index_interval {
+            self.index
+                .borrow_mut()
+                .append(h.last_offset(), pos as u32)?;
+            let (ts, off) = self.max_ts.get();
+            self.time_index.borrow_mut().maybe_append(ts, off, false)?;
+            self.bytes_since_index.set(0);
+        }
+        self.bytes_since_index
+            .set(self.bytes_since_index.get() + h.total_size() as u64);
+        self.next_offset.set(h.last_offset() + 1);
+        Ok(())
+    }
+
+    /// Kafka's `shouldRoll`, given the size and largest timestamp of the next append.
+    pub fn should_roll(
+        &self,
+        cfg: &LogConfig,
+        add: u64,
+        max_ts: i64,
+        last_offset: i64,
+        now_ms: i64,
+    ) -> bool {
+        let size = self.size.get();
+        if size == 0 {
+            return false;
+        }
+        let waited = match self.first_batch_ts.get() {
+            Some(t) if t >= 0 => max_ts - t,
+            _ => now_ms - self.created_ms,
+        };
+        size + add > cfg.segment_bytes
+            || (waited > 0 && waited as u64 > cfg.segment_ms)
+            || self.index.borrow().is_full()
+            || self.time_index.borrow().is_full()
+            || last_offset - self.base_offset > i32::MAX as i64
+            || size + add > u32::MAX as u64
+    }
+
+    /// Called when the segment stops being the active one (roll, close).
+    pub fn seal(&self) -> io::Result<()> {
+        let (ts, off) = self.max_ts.get();
+        if ts >= 0 {
+            self.time_index.borrow_mut().maybe_append(ts, off, true)?;
+        }
+        self.set_active(false)
+    }
+
+    /// A mapping that covers at least `need` bytes of the file.
+    fn mapping(&self, need: u64) -> io::Result<Arc<Mmap>> {
+        if let Some(m) = &*self.map.borrow() {
+            if m.len() as u64 >= need {
+                return Ok(m.clone());
+            }
+        }
+        let len = need.max(self.map_len_hint.get()).max(1);
+        let file = self.file.borrow().clone();
+        // SAFETY: the mapping is read-only and we only ever dereference bytes below
+        // `written_size`, which are in the file; the file is never shrunk under a live
+        // mapping (see the module doc), and within this process nothing writes to bytes
+        // below `written_size` once written. The data dir lock keeps other brokers out.
+        let map = unsafe { MmapOptions::new().len(len as usize).map(&*file)? };
+        let map = Arc::new(map);
+        *self.map.borrow_mut() = Some(map.clone());
+        Ok(map)
+    }
+
+    /// Zero-copy view of `[start, end)`; `end` must be <= `written_size`.
+    pub fn slice(&self, start: u64, end: u64) -> io::Result<Bytes> {
+        debug_assert!(end <= self.written_size.get());
+        let map = self.mapping(end)?;
+        Ok(Bytes::from_owner(MapSlice {
+            map,
+            start: start as usize,
+            end: end as usize,
+        }))
+    }
+
+    /// Runs `f` over the readable bytes (no copy, no Bytes).
+    pub fn with_written<R>(&self, f: impl FnOnce(&[u8]) -> R) -> io::Result<R> {
+        let end = self.written_size.get();
+        if end == 0 {
+            return Ok(f(&[]));
+        }
+        let map = self.mapping(end)?;
+        Ok(f(&map[..end as usize]))
+    }
+
+    /// Position and header of the first readable batch with last offset >= `offset`.
+    pub fn find(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>, StorageError> {
+        let (_, start) = self.index.borrow().lookup(offset);
+        let r = self.with_written(|buf| {
+            let mut pos = start as usize;
+            while pos < buf.len() {
+                let h = batch::frame(&buf[pos..])?;
+                if h.last_offset() >= offset {
+                    return Ok(Some((pos as u64, h)));
+                }
+                pos += h.total_size();
+            }
+            Ok(None)
+        });
+        match r {
+            Ok(r) => r.map_err(|e| self.corrupt(e)),
+            Err(e) => Err(StorageError::io(e, self.log_path())),
+        }
+    }
+
+    fn corrupt(&self, e: batch::BatchError) -> StorageError {
+        StorageError::Corrupt {
+            path: self.log_path(),
+            reason: e.to_string(),
+        }
+    }
+
+    /// Restores in-memory state after a clean shutdown without reading the whole segment:
+    /// resume at the last offset-index entry and validate every batch from there to the
+    /// end of the file. Returns false when the index does not agree with the log (the
+    /// caller then does a full `recover`).
+    pub fn restore_from_indexes(&self) -> Result<bool, StorageError> {
+        let last = self.index.borrow().last();
+        let (start, expect_last) = match last {
+            Some((off, pos)) => (pos as u64, Some(off)),
+            None => (0, None),
+        };
+        if start > self.size.get() {
+            return Ok(false);
+        }
+        if let Some((ts, off)) = self.time_index.borrow().last() {
+            if off < self.base_offset {
+                return Ok(false);
+            }
+            self.max_ts.set((ts, off));
+        }
+        let size = self.size.get();
+        self.written_size.set(size);
+        let map = if size > 0 {
+            Some(
+                self.mapping(size)
+                    .map_err(|e| StorageError::io(e, self.log_path()))?,
+            )
+        } else {
+            None
+        };
+        let buf: &[u8] = map.as_ref().map(|m| &m[..size as usize]).unwrap_or(&[]);
+        let mut pos = start as usize;
+        let mut first = true;
+        let mut ok = true;
+        while pos < buf.len() {
+            let Ok(h) = batch::validate_one(&buf[pos..]) else {
+                ok = false;
+                break;
+            };
+            if first {
+                first = false;
+                if let Some(o) = expect_last {
+                    if h.last_offset() != o {
+                        return Ok(false);
+                    }
+                    // The entry for this batch exists already: just re-arm the interval.
+                    self.bytes_since_index.set(0);
+                }
+            }
+            self.record_batch(&h, pos as u64)
+                .map_err(|e| StorageError::io(e, self.log_path()))?;
+            pos += h.total_size();
+        }
+        if first && expect_last.is_some() {
+            return Ok(false);
+        }
+        if !ok {
+            // Bad bytes after the last index entry: leave it to full recovery, which
+            // truncates them.
+            return Ok(false);
+        }
+        if self.first_batch_ts.get().is_none() && size > 0 {
+            if let Ok(h) = batch::frame(buf) {
+                self.first_batch_ts.set(Some(h.max_timestamp));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Full recovery: validates every batch from the start, rebuilds both indexes, and
+    /// truncates the file at the first bad batch. Returns the number of bytes cut.
+    pub fn recover(&self, active: bool) -> Result<u64, StorageError> {
+        let path = self.log_path();
+        let size = self.size.get();
+        self.index
+            .borrow_mut()
+            .rebuild(Vec::new(), active)
+            .map_err(|e| StorageError::io(e, &path))?;
+        self.time_index
+            .borrow_mut()
+            .rebuild(Vec::new(), active)
+            .map_err(|e| StorageError::io(e, &path))?;
+        self.bytes_since_index.set(0);
+        self.max_ts.set((-1, -1));
+        self.first_batch_ts.set(None);
+        self.next_offset.set(self.base_offset);
+        self.written_size.set(size);
+        let map = if size > 0 {
+            Some(self.mapping(size).map_err(|e| StorageError::io(e, &path))?)
+        } else {
+            None
+        };
+        let buf: &[u8] = map.as_ref().map(|m| &m[..size as usize]).unwrap_or(&[]);
+        let mut pos = 0usize;
+        let mut bad: Option<batch::BatchError> = None;
+        let mut prev_next = self.base_offset;
+        while pos < buf.len() {
+            match batch::validate_one(&buf[pos..]) {
+                Ok(h) if h.base_offset >= prev_next => {
+                    self.record_batch(&h, pos as u64)
+                        .map_err(|e| StorageError::io(e, &path))?;
+                    prev_next = h.last_offset() + 1;
+                    pos += h.total_size();
+                }
+                Ok(h) => {
+                    bad = Some(batch::BatchError::BadLength(h.batch_length));
+                    tracing::warn!(file = %path.display(), offset = h.base_offset,
+                        "batch offsets go backwards");
+                    break;
+                }
+                Err(e) => {
+                    bad = Some(e);
+                    break;
+                }
+            }
+        }
+        drop(map);
+        let cut = size - pos as u64;
+        if let Some(e) = bad {
+            tracing::warn!(file = %path.display(), position = pos, next_offset = prev_next,
+                bytes = cut, error = %e, "truncating torn or corrupt log tail");
+            self.truncate_file(pos as u64)
+                .map_err(|e| StorageError::io(e, &path))?;
+        }
+        Ok(cut)
+    }
+
+    /// Cuts the log file to `pos` bytes without SIGBUS risk to readers (module doc).
+    pub fn truncate_file(&self, pos: u64) -> io::Result<()> {
+        let shared = self
+            .map
+            .borrow()
+            .as_ref()
+            .is_some_and(|m| Arc::strong_count(m) > 1);
+        *self.map.borrow_mut() = None;
+        if shared {
+            let path = self.log_path();
+            let tmp = self.path("log.cleaned");
+            let src = self.file.borrow().clone();
+            let dst = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)?;
+            copy_prefix(&src, &dst, pos)?;
+            dst.sync_data()?;
+            std::fs::rename(&tmp, &path)?;
+            File::open(&self.dir)?.sync_all()?;
+            *self.file.borrow_mut() = Arc::new(dst);
+        } else {
+            self.file.borrow().set_len(pos)?;
+        }
+        self.size.set(pos);
+        self.written_size.set(pos);
+        Ok(())
+    }
+
+    /// Removes everything from `offset` on; returns the segment's new next offset.
+    pub fn truncate_to(&self, offset: i64) -> Result<i64, StorageError> {
+        let path = self.log_path();
+        let pos = match self.find(offset)? {
+            Some((pos, _)) => pos,
+            None => return Ok(self.next_offset.get()),
+        };
+        self.truncate_file(pos)
+            .map_err(|e| StorageError::io(e, &path))?;
+        self.index
+            .borrow_mut()
+            .truncate_to(offset)
+            .map_err(|e| StorageError::io(e, &path))?;
+        self.time_index
+            .borrow_mut()
+            .truncate_to(offset)
+            .map_err(|e| StorageError::io(e, &path))?;
+        self.bytes_since_index.set(0);
+        self.max_ts.set((-1, -1));
+        self.first_batch_ts.set(None);
+        self.next_offset.set(self.base_offset);
+        if !self.restore_from_indexes()? {
+            self.recover(true)?;
+        }
+        Ok(self.next_offset.get())
+    }
+
+    pub fn delete_files(&self) -> io::Result<()> {
+        *self.map.borrow_mut() = None;
+        for ext in ["log", "index", "timeindex", "txnindex"] {
+            match std::fs::remove_file(self.path(ext)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn copy_prefix(src: &File, dst: &File, len: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    while at < len {
+        let n = ((len - at) as usize).min(buf.len());
+        src.read_exact_at(&mut buf[..n], at)?;
+        dst.write_all_at(&buf[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
+}

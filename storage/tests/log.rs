@@ -1,0 +1,338 @@
+//! PartitionLog behaviour through its public API, on the backend chosen by
+//! `STROM_IO_BACKEND`.
+
+mod common;
+
+use std::rc::Rc;
+
+use bytes::BytesMut;
+use common::*;
+use storage::{AppendOptions, Durability, LogConfig, StorageError};
+
+fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 256,
+        ..LogConfig::default()
+    }
+}
+
+#[test]
+fn given_appends_when_reading_then_batches_come_back_with_assigned_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), LogConfig::default(), 0);
+        let a = log
+            .append(batch_n(10, 3, 10, b'a'), opts(Durability::None))
+            .await
+            .unwrap();
+        let b = log
+            .append(batch_n(20, 2, 10, b'b'), opts(Durability::Fsync))
+            .await
+            .unwrap();
+        assert_eq!((a.base_offset, a.last_offset), (0, 2));
+        assert_eq!((b.base_offset, b.last_offset), (3, 4));
+        assert_eq!(log.log_end_offset(), 5);
+        assert_eq!(log.written_end_offset(), 5);
+        assert_eq!(log.durable_end_offset(), 5);
+        let hs = read_all(&log, 0);
+        assert_eq!(
+            hs.iter().map(|h| h.base_offset).collect::<Vec<_>>(),
+            vec![0, 3]
+        );
+        // Reading from inside a batch returns that whole batch.
+        assert_eq!(read_all(&log, 4)[0].base_offset, 3);
+        assert!(log.read(5, 1000, i64::MAX).unwrap().chunks.is_empty());
+        assert!(matches!(
+            log.read(6, 1000, i64::MAX),
+            Err(StorageError::OffsetOutOfRange { .. })
+        ));
+        // max_offset (high watermark) excludes batches reaching it.
+        let r = log.read(0, usize::MAX, 3).unwrap();
+        assert_eq!(
+            storage::batch::validate_batches(&r.chunks[0])
+                .unwrap()
+                .len(),
+            1
+        );
+    });
+}
+
+#[test]
+fn given_calls_not_yet_polled_when_appending_then_offsets_follow_call_order() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), LogConfig::default(), 0);
+        let f1 = log.append(batch_n(1, 2, 5, 1), opts(Durability::Fsync));
+        let f2 = log.append(batch_n(1, 2, 5, 2), opts(Durability::Fsync));
+        assert_eq!(log.log_end_offset(), 4);
+        assert_eq!(f2.await.unwrap().base_offset, 2);
+        assert_eq!(f1.await.unwrap().base_offset, 0);
+    });
+}
+
+#[test]
+fn given_max_bytes_smaller_than_first_batch_when_reading_then_first_batch_returned_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), LogConfig::default(), 0);
+        for _ in 0..3 {
+            log.append(batch_n(1, 1, 500, b'x'), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        let r = log.read(0, 10, i64::MAX).unwrap();
+        assert_eq!(r.chunks.len(), 1);
+        assert_eq!(
+            storage::batch::validate_batches(&r.chunks[0])
+                .unwrap()
+                .len(),
+            1
+        );
+        let size = r.total_bytes;
+        let r = log.read(0, size * 2, i64::MAX).unwrap();
+        assert_eq!(r.total_bytes, size * 2);
+    });
+}
+
+#[test]
+fn given_many_durable_appends_in_flight_when_awaited_then_they_share_fdatasyncs() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = Rc::new(open(dir.path(), LogConfig::default(), 0));
+        let before = log.io_backend().sync_count();
+        let mut tasks = Vec::new();
+        for i in 0..64u8 {
+            let fut = log.append(batch_n(1, 1, 100, i), opts(Durability::Fsync));
+            tasks.push(tokio::task::spawn_local(fut));
+        }
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        let syncs = log.io_backend().sync_count() - before;
+        assert!(syncs >= 1);
+        assert!(
+            syncs < 32,
+            "64 concurrent durable appends used {syncs} fdatasyncs"
+        );
+        assert_eq!(log.durable_end_offset(), 64);
+    });
+}
+
+#[test]
+fn given_small_segment_bytes_when_appending_then_rolls_and_reads_span_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), small_segments(), 0);
+        for i in 0..40 {
+            log.append(batch_n(i, 2, 200, i as u8), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        let segs = log.segment_base_offsets();
+        assert!(segs.len() > 3, "{segs:?}");
+        let hs = read_all(&log, 0);
+        assert_eq!(hs.len(), 40);
+        for (i, h) in hs.iter().enumerate() {
+            assert_eq!(h.base_offset, 2 * i as i64);
+        }
+        // Every segment file is named by its base offset and starts with it.
+        for base in segs {
+            let name = format!("{base:020}.log");
+            assert!(log.dir().join(&name).exists(), "{name}");
+            assert_eq!(read_all(&log, base)[0].base_offset, base);
+        }
+    });
+}
+
+#[test]
+fn given_clean_close_when_reopening_at_log_end_then_everything_is_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let end = run(async {
+        let log = open(dir.path(), small_segments(), 0);
+        for i in 0..30 {
+            log.append(batch_n(1000 + i, 3, 100, 7), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        let end = log.log_end_offset();
+        log.close().await.unwrap();
+        end
+    });
+    run(async {
+        let log = open(dir.path(), small_segments(), end);
+        assert_eq!(log.log_end_offset(), end);
+        assert_eq!(read_all(&log, 0).len(), 30);
+        // Batch 8 holds timestamps 1008..=1010 at offsets 24..=26.
+        assert_eq!(log.offset_for_timestamp(1010).unwrap(), Some((26, 1010)));
+        let r = log
+            .append(batch_n(5000, 1, 1, 1), opts(Durability::Fsync))
+            .await
+            .unwrap();
+        assert_eq!(r.base_offset, end);
+    });
+}
+
+#[test]
+fn given_timestamps_when_looking_up_then_first_record_at_or_after_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), small_segments(), 0);
+        // Batch i holds records with timestamps 100*i .. 100*i+4.
+        for i in 0..20 {
+            log.append(batch_n(100 * i, 5, 50, 0), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        assert_eq!(log.offset_for_timestamp(0).unwrap(), Some((0, 0)));
+        assert_eq!(log.offset_for_timestamp(502).unwrap(), Some((27, 502)));
+        assert_eq!(log.offset_for_timestamp(505).unwrap(), Some((30, 600)));
+        assert_eq!(log.offset_for_timestamp(1904).unwrap(), Some((99, 1904)));
+        assert_eq!(log.offset_for_timestamp(1905).unwrap(), None);
+        assert_eq!(log.max_timestamp(), Some((99, 1904)));
+    });
+}
+
+#[test]
+fn given_log_append_time_when_appending_then_max_timestamp_rewritten_and_crc_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), LogConfig::default(), 0);
+        let o = AppendOptions {
+            durability: Durability::None,
+            log_append_time_ms: Some(777),
+            leader_epoch: 5,
+        };
+        let r = log.append(batch_n(1, 2, 3, 0), o).await.unwrap();
+        assert_eq!(r.log_append_time_ms, 777);
+        let h = read_all(&log, 0)[0];
+        assert!(h.timestamp_type_log_append());
+        assert_eq!((h.max_timestamp, h.partition_leader_epoch), (777, 5));
+    });
+}
+
+#[test]
+fn given_truncate_to_when_reading_then_later_offsets_gone_and_appends_continue() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), small_segments(), 0);
+        for i in 0..30 {
+            log.append(batch_n(i, 2, 200, 0), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        log.truncate_to(21).unwrap(); // inside batch [20, 21]: the whole batch goes
+        assert_eq!(log.log_end_offset(), 20);
+        assert_eq!(read_all(&log, 0).len(), 10);
+        let r = log
+            .append(batch_n(1, 1, 10, 9), opts(Durability::Fsync))
+            .await
+            .unwrap();
+        assert_eq!(r.base_offset, 20);
+        assert_eq!(read_all(&log, 0).len(), 11);
+        log.truncate_to(0).unwrap();
+        assert_eq!(log.log_end_offset(), 0);
+        assert!(read_all(&log, 0).is_empty());
+    });
+}
+
+#[test]
+fn given_reader_holding_bytes_when_segment_truncated_or_deleted_then_bytes_stay_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), small_segments(), 0);
+        for i in 0..30 {
+            log.append(batch_n(i, 2, 200, i as u8), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        let held = log.read(0, usize::MAX, i64::MAX).unwrap();
+        let copy: Vec<Vec<u8>> = held.chunks.iter().map(|c| c.to_vec()).collect();
+        log.truncate_to(41).unwrap();
+        log.advance_log_start(20).unwrap();
+        // Touch every byte: on a shrunk mapping this would SIGBUS.
+        for (c, want) in held.chunks.iter().zip(&copy) {
+            assert_eq!(&c[..], &want[..]);
+        }
+        let after = read_all(&log, 20);
+        assert_eq!(after.first().unwrap().base_offset, 20);
+        assert_eq!(after.last().unwrap().last_offset(), 39);
+    });
+}
+
+#[test]
+fn given_advance_log_start_when_reading_below_then_out_of_range_and_old_segments_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), small_segments(), 0);
+        for i in 0..40 {
+            log.append(batch_n(i, 2, 200, 0), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        let before = log.segment_base_offsets();
+        log.advance_log_start(50).unwrap();
+        assert_eq!(log.log_start_offset(), 50);
+        let after = log.segment_base_offsets();
+        assert!(after.len() < before.len());
+        assert!(after[0] <= 50);
+        assert!(matches!(
+            log.read(49, 100, i64::MAX),
+            Err(StorageError::OffsetOutOfRange { .. })
+        ));
+        assert_eq!(read_all(&log, 50)[0].base_offset, 50);
+        // Up to the end: only an empty active segment remains.
+        log.advance_log_start(80).unwrap();
+        assert_eq!(log.segment_base_offsets(), vec![80]);
+        assert!(log.read(80, 100, i64::MAX).unwrap().chunks.is_empty());
+        assert!(log.advance_log_start(81).is_err());
+    });
+}
+
+#[test]
+fn given_headers_requested_when_reading_from_offset_then_all_later_batches_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), small_segments(), 0);
+        for i in 0..10 {
+            log.append(batch_n(i, 2, 300, 0), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        let hs = log.batch_headers_from(5).unwrap();
+        assert_eq!(hs.first().unwrap().base_offset, 4);
+        assert_eq!(hs.len(), 8);
+        assert!(log.size_bytes() > 3000);
+    });
+}
+
+#[test]
+fn given_log_when_deleted_then_dir_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), LogConfig::default(), 0);
+        log.append(batch_n(1, 1, 1, 0), opts(Durability::Fsync))
+            .await
+            .unwrap();
+        let d = log.dir().to_path_buf();
+        log.delete().unwrap();
+        assert!(!d.exists());
+        assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+    });
+}
+
+#[test]
+fn given_unvalidatable_buffer_when_appending_then_rejected_without_assigning_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), LogConfig::default(), 0);
+        let mut b = batch_n(1, 1, 1, 0);
+        b.truncate(30);
+        assert!(log.append(b, opts(Durability::None)).await.is_err());
+        assert!(log
+            .append(BytesMut::new(), opts(Durability::None))
+            .await
+            .is_err());
+        assert_eq!(log.log_end_offset(), 0);
+    });
+}
