@@ -101,7 +101,18 @@ def expected(recs: list[Out]) -> list[Rec]:
 
 
 def describe_mismatch(got: list[Rec], exp: list[Rec]) -> str:
-    lines = [f"got {len(got)} records, expected {len(exp)}"]
+    def per_partition(rs):
+        out: dict[int, list[int]] = {}
+        for r in rs:
+            lo_hi = out.setdefault(r.partition, [r.offset, r.offset, 0])
+            lo_hi[0], lo_hi[1], lo_hi[2] = min(lo_hi[0], r.offset), max(lo_hi[1], r.offset), lo_hi[2] + 1
+        return {p: f"{n} records, offsets {lo}..{hi}" for p, (lo, hi, n) in sorted(out.items())}
+
+    lines = [
+        f"got {len(got)} records, expected {len(exp)}",
+        f"  got per partition:      {per_partition(got)}",
+        f"  expected per partition: {per_partition(exp)}",
+    ]
     for i, (g, e) in enumerate(zip(got, exp)):
         if g != e:
             lines.append(f"first difference at index {i}:\n  got      {_short(g)}\n  expected {_short(e)}")
@@ -319,7 +330,8 @@ def aiokafka_produce(bootstrap: str, topic: str, recs: list[Out], codec: str, ac
                     )
                 )
             mds = await asyncio.wait_for(asyncio.gather(*futs), OP_TIMEOUT_S)
-            return [(md.partition, md.offset) for md in mds]
+            # acks=0: aiokafka resolves each send with None (no broker answer to report).
+            return [(r.partition, None) if md is None else (md.partition, md.offset) for r, md in zip(recs, mds)]
         finally:
             await p.stop()
 
