@@ -1,1 +1,113 @@
-fn main() {}
+//! The `strom` binary: parse flags, load config, run. Everything else lives in the library.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "strom",
+    version,
+    about = "A Kafka-compatible streaming broker, thread-per-core"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the broker (embedded defaults; no config file needed).
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// TOML config file (see deploy/strom.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Kafka listener, HOST:PORT (default 127.0.0.1:9092).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Address advertised to clients, HOST:PORT (default: the listener).
+    #[arg(long)]
+    advertised_listener: Option<String>,
+    /// Data directory (default ./strom-data).
+    #[arg(long)]
+    data_dir: Option<String>,
+    /// Shards (threads pinned to cores); 0 = cores available.
+    #[arg(long)]
+    shards: Option<String>,
+    /// Kafka node id (default 0).
+    #[arg(long)]
+    node_id: Option<String>,
+    /// Admin/metrics HTTP listener, HOST:PORT (default 127.0.0.1:9644).
+    #[arg(long)]
+    metrics_listen: Option<String>,
+    /// Any other config key, KEY=VALUE (Kafka names with dots or underscores), repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut flags: Vec<(String, String)> = Vec::new();
+    let named = [
+        ("listen", &args.listen),
+        ("advertised_listener", &args.advertised_listener),
+        ("data_dir", &args.data_dir),
+        ("shards", &args.shards),
+        ("node_id", &args.node_id),
+        ("metrics_listen", &args.metrics_listen),
+    ];
+    for (key, value) in named {
+        if let Some(v) = value {
+            flags.push((key.to_string(), v.clone()));
+        }
+    }
+    for kv in &args.set {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--set expects KEY=VALUE, got `{kv}`"))?;
+        flags.push((k.to_string(), v.to_string()));
+    }
+    let (config, origins) = strom::config::load(args.config.as_deref(), std::env::vars(), &flags)?;
+    let server = strom::Server::start(config, origins)?;
+    println!(
+        "strom listening on {} (admin {})",
+        server.kafka_addr, server.metrics_addr
+    );
+    wait_for_signal()?;
+    tracing::info!("signal received; shutting down");
+    server.shutdown()
+}
+
+fn wait_for_signal() -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        Ok::<_, std::io::Error>(())
+    })?;
+    Ok(())
+}

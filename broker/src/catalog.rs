@@ -1,0 +1,317 @@
+//! The topic catalog: which topics exist, their ids, partition counts and config overrides.
+//!
+//! Single-node Kafka keeps this in its KRaft metadata log; Strom keeps it in
+//! `<data-dir>/strom-topics.json`, written atomically (tmp file, fsync, rename, fsync dir)
+//! before a change is acknowledged. Readers on every shard take an `Arc` snapshot (a read lock
+//! held only long enough to clone the `Arc`), so the produce and fetch paths never wait on a
+//! writer; writers (topic admin, rare) are serialised by a mutex.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::config::topic::TopicSettings;
+use crate::config::{BrokerConfig, Origin};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredTopic {
+    name: String,
+    id: Uuid,
+    partitions: i32,
+    #[serde(default)]
+    configs: BTreeMap<String, String>,
+    #[serde(default)]
+    internal: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize, Default)]
+struct StoredCatalog {
+    version: u32,
+    topics: Vec<StoredTopic>,
+}
+
+#[derive(Debug)]
+pub struct TopicMeta {
+    pub name: Arc<str>,
+    pub id: Uuid,
+    pub partitions: i32,
+    pub configs: BTreeMap<String, String>,
+    pub internal: bool,
+    pub settings: Arc<TopicSettings>,
+}
+
+#[derive(Debug, Default)]
+pub struct Catalog {
+    pub topics: BTreeMap<Arc<str>, Arc<TopicMeta>>,
+    by_id: HashMap<Uuid, Arc<TopicMeta>>,
+}
+
+impl Catalog {
+    pub fn get(&self, name: &str) -> Option<&Arc<TopicMeta>> {
+        self.topics.get(name)
+    }
+    pub fn by_id(&self, id: &Uuid) -> Option<&Arc<TopicMeta>> {
+        self.by_id.get(id)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("Topic '{0}' already exists.")]
+    AlreadyExists(String),
+    #[error("Topic '{0}' does not exist.")]
+    UnknownTopic(String),
+    #[error("cannot persist topic catalog {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("topic catalog {path} is corrupt: {message}")]
+    Corrupt { path: PathBuf, message: String },
+}
+
+pub struct CatalogHandle {
+    path: PathBuf,
+    current: RwLock<Arc<Catalog>>,
+    writer: Mutex<()>,
+    broker: BrokerConfig,
+    origins: BTreeMap<String, Origin>,
+}
+
+impl CatalogHandle {
+    pub fn open(
+        data_dir: &Path,
+        broker: BrokerConfig,
+        origins: BTreeMap<String, Origin>,
+    ) -> Result<CatalogHandle, CatalogError> {
+        let path = data_dir.join("strom-topics.json");
+        let stored = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice::<StoredCatalog>(&bytes).map_err(|e| {
+                CatalogError::Corrupt {
+                    path: path.clone(),
+                    message: e.to_string(),
+                }
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => StoredCatalog::default(),
+            Err(source) => return Err(CatalogError::Io { path, source }),
+        };
+        let handle = CatalogHandle {
+            path,
+            current: RwLock::new(Arc::new(Catalog::default())),
+            writer: Mutex::new(()),
+            broker,
+            origins,
+        };
+        let catalog = handle.build(stored.topics);
+        *handle.current.write().expect("catalog lock") = Arc::new(catalog);
+        Ok(handle)
+    }
+
+    pub fn snapshot(&self) -> Arc<Catalog> {
+        self.current.read().expect("catalog lock").clone()
+    }
+
+    pub fn broker_config(&self) -> &BrokerConfig {
+        &self.broker
+    }
+
+    pub fn broker_origins(&self) -> &BTreeMap<String, Origin> {
+        &self.origins
+    }
+
+    fn build(&self, topics: Vec<StoredTopic>) -> Catalog {
+        let mut c = Catalog::default();
+        for t in topics {
+            let settings = Arc::new(TopicSettings::resolve(
+                &t.configs,
+                &self.broker,
+                &self.origins,
+            ));
+            let meta = Arc::new(TopicMeta {
+                name: t.name.as_str().into(),
+                id: t.id,
+                partitions: t.partitions,
+                configs: t.configs,
+                internal: t.internal,
+                settings,
+            });
+            c.by_id.insert(meta.id, meta.clone());
+            c.topics.insert(meta.name.clone(), meta);
+        }
+        c
+    }
+
+    fn stored(c: &Catalog) -> Vec<StoredTopic> {
+        c.topics
+            .values()
+            .map(|t| StoredTopic {
+                name: t.name.to_string(),
+                id: t.id,
+                partitions: t.partitions,
+                configs: t.configs.clone(),
+                internal: t.internal,
+            })
+            .collect()
+    }
+
+    /// Applies `change` to a copy of the catalog, persists it, then publishes it.
+    fn update<R>(
+        &self,
+        change: impl FnOnce(&mut Vec<StoredTopic>) -> Result<R, CatalogError>,
+    ) -> Result<R, CatalogError> {
+        let _guard = self.writer.lock().expect("catalog writer");
+        let mut topics = Self::stored(&self.snapshot());
+        let result = change(&mut topics)?;
+        let stored = StoredCatalog { version: 1, topics };
+        let bytes = serde_json::to_vec_pretty(&stored).expect("catalog serialises");
+        write_atomically(&self.path, &bytes).map_err(|source| CatalogError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        let catalog = self.build(stored.topics);
+        *self.current.write().expect("catalog lock") = Arc::new(catalog);
+        Ok(result)
+    }
+
+    pub fn create(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        internal: bool,
+    ) -> Result<Arc<TopicMeta>, CatalogError> {
+        self.update(|topics| {
+            if topics.iter().any(|t| t.name == name) {
+                return Err(CatalogError::AlreadyExists(name.into()));
+            }
+            topics.push(StoredTopic {
+                name: name.into(),
+                id: Uuid::new_v4(),
+                partitions,
+                configs,
+                internal,
+            });
+            Ok(())
+        })?;
+        Ok(self.snapshot().get(name).expect("just created").clone())
+    }
+
+    pub fn delete(&self, name: &str) -> Result<Arc<TopicMeta>, CatalogError> {
+        let old = self
+            .snapshot()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| CatalogError::UnknownTopic(name.into()))?;
+        self.update(|topics| {
+            topics.retain(|t| t.name != name);
+            Ok(())
+        })?;
+        Ok(old)
+    }
+
+    pub fn set_partitions(&self, name: &str, partitions: i32) -> Result<(), CatalogError> {
+        self.update(|topics| {
+            let t = topics
+                .iter_mut()
+                .find(|t| t.name == name)
+                .ok_or_else(|| CatalogError::UnknownTopic(name.into()))?;
+            t.partitions = partitions;
+            Ok(())
+        })
+    }
+
+    pub fn set_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), CatalogError> {
+        self.update(|topics| {
+            let t = topics
+                .iter_mut()
+                .find(|t| t.name == name)
+                .ok_or_else(|| CatalogError::UnknownTopic(name.into()))?;
+            t.configs = configs;
+            Ok(())
+        })
+    }
+}
+
+/// tmp + fsync + rename + fsync(dir): the file is either the old or the new version after a crash.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Kafka's topic name rules (`Topic.validate`): 1..=249 chars of `[a-zA-Z0-9._-]`, not `.`/`..`.
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("Topic name is illegal, it can't be empty".into());
+    }
+    if name == "." || name == ".." {
+        return Err("Topic name cannot be \".\" or \"..\"".into());
+    }
+    if name.len() > 249 {
+        return Err(format!(
+            "Topic name is illegal, it can't be longer than 249 characters, topic name: {name}"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_created_topic_when_reopening_then_same_id_and_configs() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = CatalogHandle::open(dir.path(), BrokerConfig::default(), BTreeMap::new()).unwrap();
+        let mut cfg = BTreeMap::new();
+        cfg.insert("cleanup.policy".to_string(), "compact".to_string());
+        let t = c.create("orders", 3, cfg, false).unwrap();
+        assert!(t.settings.compact);
+        assert!(matches!(
+            c.create("orders", 1, BTreeMap::new(), false),
+            Err(CatalogError::AlreadyExists(_))
+        ));
+        let c2 = CatalogHandle::open(dir.path(), BrokerConfig::default(), BTreeMap::new()).unwrap();
+        let snap = c2.snapshot();
+        let t2 = snap.get("orders").unwrap();
+        assert_eq!((t2.id, t2.partitions), (t.id, 3));
+        assert!(snap.by_id(&t.id).is_some());
+        c2.delete("orders").unwrap();
+        assert!(c2.snapshot().get("orders").is_none());
+    }
+
+    #[test]
+    fn given_topic_names_when_validating_then_kafka_rules() {
+        for ok in ["a", "my-topic.v1_2", &"x".repeat(249)] {
+            assert!(validate_topic_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".", "..", "has space", "slash/", &"x".repeat(250), "ü"] {
+            assert!(validate_topic_name(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,482 @@
+//! Broker configuration: one typed struct, loaded from (lowest to highest precedence)
+//! embedded defaults, a TOML file, `STROM_*` environment variables and command-line flags.
+//!
+//! Keys are Kafka's broker config names where Kafka has one, written with underscores
+//! (`log_retention_check_interval_ms` is Kafka's `log.retention.check.interval.ms`). The TOML
+//! file may use either spelling: dotted keys are flattened and normalised to underscores, so a
+//! Kafka-style `log.retention.check.interval.ms = 1000` works too. The environment variable is
+//! `STROM_` plus the key uppercased (`STROM_LOG_RETENTION_CHECK_INTERVAL_MS`).
+
+pub mod topic;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Every field: unit, default, bounds, whether a restart is needed (all of them need one
+/// until dynamic broker configs land).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BrokerConfig {
+    /// Kafka listener address. Default 127.0.0.1:9092.
+    pub listen: SocketAddr,
+    /// Address given to clients in Metadata; defaults to `listen`. `host:port`.
+    pub advertised_listener: Option<String>,
+    /// Admin/metrics HTTP listener (`/health`, `/ready`, `/metrics`). Default 127.0.0.1:9644.
+    pub metrics_listen: SocketAddr,
+    /// Data directory (Kafka's `log.dirs`, one dir). Default `./strom-data`.
+    pub data_dir: PathBuf,
+    /// Number of shards (one OS thread pinned per core). 0 = the cores available. Max 256.
+    pub shards: usize,
+    /// Kafka `node.id`. Default 0. Must be >= 0.
+    pub node_id: i32,
+    /// Cluster id reported in Metadata and meta.properties; generated on first start if empty.
+    pub cluster_id: String,
+    /// Kafka `auto.create.topics.enable`. Default true.
+    pub auto_create_topics_enable: bool,
+    /// Kafka `num.partitions`: partitions of auto-created topics. Default 1, >= 1.
+    pub num_partitions: i32,
+    /// Kafka `default.replication.factor`. Single node: only 1 is accepted. Default 1.
+    pub default_replication_factor: i16,
+    /// Kafka `socket.request.max.bytes`: largest request frame accepted, bytes. Default 100 MiB.
+    pub socket_request_max_bytes: u32,
+    /// Kafka `queued.max.request.bytes`: bytes of requests in flight per shard before the
+    /// broker stops reading sockets (backpressure). Default 256 MiB (Kafka: -1 = unbounded;
+    /// we never allow unbounded).
+    pub queued_max_request_bytes: u64,
+    /// In-flight requests per connection before we stop reading it. Default 64.
+    pub max_in_flight_per_connection: usize,
+    /// Kafka `message.max.bytes`: default topic `max.message.bytes`, bytes. Default 1048588.
+    pub message_max_bytes: i32,
+    /// Kafka `log.segment.bytes`. Default 1 GiB. Min 14 (Kafka's lower bound).
+    pub log_segment_bytes: i64,
+    /// Kafka `log.roll.ms`. Default 7 days.
+    pub log_roll_ms: i64,
+    /// Kafka `log.retention.ms`. Default 7 days; -1 = forever.
+    pub log_retention_ms: i64,
+    /// Kafka `log.retention.bytes`. Default -1 (no limit).
+    pub log_retention_bytes: i64,
+    /// Kafka `log.retention.check.interval.ms`. Default 300000.
+    pub log_retention_check_interval_ms: i64,
+    /// Kafka `log.index.interval.bytes`. Default 4096.
+    pub log_index_interval_bytes: i32,
+    /// Kafka `log.index.size.max.bytes`. Default 10 MiB.
+    pub log_index_size_max_bytes: i32,
+    /// Kafka `log.flush.interval.messages`. Default i64::MAX (flush by acks=all and the OS).
+    pub log_flush_interval_messages: i64,
+    /// Kafka `log.flush.interval.ms`. Default i64::MAX.
+    pub log_flush_interval_ms: i64,
+    /// Kafka `log.flush.offset.checkpoint.interval.ms`: how often recovery points are written.
+    /// Default 60000.
+    pub log_flush_offset_checkpoint_interval_ms: i64,
+    /// Kafka `log.cleanup.policy`. Default "delete".
+    pub log_cleanup_policy: String,
+    /// Kafka `log.message.timestamp.type`. "CreateTime" (default) or "LogAppendTime".
+    pub log_message_timestamp_type: String,
+    /// Kafka `file.delete.delay.ms`. Default 60000.
+    pub file_delete_delay_ms: i64,
+    /// Kafka `offsets.topic.num.partitions`. Default 50.
+    pub offsets_topic_num_partitions: i32,
+    /// Kafka `transaction.state.log.num.partitions`. Default 50.
+    pub transaction_state_log_num_partitions: i32,
+    /// Storage I/O backend: "auto" (io_uring, falling back to sync), "uring", "sync".
+    pub io_backend: String,
+    /// Kafka `producer.id.expiration.ms`. Default 86400000.
+    pub producer_id_expiration_ms: i64,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            listen: "127.0.0.1:9092".parse().expect("static address"),
+            advertised_listener: None,
+            metrics_listen: "127.0.0.1:9644".parse().expect("static address"),
+            data_dir: PathBuf::from("./strom-data"),
+            shards: 0,
+            node_id: 0,
+            cluster_id: String::new(),
+            auto_create_topics_enable: true,
+            num_partitions: 1,
+            default_replication_factor: 1,
+            socket_request_max_bytes: 100 * 1024 * 1024,
+            queued_max_request_bytes: 256 * 1024 * 1024,
+            max_in_flight_per_connection: 64,
+            message_max_bytes: 1_048_588,
+            log_segment_bytes: 1 << 30,
+            log_roll_ms: 7 * 24 * 3600 * 1000,
+            log_retention_ms: 7 * 24 * 3600 * 1000,
+            log_retention_bytes: -1,
+            log_retention_check_interval_ms: 300_000,
+            log_index_interval_bytes: 4096,
+            log_index_size_max_bytes: 10 * 1024 * 1024,
+            log_flush_interval_messages: i64::MAX,
+            log_flush_interval_ms: i64::MAX,
+            log_flush_offset_checkpoint_interval_ms: 60_000,
+            log_cleanup_policy: "delete".into(),
+            log_message_timestamp_type: "CreateTime".into(),
+            file_delete_delay_ms: 60_000,
+            offsets_topic_num_partitions: 50,
+            transaction_state_log_num_partitions: 50,
+            io_backend: "auto".into(),
+            producer_id_expiration_ms: 86_400_000,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid TOML: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error("config key `{key}` (from {origin}): {message}")]
+    Invalid {
+        key: String,
+        origin: String,
+        message: String,
+    },
+}
+
+/// Where a value came from, for error messages and DescribeConfigs' `source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    File,
+    Env,
+    Flag,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Origin::File => "config file",
+            Origin::Env => "environment",
+            Origin::Flag => "command line",
+        })
+    }
+}
+
+/// Flattens nested TOML tables into `a_b_c` keys so dotted Kafka names work.
+fn flatten(prefix: &str, table: toml::Table, out: &mut BTreeMap<String, toml::Value>) {
+    for (k, v) in table {
+        let key = normalise_key(&if prefix.is_empty() {
+            k
+        } else {
+            format!("{prefix}_{k}")
+        });
+        match v {
+            toml::Value::Table(t) => flatten(&key, t, out),
+            v => {
+                out.insert(key, v);
+            }
+        }
+    }
+}
+
+pub fn normalise_key(k: &str) -> String {
+    k.replace(['.', '-'], "_").to_ascii_lowercase()
+}
+
+/// A raw string from the environment or a flag, typed the way the field expects.
+fn typed_value(key: &str, raw: &str) -> toml::Value {
+    let defaults = toml::Table::try_from(BrokerConfig::default()).unwrap_or_default();
+    match defaults.get(key) {
+        Some(toml::Value::Integer(_)) => raw
+            .parse::<i64>()
+            .map(toml::Value::Integer)
+            .unwrap_or_else(|_| toml::Value::String(raw.into())),
+        Some(toml::Value::Boolean(_)) => raw
+            .parse::<bool>()
+            .map(toml::Value::Boolean)
+            .unwrap_or_else(|_| toml::Value::String(raw.into())),
+        _ => toml::Value::String(raw.into()),
+    }
+}
+
+/// Layers the config. `file` is the TOML path if any, `env` the process environment, `flags`
+/// the overrides given on the command line (already in key form).
+pub fn load(
+    file: Option<&std::path::Path>,
+    env: impl IntoIterator<Item = (String, String)>,
+    flags: &[(String, String)],
+) -> Result<(BrokerConfig, BTreeMap<String, Origin>), ConfigError> {
+    let mut values: BTreeMap<String, toml::Value> = BTreeMap::new();
+    let mut origins: BTreeMap<String, Origin> = BTreeMap::new();
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let table: toml::Table = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut flat = BTreeMap::new();
+        flatten("", table, &mut flat);
+        for (k, v) in flat {
+            origins.insert(k.clone(), Origin::File);
+            values.insert(k, v);
+        }
+    }
+    for (name, raw) in env {
+        let Some(key) = name.strip_prefix("STROM_") else {
+            continue;
+        };
+        let key = normalise_key(key);
+        // Only keys the broker knows: STROM_* variables of other tools (tests, connectors)
+        // must not stop the broker.
+        if !known_key(&key) {
+            continue;
+        }
+        values.insert(key.clone(), typed_value(&key, &raw));
+        origins.insert(key, Origin::Env);
+    }
+    for (key, raw) in flags {
+        let key = normalise_key(key);
+        values.insert(key.clone(), typed_value(&key, raw));
+        origins.insert(key, Origin::Flag);
+    }
+    // Deserialize key by key so an error names the key and where it came from.
+    let mut table = toml::Table::try_from(BrokerConfig::default()).unwrap_or_default();
+    for (key, value) in values {
+        let origin = origins[&key];
+        if !known_key(&key) {
+            return Err(ConfigError::Invalid {
+                key,
+                origin: origin.to_string(),
+                message: "unknown config key".into(),
+            });
+        }
+        let mut probe = table.clone();
+        probe.insert(key.clone(), value.clone());
+        if let Err(e) = probe.try_into::<BrokerConfig>() {
+            return Err(ConfigError::Invalid {
+                key,
+                origin: origin.to_string(),
+                message: e.message().to_string(),
+            });
+        }
+        table.insert(key, value);
+    }
+    let config: BrokerConfig = table.try_into().map_err(|e| ConfigError::Invalid {
+        key: "?".into(),
+        origin: "merged config".into(),
+        message: e.to_string(),
+    })?;
+    config.validate(&origins)?;
+    Ok((config, origins))
+}
+
+fn known_key(key: &str) -> bool {
+    toml::Table::try_from(BrokerConfig::default())
+        .map(|t| t.contains_key(key) || key == "advertised_listener")
+        .unwrap_or(false)
+}
+
+impl BrokerConfig {
+    fn validate(&self, origins: &BTreeMap<String, Origin>) -> Result<(), ConfigError> {
+        let bad = |key: &str, message: String| ConfigError::Invalid {
+            key: key.into(),
+            origin: origins
+                .get(key)
+                .map(|o| o.to_string())
+                .unwrap_or_else(|| "default".into()),
+            message,
+        };
+        if self.shards > 256 {
+            return Err(bad(
+                "shards",
+                format!("{} is above the maximum 256", self.shards),
+            ));
+        }
+        if self.node_id < 0 {
+            return Err(bad("node_id", "must be >= 0".into()));
+        }
+        if self.num_partitions < 1 {
+            return Err(bad("num_partitions", "must be >= 1".into()));
+        }
+        if self.default_replication_factor != 1 {
+            return Err(bad(
+                "default_replication_factor",
+                "a single-node broker only supports 1".into(),
+            ));
+        }
+        if self.socket_request_max_bytes < 1024 {
+            return Err(bad("socket_request_max_bytes", "must be >= 1024".into()));
+        }
+        if self.queued_max_request_bytes < self.socket_request_max_bytes as u64 {
+            return Err(bad(
+                "queued_max_request_bytes",
+                "must be >= socket_request_max_bytes".into(),
+            ));
+        }
+        if self.max_in_flight_per_connection == 0 {
+            return Err(bad("max_in_flight_per_connection", "must be >= 1".into()));
+        }
+        if self.log_segment_bytes < 14 {
+            return Err(bad("log_segment_bytes", "must be >= 14".into()));
+        }
+        if !matches!(self.io_backend.as_str(), "auto" | "uring" | "sync") {
+            return Err(bad(
+                "io_backend",
+                format!("`{}` is not one of auto, uring, sync", self.io_backend),
+            ));
+        }
+        if !matches!(
+            self.log_message_timestamp_type.as_str(),
+            "CreateTime" | "LogAppendTime"
+        ) {
+            return Err(bad(
+                "log_message_timestamp_type",
+                "must be CreateTime or LogAppendTime".into(),
+            ));
+        }
+        if self.offsets_topic_num_partitions < 1 || self.transaction_state_log_num_partitions < 1 {
+            return Err(bad("offsets_topic_num_partitions", "must be >= 1".into()));
+        }
+        if let Some(adv) = &self.advertised_listener {
+            if parse_host_port(adv).is_none() {
+                return Err(bad(
+                    "advertised_listener",
+                    format!("`{adv}` is not host:port"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The (host, port) clients are told to connect to.
+    pub fn advertised(&self) -> (String, i32) {
+        self.advertised_listener
+            .as_deref()
+            .and_then(parse_host_port)
+            .unwrap_or_else(|| (self.listen.ip().to_string(), self.listen.port() as i32))
+    }
+
+    pub fn shard_count(&self) -> usize {
+        if self.shards == 0 {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        } else {
+            self.shards
+        }
+    }
+}
+
+fn parse_host_port(s: &str) -> Option<(String, i32)> {
+    let (host, port) = s.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    if host.is_empty() {
+        return None;
+    }
+    Some((host.trim_matches(['[', ']']).to_string(), port as i32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn given_nothing_when_loading_then_kafka_defaults() {
+        let (c, _) = load(None, env(&[]), &[]).unwrap();
+        assert_eq!(c, BrokerConfig::default());
+        assert_eq!(c.listen.port(), 9092);
+        assert_eq!(c.message_max_bytes, 1_048_588);
+    }
+
+    #[test]
+    fn given_env_var_when_loading_then_it_overrides_default() {
+        let (c, o) = load(
+            None,
+            env(&[
+                ("STROM_LOG_RETENTION_CHECK_INTERVAL_MS", "1000"),
+                ("STROM_UNRELATED_THING", "x"),
+            ]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.log_retention_check_interval_ms, 1000);
+        assert_eq!(o["log_retention_check_interval_ms"], Origin::Env);
+    }
+
+    #[test]
+    fn given_dotted_kafka_keys_in_file_when_loading_then_flattened() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("strom.toml");
+        std::fs::write(
+            &p,
+            "log.retention.check.interval.ms = 5\nnum_partitions = 3\n[auto.create.topics]\nenable = false\n",
+        )
+        .unwrap();
+        let (c, _) = load(Some(&p), env(&[]), &[]).unwrap();
+        assert_eq!(c.log_retention_check_interval_ms, 5);
+        assert_eq!(c.num_partitions, 3);
+        assert!(!c.auto_create_topics_enable);
+    }
+
+    #[test]
+    fn given_flag_and_env_when_loading_then_flag_wins() {
+        let (c, _) = load(
+            None,
+            env(&[("STROM_NUM_PARTITIONS", "4")]),
+            &[("num_partitions".into(), "7".into())],
+        )
+        .unwrap();
+        assert_eq!(c.num_partitions, 7);
+    }
+
+    #[test]
+    fn given_bad_value_when_loading_then_error_names_key_and_origin() {
+        let err = load(None, env(&[("STROM_NUM_PARTITIONS", "many")]), &[]).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("num_partitions") && msg.contains("environment"),
+            "{msg}"
+        );
+        let err = load(None, env(&[("STROM_NUM_PARTITIONS", "0")]), &[]).unwrap_err();
+        assert!(err.to_string().contains("num_partitions"));
+    }
+
+    #[test]
+    fn given_unknown_key_in_file_when_loading_then_error_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("strom.toml");
+        std::fs::write(&p, "no_such_key = 1\n").unwrap();
+        let err = load(Some(&p), env(&[]), &[]).unwrap_err().to_string();
+        assert!(err.contains("no_such_key"), "{err}");
+    }
+
+    #[test]
+    fn given_advertised_listener_when_asked_then_host_and_port() {
+        let (c, _) = load(
+            None,
+            env(&[]),
+            &[("advertised_listener".into(), "example:19092".into())],
+        )
+        .unwrap();
+        assert_eq!(c.advertised(), ("example".into(), 19092));
+        let err = load(
+            None,
+            env(&[]),
+            &[("advertised_listener".into(), "nope".into())],
+        );
+        assert!(err.is_err());
+    }
+}

@@ -1,0 +1,585 @@
+//! Kafka's topic-level configs: names, types, defaults (some taken from a broker config, as
+//! Kafka does), validation with Kafka's messages, and the typed view the broker uses.
+
+use std::collections::BTreeMap;
+
+use super::{BrokerConfig, Origin};
+
+/// Kafka's `ConfigType` as DescribeConfigs v3+ reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    Boolean = 1,
+    String = 2,
+    Int = 3,
+    Long = 5,
+    Double = 6,
+    List = 7,
+}
+
+/// Kafka's `ConfigSource` (DescribeConfigs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    DynamicTopic = 1,
+    StaticBroker = 4,
+    Default = 5,
+}
+
+pub struct TopicConfigDef {
+    pub name: &'static str,
+    pub kind: ConfigType,
+    /// The broker config (underscore form) that supplies the default, as in Kafka.
+    pub broker_synonym: Option<&'static str>,
+    /// Kafka's default when there is no broker synonym.
+    pub default: &'static str,
+    pub doc: &'static str,
+}
+
+const fn def(
+    name: &'static str,
+    kind: ConfigType,
+    broker_synonym: Option<&'static str>,
+    default: &'static str,
+    doc: &'static str,
+) -> TopicConfigDef {
+    TopicConfigDef {
+        name,
+        kind,
+        broker_synonym,
+        default,
+        doc,
+    }
+}
+
+use ConfigType::{Boolean, Double, Int, List, Long};
+
+/// Every topic config Apache Kafka 4.x describes, so DescribeConfigs looks like Kafka's.
+pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
+    def(
+        "cleanup.policy",
+        List,
+        Some("log_cleanup_policy"),
+        "delete",
+        "delete and/or compact",
+    ),
+    def(
+        "compression.type",
+        ConfigType::String,
+        None,
+        "producer",
+        "final compression type for the topic",
+    ),
+    def(
+        "compression.gzip.level",
+        Int,
+        None,
+        "9",
+        "gzip level when compression.type=gzip",
+    ),
+    def(
+        "compression.lz4.level",
+        Int,
+        None,
+        "9",
+        "lz4 level when compression.type=lz4",
+    ),
+    def(
+        "compression.zstd.level",
+        Int,
+        None,
+        "3",
+        "zstd level when compression.type=zstd",
+    ),
+    def(
+        "delete.retention.ms",
+        Long,
+        None,
+        "86400000",
+        "how long tombstones are kept",
+    ),
+    def(
+        "file.delete.delay.ms",
+        Long,
+        Some("file_delete_delay_ms"),
+        "60000",
+        "delay before deleting a file",
+    ),
+    def(
+        "flush.messages",
+        Long,
+        Some("log_flush_interval_messages"),
+        "9223372036854775807",
+        "fsync every N messages",
+    ),
+    def(
+        "flush.ms",
+        Long,
+        Some("log_flush_interval_ms"),
+        "9223372036854775807",
+        "fsync every N ms",
+    ),
+    def(
+        "follower.replication.throttled.replicas",
+        List,
+        None,
+        "",
+        "throttled follower replicas",
+    ),
+    def(
+        "index.interval.bytes",
+        Int,
+        Some("log_index_interval_bytes"),
+        "4096",
+        "offset index entry interval",
+    ),
+    def(
+        "leader.replication.throttled.replicas",
+        List,
+        None,
+        "",
+        "throttled leader replicas",
+    ),
+    def(
+        "local.retention.bytes",
+        Long,
+        None,
+        "-2",
+        "tiered storage local retention bytes",
+    ),
+    def(
+        "local.retention.ms",
+        Long,
+        None,
+        "-2",
+        "tiered storage local retention ms",
+    ),
+    def(
+        "max.compaction.lag.ms",
+        Long,
+        None,
+        "9223372036854775807",
+        "max time a message stays uncompacted",
+    ),
+    def(
+        "max.message.bytes",
+        Int,
+        Some("message_max_bytes"),
+        "1048588",
+        "largest record batch size allowed",
+    ),
+    def(
+        "message.timestamp.after.max.ms",
+        Long,
+        None,
+        "3600000",
+        "max timestamp ahead of broker time",
+    ),
+    def(
+        "message.timestamp.before.max.ms",
+        Long,
+        None,
+        "9223372036854775807",
+        "max timestamp behind broker time",
+    ),
+    def(
+        "message.timestamp.type",
+        ConfigType::String,
+        Some("log_message_timestamp_type"),
+        "CreateTime",
+        "CreateTime or LogAppendTime",
+    ),
+    def(
+        "min.cleanable.dirty.ratio",
+        Double,
+        None,
+        "0.5",
+        "dirty ratio before compaction",
+    ),
+    def(
+        "min.compaction.lag.ms",
+        Long,
+        None,
+        "0",
+        "min time a message stays uncompacted",
+    ),
+    def(
+        "min.insync.replicas",
+        Int,
+        None,
+        "1",
+        "replicas that must ack acks=all",
+    ),
+    def(
+        "preallocate",
+        Boolean,
+        None,
+        "false",
+        "preallocate segment files",
+    ),
+    def(
+        "remote.log.copy.disable",
+        Boolean,
+        None,
+        "false",
+        "tiered storage copy disabled",
+    ),
+    def(
+        "remote.log.delete.on.disable",
+        Boolean,
+        None,
+        "false",
+        "tiered storage delete on disable",
+    ),
+    def(
+        "remote.storage.enable",
+        Boolean,
+        None,
+        "false",
+        "tiered storage",
+    ),
+    def(
+        "retention.bytes",
+        Long,
+        Some("log_retention_bytes"),
+        "-1",
+        "max partition size before deleting old segments",
+    ),
+    def(
+        "retention.ms",
+        Long,
+        Some("log_retention_ms"),
+        "604800000",
+        "max age before deleting old segments",
+    ),
+    def(
+        "segment.bytes",
+        Int,
+        Some("log_segment_bytes"),
+        "1073741824",
+        "segment file size",
+    ),
+    def(
+        "segment.index.bytes",
+        Int,
+        Some("log_index_size_max_bytes"),
+        "10485760",
+        "offset index size",
+    ),
+    def(
+        "segment.jitter.ms",
+        Long,
+        None,
+        "0",
+        "random jitter subtracted from segment.ms",
+    ),
+    def(
+        "segment.ms",
+        Long,
+        Some("log_roll_ms"),
+        "604800000",
+        "time before a segment is rolled",
+    ),
+    def(
+        "unclean.leader.election.enable",
+        Boolean,
+        None,
+        "false",
+        "allow unclean leader election",
+    ),
+];
+
+pub fn find(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum TopicConfigError {
+    #[error("Unknown topic config name: {0}")]
+    Unknown(String),
+    #[error("Invalid value {value} for configuration {name}: {reason}")]
+    Invalid {
+        name: String,
+        value: String,
+        reason: String,
+    },
+}
+
+fn invalid(name: &str, value: &str, reason: &str) -> TopicConfigError {
+    TopicConfigError::Invalid {
+        name: name.into(),
+        value: value.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Checks one override the way Kafka's `LogConfig.validate` does for its type and range.
+pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
+    let d = find(name).ok_or_else(|| TopicConfigError::Unknown(name.into()))?;
+    let v = value.trim();
+    match d.kind {
+        Boolean => {
+            if !v.eq_ignore_ascii_case("true") && !v.eq_ignore_ascii_case("false") {
+                return Err(invalid(
+                    name,
+                    value,
+                    "Expected value to be either true or false",
+                ));
+            }
+        }
+        Int => {
+            v.parse::<i32>()
+                .map_err(|_| invalid(name, value, "Not a number of type INT"))?;
+        }
+        Long => {
+            v.parse::<i64>()
+                .map_err(|_| invalid(name, value, "Not a number of type LONG"))?;
+        }
+        Double => {
+            v.parse::<f64>()
+                .map_err(|_| invalid(name, value, "Not a number of type DOUBLE"))?;
+        }
+        ConfigType::String | List => {}
+    }
+    let int = || v.parse::<i64>().unwrap_or(0);
+    match name {
+        "cleanup.policy" => {
+            for p in v.split(',').map(str::trim) {
+                if p != "delete" && p != "compact" {
+                    return Err(invalid(
+                        name,
+                        value,
+                        "String must be one of: compact, delete",
+                    ));
+                }
+            }
+        }
+        "compression.type" => {
+            if !["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"].contains(&v) {
+                return Err(invalid(
+                    name,
+                    value,
+                    "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
+                ));
+            }
+        }
+        "message.timestamp.type" => {
+            if v != "CreateTime" && v != "LogAppendTime" {
+                return Err(invalid(
+                    name,
+                    value,
+                    "String must be one of: CreateTime, LogAppendTime",
+                ));
+            }
+        }
+        "segment.bytes" if int() < 14 => {
+            return Err(invalid(name, value, "Value must be at least 14"))
+        }
+        "segment.index.bytes" if int() < 8 => {
+            return Err(invalid(name, value, "Value must be at least 8"))
+        }
+        "max.message.bytes"
+        | "index.interval.bytes"
+        | "segment.jitter.ms"
+        | "min.compaction.lag.ms"
+        | "delete.retention.ms"
+        | "file.delete.delay.ms"
+        | "message.timestamp.after.max.ms"
+        | "message.timestamp.before.max.ms"
+            if int() < 0 =>
+        {
+            return Err(invalid(name, value, "Value must be at least 0"))
+        }
+        "segment.ms" | "flush.messages" | "max.compaction.lag.ms" | "min.insync.replicas"
+            if int() < 1 =>
+        {
+            return Err(invalid(name, value, "Value must be at least 1"))
+        }
+        "flush.ms" if int() < 0 => return Err(invalid(name, value, "Value must be at least 0")),
+        "retention.ms" | "retention.bytes" if int() < -1 => {
+            return Err(invalid(name, value, "Value must be at least -1"))
+        }
+        "min.cleanable.dirty.ratio" => {
+            let f: f64 = v.parse().unwrap_or(-1.0);
+            if !(0.0..=1.0).contains(&f) {
+                return Err(invalid(name, value, "Value must be between 0 and 1"));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// One described config entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescribedConfig {
+    pub name: &'static str,
+    pub value: String,
+    pub source: ConfigSource,
+    pub kind: ConfigType,
+    pub doc: &'static str,
+    pub is_default: bool,
+}
+
+/// The effective value of `d` for a topic with `overrides`, and where it came from.
+pub fn effective(
+    d: &TopicConfigDef,
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfig,
+    broker_origins: &BTreeMap<String, Origin>,
+) -> DescribedConfig {
+    if let Some(v) = overrides.get(d.name) {
+        return DescribedConfig {
+            name: d.name,
+            value: v.clone(),
+            source: ConfigSource::DynamicTopic,
+            kind: d.kind,
+            doc: d.doc,
+            is_default: false,
+        };
+    }
+    let (value, source) = match d.broker_synonym {
+        Some(key) => {
+            let table = toml::Table::try_from(broker).unwrap_or_default();
+            let value = match table.get(key) {
+                Some(toml::Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => d.default.to_string(),
+            };
+            let source = if broker_origins.contains_key(key) {
+                ConfigSource::StaticBroker
+            } else {
+                ConfigSource::Default
+            };
+            (value, source)
+        }
+        None => (d.default.to_string(), ConfigSource::Default),
+    };
+    DescribedConfig {
+        name: d.name,
+        value,
+        source,
+        kind: d.kind,
+        doc: d.doc,
+        is_default: source == ConfigSource::Default,
+    }
+}
+
+/// The typed settings the produce and fetch paths consult, resolved once per topic change.
+#[derive(Debug, Clone)]
+pub struct TopicSettings {
+    pub compact: bool,
+    pub max_message_bytes: i32,
+    pub log_append_time: bool,
+    pub timestamp_before_max_ms: i64,
+    pub timestamp_after_max_ms: i64,
+    pub log: storage::LogConfig,
+}
+
+impl TopicSettings {
+    pub fn resolve(
+        overrides: &BTreeMap<String, String>,
+        broker: &BrokerConfig,
+        origins: &BTreeMap<String, Origin>,
+    ) -> TopicSettings {
+        let get = |name: &str| {
+            effective(
+                find(name).expect("known config"),
+                overrides,
+                broker,
+                origins,
+            )
+            .value
+        };
+        let long = |name: &str| get(name).trim().parse::<i64>().unwrap_or(i64::MAX);
+        let nonneg = |name: &str| long(name).max(0) as u64;
+        let log = storage::LogConfig {
+            segment_bytes: nonneg("segment.bytes"),
+            segment_ms: nonneg("segment.ms"),
+            segment_index_bytes: nonneg("segment.index.bytes"),
+            index_interval_bytes: nonneg("index.interval.bytes"),
+            flush_messages: nonneg("flush.messages"),
+            flush_ms: nonneg("flush.ms"),
+            file_delete_delay_ms: nonneg("file.delete.delay.ms"),
+        };
+        TopicSettings {
+            compact: get("cleanup.policy").contains("compact"),
+            max_message_bytes: long("max.message.bytes").clamp(0, i32::MAX as i64) as i32,
+            log_append_time: get("message.timestamp.type") == "LogAppendTime",
+            timestamp_before_max_ms: long("message.timestamp.before.max.ms"),
+            timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
+            log,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_each_bad_value_when_validating_then_kafka_message() {
+        let cases = [
+            ("cleanup.policy", "nope", false),
+            ("cleanup.policy", "compact,delete", true),
+            ("segment.bytes", "13", false),
+            ("segment.bytes", "14", true),
+            ("retention.ms", "-1", true),
+            ("retention.ms", "-2", false),
+            ("max.message.bytes", "abc", false),
+            ("min.cleanable.dirty.ratio", "1.5", false),
+            ("preallocate", "yes", false),
+            ("message.timestamp.type", "LogAppendTime", true),
+            ("compression.type", "brotli", false),
+        ];
+        for (name, value, ok) in cases {
+            assert_eq!(validate(name, value).is_ok(), ok, "{name}={value}");
+        }
+        assert_eq!(
+            validate("no.such", "1"),
+            Err(TopicConfigError::Unknown("no.such".into()))
+        );
+    }
+
+    #[test]
+    fn given_broker_override_when_describing_then_static_broker_source() {
+        let mut broker = BrokerConfig::default();
+        broker.message_max_bytes = 2000;
+        let mut origins = BTreeMap::new();
+        origins.insert("message_max_bytes".to_string(), Origin::File);
+        let d = effective(
+            find("max.message.bytes").unwrap(),
+            &BTreeMap::new(),
+            &broker,
+            &origins,
+        );
+        assert_eq!(d.value, "2000");
+        assert_eq!(d.source, ConfigSource::StaticBroker);
+        let d = effective(
+            find("segment.bytes").unwrap(),
+            &BTreeMap::new(),
+            &broker,
+            &origins,
+        );
+        assert_eq!(
+            (d.value.as_str(), d.source),
+            ("1073741824", ConfigSource::Default)
+        );
+        let mut o = BTreeMap::new();
+        o.insert("segment.bytes".to_string(), "1000".to_string());
+        let d = effective(find("segment.bytes").unwrap(), &o, &broker, &origins);
+        assert_eq!(
+            (d.value.as_str(), d.source),
+            ("1000", ConfigSource::DynamicTopic)
+        );
+    }
+
+    #[test]
+    fn given_overrides_when_resolving_then_typed_settings() {
+        let mut o = BTreeMap::new();
+        o.insert("cleanup.policy".to_string(), "compact".to_string());
+        o.insert("segment.bytes".to_string(), "4096".to_string());
+        let s = TopicSettings::resolve(&o, &BrokerConfig::default(), &BTreeMap::new());
+        assert!(s.compact);
+        assert_eq!(s.log.segment_bytes, 4096);
+        assert_eq!(s.max_message_bytes, 1_048_588);
+    }
+}

@@ -1,0 +1,344 @@
+//! CreateTopics (key 19), with `validate_only`, config overrides and replica assignments
+//! checked as Kafka's controller checks them on a one-broker cluster. `create_topic` is also
+//! how Metadata auto-creates topics.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::catalog::{validate_topic_name, CatalogError, TopicMeta};
+use crate::config::topic::{self as topic_config, TopicConfigError};
+use crate::shard::frontend;
+
+pub const MIN_VERSION: i16 = 2;
+pub const MAX_VERSION: i16 = 7;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("{0}")]
+    InvalidName(String),
+    #[error("Topic already exists.")]
+    AlreadyExists,
+    #[error("Number of partitions was set to an invalid non-positive value.")]
+    InvalidPartitions,
+    #[error("{0}")]
+    InvalidReplicationFactor(String),
+    #[error("{0}")]
+    InvalidAssignment(String),
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error(transparent)]
+    InvalidConfig(#[from] TopicConfigError),
+    #[error("{0}")]
+    Storage(String),
+}
+
+impl CreateError {
+    /// The one place create errors become Kafka codes.
+    pub fn code(&self) -> i16 {
+        match self {
+            CreateError::InvalidName(_) => ResponseError::InvalidTopicException.code(),
+            CreateError::AlreadyExists => ResponseError::TopicAlreadyExists.code(),
+            CreateError::InvalidPartitions => ResponseError::InvalidPartitions.code(),
+            CreateError::InvalidReplicationFactor(_) => {
+                ResponseError::InvalidReplicationFactor.code()
+            }
+            CreateError::InvalidAssignment(_) => ResponseError::InvalidReplicaAssignment.code(),
+            CreateError::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
+            CreateError::InvalidConfig(_) => ResponseError::InvalidConfig.code(),
+            CreateError::Storage(_) => ResponseError::KafkaStorageError.code(),
+        }
+    }
+}
+
+/// Creates the topic in the catalog and opens its partitions on their home shards.
+pub async fn create_topic(
+    ctx: &RequestContext,
+    name: &str,
+    partitions: i32,
+    configs: BTreeMap<String, String>,
+) -> Result<Arc<TopicMeta>, CreateError> {
+    validate_topic_name(name).map_err(CreateError::InvalidName)?;
+    let broker = ctx.ctx();
+    let internal = name.starts_with("__");
+    let meta = broker
+        .catalog
+        .create(name, partitions, configs, internal)
+        .map_err(|e| match e {
+            CatalogError::AlreadyExists(_) => CreateError::AlreadyExists,
+            other => CreateError::Storage(other.to_string()),
+        })?;
+    frontend::open_partitions(broker, &meta, 0..partitions)
+        .await
+        .map_err(|e| CreateError::Storage(e.to_string()))?;
+    Ok(meta)
+}
+
+/// Checks one requested topic; returns the partition count and config overrides to use.
+fn check(
+    ctx: &RequestContext,
+    t: &CreatableTopic,
+) -> Result<(i32, BTreeMap<String, String>), CreateError> {
+    let broker = &ctx.ctx().config;
+    validate_topic_name(t.name.as_str()).map_err(CreateError::InvalidName)?;
+    if ctx.ctx().catalog.snapshot().get(t.name.as_str()).is_some() {
+        return Err(CreateError::AlreadyExists);
+    }
+    let partitions = if !t.assignments.is_empty() {
+        if t.num_partitions != -1 || t.replication_factor != -1 {
+            return Err(CreateError::InvalidRequest(
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
+            ));
+        }
+        let mut indices: Vec<i32> = t.assignments.iter().map(|a| a.partition_index).collect();
+        indices.sort_unstable();
+        if indices.iter().enumerate().any(|(i, p)| *p != i as i32) {
+            return Err(CreateError::InvalidAssignment(
+                "partitions should be a consecutive 0-based integer sequence".into(),
+            ));
+        }
+        for a in &t.assignments {
+            if a.broker_ids.is_empty() {
+                return Err(CreateError::InvalidAssignment(
+                    "The manual partition assignment includes an empty replica list.".into(),
+                ));
+            }
+            if let Some(b) = a.broker_ids.iter().find(|b| b.0 != broker.node_id) {
+                return Err(CreateError::InvalidAssignment(format!(
+                    "The manual partition assignment includes broker {}, but no such broker is registered.",
+                    b.0
+                )));
+            }
+            if a.broker_ids.len() > 1 {
+                return Err(CreateError::InvalidAssignment(
+                    "The manual partition assignment includes the partition more than once.".into(),
+                ));
+            }
+        }
+        indices.len() as i32
+    } else {
+        let partitions = match t.num_partitions {
+            -1 => broker.num_partitions,
+            n if n <= 0 => return Err(CreateError::InvalidPartitions),
+            n => n,
+        };
+        match t.replication_factor {
+            -1 | 1 => {}
+            n if n <= 0 => {
+                return Err(CreateError::InvalidReplicationFactor(
+                    "Replication factor must be larger than 0, or -1 to use the default value.".into(),
+                ))
+            }
+            n => {
+                return Err(CreateError::InvalidReplicationFactor(format!(
+                    "Unable to replicate the partition {n} time(s): The target replication factor of {n} cannot be reached because only 1 broker(s) are registered."
+                )))
+            }
+        }
+        partitions
+    };
+    let mut configs = BTreeMap::new();
+    for c in &t.configs {
+        let Some(value) = &c.value else {
+            return Err(CreateError::InvalidConfig(TopicConfigError::Invalid {
+                name: c.name.to_string(),
+                value: "null".into(),
+                reason: "Null value not supported for topic configs".into(),
+            }));
+        };
+        topic_config::validate(c.name.as_str(), value.as_str())?;
+        configs.insert(c.name.to_string(), value.to_string());
+    }
+    Ok((partitions, configs))
+}
+
+fn describe_configs(
+    ctx: &RequestContext,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<CreatableTopicConfigs> {
+    let cat = &ctx.ctx().catalog;
+    topic_config::TOPIC_CONFIGS
+        .iter()
+        .map(|d| {
+            let e =
+                topic_config::effective(d, overrides, cat.broker_config(), cat.broker_origins());
+            CreatableTopicConfigs::default()
+                .with_name(StrBytes::from_static_str(e.name))
+                .with_value(Some(StrBytes::from_string(e.value)))
+                .with_config_source(e.source as i8)
+        })
+        .collect()
+}
+
+pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse {
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<String> = req
+        .topics
+        .iter()
+        .filter(|t| !seen.insert(t.name.to_string()))
+        .map(|t| t.name.to_string())
+        .collect();
+    let mut results = Vec::new();
+    for t in &req.topics {
+        let mut result = CreatableTopicResult::default().with_name(t.name.clone());
+        let outcome = if duplicates.contains(t.name.as_str()) {
+            Err(CreateError::InvalidRequest(format!(
+                "Create topics request from client contains multiple entries for the following topics: {}",
+                t.name.as_str()
+            )))
+        } else {
+            match check(ctx, t) {
+                Ok((partitions, configs)) if req.validate_only => Ok((partitions, configs, None)),
+                Ok((partitions, configs)) => {
+                    create_topic(ctx, t.name.as_str(), partitions, configs.clone())
+                        .await
+                        .map(|meta| (partitions, configs, Some(meta)))
+                }
+                Err(e) => Err(e),
+            }
+        };
+        match outcome {
+            Ok((partitions, configs, meta)) => {
+                result = result
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(1)
+                    .with_configs(Some(describe_configs(ctx, &configs)));
+                if let Some(m) = meta {
+                    result = result.with_topic_id(m.id);
+                }
+            }
+            Err(e) => {
+                result = result
+                    .with_error_code(e.code())
+                    .with_error_message(Some(StrBytes::from_string(match &e {
+                        CreateError::AlreadyExists => {
+                            format!("Topic '{}' already exists.", t.name.as_str())
+                        }
+                        other => other.to_string(),
+                    })))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1);
+            }
+        }
+        results.push(result);
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use kafka_protocol::messages::create_topics_request::{
+        CreatableReplicaAssignment, CreatableTopicConfig,
+    };
+    use kafka_protocol::messages::{ApiKey, BrokerId, TopicName};
+
+    fn topic(name: &str, partitions: i32, rf: i16) -> CreatableTopic {
+        CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.into())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(rf)
+    }
+
+    #[test]
+    fn given_error_variants_when_mapping_then_kafka_codes() {
+        let table = [
+            (CreateError::InvalidName("x".into()), 17),
+            (CreateError::AlreadyExists, 36),
+            (CreateError::InvalidPartitions, 37),
+            (CreateError::InvalidReplicationFactor("x".into()), 38),
+            (CreateError::InvalidAssignment("x".into()), 39),
+            (
+                CreateError::InvalidConfig(TopicConfigError::Unknown("x".into())),
+                40,
+            ),
+            (CreateError::InvalidRequest("x".into()), 42),
+            (CreateError::Storage("x".into()), 56),
+        ];
+        for (e, code) in table {
+            assert_eq!(e.code(), code, "{e}");
+        }
+    }
+
+    #[test]
+    fn given_create_requests_when_handled_then_kafka_answers() {
+        let h = Harness::new();
+        let bad_cfg = topic("cfg", 1, 1).with_configs(vec![CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str("segment.bytes"))
+            .with_value(Some(StrBytes::from_static_str("1")))]);
+        let assigned = topic("assigned", -1, -1).with_assignments(vec![
+            CreatableReplicaAssignment::default()
+                .with_partition_index(0)
+                .with_broker_ids(vec![BrokerId(0)]),
+            CreatableReplicaAssignment::default()
+                .with_partition_index(1)
+                .with_broker_ids(vec![BrokerId(0)]),
+        ]);
+        let bad_broker =
+            topic("badbroker", -1, -1)
+                .with_assignments(vec![CreatableReplicaAssignment::default()
+                    .with_partition_index(0)
+                    .with_broker_ids(vec![BrokerId(5)])]);
+        let req = CreateTopicsRequest::default().with_topics(vec![
+            topic("ok", 3, 1),
+            topic("bad name", 1, 1),
+            topic("zero", 0, 1),
+            topic("rf3", 1, 3),
+            bad_cfg,
+            assigned,
+            bad_broker,
+            topic("dup", 1, 1),
+            topic("dup", 1, 1),
+        ]);
+        let resp: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
+        let codes: Vec<(String, i16)> = resp
+            .topics
+            .iter()
+            .map(|t| (t.name.to_string(), t.error_code))
+            .collect();
+        assert_eq!(
+            codes,
+            vec![
+                ("ok".into(), 0),
+                ("bad name".into(), 17),
+                ("zero".into(), 37),
+                ("rf3".into(), 38),
+                ("cfg".into(), 40),
+                ("assigned".into(), 0),
+                ("badbroker".into(), 39),
+                ("dup".into(), 42),
+                ("dup".into(), 42),
+            ]
+        );
+        assert_eq!(resp.topics[0].num_partitions, 3);
+        assert_eq!(resp.topics[5].num_partitions, 2);
+        assert!(!resp.topics[0].topic_id.is_nil());
+        let again: CreateTopicsResponse = h.call(
+            ApiKey::CreateTopics,
+            7,
+            CreateTopicsRequest::default().with_topics(vec![topic("ok", 1, 1)]),
+        );
+        assert_eq!(again.topics[0].error_code, 36);
+    }
+
+    #[test]
+    fn given_validate_only_when_creating_then_nothing_created() {
+        let h = Harness::new();
+        let req = CreateTopicsRequest::default()
+            .with_topics(vec![topic("dry", 2, 1)])
+            .with_validate_only(true);
+        let resp: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
+        assert_eq!(resp.topics[0].error_code, 0);
+        assert_eq!(resp.topics[0].num_partitions, 2);
+        assert!(!h.catalog_has("dry"));
+    }
+}

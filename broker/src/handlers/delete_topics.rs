@@ -1,0 +1,107 @@
+//! DeleteTopics (key 20): by name (v0-5) or by name or topic id (v6+). The catalog entry goes
+//! first (so the topic stops being served), then each partition's files on its home shard.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::shard::frontend;
+
+pub const MIN_VERSION: i16 = 1;
+pub const MAX_VERSION: i16 = 6;
+
+pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let broker = ctx.ctx();
+    let wanted: Vec<(Option<TopicName>, uuid::Uuid)> = if ctx.version() >= 6 {
+        req.topics
+            .into_iter()
+            .map(|t| (t.name, t.topic_id))
+            .collect()
+    } else {
+        req.topic_names
+            .into_iter()
+            .map(|n| (Some(n), uuid::Uuid::nil()))
+            .collect()
+    };
+    let mut results = Vec::new();
+    for (name, id) in wanted {
+        let catalog = broker.catalog.snapshot();
+        let meta = match &name {
+            Some(n) => catalog.get(n.as_str()).cloned(),
+            None => catalog.by_id(&id).cloned(),
+        };
+        let mut r = DeletableTopicResult::default()
+            .with_name(name.clone())
+            .with_topic_id(id);
+        match meta {
+            None => {
+                let code = if name.is_none() {
+                    ResponseError::UnknownTopicId.code()
+                } else {
+                    ResponseError::UnknownTopicOrPartition.code()
+                };
+                r = r.with_error_code(code);
+            }
+            Some(meta) => match broker.catalog.delete(&meta.name) {
+                Ok(_) => {
+                    frontend::delete_partitions(broker, &meta).await;
+                    r = r
+                        .with_name(Some(TopicName(StrBytes::from_string(
+                            meta.name.to_string(),
+                        ))))
+                        .with_topic_id(meta.id);
+                }
+                Err(e) => {
+                    r = r
+                        .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string())));
+                }
+            },
+        }
+        results.push(r);
+    }
+    DeleteTopicsResponse::default().with_responses(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::produce::tests::{batch, create, produce_req};
+    use super::super::testing::*;
+    use super::*;
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    use kafka_protocol::messages::{ApiKey, ProduceResponse};
+
+    #[test]
+    fn given_topic_when_deleted_and_recreated_then_empty_and_unknown_errors() {
+        let h = Harness::new();
+        create(&h, "t", 2);
+        let r: ProduceResponse = h.call(
+            ApiKey::Produce,
+            11,
+            produce_req("t", 1, 1, batch(3, -1, -1, -1)),
+        );
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+        let req = DeleteTopicsRequest::default().with_topics(vec![
+            DeleteTopicState::default().with_name(Some(TopicName(StrBytes::from_static_str("t")))),
+            DeleteTopicState::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("nope")))),
+            DeleteTopicState::default().with_topic_id(uuid::Uuid::new_v4()),
+        ]);
+        let resp: DeleteTopicsResponse = h.call(ApiKey::DeleteTopics, 6, req);
+        let codes: Vec<i16> = resp.responses.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, vec![0, 3, 100]);
+        assert!(!h.catalog_has("t"));
+        create(&h, "t", 2);
+        let r: ProduceResponse = h.call(
+            ApiKey::Produce,
+            11,
+            produce_req("t", 1, 1, batch(1, -1, -1, -1)),
+        );
+        assert_eq!(
+            r.responses[0].partition_responses[0].base_offset, 0,
+            "recreated topic starts empty"
+        );
+    }
+}

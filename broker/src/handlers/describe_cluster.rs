@@ -1,0 +1,44 @@
+//! DescribeCluster (key 60): this node as the whole cluster and its controller.
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+
+pub const MIN_VERSION: i16 = 0;
+pub const MAX_VERSION: i16 = 2;
+
+pub async fn handle(ctx: &RequestContext, _req: DescribeClusterRequest) -> DescribeClusterResponse {
+    let broker = ctx.ctx();
+    let (host, port) = broker.config.advertised();
+    let node = BrokerId(broker.config.node_id);
+    DescribeClusterResponse::default()
+        .with_endpoint_type(1)
+        .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
+        .with_controller_id(node)
+        .with_brokers(vec![DescribeClusterBroker::default()
+            .with_broker_id(node)
+            .with_host(StrBytes::from_string(host))
+            .with_port(port)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use kafka_protocol::messages::ApiKey;
+
+    #[test]
+    fn given_single_node_when_describing_cluster_then_self_is_controller() {
+        let h = Harness::new();
+        let r: DescribeClusterResponse = h.call(
+            ApiKey::DescribeCluster,
+            1,
+            DescribeClusterRequest::default(),
+        );
+        assert_eq!(r.cluster_id.as_str(), "test-cluster");
+        assert_eq!(r.brokers.len(), 1);
+        assert_eq!((r.controller_id.0, r.brokers[0].port), (0, 9092));
+    }
+}

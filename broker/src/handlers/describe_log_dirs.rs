@@ -1,0 +1,110 @@
+//! DescribeLogDirs (key 35): the one data dir, its partitions' sizes, and the filesystem's
+//! total and usable bytes.
+
+use kafka_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::shard::frontend;
+
+pub const MIN_VERSION: i16 = 1;
+pub const MAX_VERSION: i16 = 4;
+
+fn disk_space(path: &std::path::Path) -> (i64, i64) {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return (-1, -1);
+    };
+    // SAFETY: statvfs writes only into `s`, which is a properly sized, zeroed struct, and reads
+    // the NUL-terminated path we own for the duration of the call.
+    unsafe {
+        let mut s: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut s) != 0 {
+            return (-1, -1);
+        }
+        let frsize = s.f_frsize as i64;
+        (s.f_blocks as i64 * frsize, s.f_bavail as i64 * frsize)
+    }
+}
+
+pub async fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+    let broker = ctx.ctx();
+    let catalog = broker.catalog.snapshot();
+    let wanted: Vec<(std::sync::Arc<str>, Vec<i32>)> = match req.topics {
+        None => catalog
+            .topics
+            .values()
+            .map(|t| (t.name.clone(), (0..t.partitions).collect()))
+            .collect(),
+        Some(ts) => ts
+            .into_iter()
+            .filter_map(|t| {
+                catalog
+                    .get(t.topic.as_str())
+                    .map(|m| (m.name.clone(), t.partitions))
+            })
+            .collect(),
+    };
+    let mut topics = Vec::new();
+    for (name, parts) in wanted {
+        let mut partitions = Vec::new();
+        for p in parts {
+            if let Ok(o) = frontend::offsets(broker, name.clone(), p).await {
+                partitions.push(
+                    DescribeLogDirsPartition::default()
+                        .with_partition_index(p)
+                        .with_partition_size(o.size_bytes as i64),
+                );
+            }
+        }
+        topics.push(
+            DescribeLogDirsTopic::default()
+                .with_name(TopicName(StrBytes::from_string(name.to_string())))
+                .with_partitions(partitions),
+        );
+    }
+    let dir = std::fs::canonicalize(&broker.config.data_dir)
+        .unwrap_or_else(|_| broker.config.data_dir.clone());
+    let (total, usable) = disk_space(&dir);
+    DescribeLogDirsResponse::default().with_results(vec![DescribeLogDirsResult::default()
+        .with_log_dir(StrBytes::from_string(dir.display().to_string()))
+        .with_topics(topics)
+        .with_total_bytes(total)
+        .with_usable_bytes(usable)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::produce::tests::{batch, create, produce_req};
+    use super::super::testing::*;
+    use super::*;
+    use kafka_protocol::messages::{ApiKey, ProduceResponse};
+
+    #[test]
+    fn given_data_when_describing_log_dirs_then_sizes_and_space() {
+        let h = Harness::new();
+        create(&h, "t", 2);
+        let _: ProduceResponse = h.call(
+            ApiKey::Produce,
+            11,
+            produce_req("t", 0, 1, batch(5, -1, -1, -1)),
+        );
+        let r: DescribeLogDirsResponse = h.call(
+            ApiKey::DescribeLogDirs,
+            4,
+            DescribeLogDirsRequest::default().with_topics(None),
+        );
+        let d = &r.results[0];
+        assert!(d.total_bytes > 0 && d.usable_bytes > 0);
+        let t = &d.topics[0];
+        assert_eq!(t.partitions.len(), 2);
+        let p0 = t
+            .partitions
+            .iter()
+            .find(|p| p.partition_index == 0)
+            .unwrap();
+        assert!(p0.partition_size > 0);
+    }
+}

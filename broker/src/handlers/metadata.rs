@@ -1,0 +1,188 @@
+//! Metadata (key 3): brokers (this node), cluster id, controller, and topics with their
+//! partitions. Unknown topics are auto-created when the request allows it and
+//! `auto_create_topics_enable` is on, as Kafka does.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::catalog::{validate_topic_name, TopicMeta};
+
+pub const MIN_VERSION: i16 = 0;
+pub const MAX_VERSION: i16 = 13;
+
+pub fn topic_response(ctx: &RequestContext, t: &TopicMeta) -> MetadataResponseTopic {
+    let node = BrokerId(ctx.ctx().config.node_id);
+    let partitions = (0..t.partitions)
+        .map(|p| {
+            MetadataResponsePartition::default()
+                .with_partition_index(p)
+                .with_leader_id(node)
+                .with_leader_epoch(0)
+                .with_replica_nodes(vec![node])
+                .with_isr_nodes(vec![node])
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(t.name.to_string()))))
+        .with_topic_id(t.id)
+        .with_is_internal(t.internal)
+        .with_partitions(partitions)
+}
+
+fn error_topic(name: Option<TopicName>, id: uuid::Uuid, code: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(name)
+        .with_topic_id(id)
+        .with_error_code(code)
+}
+
+pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
+    let broker = ctx.ctx();
+    let (host, port) = broker.config.advertised();
+    let node = BrokerId(broker.config.node_id);
+    // v0 means "all topics" by an empty list; v1+ by null.
+    let wanted = match req.topics {
+        Some(t) if !(ctx.version() == 0 && t.is_empty()) => Some(t),
+        _ => None,
+    };
+    let mut topics = Vec::new();
+    match wanted {
+        None => {
+            let catalog = broker.catalog.snapshot();
+            topics.extend(catalog.topics.values().map(|t| topic_response(ctx, t)));
+        }
+        Some(requested) => {
+            let auto_create = broker.config.auto_create_topics_enable
+                && (ctx.version() < 4 || req.allow_auto_topic_creation);
+            for rt in requested {
+                let catalog = broker.catalog.snapshot();
+                let Some(name) = rt.name.clone() else {
+                    // v10+: lookup by topic id.
+                    match catalog.by_id(&rt.topic_id) {
+                        Some(t) => topics.push(topic_response(ctx, t)),
+                        None => topics.push(error_topic(
+                            None,
+                            rt.topic_id,
+                            ResponseError::UnknownTopicId.code(),
+                        )),
+                    }
+                    continue;
+                };
+                if let Some(t) = catalog.get(name.as_str()) {
+                    topics.push(topic_response(ctx, t));
+                    continue;
+                }
+                if validate_topic_name(name.as_str()).is_err() {
+                    topics.push(error_topic(
+                        Some(name),
+                        uuid::Uuid::nil(),
+                        ResponseError::InvalidTopicException.code(),
+                    ));
+                    continue;
+                }
+                if !auto_create {
+                    topics.push(error_topic(
+                        Some(name),
+                        uuid::Uuid::nil(),
+                        ResponseError::UnknownTopicOrPartition.code(),
+                    ));
+                    continue;
+                }
+                match super::create_topics::create_topic(
+                    ctx,
+                    name.as_str(),
+                    broker.config.num_partitions,
+                    Default::default(),
+                )
+                .await
+                {
+                    Ok(t) => {
+                        // Kafka answers the creating request with LEADER_NOT_AVAILABLE; here the
+                        // partitions are ready at once, so the topic is answered in full.
+                        topics.push(topic_response(ctx, &t));
+                    }
+                    Err(crate::handlers::create_topics::CreateError::AlreadyExists) => {
+                        // Created concurrently by another request.
+                        let catalog = broker.catalog.snapshot();
+                        match catalog.get(name.as_str()) {
+                            Some(t) => topics.push(topic_response(ctx, t)),
+                            None => topics.push(error_topic(
+                                Some(name),
+                                uuid::Uuid::nil(),
+                                ResponseError::LeaderNotAvailable.code(),
+                            )),
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(topic = %name.as_str(), error = %e, "auto-create failed");
+                        topics.push(error_topic(Some(name), uuid::Uuid::nil(), e.code()));
+                    }
+                }
+            }
+        }
+    }
+    let _ = Arc::<str>::from("");
+    MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(node)
+            .with_host(StrBytes::from_string(host))
+            .with_port(port)])
+        .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
+        .with_controller_id(node)
+        .with_topics(topics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    fn topic(name: &str) -> MetadataRequestTopic {
+        MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(name.into()))))
+    }
+
+    #[test]
+    fn given_unknown_topic_when_auto_create_allowed_then_created_with_defaults() {
+        let h = Harness::new();
+        let req = MetadataRequest::default()
+            .with_topics(Some(vec![topic("auto-made")]))
+            .with_allow_auto_topic_creation(true);
+        let resp: MetadataResponse = h.call(ApiKey::Metadata, 12, req);
+        assert_eq!(resp.brokers.len(), 1);
+        let t = &resp.topics[0];
+        assert_eq!(t.error_code, 0);
+        assert_eq!(t.partitions.len(), 1);
+        assert!(!t.topic_id.is_nil());
+        // Now listed among all topics.
+        let all: MetadataResponse = h.call(
+            ApiKey::Metadata,
+            12,
+            MetadataRequest::default().with_topics(None),
+        );
+        assert!(all
+            .topics
+            .iter()
+            .any(|t| t.name.as_ref().unwrap().as_str() == "auto-made"));
+    }
+
+    #[test]
+    fn given_unknown_topic_when_auto_create_not_allowed_then_unknown_topic_or_partition() {
+        let h = Harness::new();
+        let req = MetadataRequest::default()
+            .with_topics(Some(vec![topic("nope"), topic("bad name")]))
+            .with_allow_auto_topic_creation(false);
+        let resp: MetadataResponse = h.call(ApiKey::Metadata, 12, req);
+        assert_eq!(resp.topics[0].error_code, 3);
+        assert_eq!(resp.topics[1].error_code, 17);
+    }
+}

@@ -1,0 +1,206 @@
+//! Kafka API handlers: one module per API, each declaring the versions it serves. The table
+//! below is the only list of what the broker implements; ApiVersions is derived from it, so
+//! the broker never advertises an API or a version it cannot answer.
+//!
+//! A handler is `async fn handle(ctx: &RequestContext, req: XRequest) -> XResponse`; errors
+//! become Kafka error codes inside the handler (one mapping function per handler), never a
+//! panic. What cannot be answered at all (unparseable frame, unknown API, unsupported version
+//! of an API other than ApiVersions) is a `FrameError`, and the connection is closed with a
+//! log line — what Kafka's own broker does.
+
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod describe_log_dirs;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+#[cfg(test)]
+pub mod testing;
+
+use std::rc::Rc;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+
+use crate::shard::ShardState;
+
+pub struct RequestContext {
+    pub shard: Rc<ShardState>,
+    pub header: RequestHeader,
+}
+
+impl RequestContext {
+    pub fn version(&self) -> i16 {
+        self.header.request_api_version
+    }
+    pub fn ctx(&self) -> &crate::shard::BrokerContext {
+        &self.shard.ctx
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ApiSpec {
+    pub key: ApiKey,
+    pub min: i16,
+    pub max: i16,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("request frame of {0} bytes is too short for a header")]
+    TooShort(usize),
+    #[error("unknown API key {0}")]
+    UnknownApi(i16),
+    #[error("API {0:?} is not implemented")]
+    UnsupportedApi(ApiKey),
+    #[error("API {key:?} version {version} is not supported (supported {min}..={max})")]
+    UnsupportedVersion {
+        key: ApiKey,
+        version: i16,
+        min: i16,
+        max: i16,
+    },
+    #[error("malformed {key:?} v{version} request: {message}")]
+    Malformed {
+        key: ApiKey,
+        version: i16,
+        message: String,
+    },
+    #[error("cannot encode {key:?} v{version} response: {message}")]
+    Encode {
+        key: ApiKey,
+        version: i16,
+        message: String,
+    },
+}
+
+/// Encodes a response frame: size prefix, response header (version per API), body.
+pub fn encode_response<R: Encodable + HeaderVersion>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &R,
+) -> Result<BytesMut, FrameError> {
+    let header_version = R::header_version(version);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let enc_err = |e: anyhow::Error| FrameError::Encode {
+        key,
+        version,
+        message: format!("{e:#}"),
+    };
+    let size = header.compute_size(header_version).map_err(enc_err)?
+        + body.compute_size(version).map_err(enc_err)?;
+    let mut buf = BytesMut::with_capacity(4 + size);
+    buf.put_i32(size as i32);
+    header.encode(&mut buf, header_version).map_err(enc_err)?;
+    body.encode(&mut buf, version).map_err(enc_err)?;
+    Ok(buf)
+}
+
+macro_rules! api_table {
+    ($( $key:ident => $module:ident $(, silent_when $silent:path)? ;)*) => {
+        /// Every API the broker serves, with its version range.
+        pub static API_TABLE: &[ApiSpec] = &[
+            $( ApiSpec { key: ApiKey::$key, min: $module::MIN_VERSION, max: $module::MAX_VERSION }, )*
+        ];
+
+        async fn dispatch(
+            ctx: RequestContext,
+            key: ApiKey,
+            mut body: Bytes,
+        ) -> Result<Option<BytesMut>, FrameError> {
+            let version = ctx.version();
+            let correlation_id = ctx.header.correlation_id;
+            match key {
+                $( ApiKey::$key => {
+                    let req = Decodable::decode(&mut body, version).map_err(|e| FrameError::Malformed {
+                        key,
+                        version,
+                        message: format!("{e:#}"),
+                    })?;
+                    let silent = false $( || $silent(&req) )?;
+                    let resp = $module::handle(&ctx, req).await;
+                    if silent {
+                        return Ok(None);
+                    }
+                    encode_response(key, version, correlation_id, &resp).map(Some)
+                } )*
+                _ => Err(FrameError::UnsupportedApi(key)),
+            }
+        }
+    };
+}
+
+api_table! {
+    Produce => produce, silent_when produce::no_response;
+    Fetch => fetch;
+    ListOffsets => list_offsets;
+    Metadata => metadata;
+    ApiVersions => api_versions;
+    CreateTopics => create_topics;
+    DeleteTopics => delete_topics;
+    InitProducerId => init_producer_id;
+    DescribeConfigs => describe_configs;
+    DescribeLogDirs => describe_log_dirs;
+    CreatePartitions => create_partitions;
+    DescribeCluster => describe_cluster;
+}
+
+pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {
+    API_TABLE.iter().find(|s| s.key == key)
+}
+
+/// Handles one request frame (without its size prefix) and returns the response frame, or
+/// `None` when the request gets no response (produce with acks=0).
+pub async fn handle_frame(
+    shard: Rc<ShardState>,
+    mut frame: Bytes,
+) -> Result<Option<BytesMut>, FrameError> {
+    if frame.len() < 8 {
+        return Err(FrameError::TooShort(frame.len()));
+    }
+    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let key = ApiKey::try_from(raw_key).map_err(|_| FrameError::UnknownApi(raw_key))?;
+    let spec = spec(key).ok_or(FrameError::UnsupportedApi(key))?;
+    if version < spec.min || version > spec.max {
+        if key == ApiKey::ApiVersions {
+            // KIP-511: answer in v0 with UNSUPPORTED_VERSION and our ranges, so the client can
+            // pick a version it shares with us.
+            return api_versions::unsupported_version_response(correlation_id).map(Some);
+        }
+        return Err(FrameError::UnsupportedVersion {
+            key,
+            version,
+            min: spec.min,
+            max: spec.max,
+        });
+    }
+    let header_version = key.request_header_version(version);
+    let header =
+        RequestHeader::decode(&mut frame, header_version).map_err(|e| FrameError::Malformed {
+            key,
+            version,
+            message: format!("header: {e:#}"),
+        })?;
+    let ctx = RequestContext { shard, header };
+    let r = dispatch(ctx, key, frame.clone()).await;
+    if let Err(e) = &r {
+        tracing::debug!(error = %e, remaining = frame.remaining(), "request failed");
+    }
+    r
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    crate::now_ms()
+}

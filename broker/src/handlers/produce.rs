@@ -1,0 +1,127 @@
+//! Produce (key 0): validate each partition's batch on the receiving shard, then append it on
+//! the partition's home shard (idempotence checks there), all partitions concurrently.
+//! acks=-1 is answered only after the batch is fdatasync'd; acks=0 gets no response at all.
+
+use std::sync::Arc;
+
+use futures::future::join_all;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use storage::StorageError;
+
+use super::RequestContext;
+use crate::partition::producer_state::SequenceError;
+use crate::partition::{validate_produce_records, PartitionError};
+use crate::shard::frontend::{self, FrontendError};
+
+pub const MIN_VERSION: i16 = 3;
+pub const MAX_VERSION: i16 = 13;
+
+pub fn no_response(req: &ProduceRequest) -> bool {
+    req.acks == 0
+}
+
+/// The one place produce failures become Kafka error codes.
+pub fn error_code(e: &FrontendError) -> i16 {
+    match e {
+        FrontendError::UnknownPartition(..) => ResponseError::UnknownTopicOrPartition.code(),
+        FrontendError::ShardGone(_) => ResponseError::NotLeaderOrFollower.code(),
+        FrontendError::Storage(s) => storage_code(s),
+        FrontendError::Partition(p) => match p {
+            PartitionError::Corrupt(_) => ResponseError::CorruptMessage.code(),
+            PartitionError::InvalidRecord(_) => ResponseError::InvalidRecord.code(),
+            PartitionError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
+            PartitionError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp.code(),
+            PartitionError::Sequence(SequenceError::InvalidProducerEpoch { .. }) => {
+                ResponseError::InvalidProducerEpoch.code()
+            }
+            PartitionError::Sequence(_) => ResponseError::OutOfOrderSequenceNumber.code(),
+            PartitionError::Storage(s) => storage_code(s),
+        },
+    }
+}
+
+fn storage_code(e: &StorageError) -> i16 {
+    match e {
+        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
+        _ => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+fn partition_error(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(code)
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+        .with_error_message(message.map(StrBytes::from_string))
+}
+
+pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceResponse {
+    let broker = ctx.ctx();
+    let catalog = broker.catalog.snapshot();
+    let now = super::now_ms();
+    let acks = req.acks;
+    let mut topics = Vec::new();
+    for td in req.topic_data {
+        let meta = if ctx.version() >= 13 {
+            catalog.by_id(&td.topic_id).cloned()
+        } else {
+            catalog.get(td.name.as_str()).cloned()
+        };
+        let unknown_code = if ctx.version() >= 13 {
+            ResponseError::UnknownTopicId.code()
+        } else {
+            ResponseError::UnknownTopicOrPartition.code()
+        };
+        let futures = td.partition_data.into_iter().map(|pd| {
+            let meta = meta.clone();
+            async move {
+                if !matches!(acks, -1..=1) {
+                    return partition_error(pd.index, ResponseError::InvalidRequiredAcks.code(), None);
+                }
+                let Some(meta) = meta else {
+                    return partition_error(pd.index, unknown_code, None);
+                };
+                if pd.index < 0 || pd.index >= meta.partitions {
+                    return partition_error(pd.index, ResponseError::UnknownTopicOrPartition.code(), None);
+                }
+                let records = pd.records.unwrap_or_default();
+                let header = match validate_produce_records(&records, &meta.settings, now) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        let e = FrontendError::Partition(e);
+                        tracing::debug!(topic = %meta.name, partition = pd.index, error = %e, "produce rejected");
+                        return partition_error(pd.index, error_code(&e), Some(e.to_string()));
+                    }
+                };
+                let r = frontend::produce(broker, Arc::clone(&meta.name), pd.index, header, records, acks, now).await;
+                match r {
+                    Ok(o) => PartitionProduceResponse::default()
+                        .with_index(pd.index)
+                        .with_base_offset(o.base_offset)
+                        .with_log_append_time_ms(o.log_append_time_ms)
+                        .with_log_start_offset(o.log_start_offset),
+                    Err(e) => {
+                        tracing::debug!(topic = %meta.name, partition = pd.index, error = %e, "produce failed");
+                        partition_error(pd.index, error_code(&e), Some(e.to_string()))
+                    }
+                }
+            }
+        });
+        let partitions = join_all(futures).await;
+        topics.push(
+            TopicProduceResponse::default()
+                .with_name(TopicName(td.name.0.clone()))
+                .with_topic_id(td.topic_id)
+                .with_partition_responses(partitions),
+        );
+    }
+    ProduceResponse::default().with_responses(topics)
+}
+
+#[cfg(test)]
+pub mod tests;

@@ -1,0 +1,271 @@
+//! A partition as its home shard sees it: the storage log plus the Kafka semantics layered on
+//! it (producer state for idempotence, the high watermark that fetches wait on).
+//!
+//! Only the home shard touches a `Partition`; other shards reach it through
+//! `shard::frontend`. Batch validation that needs no partition state (length, CRC, magic,
+//! size) runs on the shard that received the request, so the home shard only does the
+//! stateful part.
+
+pub mod producer_state;
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use storage::batch::{BatchError, BatchHeader};
+use storage::{AppendOptions, Durability, PartitionLog, ReadResult, StorageError};
+use tokio::sync::watch;
+
+use crate::config::topic::TopicSettings;
+use producer_state::{BatchMeta, ProducerStateTable, SequenceError, SequenceVerdict};
+
+/// Why a produce to one partition failed; mapped to a Kafka error code by the produce handler.
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionError {
+    #[error("corrupt record batch: {0}")]
+    Corrupt(#[source] BatchError),
+    #[error("invalid record: {0}")]
+    InvalidRecord(String),
+    #[error("record batch of {size} bytes is larger than max.message.bytes {max}")]
+    TooLarge { size: usize, max: i32 },
+    #[error("timestamp {timestamp} of message is out of range: {reason}")]
+    InvalidTimestamp { timestamp: i64, reason: String },
+    #[error(transparent)]
+    Sequence(#[from] SequenceError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Checks what can be checked without partition state, on the shard that received the
+/// request. Kafka (since produce v3) requires exactly one magic v2 batch per partition.
+pub fn validate_produce_records(
+    records: &[u8],
+    settings: &TopicSettings,
+    now_ms: i64,
+) -> Result<BatchHeader, PartitionError> {
+    if records.len() > settings.max_message_bytes.max(0) as usize {
+        return Err(PartitionError::TooLarge {
+            size: records.len(),
+            max: settings.max_message_bytes,
+        });
+    }
+    // Magic is checked first, as Kafka does, so an old-format batch gets INVALID_RECORD and not
+    // CORRUPT_MESSAGE because its layout does not parse as v2.
+    if records.len() > 16 && records[16] != 2 {
+        return Err(PartitionError::InvalidRecord(format!(
+            "Produce requests are only allowed to contain record batches with magic version 2, got {}",
+            records[16] as i8
+        )));
+    }
+    let headers = storage::batch::validate_batches(records).map_err(PartitionError::Corrupt)?;
+    let [header] = headers.as_slice() else {
+        return Err(PartitionError::InvalidRecord(format!(
+            "Produce requests with version 3 and above are only allowed to contain exactly one record batch, got {}",
+            headers.len()
+        )));
+    };
+    if header.is_control() {
+        return Err(PartitionError::InvalidRecord(
+            "Control records are not allowed from clients".into(),
+        ));
+    }
+    if header.is_transactional() {
+        return Err(PartitionError::InvalidRecord(
+            "transactional produce is not supported yet".into(),
+        ));
+    }
+    if !settings.log_append_time {
+        for ts in [header.base_timestamp, header.max_timestamp] {
+            if ts < 0 {
+                continue;
+            }
+            if now_ms.saturating_sub(ts) > settings.timestamp_before_max_ms {
+                return Err(PartitionError::InvalidTimestamp {
+                    timestamp: ts,
+                    reason: format!(
+                        "it is more than {} ms before the broker's time",
+                        settings.timestamp_before_max_ms
+                    ),
+                });
+            }
+            if ts.saturating_sub(now_ms) > settings.timestamp_after_max_ms {
+                return Err(PartitionError::InvalidTimestamp {
+                    timestamp: ts,
+                    reason: format!(
+                        "it is more than {} ms after the broker's time",
+                        settings.timestamp_after_max_ms
+                    ),
+                });
+            }
+        }
+    }
+    Ok(*header)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceOutcome {
+    pub base_offset: i64,
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+}
+
+pub struct FetchOutcome {
+    pub data: ReadResult,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+pub struct Partition {
+    pub topic: Arc<str>,
+    pub index: i32,
+    pub log: PartitionLog,
+    producers: RefCell<ProducerStateTable>,
+    high_watermark: watch::Sender<i64>,
+    settings: RefCell<Arc<TopicSettings>>,
+}
+
+impl Partition {
+    /// Wraps an opened log and rebuilds producer state from the batches it holds.
+    pub fn new(
+        topic: Arc<str>,
+        index: i32,
+        log: PartitionLog,
+        settings: Arc<TopicSettings>,
+    ) -> Result<Partition, StorageError> {
+        let mut producers = ProducerStateTable::default();
+        for h in log.batch_headers_from(log.log_start_offset())? {
+            if h.producer_id >= 0 && !h.is_control() {
+                producers.record(
+                    h.producer_id,
+                    h.producer_epoch,
+                    batch_meta(&h, h.base_offset),
+                );
+            }
+        }
+        let (high_watermark, _) = watch::channel(log.written_end_offset());
+        Ok(Partition {
+            topic,
+            index,
+            log,
+            producers: RefCell::new(producers),
+            high_watermark,
+            settings: RefCell::new(settings),
+        })
+    }
+
+    pub fn settings(&self) -> Arc<TopicSettings> {
+        self.settings.borrow().clone()
+    }
+
+    pub fn set_settings(&self, settings: Arc<TopicSettings>) {
+        *self.settings.borrow_mut() = settings;
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        *self.high_watermark.borrow()
+    }
+
+    /// A receiver that changes whenever the high watermark moves: fetch long polls wait on it
+    /// from any shard (the channel is `Send`).
+    pub fn watch_high_watermark(&self) -> watch::Receiver<i64> {
+        self.high_watermark.subscribe()
+    }
+
+    /// Appends one validated batch. `acks == -1` completes only after fdatasync.
+    pub async fn append(
+        &self,
+        header: BatchHeader,
+        records: Bytes,
+        acks: i16,
+        now_ms: i64,
+    ) -> Result<ProduceOutcome, PartitionError> {
+        let settings = self.settings();
+        let idempotent = header.producer_id >= 0;
+        let next_offset = self.log.log_end_offset();
+        if idempotent {
+            let verdict = self.producers.borrow().check(
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                producer_state::increment_sequence(header.base_sequence, header.last_offset_delta),
+                next_offset,
+            )?;
+            if let SequenceVerdict::Duplicate(original) = verdict {
+                return self.answer_duplicate(original, acks).await;
+            }
+            // Recorded before the append's first await: the log assigns offsets in call order
+            // at its first poll, so a pipelined next batch of this producer, checked while this
+            // one is being written, sees this batch's sequence.
+            self.producers.borrow_mut().record(
+                header.producer_id,
+                header.producer_epoch,
+                batch_meta(&header, next_offset),
+            );
+        }
+        let opts = AppendOptions {
+            durability: if acks == -1 {
+                Durability::Fsync
+            } else {
+                Durability::None
+            },
+            log_append_time_ms: settings.log_append_time.then_some(now_ms),
+            leader_epoch: 0,
+        };
+        let result = self.log.append(BytesMut::from(&records[..]), opts).await;
+        self.high_watermark
+            .send_replace(self.log.written_end_offset());
+        match result {
+            Ok(r) => {
+                debug_assert!(!idempotent || r.base_offset == next_offset);
+                Ok(ProduceOutcome {
+                    base_offset: r.base_offset,
+                    log_append_time_ms: r.log_append_time_ms,
+                    log_start_offset: r.log_start_offset,
+                })
+            }
+            Err(e) => {
+                if idempotent {
+                    self.producers.borrow_mut().truncate_from(next_offset);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// A retried batch is answered with the original offsets, once those are as durable as
+    /// the retry asks for.
+    async fn answer_duplicate(
+        &self,
+        original: BatchMeta,
+        acks: i16,
+    ) -> Result<ProduceOutcome, PartitionError> {
+        if acks == -1 && self.log.durable_end_offset() <= original.last_offset {
+            self.log.flush().await?;
+        }
+        Ok(ProduceOutcome {
+            base_offset: original.first_offset,
+            log_append_time_ms: -1,
+            log_start_offset: self.log.log_start_offset(),
+        })
+    }
+
+    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<FetchOutcome, StorageError> {
+        let hw = self.high_watermark();
+        let data = self.log.read(offset, max_bytes, hw)?;
+        Ok(FetchOutcome {
+            data,
+            high_watermark: hw,
+            log_start_offset: self.log.log_start_offset(),
+        })
+    }
+}
+
+fn batch_meta(h: &BatchHeader, first_offset: i64) -> BatchMeta {
+    BatchMeta {
+        first_seq: h.base_sequence,
+        last_seq: producer_state::increment_sequence(h.base_sequence, h.last_offset_delta),
+        first_offset,
+        last_offset: first_offset + h.last_offset_delta as i64,
+        timestamp: h.max_timestamp,
+    }
+}

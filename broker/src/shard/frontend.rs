@@ -1,0 +1,237 @@
+//! Cross-shard calls. A handler running on any shard reaches a partition through these
+//! functions; they run the work on the partition's home shard and bring the result back.
+//! When the home is the calling shard, the work runs inline with no message at all.
+
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use storage::batch::BatchHeader;
+use storage::StorageError;
+use tokio::sync::{oneshot, watch};
+
+use super::{current, home_shard, BrokerContext, ShardState};
+use crate::catalog::TopicMeta;
+use crate::partition::{FetchOutcome, Partition, PartitionError, ProduceOutcome};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrontendError {
+    #[error("partition {0}-{1} is not hosted here")]
+    UnknownPartition(String, i32),
+    #[error("shard {0} is gone (shutting down)")]
+    ShardGone(usize),
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Runs `f` on shard `shard` and returns its result. `f` is `Send` (it crosses threads); the
+/// future it makes is not (it runs on the target shard's local executor).
+pub async fn invoke_on<R, F, Fut>(
+    ctx: &BrokerContext,
+    shard: usize,
+    f: F,
+) -> Result<R, FrontendError>
+where
+    F: FnOnce(Rc<ShardState>) -> Fut + Send + 'static,
+    Fut: Future<Output = R> + 'static,
+    R: Send + 'static,
+{
+    if let Some(here) = current() {
+        if here.id == shard {
+            return Ok(f(here).await);
+        }
+    }
+    let (tx, rx) = oneshot::channel();
+    let msg: super::ShardMessage = Box::new(move |state| {
+        tokio::task::spawn_local(async move {
+            let _ = tx.send(f(state).await);
+        });
+    });
+    ctx.shard_senders[shard]
+        .send(msg)
+        .await
+        .map_err(|_| FrontendError::ShardGone(shard))?;
+    rx.await.map_err(|_| FrontendError::ShardGone(shard))
+}
+
+fn home(ctx: &BrokerContext, topic: &str, partition: i32) -> usize {
+    home_shard(topic, partition, ctx.shard_count())
+}
+
+fn find(state: &ShardState, topic: &str, partition: i32) -> Result<Rc<Partition>, FrontendError> {
+    state
+        .partition(topic, partition)
+        .ok_or_else(|| FrontendError::UnknownPartition(topic.to_string(), partition))
+}
+
+pub async fn produce(
+    ctx: &BrokerContext,
+    topic: Arc<str>,
+    partition: i32,
+    header: BatchHeader,
+    records: Bytes,
+    acks: i16,
+    now_ms: i64,
+) -> Result<ProduceOutcome, FrontendError> {
+    let shard = home(ctx, &topic, partition);
+    invoke_on(ctx, shard, move |state| async move {
+        let p = find(&state, &topic, partition)?;
+        Ok(p.append(header, records, acks, now_ms).await?)
+    })
+    .await?
+}
+
+/// A fetch read plus a receiver of the partition's high watermark for long polls.
+pub struct FetchRead {
+    pub outcome: Result<FetchOutcome, FrontendError>,
+    pub watch: Option<watch::Receiver<i64>>,
+}
+
+pub async fn fetch(
+    ctx: &BrokerContext,
+    topic: Arc<str>,
+    partition: i32,
+    offset: i64,
+    max_bytes: usize,
+) -> FetchRead {
+    let shard = home(ctx, &topic, partition);
+    let r = invoke_on(ctx, shard, move |state| async move {
+        match find(&state, &topic, partition) {
+            Ok(p) => FetchRead {
+                watch: Some(p.watch_high_watermark()),
+                outcome: p.read(offset, max_bytes).map_err(FrontendError::from),
+            },
+            Err(e) => FetchRead {
+                outcome: Err(e),
+                watch: None,
+            },
+        }
+    })
+    .await;
+    r.unwrap_or_else(|e| FetchRead {
+        outcome: Err(e),
+        watch: None,
+    })
+}
+
+/// Offsets of one partition for ListOffsets and Metadata-like answers.
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionOffsets {
+    pub log_start: i64,
+    pub high_watermark: i64,
+    pub size_bytes: u64,
+}
+
+pub async fn offsets(
+    ctx: &BrokerContext,
+    topic: Arc<str>,
+    partition: i32,
+) -> Result<PartitionOffsets, FrontendError> {
+    let shard = home(ctx, &topic, partition);
+    invoke_on(ctx, shard, move |state| async move {
+        let p = find(&state, &topic, partition)?;
+        Ok(PartitionOffsets {
+            log_start: p.log.log_start_offset(),
+            high_watermark: p.high_watermark(),
+            size_bytes: p.log.size_bytes(),
+        })
+    })
+    .await?
+}
+
+/// ListOffsets by timestamp (`ts >= 0`) or max timestamp (`-3`): (offset, timestamp).
+pub async fn offset_for_timestamp(
+    ctx: &BrokerContext,
+    topic: Arc<str>,
+    partition: i32,
+    ts: i64,
+) -> Result<Option<(i64, i64)>, FrontendError> {
+    let shard = home(ctx, &topic, partition);
+    invoke_on(ctx, shard, move |state| async move {
+        let p = find(&state, &topic, partition)?;
+        if ts == -3 {
+            return Ok(p.log.max_timestamp());
+        }
+        let hw = p.high_watermark();
+        Ok(p.log
+            .offset_for_timestamp(ts)?
+            .filter(|(offset, _)| *offset < hw))
+    })
+    .await?
+}
+
+/// Opens (creating) the logs of `partitions` of `topic` on their home shards.
+pub async fn open_partitions(
+    ctx: &BrokerContext,
+    topic: &Arc<TopicMeta>,
+    partitions: std::ops::Range<i32>,
+) -> Result<(), FrontendError> {
+    for p in partitions {
+        let shard = home(ctx, &topic.name, p);
+        let t = topic.clone();
+        invoke_on(ctx, shard, move |state| async move {
+            super::open_partition(&state, &t, p, None).map(|_| ())
+        })
+        .await??;
+    }
+    Ok(())
+}
+
+/// Removes the partitions of a deleted topic from their home shards and deletes their files.
+pub async fn delete_partitions(ctx: &BrokerContext, topic: &Arc<TopicMeta>) {
+    for p in 0..topic.partitions {
+        let shard = home(ctx, &topic.name, p);
+        let name = topic.name.clone();
+        let r = invoke_on(ctx, shard, move |state| async move {
+            let removed = state.partitions.borrow_mut().remove(&(name.clone(), p));
+            if let Some(part) = removed {
+                match Rc::try_unwrap(part) {
+                    Ok(part) => {
+                        if let Err(e) = part.log.delete() {
+                            tracing::warn!(topic = %name, partition = p, error = %e, "deleting partition files failed");
+                        }
+                    }
+                    // An append or read still holds it: delete once they are done.
+                    Err(part) => {
+                        tokio::task::spawn_local(async move {
+                            let mut part = part;
+                            loop {
+                                match Rc::try_unwrap(part) {
+                                    Ok(p) => {
+                                        if let Err(e) = p.log.delete() {
+                                            tracing::warn!(error = %e, "deleting partition files failed");
+                                        }
+                                        return;
+                                    }
+                                    Err(still) => part = still,
+                                }
+                                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                            }
+                        });
+                    }
+                }
+            }
+        })
+        .await;
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "delete partition");
+        }
+    }
+}
+
+/// Pushes new settings (after a config change) to the partitions' home shards.
+pub async fn apply_settings(ctx: &BrokerContext, topic: &Arc<TopicMeta>) {
+    for p in 0..topic.partitions {
+        let shard = home(ctx, &topic.name, p);
+        let t = topic.clone();
+        let _ = invoke_on(ctx, shard, move |state| async move {
+            if let Some(part) = state.partition(&t.name, p) {
+                part.set_settings(t.settings.clone());
+            }
+        })
+        .await;
+    }
+}

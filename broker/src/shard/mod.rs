@@ -1,0 +1,164 @@
+//! Shards: one OS thread per core, pinned, each running a tokio current-thread runtime.
+//!
+//! A shard owns the partitions whose home it is (`home_shard`), its own io_uring (through the
+//! storage `IoBackend`), its own `SO_REUSEPORT` listener and the connections the kernel gives
+//! it. Shards share no mutable state on the hot path: they talk by sending closures over
+//! bounded channels (`frontend::invoke_on`), and read the topic catalog as an `Arc` snapshot.
+
+pub mod frontend;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use storage::IoBackend;
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::catalog::CatalogHandle;
+use crate::config::BrokerConfig;
+use crate::partition::Partition;
+
+/// A unit of work sent to another shard: runs on that shard's thread.
+pub type ShardMessage = Box<dyn FnOnce(Rc<ShardState>) + Send>;
+
+/// Messages queued per shard before senders wait: bounded so a slow shard pushes back.
+pub const SHARD_QUEUE_DEPTH: usize = 4096;
+
+/// State every shard can read; immutable or atomic, so `Arc`-shared.
+pub struct BrokerContext {
+    pub config: BrokerConfig,
+    pub catalog: CatalogHandle,
+    pub cluster_id: String,
+    pub shard_senders: Vec<mpsc::Sender<ShardMessage>>,
+    /// Next producer id handed out by InitProducerId (persisted in the data dir).
+    pub producer_ids: crate::producer_ids::ProducerIdAllocator,
+    pub started_ms: i64,
+}
+
+impl BrokerContext {
+    pub fn shard_count(&self) -> usize {
+        self.shard_senders.len()
+    }
+}
+
+/// The partitions' home: a stable function of topic and partition, so every shard computes
+/// the same answer without asking anyone. Kafka's murmur2 is not needed here (this is not a
+/// client-visible partitioner), crc32c is fast and well spread.
+pub fn home_shard(topic: &str, partition: i32, shards: usize) -> usize {
+    let h = crc32c::crc32c_append(crc32c::crc32c(topic.as_bytes()), &partition.to_be_bytes());
+    (h as usize) % shards.max(1)
+}
+
+pub type PartitionKey = (Arc<str>, i32);
+
+pub struct ShardState {
+    pub id: usize,
+    pub ctx: Arc<BrokerContext>,
+    pub io: Rc<IoBackend>,
+    pub partitions: RefCell<HashMap<PartitionKey, Rc<Partition>>>,
+    /// Request bytes in flight on this shard (`queued_max_request_bytes`).
+    pub inflight_bytes: Arc<Semaphore>,
+    pub metrics: ShardMetrics,
+}
+
+#[derive(Default)]
+pub struct ShardMetrics {
+    pub connections_open: AtomicI64,
+    pub connections_accepted: AtomicI64,
+}
+
+impl ShardState {
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
+        let key: (Arc<str>, i32) = (Arc::from(topic), index);
+        self.partitions.borrow().get(&key).cloned()
+    }
+
+    pub fn count_connection(&self, delta: i64) {
+        self.metrics
+            .connections_open
+            .fetch_add(delta, Ordering::Relaxed);
+        if delta > 0 {
+            self.metrics
+                .connections_accepted
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Opens (creating when missing) one partition's log on this shard, its home. A no-op when it
+/// is open already. `recovery_point` comes from the checkpoint at start; `None` means new.
+pub fn open_partition(
+    state: &ShardState,
+    topic: &Arc<crate::catalog::TopicMeta>,
+    index: i32,
+    recovery_point: Option<i64>,
+) -> Result<Rc<Partition>, storage::StorageError> {
+    let key = (topic.name.clone(), index);
+    if let Some(p) = state.partitions.borrow().get(&key) {
+        return Ok(p.clone());
+    }
+    let data_dir = &state.ctx.config.data_dir;
+    let log = storage::PartitionLog::open(
+        data_dir,
+        &topic.name,
+        index,
+        topic.settings.log.clone(),
+        state.io.clone(),
+        recovery_point.unwrap_or(0),
+    )?;
+    storage::logdir::write_partition_metadata(log.dir(), *topic.id.as_bytes())?;
+    let partition = Rc::new(Partition::new(
+        topic.name.clone(),
+        index,
+        log,
+        topic.settings.clone(),
+    )?);
+    state.partitions.borrow_mut().insert(key, partition.clone());
+    Ok(partition)
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<ShardState>>> = const { RefCell::new(None) };
+}
+
+/// The shard running on this thread, if any.
+pub fn current() -> Option<Rc<ShardState>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+pub fn set_current(state: Option<Rc<ShardState>>) {
+    CURRENT.with(|c| *c.borrow_mut() = state);
+}
+
+/// Pins the calling thread to one CPU; a failure (e.g. restricted cpuset) only costs locality.
+pub fn pin_to_cpu(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it, and
+    // sched_setaffinity reads it for the calling thread (pid 0).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            tracing::warn!(cpu, error = %std::io::Error::last_os_error(), "could not pin shard thread");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_many_partitions_when_homing_then_stable_and_spread() {
+        let mut counts = [0usize; 4];
+        for p in 0..400 {
+            let s = home_shard("orders", p, 4);
+            assert_eq!(s, home_shard("orders", p, 4));
+            counts[s] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 50), "{counts:?}");
+        assert_eq!(home_shard("x", 0, 1), 0);
+    }
+}
