@@ -127,7 +127,11 @@ fn given_child_killed_at_random_moments_when_reopening_then_every_acked_batch_is
         // Reopen as the broker would, from a recovery point it may have checkpointed
         // (any durable offset): sometimes 0, sometimes the last acked end.
         let max_end = acked.iter().map(|&(_, b)| b + 2).max().unwrap_or(0);
-        recovery_point = if rng.next().is_multiple_of(2) { 0 } else { max_end };
+        recovery_point = if rng.next().is_multiple_of(2) {
+            0
+        } else {
+            max_end
+        };
         run(async {
             let log = open(root.path(), cfg(), recovery_point);
             let all = read_all(&log, 0); // validates every CRC
