@@ -377,6 +377,14 @@ impl Segment {
             }
         }
         drop(map);
+        // Like Kafka's recover: the time index ends with the largest timestamp seen.
+        let (ts, off) = self.max_ts.get();
+        if ts >= 0 {
+            self.time_index
+                .borrow_mut()
+                .maybe_append(ts, off, true)
+                .map_err(|e| StorageError::io(e, &path))?;
+        }
         let cut = size - pos as u64;
         if let Some(e) = bad {
             tracing::warn!(file = %path.display(), position = pos, next_offset = prev_next,
