@@ -11,6 +11,7 @@ import asyncio
 import random
 import time
 import uuid
+import warnings
 from dataclasses import dataclass
 
 CLIENTS = ("confluent", "kafka-python", "aiokafka")
@@ -20,6 +21,25 @@ ACKS_MODES = (("0", False), ("1", False), ("all", False), ("all", True))
 
 BASE_TS = 1_700_000_000_000  # ms; records carry explicit CreateTime timestamps BASE_TS + i
 OP_TIMEOUT_S = 60.0
+# A consumer that has received nothing new for this long has stalled: stop waiting.
+STALL_S = 15.0
+
+
+class Progress:
+    """Ends a consume loop when everything arrived, nothing new came for STALL_S, or
+    OP_TIMEOUT_S passed, whichever is first."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.deadline = time.monotonic() + OP_TIMEOUT_S
+        self.last_n = 0
+        self.last_progress = time.monotonic()
+
+    def more(self, n: int) -> bool:
+        now = time.monotonic()
+        if n != self.last_n:
+            self.last_n, self.last_progress = n, now
+        return n < self.total and now < self.deadline and now - self.last_progress < STALL_S
 
 
 @dataclass(frozen=True)
@@ -214,8 +234,8 @@ def confluent_consume(bootstrap: str, topic: str, partitions: int, total: int) -
     got = []
     try:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        deadline = time.monotonic() + OP_TIMEOUT_S
-        while len(got) < total and time.monotonic() < deadline:
+        progress = Progress(total)
+        while progress.more(len(got)):
             for m in c.consume(num_messages=2000, timeout=0.5):
                 if m.error():
                     raise AssertionError(f"consume error: {m.error()}")
@@ -273,15 +293,29 @@ def kafka_python_produce(bootstrap: str, topic: str, recs: list[Out], codec: str
 
 
 def kafka_python_consume(bootstrap: str, topic: str, partitions: int, total: int) -> list[Rec]:
+    """kafka-python 3.0.12's consumer now and then starts some partitions mid-log after
+    assign() + seek_to_beginning() (seen twice in ~200 runs against Apache Kafka, never
+    reproduced alone; see FINDINGS.md). A short read is therefore read once more with a
+    fresh consumer, with a warning. Data a broker really lost or mangled fails both reads."""
+    got = _kafka_python_consume_once(bootstrap, topic, partitions, total)
+    if len(got) < total:
+        warnings.warn(f"kafka-python read {len(got)}/{total} records of {topic}; reading again")
+        got = _kafka_python_consume_once(bootstrap, topic, partitions, total)
+    return got
+
+
+def _kafka_python_consume_once(bootstrap: str, topic: str, partitions: int, total: int) -> list[Rec]:
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
     got = []
     try:
         c.assign([TopicPartition(topic, p) for p in range(partitions)])
         c.seek_to_beginning()
-        deadline = time.monotonic() + OP_TIMEOUT_S
-        while len(got) < total and time.monotonic() < deadline:
+        progress = Progress(total)
+        while progress.more(len(got)):
             for tp, msgs in c.poll(timeout_ms=500, max_records=5000).items():
                 for m in msgs:
                     got.append(
@@ -343,14 +377,16 @@ def aiokafka_consume(bootstrap: str, topic: str, partitions: int, total: int) ->
     from aiokafka.structs import TopicPartition
 
     async def run():
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+        c = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
         await c.start()
         got = []
         try:
             c.assign([TopicPartition(topic, p) for p in range(partitions)])
             await c.seek_to_beginning()
-            deadline = time.monotonic() + OP_TIMEOUT_S
-            while len(got) < total and time.monotonic() < deadline:
+            progress = Progress(total)
+            while progress.more(len(got)):
                 batches = await c.getmany(timeout_ms=500, max_records=5000)
                 for tp, msgs in batches.items():
                     for m in msgs:
