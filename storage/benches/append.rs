@@ -43,16 +43,20 @@ fn durable(c: &mut Criterion) {
     for size in SIZES {
         g.throughput(Throughput::Bytes(size as u64));
         let data = payload(size);
-        g.bench_with_input(BenchmarkId::new("baseline_pwrite_fdatasync", size), &size, |b, _| {
-            let dir = tempfile::tempdir().unwrap();
-            let f = File::create(dir.path().join("plain")).unwrap();
-            let mut pos = 0u64;
-            b.iter(|| {
-                f.write_all_at(&data, pos).unwrap();
-                f.sync_data().unwrap();
-                pos += data.len() as u64;
-            });
-        });
+        g.bench_with_input(
+            BenchmarkId::new("baseline_pwrite_fdatasync", size),
+            &size,
+            |b, _| {
+                let dir = tempfile::tempdir().unwrap();
+                let f = File::create(dir.path().join("plain")).unwrap();
+                let mut pos = 0u64;
+                b.iter(|| {
+                    f.write_all_at(&data, pos).unwrap();
+                    f.sync_data().unwrap();
+                    pos += data.len() as u64;
+                });
+            },
+        );
         for writers in [1usize, 8] {
             let id = BenchmarkId::new(format!("strom_{writers}_writers"), size);
             g.bench_with_input(id, &size, |b, _| {

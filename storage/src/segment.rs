@@ -63,7 +63,10 @@ pub(crate) struct Segment {
     created_ms: i64,
     index_interval: u64,
     map: RefCell<Option<Arc<Mmap>>>,
+    /// How much to map: the active segment maps up to `segment.bytes` at once (one
+    /// mapping for its whole life; pages past EOF are never touched), others their size.
     map_len_hint: Cell<u64>,
+    active_map_len: u64,
 }
 
 impl Segment {
@@ -110,7 +113,8 @@ impl Segment {
             created_ms: now_ms,
             index_interval: cfg.index_interval_bytes,
             map: RefCell::new(None),
-            map_len_hint: Cell::new(cfg.segment_bytes.clamp(1, 1 << 30)),
+            map_len_hint: Cell::new(size.max(1)),
+            active_map_len: cfg.segment_bytes.clamp(1, 1 << 30),
         })
     }
 
@@ -131,9 +135,11 @@ impl Segment {
     pub fn set_active(&self, active: bool) -> io::Result<()> {
         self.index.borrow_mut().set_preallocated(active)?;
         self.time_index.borrow_mut().set_preallocated(active)?;
-        if !active {
-            self.map_len_hint.set(self.size.get().max(1));
-        }
+        self.map_len_hint.set(if active {
+            self.active_map_len
+        } else {
+            self.size.get().max(1)
+        });
         Ok(())
     }
 
