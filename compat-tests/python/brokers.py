@@ -112,6 +112,17 @@ class BrokerProcess:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux for SIGTERM when the parent dies
+    (PR_SET_PDEATHSIG survives exec)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 def _spawn(name: str, argv: list[str], workdir: Path, port: int, **extra) -> BrokerProcess:
     log_path = workdir / f"{name}.log"
     log = open(log_path, "wb")
@@ -124,8 +135,9 @@ def _spawn(name: str, argv: list[str], workdir: Path, port: int, **extra) -> Bro
         stderr=subprocess.STDOUT,
         cwd=workdir,
         env=env,
-        # Own process group: a Ctrl-C in the terminal goes to pytest, which stops us by PID.
-        start_new_session=True,
+        # Same process group as pytest, so `timeout` in scripts/test-all.sh reaches the
+        # brokers too; and SIGTERM on pytest's death, so a killed run leaves none behind.
+        preexec_fn=_die_with_parent,
     )
     log.close()
     return BrokerProcess(name=name, port=port, workdir=workdir, log_path=log_path, proc=proc, extra=extra)

@@ -11,7 +11,6 @@ import asyncio
 import random
 import time
 import uuid
-import warnings
 from dataclasses import dataclass
 
 CLIENTS = ("confluent", "kafka-python", "aiokafka")
@@ -19,7 +18,12 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # (acks, idempotence): idempotence needs acks=all in every client.
 ACKS_MODES = (("0", False), ("1", False), ("all", False), ("all", True))
 
-BASE_TS = 1_700_000_000_000  # ms; records carry explicit CreateTime timestamps BASE_TS + i
+# Records carry explicit CreateTime timestamps BASE_TS + i (ms). They must be recent:
+# Kafka deletes a segment, the active one included, once its largest timestamp is older
+# than retention.ms (7 days), on its 5-minute retention check; old timestamps made records
+# vanish mid-test (FINDINGS.md). Future ones past message.timestamp.after.max.ms (1 hour)
+# are refused. Ten minutes ago, whole seconds, leaves room for 100k records at +1 ms each.
+BASE_TS = (int(time.time()) - 600) * 1000
 OP_TIMEOUT_S = 60.0
 # A consumer that has received nothing new for this long has stalled: stop waiting.
 STALL_S = 15.0
@@ -293,18 +297,6 @@ def kafka_python_produce(bootstrap: str, topic: str, recs: list[Out], codec: str
 
 
 def kafka_python_consume(bootstrap: str, topic: str, partitions: int, total: int) -> list[Rec]:
-    """kafka-python 3.0.12's consumer now and then starts some partitions mid-log after
-    assign() + seek_to_beginning() (seen twice in ~200 runs against Apache Kafka, never
-    reproduced alone; see FINDINGS.md). A short read is therefore read once more with a
-    fresh consumer, with a warning. Data a broker really lost or mangled fails both reads."""
-    got = _kafka_python_consume_once(bootstrap, topic, partitions, total)
-    if len(got) < total:
-        warnings.warn(f"kafka-python read {len(got)}/{total} records of {topic}; reading again")
-        got = _kafka_python_consume_once(bootstrap, topic, partitions, total)
-    return got
-
-
-def _kafka_python_consume_once(bootstrap: str, topic: str, partitions: int, total: int) -> list[Rec]:
     from kafka import KafkaConsumer, TopicPartition
 
     c = KafkaConsumer(
