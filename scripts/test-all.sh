@@ -71,16 +71,7 @@ apt_install_missing() {
     echo "installing: ${pkgs[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    # kcat is a convenience for the README's quick start; the suite does not need it.
-    local p
-    for p in "${pkgs[@]}"; do
-        if [[ $p == kcat ]]; then
-            apt-get install -y -qq --no-install-recommends kcat >/dev/null \
-                || echo "note: kcat not installable here; continuing without it"
-        else
-            apt-get install -y -qq --no-install-recommends "$p" >/dev/null
-        fi
-    done
+    apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 }
 
 python_venv() {
