@@ -352,23 +352,21 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
                 }
             }
         }
-        "compression.type" => {
-            if !["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"].contains(&v) {
-                return Err(invalid(
-                    name,
-                    value,
-                    "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
-                ));
-            }
+        "compression.type"
+            if !["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"].contains(&v) =>
+        {
+            return Err(invalid(
+                name,
+                value,
+                "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
+            ));
         }
-        "message.timestamp.type" => {
-            if v != "CreateTime" && v != "LogAppendTime" {
-                return Err(invalid(
-                    name,
-                    value,
-                    "String must be one of: CreateTime, LogAppendTime",
-                ));
-            }
+        "message.timestamp.type" if v != "CreateTime" && v != "LogAppendTime" => {
+            return Err(invalid(
+                name,
+                value,
+                "String must be one of: CreateTime, LogAppendTime",
+            ));
         }
         "segment.bytes" if int() < 14 => {
             return Err(invalid(name, value, "Value must be at least 14"))
@@ -541,8 +539,10 @@ mod tests {
 
     #[test]
     fn given_broker_override_when_describing_then_static_broker_source() {
-        let mut broker = BrokerConfig::default();
-        broker.message_max_bytes = 2000;
+        let broker = BrokerConfig {
+            message_max_bytes: 2000,
+            ..Default::default()
+        };
         let mut origins = BTreeMap::new();
         origins.insert("message_max_bytes".to_string(), Origin::File);
         let d = effective(

@@ -207,11 +207,13 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
         };
         match outcome {
             Ok((partitions, configs, meta)) => {
-                result = result
-                    .with_num_partitions(partitions)
-                    .with_replication_factor(1)
-                    .with_configs(Some(describe_configs(ctx, &configs)));
-                if let Some(m) = meta {
+                if ctx.version() >= 5 {
+                    result = result
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(1)
+                        .with_configs(Some(describe_configs(ctx, &configs)));
+                }
+                if let (Some(m), true) = (meta, ctx.version() >= 7) {
                     result = result.with_topic_id(m.id);
                 }
             }

@@ -51,12 +51,18 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTop
                         .with_name(Some(TopicName(StrBytes::from_string(
                             meta.name.to_string(),
                         ))))
-                        .with_topic_id(meta.id);
+                        .with_topic_id(if ctx.version() >= 6 {
+                            meta.id
+                        } else {
+                            uuid::Uuid::nil()
+                        });
                 }
                 Err(e) => {
                     r = r
                         .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                        .with_error_message(Some(StrBytes::from_string(e.to_string())));
+                        .with_error_message(
+                            (ctx.version() >= 5).then(|| StrBytes::from_string(e.to_string())),
+                        );
                 }
             },
         }

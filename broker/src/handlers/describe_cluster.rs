@@ -14,7 +14,6 @@ pub async fn handle(ctx: &RequestContext, _req: DescribeClusterRequest) -> Descr
     let (host, port) = broker.config.advertised();
     let node = BrokerId(broker.config.node_id);
     DescribeClusterResponse::default()
-        .with_endpoint_type(1)
         .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
         .with_controller_id(node)
         .with_brokers(vec![DescribeClusterBroker::default()

@@ -59,6 +59,7 @@ fn topic_result(
             ))));
     };
     let cat = &ctx.ctx().catalog;
+    let version = ctx.version();
     let configs = topic_config::TOPIC_CONFIGS
         .iter()
         .filter(|d| wanted(keys, d.name))
@@ -96,9 +97,11 @@ fn topic_result(
                 .with_value(Some(StrBytes::from_string(e.value)))
                 .with_read_only(false)
                 .with_config_source(e.source as i8)
-                .with_config_type(e.kind as i8)
+                .with_config_type(if version >= 3 { e.kind as i8 } else { 0 })
                 .with_synonyms(syn)
-                .with_documentation(docs.then(|| StrBytes::from_static_str(e.doc)))
+                .with_documentation(
+                    (docs && version >= 3).then(|| StrBytes::from_static_str(e.doc)),
+                )
         })
         .collect();
     base.with_configs(configs)
@@ -161,7 +164,7 @@ fn broker_result(
                 .with_value(Some(StrBytes::from_string(text)))
                 .with_read_only(true)
                 .with_config_source(source as i8)
-                .with_config_type(kind as i8),
+                .with_config_type(if ctx.version() >= 3 { kind as i8 } else { 0 }),
         );
     }
     base.with_configs(configs)

@@ -67,7 +67,11 @@ pub async fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Descri
     }
     let dir = std::fs::canonicalize(&broker.config.data_dir)
         .unwrap_or_else(|_| broker.config.data_dir.clone());
-    let (total, usable) = disk_space(&dir);
+    let (total, usable) = if ctx.version() >= 4 {
+        disk_space(&dir)
+    } else {
+        (-1, -1)
+    };
     DescribeLogDirsResponse::default().with_results(vec![DescribeLogDirsResult::default()
         .with_log_dir(StrBytes::from_string(dir.display().to_string()))
         .with_topics(topics)

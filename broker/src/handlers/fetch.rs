@@ -67,7 +67,8 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
             .with_session_id(0);
     }
     let catalog = broker.catalog.snapshot();
-    let by_id = ctx.version() >= 13;
+    let version = ctx.version();
+    let by_id = version >= 13;
     let mut wanted = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         let meta = if by_id {
@@ -138,7 +139,11 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
                     partitions.push(
                         base.with_high_watermark(o.high_watermark)
                             .with_last_stable_offset(o.high_watermark)
-                            .with_log_start_offset(o.log_start_offset)
+                            .with_log_start_offset(if version >= 5 {
+                                o.log_start_offset
+                            } else {
+                                -1
+                            })
                             .with_aborted_transactions(read_committed.then(Vec::new))
                             .with_records(Some(concat(chunks))),
                     );
@@ -154,7 +159,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
                         p = p
                             .with_high_watermark(off.high_watermark)
                             .with_last_stable_offset(off.high_watermark)
-                            .with_log_start_offset(off.log_start);
+                            .with_log_start_offset(if version >= 5 { off.log_start } else { -1 });
                     }
                     partitions.push(p);
                 }

@@ -84,7 +84,7 @@ pub async fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffset
                         Ok((timestamp, offset)) => base
                             .with_timestamp(timestamp)
                             .with_offset(offset)
-                            .with_leader_epoch(0),
+                            .with_leader_epoch(if ctx.version() >= 4 { 0 } else { -1 }),
                         Err(e) => base.with_error_code(error_code(&e)),
                     }
                 }

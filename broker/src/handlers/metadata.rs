@@ -2,8 +2,6 @@
 //! partitions. Unknown topics are auto-created when the request allows it and
 //! `auto_create_topics_enable` is on, as Kafka does.
 
-use std::sync::Arc;
-
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -19,24 +17,26 @@ pub const MAX_VERSION: i16 = 13;
 
 pub fn topic_response(ctx: &RequestContext, t: &TopicMeta) -> MetadataResponseTopic {
     let node = BrokerId(ctx.ctx().config.node_id);
+    let v = ctx.version();
     let partitions = (0..t.partitions)
         .map(|p| {
             MetadataResponsePartition::default()
                 .with_partition_index(p)
                 .with_leader_id(node)
-                .with_leader_epoch(0)
+                .with_leader_epoch(if v >= 7 { 0 } else { -1 })
                 .with_replica_nodes(vec![node])
                 .with_isr_nodes(vec![node])
         })
         .collect();
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(t.name.to_string()))))
-        .with_topic_id(t.id)
-        .with_is_internal(t.internal)
+        .with_topic_id(if v >= 10 { t.id } else { uuid::Uuid::nil() })
+        .with_is_internal(v >= 1 && t.internal)
         .with_partitions(partitions)
 }
 
 fn error_topic(name: Option<TopicName>, id: uuid::Uuid, code: i16) -> MetadataResponseTopic {
+    // Only v10+ requests name topics by id, so a non-nil id here is always encodable.
     MetadataResponseTopic::default()
         .with_name(name)
         .with_topic_id(id)
@@ -128,14 +128,14 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
             }
         }
     }
-    let _ = Arc::<str>::from("");
+    let v = ctx.version();
     MetadataResponse::default()
         .with_brokers(vec![MetadataResponseBroker::default()
             .with_node_id(node)
             .with_host(StrBytes::from_string(host))
             .with_port(port)])
-        .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
-        .with_controller_id(node)
+        .with_cluster_id((v >= 2).then(|| StrBytes::from_string(broker.cluster_id.clone())))
+        .with_controller_id(if v >= 1 { node } else { BrokerId(-1) })
         .with_topics(topics)
 }
 

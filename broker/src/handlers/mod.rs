@@ -22,6 +22,8 @@ pub mod metadata;
 pub mod produce;
 
 #[cfg(test)]
+mod all_versions_tests;
+#[cfg(test)]
 pub mod testing;
 
 use std::rc::Rc;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use storage::StorageError;
 
@@ -50,14 +50,19 @@ fn storage_code(e: &StorageError) -> i16 {
     }
 }
 
-fn partition_error(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
+fn partition_error(
+    version: i16,
+    index: i32,
+    code: i16,
+    message: Option<String>,
+) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
         .with_index(index)
         .with_error_code(code)
         .with_base_offset(-1)
         .with_log_append_time_ms(-1)
         .with_log_start_offset(-1)
-        .with_error_message(message.map(StrBytes::from_string))
+        .with_error_message(message.filter(|_| version >= 8).map(StrBytes::from_string))
 }
 
 pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceResponse {
@@ -65,6 +70,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceRespons
     let catalog = broker.catalog.snapshot();
     let now = super::now_ms();
     let acks = req.acks;
+    let version = ctx.version();
     let mut topics = Vec::new();
     for td in req.topic_data {
         let meta = if ctx.version() >= 13 {
@@ -81,13 +87,13 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceRespons
             let meta = meta.clone();
             async move {
                 if !matches!(acks, -1..=1) {
-                    return partition_error(pd.index, ResponseError::InvalidRequiredAcks.code(), None);
+                    return partition_error(version, pd.index, ResponseError::InvalidRequiredAcks.code(), None);
                 }
                 let Some(meta) = meta else {
-                    return partition_error(pd.index, unknown_code, None);
+                    return partition_error(version, pd.index, unknown_code, None);
                 };
                 if pd.index < 0 || pd.index >= meta.partitions {
-                    return partition_error(pd.index, ResponseError::UnknownTopicOrPartition.code(), None);
+                    return partition_error(version, pd.index, ResponseError::UnknownTopicOrPartition.code(), None);
                 }
                 let records = pd.records.unwrap_or_default();
                 let header = match validate_produce_records(&records, &meta.settings, now) {
@@ -95,7 +101,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceRespons
                     Err(e) => {
                         let e = FrontendError::Partition(e);
                         tracing::debug!(topic = %meta.name, partition = pd.index, error = %e, "produce rejected");
-                        return partition_error(pd.index, error_code(&e), Some(e.to_string()));
+                        return partition_error(version, pd.index, error_code(&e), Some(e.to_string()));
                     }
                 };
                 let r = frontend::produce(broker, Arc::clone(&meta.name), pd.index, header, records, acks, now).await;
@@ -104,10 +110,10 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceRespons
                         .with_index(pd.index)
                         .with_base_offset(o.base_offset)
                         .with_log_append_time_ms(o.log_append_time_ms)
-                        .with_log_start_offset(o.log_start_offset),
+                        .with_log_start_offset(if version >= 5 { o.log_start_offset } else { -1 }),
                     Err(e) => {
                         tracing::debug!(topic = %meta.name, partition = pd.index, error = %e, "produce failed");
-                        partition_error(pd.index, error_code(&e), Some(e.to_string()))
+                        partition_error(version, pd.index, error_code(&e), Some(e.to_string()))
                     }
                 }
             }
@@ -115,7 +121,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceRespons
         let partitions = join_all(futures).await;
         topics.push(
             TopicProduceResponse::default()
-                .with_name(TopicName(td.name.0.clone()))
+                .with_name(td.name.clone())
                 .with_topic_id(td.topic_id)
                 .with_partition_responses(partitions),
         );

@@ -22,6 +22,12 @@ pub struct Harness {
     correlation: RefCell<i32>,
 }
 
+impl Default for Harness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Harness {
     pub fn new() -> Harness {
         Self::with_config(BrokerConfig::default())

@@ -12,7 +12,7 @@ pub mod listener;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -30,6 +30,9 @@ const LOG_START_CHECKPOINT: &str = "log-start-offset-checkpoint";
 /// What a shard hands back when it stops: per partition (topic, partition, recovery point,
 /// log start offset).
 type ShardReport = Vec<(String, i32, i64, i64)>;
+
+/// Offsets by partition, as Kafka's checkpoint files hold them.
+type Checkpoint = HashMap<(String, i32), i64>;
 
 pub struct Server {
     pub kafka_addr: SocketAddr,
@@ -73,6 +76,11 @@ impl Server {
                     tracing::warn!(error = %e, "unreadable recovery checkpoint; recovering every log fully");
                     HashMap::new()
                 });
+        let log_starts: HashMap<(String, i32), i64> =
+            storage::logdir::read_checkpoint(&data_dir.join(LOG_START_CHECKPOINT)).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "unreadable log-start checkpoint; log start offsets come from the segments");
+                HashMap::new()
+            });
         let catalog = CatalogHandle::open(&data_dir, config.clone(), origins)?;
         let producer_ids = crate::producer_ids::ProducerIdAllocator::open(&data_dir)?;
 
@@ -106,7 +114,7 @@ impl Server {
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
-        let recovery_points = Arc::new(recovery_points);
+        let recovery_points = Arc::new((recovery_points, log_starts));
         let cpus = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
@@ -116,6 +124,7 @@ impl Server {
             let shutdown = shutdown_rx.clone();
             let ready = ready_tx.clone();
             let points = recovery_points.clone();
+
             let handle = std::thread::Builder::new()
                 .name(format!("shard-{id}"))
                 .spawn(move || {
@@ -217,7 +226,7 @@ fn run_shard(
     mut inbox: mpsc::Receiver<ShardMessage>,
     mut shutdown: watch::Receiver<bool>,
     ready: std::sync::mpsc::Sender<Result<usize, String>>,
-    recovery_points: Arc<HashMap<(String, i32), i64>>,
+    checkpoints: Arc<(Checkpoint, Checkpoint)>,
 ) -> anyhow::Result<ShardReport> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -244,9 +253,17 @@ fn run_shard(
                     if shard::home_shard(&topic.name, p, shards) != id {
                         continue;
                     }
-                    let point = recovery_points.get(&(topic.name.to_string(), p)).copied();
-                    shard::open_partition(&state, topic, p, Some(point.unwrap_or(0)))
+                    let key = (topic.name.to_string(), p);
+                    let point = checkpoints.0.get(&key).copied().unwrap_or(0);
+                    let part = shard::open_partition(&state, topic, p, Some(point))
                         .with_context(|| format!("opening {}-{p}", topic.name))?;
+                    // Storage does not persist the log start offset (DeleteRecords may have
+                    // moved it inside a segment): Kafka's checkpoint file does.
+                    if let Some(&start) = checkpoints.1.get(&key) {
+                        if start > part.log.log_start_offset() && start <= part.log.log_end_offset() {
+                            part.log.advance_log_start(start)?;
+                        }
+                    }
                 }
             }
             Ok((state, tokio::net::TcpListener::from_std(listener)?))
@@ -367,6 +384,5 @@ async fn checkpoint_loop(ctx: Arc<BrokerContext>, mut shutdown: watch::Receiver<
         if let Err(e) = write_checkpoints(&dir, &entries) {
             tracing::warn!(error = %e, "writing checkpoints failed");
         }
-        let _ = Ordering::Relaxed;
     }
 }

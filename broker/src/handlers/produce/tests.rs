@@ -139,8 +139,10 @@ fn given_bad_batches_when_producing_then_kafka_error_codes() {
 
 #[test]
 fn given_batch_over_max_message_bytes_when_producing_then_message_too_large() {
-    let mut config = crate::config::BrokerConfig::default();
-    config.message_max_bytes = 100;
+    let config = crate::config::BrokerConfig {
+        message_max_bytes: 100,
+        ..Default::default()
+    };
     let h = Harness::with_config(config);
     create(&h, "t", 1);
     assert_eq!(produce(&h, "t", 0, 1, batch(10, -1, -1, -1)).0, 10);
