@@ -11,6 +11,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod fetch_session;
 pub mod handlers;
 pub mod partition;
 pub mod producer_ids;

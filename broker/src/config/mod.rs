@@ -81,10 +81,27 @@ pub struct BrokerConfig {
     pub offsets_topic_num_partitions: i32,
     /// Kafka `transaction.state.log.num.partitions`. Default 50.
     pub transaction_state_log_num_partitions: i32,
+    /// Kafka `group.initial.rebalance.delay.ms`: how long a new (empty) group waits for more
+    /// members before its first rebalance completes, ms. Default 3000, >= 0.
+    pub group_initial_rebalance_delay_ms: i64,
+    /// Kafka `group.min.session.timeout.ms`. Default 6000.
+    pub group_min_session_timeout_ms: i32,
+    /// Kafka `group.max.session.timeout.ms`. Default 1800000.
+    pub group_max_session_timeout_ms: i32,
+    /// Kafka `group.max.size`: members per classic group. Default 2147483647, >= 1.
+    pub group_max_size: i32,
+    /// Kafka `offsets.retention.minutes`: committed offsets of an empty group expire after
+    /// this long. Default 10080 (7 days).
+    pub offsets_retention_minutes: i64,
+    /// Kafka `offset.metadata.max.bytes`: largest metadata string of a commit. Default 4096.
+    pub offset_metadata_max_bytes: i32,
     /// Storage I/O backend: "auto" (io_uring, falling back to sync), "uring", "sync".
     pub io_backend: String,
     /// Kafka `producer.id.expiration.ms`. Default 86400000.
     pub producer_id_expiration_ms: i64,
+    /// Kafka `max.incremental.fetch.session.cache.slots`: fetch sessions kept, split evenly
+    /// across shards. Default 1000; 0 disables sessions.
+    pub max_incremental_fetch_session_cache_slots: usize,
 }
 
 impl Default for BrokerConfig {
@@ -119,8 +136,15 @@ impl Default for BrokerConfig {
             file_delete_delay_ms: 60_000,
             offsets_topic_num_partitions: 50,
             transaction_state_log_num_partitions: 50,
+            group_initial_rebalance_delay_ms: 3000,
+            group_min_session_timeout_ms: 6000,
+            group_max_session_timeout_ms: 1_800_000,
+            group_max_size: i32::MAX,
+            offsets_retention_minutes: 10080,
+            offset_metadata_max_bytes: 4096,
             io_backend: "auto".into(),
             producer_id_expiration_ms: 86_400_000,
+            max_incremental_fetch_session_cache_slots: 1000,
         }
     }
 }
@@ -342,6 +366,21 @@ impl BrokerConfig {
         }
         if self.offsets_topic_num_partitions < 1 || self.transaction_state_log_num_partitions < 1 {
             return Err(bad("offsets_topic_num_partitions", "must be >= 1".into()));
+        }
+        if self.group_initial_rebalance_delay_ms < 0 {
+            return Err(bad(
+                "group_initial_rebalance_delay_ms",
+                "must be >= 0".into(),
+            ));
+        }
+        if self.group_max_size < 1 {
+            return Err(bad("group_max_size", "must be >= 1".into()));
+        }
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms {
+            return Err(bad(
+                "group_min_session_timeout_ms",
+                "must be <= group_max_session_timeout_ms".into(),
+            ));
         }
         if let Some(adv) = &self.advertised_listener {
             if parse_host_port(adv).is_none() {

@@ -2,9 +2,8 @@
 //! polls (`max_wait_ms` / `min_bytes`) by waiting on the partitions' high-watermark watches —
 //! no timer polling — from whatever shard the connection lives on.
 //!
-//! Fetch sessions (KIP-227): the broker currently declines to create sessions by answering
-//! `session_id = 0`, which the protocol allows; clients then send full fetch requests. A request
-//! naming a session we never created gets FETCH_SESSION_ID_NOT_FOUND.
+//! Fetch sessions (KIP-227, v7+) are kept per shard in `fetch_session`; an incremental
+//! response carries only the partitions with news.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +17,7 @@ use tokio::sync::watch;
 
 use super::RequestContext;
 use crate::catalog::TopicMeta;
+use crate::fetch_session::{FetchSessionCache, SessionPartition, FINAL_EPOCH};
 use crate::shard::frontend::{self, FrontendError};
 
 pub const MIN_VERSION: i16 = 4;
@@ -37,14 +37,6 @@ pub fn error_code(e: &FrontendError) -> i16 {
     }
 }
 
-struct Wanted {
-    topic_index: usize,
-    meta: Option<Arc<TopicMeta>>,
-    partition: i32,
-    offset: i64,
-    max_bytes: i32,
-}
-
 fn concat(chunks: Vec<Bytes>) -> Bytes {
     match chunks.len() {
         0 => Bytes::new(),
@@ -61,31 +53,31 @@ fn concat(chunks: Vec<Bytes>) -> Bytes {
 
 pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
     let broker = ctx.ctx();
-    if req.session_id != 0 {
-        return FetchResponse::default()
-            .with_error_code(ResponseError::FetchSessionIdNotFound.code())
-            .with_session_id(0);
-    }
-    let catalog = broker.catalog.snapshot();
     let version = ctx.version();
+    let plan = if version >= 7 {
+        ctx.shard.fetch_sessions.borrow_mut().plan(&req)
+    } else {
+        // Before v7 there are no sessions: every fetch is a full, sessionless one.
+        FetchSessionCache::new(0, 0).plan(&req.clone().with_session_epoch(FINAL_EPOCH))
+    };
+    let plan = match plan {
+        Ok(p) => p,
+        Err(code) => return FetchResponse::default().with_error_code(code),
+    };
+    let catalog = broker.catalog.snapshot();
     let by_id = version >= 13;
-    let mut wanted = Vec::new();
-    for (ti, t) in req.topics.iter().enumerate() {
-        let meta = if by_id {
-            catalog.by_id(&t.topic_id).cloned()
-        } else {
-            catalog.get(t.topic.as_str()).cloned()
-        };
-        for p in &t.partitions {
-            wanted.push(Wanted {
-                topic_index: ti,
-                meta: meta.clone(),
-                partition: p.partition,
-                offset: p.fetch_offset,
-                max_bytes: p.partition_max_bytes,
-            });
-        }
-    }
+    let wanted: Vec<(SessionPartition, Option<Arc<TopicMeta>>)> = plan
+        .partitions
+        .into_iter()
+        .map(|p| {
+            let meta = if by_id {
+                catalog.by_id(&p.topic_id).cloned()
+            } else {
+                catalog.get(p.topic.as_str()).cloned()
+            };
+            (p, meta)
+        })
+        .collect();
     let unknown_topic = if by_id {
         ResponseError::UnknownTopicId.code()
     } else {
@@ -100,18 +92,18 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
         req.max_bytes
     } as usize;
 
-    loop {
+    let partitions = loop {
         let mut total = 0usize;
         let mut partitions: Vec<PartitionData> = Vec::with_capacity(wanted.len());
         let mut watches: Vec<watch::Receiver<i64>> = Vec::new();
-        for w in &wanted {
+        for (w, meta) in &wanted {
             let base = PartitionData::default()
                 .with_partition_index(w.partition)
                 .with_high_watermark(-1)
                 .with_last_stable_offset(-1)
                 .with_log_start_offset(-1)
                 .with_preferred_read_replica(BrokerId(-1));
-            let Some(meta) = &w.meta else {
+            let Some(meta) = meta else {
                 partitions.push(base.with_error_code(unknown_topic));
                 continue;
             };
@@ -121,8 +113,14 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
                 continue;
             }
             let budget = (w.max_bytes.max(0) as usize).min(response_max.saturating_sub(total));
-            let read =
-                frontend::fetch(broker, meta.name.clone(), w.partition, w.offset, budget).await;
+            let read = frontend::fetch(
+                broker,
+                meta.name.clone(),
+                w.partition,
+                w.fetch_offset,
+                budget,
+            )
+            .await;
             if let Some(rx) = read.watch {
                 watches.push(rx);
             }
@@ -168,36 +166,55 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
         let has_error = partitions.iter().any(|p| p.error_code != 0);
         let enough = total >= req.min_bytes.max(0) as usize || has_error;
         if enough || watches.is_empty() || tokio::time::Instant::now() >= deadline {
-            return build_response(&req, wanted, partitions);
+            break partitions;
         }
-        // Wait for any partition's high watermark to move, or the deadline.
+        // Wait for any partition's high watermark to move, or the deadline; then read again.
         let changed =
             futures::future::select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
-        if tokio::time::timeout_at(deadline, changed).await.is_err() {
-            continue; // deadline: one last read, then answer
-        }
-    }
-}
+        let _ = tokio::time::timeout_at(deadline, changed).await;
+    };
 
-fn build_response(
-    req: &FetchRequest,
-    wanted: Vec<Wanted>,
-    partitions: Vec<PartitionData>,
-) -> FetchResponse {
-    let mut topics: Vec<FetchableTopicResponse> = req
-        .topics
-        .iter()
-        .map(|t| {
-            FetchableTopicResponse::default()
-                .with_topic(t.topic.clone())
-                .with_topic_id(t.topic_id)
-        })
-        .collect();
-    for (w, p) in wanted.iter().zip(partitions) {
-        topics[w.topic_index].partitions.push(p);
+    // An incremental response carries only partitions with news; the session remembers what
+    // it told the client.
+    let mut answered = Vec::new();
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    for ((w, _), p) in wanted.into_iter().zip(partitions) {
+        let has_records = p.records.as_ref().is_some_and(|r| !r.is_empty());
+        let news = !plan.incremental
+            || p.error_code != 0
+            || has_records
+            || p.high_watermark != w.last_high_watermark
+            || p.last_stable_offset != w.last_stable_offset
+            || p.log_start_offset != w.last_log_start;
+        if !news {
+            continue;
+        }
+        let same_topic = topics
+            .last()
+            .is_some_and(|t| t.topic.as_str() == w.topic.as_str() && t.topic_id == w.topic_id);
+        if !same_topic {
+            topics.push(
+                FetchableTopicResponse::default()
+                    .with_topic(w.topic.clone())
+                    .with_topic_id(w.topic_id),
+            );
+        }
+        answered.push(SessionPartition {
+            last_high_watermark: p.high_watermark,
+            last_stable_offset: p.last_stable_offset,
+            last_log_start: p.log_start_offset,
+            ..w
+        });
+        topics.last_mut().expect("pushed above").partitions.push(p);
+    }
+    if plan.session_id != 0 {
+        ctx.shard
+            .fetch_sessions
+            .borrow_mut()
+            .record(plan.session_id, &answered);
     }
     FetchResponse::default()
-        .with_session_id(0)
+        .with_session_id(plan.session_id)
         .with_responses(topics)
 }
 
@@ -314,12 +331,46 @@ mod tests {
     }
 
     #[test]
+    fn given_fetch_session_when_fetching_incrementally_then_only_partitions_with_news() {
+        let h = Harness::new();
+        create(&h, "t", 1);
+        let full: FetchResponse = h.call(
+            ApiKey::Fetch,
+            12,
+            fetch_req("t", 0, 0, 0, 0).with_session_epoch(0),
+        );
+        assert_ne!(full.session_id, 0);
+        assert_eq!(full.responses[0].partitions.len(), 1);
+        let quiet = FetchRequest::default()
+            .with_session_id(full.session_id)
+            .with_session_epoch(1)
+            .with_max_bytes(1 << 20);
+        let r: FetchResponse = h.call(ApiKey::Fetch, 12, quiet.clone());
+        assert_eq!((r.error_code, r.session_id), (0, full.session_id));
+        assert!(r.responses.is_empty(), "nothing changed: {r:?}");
+        let _: ProduceResponse = h.call(
+            ApiKey::Produce,
+            11,
+            produce_req("t", 0, 1, batch(2, -1, -1, -1)),
+        );
+        let r: FetchResponse = h.call(ApiKey::Fetch, 12, quiet.clone().with_session_epoch(2));
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.high_watermark, 2);
+        assert!(!p.records.as_ref().unwrap().is_empty());
+        // A replayed epoch is refused.
+        let r: FetchResponse = h.call(ApiKey::Fetch, 12, quiet.with_session_epoch(2));
+        assert_eq!(r.error_code, 71);
+    }
+
+    #[test]
     fn given_unknown_session_when_fetching_then_session_not_found() {
         let h = Harness::new();
         let resp: FetchResponse = h.call(
             ApiKey::Fetch,
             12,
-            fetch_req("t", 0, 0, 0, 1).with_session_id(77),
+            fetch_req("t", 0, 0, 0, 1)
+                .with_session_id(77)
+                .with_session_epoch(3),
         );
         assert_eq!(resp.error_code, 70);
     }

@@ -62,6 +62,7 @@ impl Harness {
                 partitions: Default::default(),
                 inflight_bytes: Arc::new(Semaphore::new(1 << 20)),
                 metrics: ShardMetrics::default(),
+                fetch_sessions: RefCell::new(crate::fetch_session::FetchSessionCache::new(0, 100)),
             });
             shard::set_current(Some(state.clone()));
             let s = state.clone();

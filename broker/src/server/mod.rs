@@ -9,6 +9,7 @@ pub mod admin;
 pub mod connection;
 pub mod listener;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -244,6 +245,10 @@ fn run_shard(
                     ctx.config.queued_max_request_bytes.min(u32::MAX as u64) as usize,
                 )),
                 metrics: ShardMetrics::default(),
+                fetch_sessions: RefCell::new(crate::fetch_session::FetchSessionCache::new(
+                    id,
+                    ctx.config.max_incremental_fetch_session_cache_slots / ctx.shard_count().max(1),
+                )),
             });
             shard::set_current(Some(state.clone()));
             let catalog = ctx.catalog.snapshot();

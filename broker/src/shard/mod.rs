@@ -61,6 +61,7 @@ pub struct ShardState {
     /// Request bytes in flight on this shard (`queued_max_request_bytes`).
     pub inflight_bytes: Arc<Semaphore>,
     pub metrics: ShardMetrics,
+    pub fetch_sessions: RefCell<crate::fetch_session::FetchSessionCache>,
 }
 
 #[derive(Default)]
