@@ -1,0 +1,235 @@
+//! The broker over real TCP, started in-process on port 0 (mini-redis style): restart
+//! persistence, the data-dir lock, malformed input, many connections.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use common::{start, topic_name, Client};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+fn batch(n: usize, tag: &str) -> Bytes {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1 + i as i32,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("{tag}-k{i}"))),
+            value: Some(Bytes::from(format!("{tag}-v{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+fn create(c: &mut Client, name: &str, partitions: i32) {
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(topic_name(name))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1)]);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
+    assert_eq!(r.topics[0].error_code, 0);
+}
+
+fn produce(c: &mut Client, name: &str, partition: i32, records: Bytes) -> (i16, i64) {
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic_name(name))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 11, &req);
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+fn fetch_values(c: &mut Client, name: &str, partition: i32) -> Vec<(i64, Bytes)> {
+    let req = FetchRequest::default()
+        .with_max_bytes(10 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic_name(name))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(10 << 20)])]);
+    let r: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    let mut records = p.records.clone().unwrap_or_default();
+    RecordBatchDecoder::decode_all(&mut records)
+        .unwrap()
+        .into_iter()
+        .flat_map(|s| s.records.into_iter().map(|r| (r.offset, r.value.unwrap())))
+        .collect()
+}
+
+#[test]
+fn given_data_when_broker_restarts_then_everything_is_there_with_same_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), 2);
+    let mut c = Client::connect(server.kafka_addr);
+    create(&mut c, "keep", 4);
+    for p in 0..4 {
+        assert_eq!(produce(&mut c, "keep", p, batch(3, "a")), (0, 0));
+        assert_eq!(produce(&mut c, "keep", p, batch(2, "b")), (0, 3));
+    }
+    let before: Vec<_> = (0..4).map(|p| fetch_values(&mut c, "keep", p)).collect();
+    drop(c);
+    server.shutdown().unwrap();
+    assert!(
+        dir.path().join(".kafka_cleanshutdown").exists(),
+        "clean-shutdown marker written"
+    );
+
+    let server = start(dir.path(), 3); // a different shard count moves partitions' homes
+    let mut c = Client::connect(server.kafka_addr);
+    let after: Vec<_> = (0..4).map(|p| fetch_values(&mut c, "keep", p)).collect();
+    assert_eq!(before, after);
+    assert_eq!(after[0].len(), 5);
+    assert_eq!(produce(&mut c, "keep", 0, batch(1, "c")), (0, 5));
+    drop(c);
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn given_running_broker_when_second_starts_on_same_dir_then_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), 1);
+    let config = strom::config::BrokerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.path().to_path_buf(),
+        shards: 1,
+        ..Default::default()
+    };
+    let err = match strom::Server::start(config, Default::default()) {
+        Ok(_) => panic!("second broker started on a locked dir"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("lock"), "{err}");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn given_malformed_frames_when_sent_then_connection_closed_and_others_unaffected() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), 2);
+    let mut healthy = Client::connect(server.kafka_addr);
+    create(&mut healthy, "t", 1);
+    let garbage: Vec<Vec<u8>> = vec![
+        // 2 GiB length prefix: refused before allocating.
+        vec![0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0],
+        // Negative length.
+        vec![0xff, 0xff, 0xff, 0xf0],
+        // Too short for a header.
+        vec![0, 0, 0, 3, 1, 2, 3],
+        // Unknown API key 999.
+        vec![0, 0, 0, 10, 0x03, 0xe7, 0, 0, 0, 0, 0, 1, 0xff, 0xff],
+        // Produce v99 (unsupported version).
+        vec![0, 0, 0, 10, 0, 0, 0, 99, 0, 0, 0, 1, 0xff, 0xff],
+        // Produce v9 with a body of random bytes.
+        {
+            let mut f = vec![0, 0, 0, 30, 0, 0, 0, 9, 0, 0, 0, 1, 0x00];
+            f.extend((0..21).map(|i| (i * 37 + 11) as u8));
+            f
+        },
+    ];
+    for bytes in garbage {
+        let mut c = Client::connect(server.kafka_addr);
+        c.send_raw(&bytes).unwrap();
+        // The broker closes the connection without answering (or after a partial frame, on timeout of ours).
+        let r = c.read_frame();
+        assert!(r.is_err(), "broker answered garbage {bytes:?}");
+        // The healthy connection still produces.
+        let (code, _) = produce(&mut healthy, "t", 0, batch(1, "ok"));
+        assert_eq!(code, 0);
+    }
+    // A truncated frame followed by a hang-up leaves nothing behind either.
+    {
+        let mut c = Client::connect(server.kafka_addr);
+        c.send_raw(&[0, 0, 1, 0, 0, 0]).unwrap();
+    }
+    let values = fetch_values(&mut healthy, "t", 0);
+    assert_eq!(
+        values.len(),
+        6,
+        "only the healthy client's records are stored"
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn given_a_thousand_idle_connections_when_a_client_works_then_it_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), 2);
+    let idle: Vec<std::net::TcpStream> = (0..1000)
+        .map(|_| std::net::TcpStream::connect(server.kafka_addr).expect("connect"))
+        .collect();
+    let mut c = Client::connect(server.kafka_addr);
+    create(&mut c, "busy", 1);
+    for i in 0..20 {
+        assert_eq!(produce(&mut c, "busy", 0, batch(2, "x")), (0, i * 2));
+    }
+    let r: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0);
+    drop(idle);
+    std::thread::sleep(Duration::from_millis(100));
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn given_pipelined_requests_when_sent_back_to_back_then_answers_in_request_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), 2);
+    let mut c = Client::connect(server.kafka_addr);
+    create(&mut c, "p", 8);
+    // Write 40 produce requests to different partitions (homes on different shards) without
+    // reading, then read: correlation ids must come back in order.
+    let mut frames = BytesMut::new();
+    for i in 0..40 {
+        let req = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(topic_name("p"))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(i % 8)
+                    .with_records(Some(batch(1, "q")))])]);
+        frames.extend_from_slice(&c.encode(ApiKey::Produce, 11, &req));
+    }
+    c.send_raw(&frames).unwrap();
+    for expected in 2..=41 {
+        // (correlation id 1 was the CreateTopics call)
+        let mut f = c.read_frame().unwrap();
+        let corr = bytes::Buf::get_i32(&mut f);
+        assert_eq!(corr, expected);
+    }
+    server.shutdown().unwrap();
+}
