@@ -503,6 +503,19 @@ mod tests {
     }
 
     #[test]
+    fn given_deploy_strom_toml_when_loading_then_every_key_present_and_equal_to_defaults() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/strom.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let file: toml::Table = toml::from_str(&text).unwrap();
+        let defaults = toml::Table::try_from(BrokerConfig::default()).unwrap();
+        for key in defaults.keys() {
+            assert!(file.contains_key(key), "deploy/strom.toml lacks `{key}`");
+        }
+        let (c, _) = load(Some(&path), env(&[]), &[]).unwrap();
+        assert_eq!(c, BrokerConfig::default());
+    }
+
+    #[test]
     fn given_advertised_listener_when_asked_then_host_and_port() {
         let (c, _) = load(
             None,
