@@ -12,6 +12,7 @@
 pub mod catalog;
 pub mod config;
 pub mod fetch_session;
+pub mod group;
 pub mod handlers;
 pub mod partition;
 pub mod producer_ids;

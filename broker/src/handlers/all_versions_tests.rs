@@ -13,7 +13,6 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 use super::produce::tests::{batch, create, produce_req};
-use super::testing::Harness;
 use super::API_TABLE;
 
 fn name(s: &str) -> TopicName {
@@ -27,7 +26,8 @@ fn versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {
 
 #[test]
 fn given_every_api_and_version_when_called_then_answers_without_error() {
-    let h = Harness::new();
+    // Groups complete their first rebalance at once (no group.initial.rebalance.delay.ms).
+    let h = super::group_tests::harness();
     create(&h, "t", 2);
     let id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
     for key in API_TABLE.iter().map(|s| s.key) {
@@ -158,6 +158,9 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                     let r: DescribeClusterResponse =
                         h.call(key, v, DescribeClusterRequest::default());
                     assert_eq!(r.error_code, 0, "{ctx}");
+                }
+                key if super::group_tests::is_group_api(key) => {
+                    super::group_tests::call_at_version(&h, key, v);
                 }
                 other => panic!("{other:?} is in the table but not covered by this test"),
             }

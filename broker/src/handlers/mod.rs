@@ -11,18 +11,31 @@
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 #[cfg(test)]
 mod all_versions_tests;
+#[cfg(test)]
+mod group_tests;
 #[cfg(test)]
 pub mod testing;
 
@@ -154,6 +167,17 @@ api_table! {
     DescribeLogDirs => describe_log_dirs;
     CreatePartitions => create_partitions;
     DescribeCluster => describe_cluster;
+    FindCoordinator => find_coordinator;
+    JoinGroup => join_group;
+    Heartbeat => heartbeat;
+    LeaveGroup => leave_group;
+    SyncGroup => sync_group;
+    OffsetCommit => offset_commit;
+    OffsetFetch => offset_fetch;
+    OffsetDelete => offset_delete;
+    ListGroups => list_groups;
+    DescribeGroups => describe_groups;
+    DeleteGroups => delete_groups;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {

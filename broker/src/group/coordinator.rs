@@ -1,0 +1,643 @@
+//! One shard's groups: the state machines of the groups whose `__consumer_offsets` partition
+//! this shard is home to, their committed offsets, loading them from the log and writing
+//! changes back to it.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use super::classic::{
+    CommittedOffset, Group, GroupConfig, GroupState, JoinParams, JoinReply, Member, SyncReply,
+};
+use super::records::{GroupMetadata, GroupRecord, MemberMetadata};
+use super::{offsets_partition, GroupError, OFFSETS_TOPIC};
+use crate::shard::ShardState;
+
+/// How often session, rebalance and initial-delay timers are checked.
+const TICK: Duration = Duration::from_millis(50);
+/// Bytes read per step while replaying a coordinator partition.
+const LOAD_CHUNK: usize = 1 << 20;
+
+pub struct GroupShard {
+    shard: Weak<ShardState>,
+    pub groups: RefCell<HashMap<String, Group>>,
+    loaded: RefCell<HashSet<i32>>,
+    pub cfg: GroupConfig,
+}
+
+thread_local! {
+    static GROUPS: RefCell<Option<(Weak<ShardState>, Rc<GroupShard>)>> = const { RefCell::new(None) };
+}
+
+/// Committed offsets by topic, then partition (`None`: nothing committed).
+pub type FetchedOffsets = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
+
+/// One partition of an OffsetCommit.
+pub struct CommitItem {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+impl GroupShard {
+    /// This shard's groups (created with its timer task on first use). Kept per thread: a
+    /// shard is a thread, and a restarted broker in the same process gets new threads.
+    pub fn of(state: &Rc<ShardState>) -> Rc<GroupShard> {
+        GROUPS.with(|g| {
+            let mut g = g.borrow_mut();
+            if let Some((owner, groups)) = g.as_ref() {
+                if owner.upgrade().is_some_and(|o| Rc::ptr_eq(&o, state)) {
+                    return groups.clone();
+                }
+            }
+            let groups = Rc::new(GroupShard {
+                shard: Rc::downgrade(state),
+                groups: RefCell::new(HashMap::new()),
+                loaded: RefCell::new(HashSet::new()),
+                cfg: GroupConfig::from_broker(&state.ctx.config),
+            });
+            tokio::task::spawn_local(tick_loop(Rc::downgrade(&groups)));
+            *g = Some((Rc::downgrade(state), groups.clone()));
+            groups
+        })
+    }
+
+    fn shard(&self) -> Result<Rc<ShardState>, GroupError> {
+        self.shard
+            .upgrade()
+            .ok_or(GroupError::CoordinatorNotAvailable)
+    }
+
+    fn partition_count(&self) -> i32 {
+        self.shard
+            .upgrade()
+            .and_then(|s| {
+                s.ctx
+                    .catalog
+                    .snapshot()
+                    .get(OFFSETS_TOPIC)
+                    .map(|t| t.partitions)
+            })
+            .unwrap_or(1)
+    }
+
+    pub fn partition_of(&self, group: &str) -> i32 {
+        offsets_partition(group, self.partition_count())
+    }
+
+    /// Tests: drop what was loaded, as a restarted shard starts.
+    #[cfg(test)]
+    pub fn forget_loaded(&self) {
+        self.loaded.borrow_mut().clear();
+    }
+
+    /// Replays `__consumer_offsets` partition `p` into memory, once per shard life.
+    pub fn ensure_loaded(&self, p: i32) -> Result<(), GroupError> {
+        if self.loaded.borrow().contains(&p) {
+            return Ok(());
+        }
+        let shard = self.shard()?;
+        let part = shard
+            .partition(OFFSETS_TOPIC, p)
+            .ok_or(GroupError::CoordinatorNotAvailable)?;
+        let now = crate::now_ms();
+        let mut offset = part.log.log_start_offset();
+        let mut applied = 0usize;
+        loop {
+            let read = part
+                .read(offset, LOAD_CHUNK)
+                .map_err(|e| GroupError::Storage(e.to_string()))?;
+            if read.data.chunks.is_empty() {
+                break;
+            }
+            let before = offset;
+            for chunk in read.data.chunks {
+                let headers = storage::batch::validate_batches(&chunk)
+                    .map_err(|e| GroupError::Storage(e.to_string()))?;
+                if let Some(last) = headers.last() {
+                    offset = offset.max(last.base_offset + last.last_offset_delta as i64 + 1);
+                }
+                let mut buf = chunk.clone();
+                let sets = RecordBatchDecoder::decode_all(&mut buf)
+                    .map_err(|e| GroupError::Storage(format!("{e:#}")))?;
+                for set in sets {
+                    for r in set.records {
+                        if r.control {
+                            continue;
+                        }
+                        let Some(key) = r.key.as_deref() else {
+                            continue;
+                        };
+                        match GroupRecord::decode(key, r.value.as_deref()) {
+                            Ok(Some(rec)) => {
+                                self.apply(rec, now);
+                                applied += 1;
+                            }
+                            Ok(None) => {}
+                            Err(e) => tracing::warn!(partition = p, error = %e, "skipping record"),
+                        }
+                    }
+                }
+            }
+            if offset <= before {
+                break;
+            }
+        }
+        for g in self.groups.borrow_mut().values_mut() {
+            if self.partition_of(&g.id) == p && g.state != GroupState::Dead {
+                g.restore_state(now);
+            }
+        }
+        tracing::debug!(
+            partition = p,
+            records = applied,
+            "loaded group coordinator partition"
+        );
+        self.loaded.borrow_mut().insert(p);
+        Ok(())
+    }
+
+    fn apply(&self, rec: GroupRecord, now: i64) {
+        let mut groups = self.groups.borrow_mut();
+        match rec {
+            GroupRecord::Offset {
+                group,
+                topic,
+                partition,
+                value,
+            } => {
+                let g = groups
+                    .entry(group.clone())
+                    .or_insert_with(|| Group::new(&group, now));
+                match value {
+                    Some(v) => {
+                        g.offsets.insert((topic, partition), v);
+                    }
+                    None => {
+                        g.offsets.remove(&(topic, partition));
+                    }
+                }
+            }
+            GroupRecord::Metadata { group, value: None } => {
+                groups.remove(&group);
+            }
+            GroupRecord::Metadata {
+                group,
+                value: Some(md),
+            } => {
+                let offsets = groups.remove(&group).map(|g| g.offsets).unwrap_or_default();
+                let mut g = Group::new(&group, now);
+                g.offsets = offsets;
+                g.generation = md.generation;
+                g.protocol_type = Some(md.protocol_type).filter(|t| !t.is_empty());
+                g.protocol = md.protocol.clone();
+                g.leader = md.leader;
+                for m in md.members {
+                    let protocols = md
+                        .protocol
+                        .clone()
+                        .map(|p| vec![(p, m.subscription.clone())])
+                        .unwrap_or_default();
+                    g.restore_member(Member::restored(
+                        m.member_id,
+                        m.instance_id,
+                        m.client_id,
+                        m.client_host,
+                        m.session_timeout_ms,
+                        m.rebalance_timeout_ms,
+                        g.protocol_type.clone().unwrap_or_default(),
+                        protocols,
+                        m.assignment,
+                        now,
+                    ));
+                }
+                groups.insert(group, g);
+            }
+        }
+    }
+
+    /// Appends records to coordinator partition `p` and waits until they are fsync'd.
+    pub async fn append(&self, p: i32, recs: &[GroupRecord]) -> Result<(), GroupError> {
+        if recs.is_empty() {
+            return Ok(());
+        }
+        let shard = self.shard()?;
+        let part = shard
+            .partition(OFFSETS_TOPIC, p)
+            .ok_or(GroupError::CoordinatorNotAvailable)?;
+        let now = crate::now_ms();
+        let records: Vec<Record> = recs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let (key, value) = r.encode();
+                Record {
+                    transactional: false,
+                    control: false,
+                    delete_horizon: false,
+                    partition_leader_epoch: -1,
+                    producer_id: -1,
+                    producer_epoch: -1,
+                    timestamp_type: TimestampType::Creation,
+                    offset: i as i64,
+                    // The encoder splits batches when offset - sequence changes: keep it fixed.
+                    sequence: (i as i32).wrapping_sub(1),
+                    timestamp: now,
+                    key: Some(key),
+                    value,
+                    headers: Default::default(),
+                }
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .map_err(|e| GroupError::Storage(format!("{e:#}")))?;
+        let bytes: Bytes = buf.freeze();
+        let headers = storage::batch::validate_batches(&bytes)
+            .map_err(|e| GroupError::Storage(e.to_string()))?;
+        let [header] = headers.as_slice() else {
+            return Err(GroupError::Storage("expected one batch".into()));
+        };
+        part.append(*header, bytes, -1, now)
+            .await
+            .map_err(|e| GroupError::Storage(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Writes the group's metadata if its state machine says it changed.
+    pub async fn persist_if_dirty(&self, group_id: &str) -> Result<(), GroupError> {
+        let rec = {
+            let mut groups = self.groups.borrow_mut();
+            match groups.get_mut(group_id) {
+                Some(g) if g.is_dirty() => {
+                    g.take_dirty();
+                    metadata_record(g)
+                }
+                _ => return Ok(()),
+            }
+        };
+        let r = self.append(self.partition_of(group_id), &[rec]).await;
+        if let Err(e) = &r {
+            tracing::warn!(group = group_id, error = %e, "persisting group metadata failed");
+        }
+        r
+    }
+
+    pub async fn join(&self, group_id: &str, p: JoinParams) -> JoinReply {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let now = crate::now_ms();
+        let reply = {
+            let mut groups = self.groups.borrow_mut();
+            if !groups.contains_key(group_id) {
+                if !p.member_id.is_empty() {
+                    return Err(GroupError::UnknownMemberId);
+                }
+                groups.insert(group_id.to_string(), Group::new(group_id, now));
+            }
+            groups
+                .get_mut(group_id)
+                .expect("present")
+                .join(p, now, &self.cfg)
+        };
+        let _ = self.persist_if_dirty(group_id).await;
+        let r = reply.wait().await;
+        let _ = self.persist_if_dirty(group_id).await;
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn sync(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        protocol_type: Option<&str>,
+        protocol_name: Option<&str>,
+        assignments: Vec<(String, Bytes)>,
+    ) -> SyncReply {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let now = crate::now_ms();
+        let reply = {
+            let mut groups = self.groups.borrow_mut();
+            let Some(g) = groups.get_mut(group_id) else {
+                return Err(GroupError::UnknownMemberId);
+            };
+            g.sync(
+                member_id,
+                instance_id,
+                generation,
+                protocol_type,
+                protocol_name,
+                assignments,
+                now,
+            )
+        };
+        // The leader's assignment is durable before the leader hears back (as Kafka does).
+        self.persist_if_dirty(group_id).await?;
+        reply.wait().await
+    }
+
+    pub async fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let mut groups = self.groups.borrow_mut();
+        let g = groups
+            .get_mut(group_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        g.heartbeat(member_id, instance_id, generation, crate::now_ms())
+    }
+
+    /// LeaveGroup: per member results.
+    pub async fn leave(
+        &self,
+        group_id: &str,
+        members: Vec<(String, Option<String>)>,
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        let now = crate::now_ms();
+        let results = {
+            let mut groups = self.groups.borrow_mut();
+            let g = groups
+                .get_mut(group_id)
+                .ok_or(GroupError::UnknownMemberId)?;
+            if g.state == GroupState::Dead {
+                return Err(GroupError::CoordinatorNotAvailable);
+            }
+            members
+                .iter()
+                .map(|(m, i)| g.leave(m, i.as_deref(), now, &self.cfg))
+                .collect()
+        };
+        let _ = self.persist_if_dirty(group_id).await;
+        Ok(results)
+    }
+
+    /// OffsetCommit: validates the member, writes every offset with acks=all, then makes them
+    /// visible. Per-partition errors (metadata too large) do not fail the others.
+    pub async fn commit(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        version: i16,
+        items: Vec<CommitItem>,
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let now = crate::now_ms();
+        {
+            let mut groups = self.groups.borrow_mut();
+            match groups.get(group_id) {
+                Some(g) => g.validate_commit(member_id, instance_id, generation)?,
+                None if generation < 0 => {
+                    groups.insert(group_id.to_string(), Group::new(group_id, now));
+                }
+                // v9+ says GROUP_ID_NOT_FOUND; older versions ILLEGAL_GENERATION (Kafka).
+                None if version >= 9 => return Err(GroupError::GroupIdNotFound),
+                None => return Err(GroupError::IllegalGeneration),
+            }
+        }
+        let max = self.cfg_metadata_max();
+        let mut results = Vec::with_capacity(items.len());
+        let mut recs = Vec::new();
+        let mut accepted = Vec::new();
+        for it in items {
+            let metadata = it.metadata.unwrap_or_default();
+            if metadata.len() > max {
+                results.push(Err(GroupError::OffsetMetadataTooLarge));
+                continue;
+            }
+            let value = CommittedOffset {
+                offset: it.offset,
+                leader_epoch: it.leader_epoch,
+                metadata,
+                commit_timestamp: now,
+            };
+            recs.push(GroupRecord::Offset {
+                group: group_id.to_string(),
+                topic: it.topic.clone(),
+                partition: it.partition,
+                value: Some(value.clone()),
+            });
+            accepted.push(((it.topic, it.partition), value, results.len()));
+            results.push(Ok(()));
+        }
+        if let Err(e) = self.append(self.partition_of(group_id), &recs).await {
+            for (_, _, i) in &accepted {
+                results[*i] = Err(e.clone());
+            }
+            return Ok(results);
+        }
+        let mut groups = self.groups.borrow_mut();
+        let g = groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id, now));
+        for (key, value, _) in accepted {
+            g.offsets.insert(key, value);
+        }
+        Ok(results)
+    }
+
+    fn cfg_metadata_max(&self) -> usize {
+        self.shard
+            .upgrade()
+            .map(|s| s.ctx.config.offset_metadata_max_bytes.max(0) as usize)
+            .unwrap_or(4096)
+    }
+
+    /// Committed offsets of a group; `None` topics means all of them.
+    pub fn fetch_offsets(
+        &self,
+        group_id: &str,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    ) -> FetchedOffsets {
+        let groups = self.groups.borrow();
+        let g = groups.get(group_id);
+        match topics {
+            Some(topics) => topics
+                .into_iter()
+                .map(|(t, parts)| {
+                    let ps = parts
+                        .into_iter()
+                        .map(|p| (p, g.and_then(|g| g.offsets.get(&(t.clone(), p)).cloned())))
+                        .collect();
+                    (t, ps)
+                })
+                .collect(),
+            None => {
+                let mut by_topic: FetchedOffsets = Vec::new();
+                if let Some(g) = g {
+                    for ((t, p), o) in &g.offsets {
+                        match by_topic.last_mut() {
+                            Some((last, ps)) if last == t => ps.push((*p, Some(o.clone()))),
+                            _ => by_topic.push((t.clone(), vec![(*p, Some(o.clone()))])),
+                        }
+                    }
+                }
+                by_topic
+            }
+        }
+    }
+
+    /// DeleteGroups for one group: tombstones for its metadata and offsets.
+    pub async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+        let recs = {
+            let groups = self.groups.borrow();
+            let g = groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
+            g.can_delete()?;
+            let mut recs: Vec<GroupRecord> = g
+                .offsets
+                .keys()
+                .map(|(t, p)| GroupRecord::Offset {
+                    group: group_id.to_string(),
+                    topic: t.clone(),
+                    partition: *p,
+                    value: None,
+                })
+                .collect();
+            recs.push(GroupRecord::Metadata {
+                group: group_id.to_string(),
+                value: None,
+            });
+            recs
+        };
+        self.append(self.partition_of(group_id), &recs).await?;
+        if let Some(mut g) = self.groups.borrow_mut().remove(group_id) {
+            g.mark_dead(crate::now_ms());
+        }
+        Ok(())
+    }
+
+    /// OffsetDelete: per-partition results; the group must exist and not be subscribed.
+    pub async fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        let (recs, results) = {
+            let groups = self.groups.borrow();
+            let g = groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
+            if g.state == GroupState::Dead {
+                return Err(GroupError::GroupIdNotFound);
+            }
+            let subscribed = g.subscribed_topics();
+            if subscribed.is_none()
+                && g.state != GroupState::Empty
+                && g.protocol_type.as_deref() != Some("consumer")
+            {
+                return Err(GroupError::NonEmptyGroup);
+            }
+            let mut recs = Vec::new();
+            let mut results = Vec::new();
+            for (t, p) in &partitions {
+                if subscribed.as_ref().is_some_and(|s| s.contains(t)) {
+                    results.push(Err(GroupError::GroupSubscribedToTopic));
+                    continue;
+                }
+                if g.offsets.contains_key(&(t.clone(), *p)) {
+                    recs.push(GroupRecord::Offset {
+                        group: group_id.to_string(),
+                        topic: t.clone(),
+                        partition: *p,
+                        value: None,
+                    });
+                }
+                results.push(Ok(()));
+            }
+            (recs, results)
+        };
+        self.append(self.partition_of(group_id), &recs).await?;
+        if let Some(g) = self.groups.borrow_mut().get_mut(group_id) {
+            for r in &recs {
+                if let GroupRecord::Offset {
+                    topic, partition, ..
+                } = r
+                {
+                    g.offsets.remove(&(topic.clone(), *partition));
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    fn tick(&self, now: i64) -> Vec<String> {
+        let mut dirty = Vec::new();
+        for g in self.groups.borrow_mut().values_mut() {
+            g.tick(now, &self.cfg);
+            if g.is_dirty() {
+                dirty.push(g.id.clone());
+            }
+        }
+        dirty
+    }
+}
+
+/// The group's current membership as a `GroupMetadataValue` record.
+pub fn metadata_record(g: &Group) -> GroupRecord {
+    let protocol = g.protocol.clone().unwrap_or_default();
+    GroupRecord::Metadata {
+        group: g.id.clone(),
+        value: Some(GroupMetadata {
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            generation: g.generation,
+            protocol: g.protocol.clone(),
+            leader: g.leader.clone(),
+            state_timestamp: g.state_timestamp,
+            members: g
+                .members_in_order()
+                .map(|m| MemberMetadata {
+                    member_id: m.member_id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    session_timeout_ms: m.session_timeout_ms,
+                    subscription: m.metadata(&protocol),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        }),
+    }
+}
+
+async fn tick_loop(groups: Weak<GroupShard>) {
+    loop {
+        tokio::time::sleep(TICK).await;
+        let Some(gs) = groups.upgrade() else { return };
+        let dirty = gs.tick(crate::now_ms());
+        for id in dirty {
+            let gs = gs.clone();
+            tokio::task::spawn_local(async move {
+                let _ = gs.persist_if_dirty(&id).await;
+            });
+        }
+    }
+}

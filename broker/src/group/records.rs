@@ -1,0 +1,425 @@
+//! `__consumer_offsets` records in Kafka's schemas, so a Kafka log dir's committed offsets
+//! and groups are understood here and ours by Kafka tools.
+//!
+//! Keys start with an int16 version that doubles as the record type: 0 and 1 are
+//! `OffsetCommitKey` (group, topic, partition), 2 is `GroupMetadataKey` (group). Values start
+//! with their own int16 version: we write `OffsetCommitValue` v3 and `GroupMetadataValue` v3
+//! (the newest non-flexible ones, which Kafka 3 and 4 read), and read v0–v4 (v4 is the first
+//! flexible version: compact strings and tagged fields). A null value is a tombstone.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use super::classic::CommittedOffset;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("malformed __consumer_offsets record: {0}")]
+pub struct RecordError(String);
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MemberMetadata {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub rebalance_timeout_ms: i32,
+    pub session_timeout_ms: i32,
+    pub subscription: Bytes,
+    pub assignment: Bytes,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GroupMetadata {
+    pub protocol_type: String,
+    pub generation: i32,
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    pub state_timestamp: i64,
+    pub members: Vec<MemberMetadata>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum GroupRecord {
+    Offset {
+        group: String,
+        topic: String,
+        partition: i32,
+        value: Option<CommittedOffset>,
+    },
+    Metadata {
+        group: String,
+        value: Option<GroupMetadata>,
+    },
+}
+
+const OFFSET_VALUE_VERSION: i16 = 3;
+const GROUP_VALUE_VERSION: i16 = 3;
+
+fn put_str(b: &mut BytesMut, s: &str) {
+    b.put_i16(s.len() as i16);
+    b.put_slice(s.as_bytes());
+}
+
+fn put_nullable_str(b: &mut BytesMut, s: Option<&str>) {
+    match s {
+        Some(s) => put_str(b, s),
+        None => b.put_i16(-1),
+    }
+}
+
+fn put_bytes(b: &mut BytesMut, v: &[u8]) {
+    b.put_i32(v.len() as i32);
+    b.put_slice(v);
+}
+
+impl GroupRecord {
+    /// (key, value) as stored in the log.
+    pub fn encode(&self) -> (Bytes, Option<Bytes>) {
+        let mut k = BytesMut::new();
+        match self {
+            GroupRecord::Offset {
+                group,
+                topic,
+                partition,
+                value,
+            } => {
+                k.put_i16(1);
+                put_str(&mut k, group);
+                put_str(&mut k, topic);
+                k.put_i32(*partition);
+                let v = value.as_ref().map(|o| {
+                    let mut v = BytesMut::new();
+                    v.put_i16(OFFSET_VALUE_VERSION);
+                    v.put_i64(o.offset);
+                    v.put_i32(o.leader_epoch);
+                    put_str(&mut v, &o.metadata);
+                    v.put_i64(o.commit_timestamp);
+                    v.freeze()
+                });
+                (k.freeze(), v)
+            }
+            GroupRecord::Metadata { group, value } => {
+                k.put_i16(2);
+                put_str(&mut k, group);
+                let v = value.as_ref().map(|g| {
+                    let mut v = BytesMut::new();
+                    v.put_i16(GROUP_VALUE_VERSION);
+                    put_str(&mut v, &g.protocol_type);
+                    v.put_i32(g.generation);
+                    put_nullable_str(&mut v, g.protocol.as_deref());
+                    put_nullable_str(&mut v, g.leader.as_deref());
+                    v.put_i64(g.state_timestamp);
+                    v.put_i32(g.members.len() as i32);
+                    for m in &g.members {
+                        put_str(&mut v, &m.member_id);
+                        put_nullable_str(&mut v, m.instance_id.as_deref());
+                        put_str(&mut v, &m.client_id);
+                        put_str(&mut v, &m.client_host);
+                        v.put_i32(m.rebalance_timeout_ms);
+                        v.put_i32(m.session_timeout_ms);
+                        put_bytes(&mut v, &m.subscription);
+                        put_bytes(&mut v, &m.assignment);
+                    }
+                    v.freeze()
+                });
+                (k.freeze(), v)
+            }
+        }
+    }
+
+    /// Decodes one record; `Ok(None)` for record types this coordinator does not keep
+    /// (KIP-848 consumer-group records, transactional offsets markers).
+    pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<GroupRecord>, RecordError> {
+        let mut k = Reader::new(key, false);
+        let key_version = k.i16()?;
+        match key_version {
+            0 | 1 => {
+                let group = k.string()?;
+                let topic = k.string()?;
+                let partition = k.i32()?;
+                let value = value.map(decode_offset_value).transpose()?;
+                Ok(Some(GroupRecord::Offset {
+                    group,
+                    topic,
+                    partition,
+                    value,
+                }))
+            }
+            2 => {
+                let group = k.string()?;
+                let value = value.map(decode_group_value).transpose()?;
+                Ok(Some(GroupRecord::Metadata { group, value }))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+fn decode_offset_value(v: &[u8]) -> Result<CommittedOffset, RecordError> {
+    let version = i16::from_be_bytes(
+        v.get(0..2)
+            .ok_or_else(|| RecordError("empty offset value".into()))?
+            .try_into()
+            .expect("two bytes"),
+    );
+    let mut r = Reader::new(&v[2..], version >= 4);
+    let offset = r.i64()?;
+    let leader_epoch = if version >= 3 { r.i32()? } else { -1 };
+    let metadata = r.string()?;
+    let commit_timestamp = r.i64()?;
+    Ok(CommittedOffset {
+        offset,
+        leader_epoch,
+        metadata,
+        commit_timestamp,
+    })
+}
+
+fn decode_group_value(v: &[u8]) -> Result<GroupMetadata, RecordError> {
+    let version = i16::from_be_bytes(
+        v.get(0..2)
+            .ok_or_else(|| RecordError("empty group value".into()))?
+            .try_into()
+            .expect("two bytes"),
+    );
+    let mut r = Reader::new(&v[2..], version >= 4);
+    let protocol_type = r.string()?;
+    let generation = r.i32()?;
+    let protocol = r.nullable_string()?;
+    let leader = r.nullable_string()?;
+    let state_timestamp = if version >= 2 { r.i64()? } else { -1 };
+    let n = r.array_len()?;
+    let mut members = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        let member_id = r.string()?;
+        let instance_id = if version >= 3 {
+            r.nullable_string()?
+        } else {
+            None
+        };
+        let client_id = r.string()?;
+        let client_host = r.string()?;
+        let rebalance_timeout_ms = if version >= 1 { r.i32()? } else { -1 };
+        let session_timeout_ms = r.i32()?;
+        let subscription = r.bytes()?;
+        let assignment = r.bytes()?;
+        r.tagged_fields()?;
+        members.push(MemberMetadata {
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms: if rebalance_timeout_ms < 0 {
+                session_timeout_ms
+            } else {
+                rebalance_timeout_ms
+            },
+            session_timeout_ms,
+            subscription,
+            assignment,
+        });
+    }
+    Ok(GroupMetadata {
+        protocol_type,
+        generation,
+        protocol,
+        leader,
+        state_timestamp,
+        members,
+    })
+}
+
+/// Reads Kafka's primitive types, classic or flexible (compact) encoding.
+struct Reader<'a> {
+    b: &'a [u8],
+    flexible: bool,
+}
+
+impl<'a> Reader<'a> {
+    fn new(b: &'a [u8], flexible: bool) -> Self {
+        Reader { b, flexible }
+    }
+    fn need(&self, n: usize) -> Result<(), RecordError> {
+        if self.b.remaining() < n {
+            return Err(RecordError(format!(
+                "needs {n} bytes, {} left",
+                self.b.len()
+            )));
+        }
+        Ok(())
+    }
+    fn i16(&mut self) -> Result<i16, RecordError> {
+        self.need(2)?;
+        Ok(self.b.get_i16())
+    }
+    fn i32(&mut self) -> Result<i32, RecordError> {
+        self.need(4)?;
+        Ok(self.b.get_i32())
+    }
+    fn i64(&mut self) -> Result<i64, RecordError> {
+        self.need(8)?;
+        Ok(self.b.get_i64())
+    }
+    fn uvarint(&mut self) -> Result<u64, RecordError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            self.need(1)?;
+            let byte = self.b.get_u8();
+            v |= ((byte & 0x7f) as u64) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(RecordError("varint too long".into()))
+    }
+    /// Length of a string/bytes/array; `None` for null.
+    fn len(&mut self, wide: bool) -> Result<Option<usize>, RecordError> {
+        if self.flexible {
+            let n = self.uvarint()?;
+            return Ok(n.checked_sub(1).map(|n| n as usize));
+        }
+        let n = if wide {
+            self.i32()? as i64
+        } else {
+            self.i16()? as i64
+        };
+        Ok((n >= 0).then_some(n as usize))
+    }
+    fn raw(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
+        self.need(n)?;
+        let (head, tail) = self.b.split_at(n);
+        self.b = tail;
+        Ok(head)
+    }
+    fn nullable_string(&mut self) -> Result<Option<String>, RecordError> {
+        match self.len(false)? {
+            None => Ok(None),
+            Some(n) => {
+                let raw = self.raw(n)?;
+                String::from_utf8(raw.to_vec())
+                    .map(Some)
+                    .map_err(|_| RecordError("string is not UTF-8".into()))
+            }
+        }
+    }
+    fn string(&mut self) -> Result<String, RecordError> {
+        Ok(self.nullable_string()?.unwrap_or_default())
+    }
+    fn bytes(&mut self) -> Result<Bytes, RecordError> {
+        match self.len(true)? {
+            None => Ok(Bytes::new()),
+            Some(n) => Ok(Bytes::copy_from_slice(self.raw(n)?)),
+        }
+    }
+    fn array_len(&mut self) -> Result<usize, RecordError> {
+        Ok(self.len(true)?.unwrap_or(0))
+    }
+    fn tagged_fields(&mut self) -> Result<(), RecordError> {
+        if !self.flexible {
+            return Ok(());
+        }
+        let n = self.uvarint()?;
+        for _ in 0..n {
+            let _tag = self.uvarint()?;
+            let size = self.uvarint()? as usize;
+            self.raw(size)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_offset_commit_when_encoding_then_kafka_layout_and_round_trip() {
+        let r = GroupRecord::Offset {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 3,
+            value: Some(CommittedOffset {
+                offset: 42,
+                leader_epoch: -1,
+                metadata: "meta".into(),
+                commit_timestamp: 1000,
+            }),
+        };
+        let (k, v) = r.encode();
+        // OffsetCommitKey v1: version, group, topic, partition.
+        assert_eq!(&k[..], &[0, 1, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 3]);
+        let v = v.unwrap();
+        assert_eq!(&v[..2], &[0, 3]);
+        assert_eq!(GroupRecord::decode(&k, Some(&v)).unwrap(), Some(r));
+    }
+
+    #[test]
+    fn given_group_metadata_when_encoding_then_round_trips_and_tombstone_is_null() {
+        let r = GroupRecord::Metadata {
+            group: "g".into(),
+            value: Some(GroupMetadata {
+                protocol_type: "consumer".into(),
+                generation: 7,
+                protocol: Some("range".into()),
+                leader: Some("m1".into()),
+                state_timestamp: 5,
+                members: vec![MemberMetadata {
+                    member_id: "m1".into(),
+                    instance_id: Some("i1".into()),
+                    client_id: "c".into(),
+                    client_host: "/127.0.0.1".into(),
+                    rebalance_timeout_ms: 300000,
+                    session_timeout_ms: 45000,
+                    subscription: Bytes::from_static(b"sub"),
+                    assignment: Bytes::from_static(b"asg"),
+                }],
+            }),
+        };
+        let (k, v) = r.encode();
+        assert_eq!(&k[..], &[0, 2, 0, 1, b'g']);
+        assert_eq!(GroupRecord::decode(&k, v.as_deref()).unwrap(), Some(r));
+        let tomb = GroupRecord::Metadata {
+            group: "g".into(),
+            value: None,
+        };
+        let (k, v) = tomb.encode();
+        assert!(v.is_none());
+        assert_eq!(GroupRecord::decode(&k, None).unwrap(), Some(tomb));
+    }
+
+    #[test]
+    fn given_flexible_v4_offset_value_when_decoding_then_read() {
+        let mut v = BytesMut::new();
+        v.put_i16(4);
+        v.put_i64(9);
+        v.put_i32(2);
+        v.put_u8(3); // compact string "ab"
+        v.put_slice(b"ab");
+        v.put_i64(77);
+        v.put_u8(0); // no tagged fields
+        let (k, _) = GroupRecord::Offset {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 0,
+            value: None,
+        }
+        .encode();
+        let Some(GroupRecord::Offset { value: Some(o), .. }) =
+            GroupRecord::decode(&k, Some(&v)).unwrap()
+        else {
+            panic!("offset record");
+        };
+        assert_eq!(
+            (o.offset, o.leader_epoch, o.metadata.as_str()),
+            (9, 2, "ab")
+        );
+    }
+
+    #[test]
+    fn given_truncated_or_unknown_records_when_decoding_then_error_or_skipped() {
+        assert!(GroupRecord::decode(&[0, 1, 0, 5, b'g'], None).is_err());
+        assert_eq!(
+            GroupRecord::decode(&[0, 9, 1, 2], Some(b"x")).unwrap(),
+            None
+        );
+    }
+}

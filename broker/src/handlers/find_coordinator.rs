@@ -1,0 +1,133 @@
+//! FindCoordinator (key 10): this single node coordinates every group. Finding a group's
+//! coordinator creates `__consumer_offsets` on first use, as Kafka does. Transaction
+//! coordinators answer COORDINATOR_NOT_AVAILABLE until transactions land. v4+ batches keys.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::group::{self, GroupError};
+
+pub const MIN_VERSION: i16 = 0;
+pub const MAX_VERSION: i16 = 6;
+
+const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FindError {
+    #[error("key type {0} is not a group (0) or transaction (1) key")]
+    InvalidKeyType(i8),
+    #[error("transaction coordinators are not available yet")]
+    TransactionsNotSupported,
+    #[error(transparent)]
+    Group(#[from] GroupError),
+}
+
+/// The one place FindCoordinator failures become Kafka error codes.
+pub fn error_code(e: &FindError) -> i16 {
+    match e {
+        FindError::InvalidKeyType(_) => ResponseError::InvalidRequest.code(),
+        FindError::TransactionsNotSupported => ResponseError::CoordinatorNotAvailable.code(),
+        FindError::Group(g) => group::error_code(g),
+    }
+}
+
+async fn find(ctx: &RequestContext, key_type: i8) -> Result<(), FindError> {
+    match key_type {
+        KEY_TYPE_GROUP => {
+            group::ensure_offsets_topic(ctx).await?;
+            Ok(())
+        }
+        KEY_TYPE_TRANSACTION => Err(FindError::TransactionsNotSupported),
+        other => Err(FindError::InvalidKeyType(other)),
+    }
+}
+
+pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
+    let version = ctx.version();
+    let (host, port) = ctx.ctx().config.advertised();
+    let node = ctx.ctx().config.node_id;
+    let answer = |r: &Result<(), FindError>| match r {
+        Ok(()) => (0, None, node, host.clone(), port),
+        Err(e) => (error_code(e), Some(e.to_string()), -1, String::new(), -1),
+    };
+    if version >= 4 {
+        let mut coordinators = Vec::new();
+        for key in req.coordinator_keys {
+            let (code, msg, node, host, port) = answer(&find(ctx, req.key_type).await);
+            coordinators.push(
+                Coordinator::default()
+                    .with_key(key)
+                    .with_node_id(BrokerId(node))
+                    .with_host(StrBytes::from_string(host))
+                    .with_port(port)
+                    .with_error_code(code)
+                    .with_error_message(msg.map(StrBytes::from_string)),
+            );
+        }
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    let (code, msg, node, host, port) = answer(&find(ctx, req.key_type).await);
+    FindCoordinatorResponse::default()
+        .with_error_code(code)
+        .with_error_message(msg.filter(|_| version >= 1).map(StrBytes::from_string))
+        .with_node_id(BrokerId(node))
+        .with_host(StrBytes::from_string(host))
+        .with_port(port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handlers::testing::Harness;
+    use kafka_protocol::messages::ApiKey;
+
+    #[test]
+    fn given_each_find_error_when_mapping_then_kafka_code() {
+        assert_eq!(error_code(&FindError::InvalidKeyType(9)), 42);
+        assert_eq!(error_code(&FindError::TransactionsNotSupported), 15);
+        assert_eq!(
+            error_code(&FindError::Group(GroupError::CoordinatorNotAvailable)),
+            15
+        );
+    }
+
+    #[test]
+    fn given_group_keys_when_finding_batched_then_this_node_and_offsets_topic_created() {
+        let h = Harness::new();
+        let req = FindCoordinatorRequest::default().with_coordinator_keys(vec![
+            StrBytes::from_static_str("g1"),
+            StrBytes::from_static_str("g2"),
+        ]);
+        let r: FindCoordinatorResponse = h.call(ApiKey::FindCoordinator, 4, req);
+        assert_eq!(r.coordinators.len(), 2);
+        assert!(r
+            .coordinators
+            .iter()
+            .all(|c| c.error_code == 0 && c.node_id.0 == 0));
+        assert_eq!(r.coordinators[1].key.as_str(), "g2");
+        let t = h
+            .state
+            .ctx
+            .catalog
+            .snapshot()
+            .get("__consumer_offsets")
+            .cloned()
+            .unwrap();
+        assert_eq!(t.partitions, 50);
+        assert!(t.internal);
+    }
+
+    #[test]
+    fn given_transaction_key_when_finding_then_coordinator_not_available() {
+        let h = Harness::new();
+        let req = FindCoordinatorRequest::default()
+            .with_key(StrBytes::from_static_str("tx"))
+            .with_key_type(1);
+        let r: FindCoordinatorResponse = h.call(ApiKey::FindCoordinator, 3, req);
+        assert_eq!(r.error_code, 15);
+    }
+}

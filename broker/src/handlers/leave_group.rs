@@ -1,0 +1,63 @@
+//! LeaveGroup (key 13): v0–2 one member by id; v3+ a batch of members by id or
+//! `group.instance.id` (KIP-345), each with its own error.
+
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::group::{self, GroupError};
+
+pub const MIN_VERSION: i16 = 0;
+pub const MAX_VERSION: i16 = 5;
+
+/// The one place LeaveGroup failures become Kafka error codes.
+pub fn error_code(e: &GroupError) -> i16 {
+    group::error_code(e)
+}
+
+pub async fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse {
+    let version = ctx.version();
+    let group_id = req.group_id.to_string();
+    let members: Vec<(String, Option<String>)> = if version >= 3 {
+        req.members
+            .iter()
+            .map(|m| {
+                (
+                    m.member_id.to_string(),
+                    m.group_instance_id.as_ref().map(|s| s.to_string()),
+                )
+            })
+            .collect()
+    } else {
+        vec![(req.member_id.to_string(), None)]
+    };
+    let gid = group_id.clone();
+    let asked = members.clone();
+    let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+        gs.leave(&gid, asked).await
+    })
+    .await;
+    match r {
+        Err(e) => LeaveGroupResponse::default().with_error_code(error_code(&e)),
+        Ok(results) if version < 3 => LeaveGroupResponse::default().with_error_code(
+            results
+                .first()
+                .and_then(|r| r.as_ref().err())
+                .map(error_code)
+                .unwrap_or(0),
+        ),
+        Ok(results) => LeaveGroupResponse::default().with_members(
+            members
+                .into_iter()
+                .zip(results)
+                .map(|((m, i), r)| {
+                    MemberResponse::default()
+                        .with_member_id(StrBytes::from_string(m))
+                        .with_group_instance_id(i.map(StrBytes::from_string))
+                        .with_error_code(r.err().map(|e| error_code(&e)).unwrap_or(0))
+                })
+                .collect(),
+        ),
+    }
+}

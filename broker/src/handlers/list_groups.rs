@@ -1,0 +1,72 @@
+//! ListGroups (key 16): every group on every coordinator shard, with state (v4+) and type
+//! (v5+, "classic" for all groups until KIP-848 groups land) filters.
+
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::group::classic::GroupState;
+use crate::group::{self, GroupError};
+
+pub const MIN_VERSION: i16 = 0;
+pub const MAX_VERSION: i16 = 5;
+
+/// The one place ListGroups failures become Kafka error codes.
+pub fn error_code(e: &GroupError) -> i16 {
+    group::error_code(e)
+}
+
+pub async fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsResponse {
+    let version = ctx.version();
+    let r = group::on_every_shard(ctx, |gs| async move {
+        gs.groups
+            .borrow()
+            .values()
+            .filter(|g| g.state != GroupState::Dead)
+            .map(|g| {
+                (
+                    g.id.clone(),
+                    g.protocol_type.clone().unwrap_or_default(),
+                    g.state.name(),
+                )
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    let all = match r {
+        Ok(per_shard) => per_shard.into_iter().flatten(),
+        Err(e) => return ListGroupsResponse::default().with_error_code(error_code(&e)),
+    };
+    // Kafka compares the filters case-insensitively.
+    let states: Vec<String> = req
+        .states_filter
+        .iter()
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
+    let types: Vec<String> = req
+        .types_filter
+        .iter()
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
+    let groups = all
+        .filter(|(_, _, state)| states.is_empty() || states.contains(&state.to_ascii_lowercase()))
+        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .map(|(id, protocol_type, state)| {
+            ListedGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(id)))
+                .with_protocol_type(StrBytes::from_string(protocol_type))
+                .with_group_state(if version >= 4 {
+                    StrBytes::from_static_str(state)
+                } else {
+                    StrBytes::default()
+                })
+                .with_group_type(if version >= 5 {
+                    StrBytes::from_static_str("classic")
+                } else {
+                    StrBytes::default()
+                })
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}

@@ -1,0 +1,65 @@
+//! OffsetDelete (key 47): removes committed offsets of partitions the group no longer
+//! consumes (GROUP_SUBSCRIBED_TO_TOPIC for topics its members still subscribe to).
+
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
+
+use super::RequestContext;
+use crate::group::{self, GroupError};
+
+pub const MIN_VERSION: i16 = 0;
+pub const MAX_VERSION: i16 = 0;
+
+/// The one place OffsetDelete failures become Kafka error codes.
+pub fn error_code(e: &GroupError) -> i16 {
+    group::error_code(e)
+}
+
+pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let partitions: Vec<(String, i32)> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.to_string(), p.partition_index))
+        })
+        .collect();
+    let group_id = req.group_id.to_string();
+    let gid = group_id.clone();
+    let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+        gs.delete_offsets(&gid, partitions).await
+    })
+    .await;
+    let results = match r {
+        Ok(r) => r,
+        Err(e) => return OffsetDeleteResponse::default().with_error_code(error_code(&e)),
+    };
+    let mut results = results.into_iter();
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            OffsetDeleteResponseTopic::default()
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            let code = results
+                                .next()
+                                .and_then(|r| r.err())
+                                .map(|e| error_code(&e))
+                                .unwrap_or(0);
+                            OffsetDeleteResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+                .with_name(t.name)
+        })
+        .collect();
+    OffsetDeleteResponse::default().with_topics(topics)
+}

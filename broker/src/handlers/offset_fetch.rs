@@ -1,0 +1,125 @@
+//! OffsetFetch (key 9): committed offsets of one group (v1–7) or several (v8+); null topics
+//! means every partition the group has committed. Partitions without a commit get offset -1.
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::group::classic::CommittedOffset;
+use crate::group::{self, GroupError};
+
+pub const MIN_VERSION: i16 = 1;
+pub const MAX_VERSION: i16 = 9;
+
+/// The one place OffsetFetch failures become Kafka error codes.
+pub fn error_code(e: &GroupError) -> i16 {
+    group::error_code(e)
+}
+
+use crate::group::coordinator::FetchedOffsets as Fetched;
+
+async fn fetch_group(
+    ctx: &RequestContext,
+    group_id: String,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> Result<Fetched, GroupError> {
+    let gid = group_id.clone();
+    group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+        Ok(gs.fetch_offsets(&gid, topics))
+    })
+    .await
+}
+
+fn parts(o: &Option<CommittedOffset>) -> (i64, i32, StrBytes) {
+    match o {
+        Some(o) => (
+            o.offset,
+            o.leader_epoch,
+            StrBytes::from_string(o.metadata.clone()),
+        ),
+        None => (-1, -1, StrBytes::default()),
+    }
+}
+
+pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse {
+    let version = ctx.version();
+    if version >= 8 {
+        let mut groups = Vec::new();
+        for g in req.groups {
+            let topics = g.topics.map(|ts| {
+                ts.into_iter()
+                    .map(|t| (t.name.to_string(), t.partition_indexes))
+                    .collect()
+            });
+            let group_id = g.group_id.to_string();
+            let r = fetch_group(ctx, group_id, topics).await;
+            let mut out = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
+            match r {
+                Ok(fetched) => {
+                    out.topics = fetched
+                        .into_iter()
+                        .map(|(t, ps)| {
+                            OffsetFetchResponseTopics::default()
+                                .with_name(TopicName(StrBytes::from_string(t)))
+                                .with_partitions(
+                                    ps.iter()
+                                        .map(|(p, o)| {
+                                            let (offset, epoch, md) = parts(o);
+                                            OffsetFetchResponsePartitions::default()
+                                                .with_partition_index(*p)
+                                                .with_committed_offset(offset)
+                                                .with_committed_leader_epoch(epoch)
+                                                .with_metadata(Some(md))
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect();
+                }
+                Err(e) => out.error_code = error_code(&e),
+            }
+            groups.push(out);
+        }
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let topics = req.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.to_string(), t.partition_indexes))
+            .collect()
+    });
+    let GroupId(group_id) = req.group_id;
+    match fetch_group(ctx, group_id.to_string(), topics).await {
+        Ok(fetched) => OffsetFetchResponse::default().with_topics(
+            fetched
+                .into_iter()
+                .map(|(t, ps)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(t)))
+                        .with_partitions(
+                            ps.iter()
+                                .map(|(p, o)| {
+                                    let (offset, epoch, md) = parts(o);
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(*p)
+                                        .with_committed_offset(offset)
+                                        .with_committed_leader_epoch(if version >= 5 {
+                                            epoch
+                                        } else {
+                                            -1
+                                        })
+                                        .with_metadata(Some(md))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        ),
+        // v1 has no top-level error code to carry the failure.
+        Err(e) if version >= 2 => OffsetFetchResponse::default().with_error_code(error_code(&e)),
+        Err(_) => OffsetFetchResponse::default(),
+    }
+}
