@@ -72,7 +72,7 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "compression.gzip.level",
         Int,
         None,
-        "9",
+        "-1",
         "gzip level when compression.type=gzip",
     ),
     def(
@@ -88,6 +88,13 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         None,
         "3",
         "zstd level when compression.type=zstd",
+    ),
+    def(
+        "errors.deadletterqueue.group.enable",
+        Boolean,
+        None,
+        "false",
+        "send records a share group fails to process to a dead-letter queue",
     ),
     def(
         "delete.retention.ms",
@@ -160,6 +167,13 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "max time a message stays uncompacted",
     ),
     def(
+        "max.decompressed.message.bytes",
+        Int,
+        None,
+        "2147483639",
+        "largest decompressed record batch accepted",
+    ),
+    def(
         "max.message.bytes",
         Int,
         Some("message_max_bytes"),
@@ -214,6 +228,20 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         None,
         "false",
         "preallocate segment files",
+    ),
+    def(
+        "remote.copy.lag.bytes",
+        Long,
+        None,
+        "-1",
+        "tiered storage: bytes allowed to lag before copying",
+    ),
+    def(
+        "remote.copy.lag.ms",
+        Long,
+        None,
+        "0",
+        "tiered storage: time allowed to lag before copying",
     ),
     def(
         "remote.log.copy.disable",
@@ -535,6 +563,53 @@ mod tests {
             validate("no.such", "1"),
             Err(TopicConfigError::Unknown("no.such".into()))
         );
+    }
+
+    #[test]
+    fn given_config_table_when_listed_then_same_names_as_kafka_4_4() {
+        // Read off Apache Kafka 4.4.0's DescribeConfigs for a topic without overrides.
+        let kafka = [
+            "cleanup.policy",
+            "compression.gzip.level",
+            "compression.lz4.level",
+            "compression.type",
+            "compression.zstd.level",
+            "delete.retention.ms",
+            "errors.deadletterqueue.group.enable",
+            "file.delete.delay.ms",
+            "flush.messages",
+            "flush.ms",
+            "follower.replication.throttled.replicas",
+            "index.interval.bytes",
+            "leader.replication.throttled.replicas",
+            "local.retention.bytes",
+            "local.retention.ms",
+            "max.compaction.lag.ms",
+            "max.decompressed.message.bytes",
+            "max.message.bytes",
+            "message.timestamp.after.max.ms",
+            "message.timestamp.before.max.ms",
+            "message.timestamp.type",
+            "min.cleanable.dirty.ratio",
+            "min.compaction.lag.ms",
+            "min.insync.replicas",
+            "preallocate",
+            "remote.copy.lag.bytes",
+            "remote.copy.lag.ms",
+            "remote.log.copy.disable",
+            "remote.log.delete.on.disable",
+            "remote.storage.enable",
+            "retention.bytes",
+            "retention.ms",
+            "segment.bytes",
+            "segment.index.bytes",
+            "segment.jitter.ms",
+            "segment.ms",
+            "unclean.leader.election.enable",
+        ];
+        let mut ours: Vec<&str> = TOPIC_CONFIGS.iter().map(|d| d.name).collect();
+        ours.sort_unstable();
+        assert_eq!(ours, kafka);
     }
 
     #[test]
