@@ -74,6 +74,9 @@ pub fn validate_produce_records(
             "transactional produce is not supported yet".into(),
         ));
     }
+    if settings.compact {
+        require_keys(records)?;
+    }
     if !settings.log_append_time {
         for ts in [header.base_timestamp, header.max_timestamp] {
             if ts < 0 {
@@ -100,6 +103,21 @@ pub fn validate_produce_records(
         }
     }
     Ok(*header)
+}
+
+/// Compaction keeps the latest record per key, so Kafka refuses keyless records on compacted
+/// topics. Finding them means reading every record, decompressing if need be — a cost only
+/// compacted topics pay.
+fn require_keys(records: &[u8]) -> Result<(), PartitionError> {
+    let mut buf = Bytes::copy_from_slice(records);
+    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
+        .map_err(|e| PartitionError::InvalidRecord(format!("cannot read records: {e:#}")))?;
+    if set.records.iter().any(|r| r.key.is_none()) {
+        return Err(PartitionError::InvalidRecord(
+            "Compacted topic cannot accept message without key".into(),
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

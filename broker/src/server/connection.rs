@@ -4,16 +4,19 @@
 //! client that pipelines (librdkafka keeps several requests in flight) has them processed
 //! concurrently. The task handles go through a bounded queue to the writer, which awaits them
 //! in arrival order: responses leave in request order, as Kafka requires, however the work
-//! fanned out. Memory is bounded twice: the queue caps requests in flight per connection, and
-//! a per-shard semaphore caps request bytes in flight (`queued_max_request_bytes`) — when either
-//! is full the reader stops reading, and TCP pushes back on the client.
+//! fanned out. Memory is bounded three ways: the queue caps requests in flight per connection,
+//! a per-connection semaphore caps its request bytes in flight at one maximum frame
+//! (`socket_request_max_bytes`), and a per-shard semaphore caps the shard's
+//! (`queued_max_request_bytes`) — when any is full the reader stops reading, and TCP pushes
+//! back on the client.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::handlers::{self, FrameError};
@@ -32,6 +35,7 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
     let max_frame = config.socket_request_max_bytes as usize;
     let max_permits = config.queued_max_request_bytes.min(u32::MAX as u64) as usize;
     let (tx, mut rx) = mpsc::channel::<Pending>(config.max_in_flight_per_connection);
+    let conn_bytes = Arc::new(Semaphore::new(max_frame));
 
     let writer_peer = peer.clone();
     let writer = tokio::task::spawn_local(async move {
@@ -76,7 +80,12 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
             break;
         }
         let len = len as usize;
-        // Reserve the bytes before allocating them, so a flood of large frames waits here.
+        // Reserve the bytes before allocating them, so a flood of large frames waits here:
+        // first against this connection's own budget (one frame's worth, so one client cannot
+        // take the whole shard's), then against the shard's.
+        let Ok(conn_permits) = conn_bytes.clone().acquire_many_owned(len as u32).await else {
+            break;
+        };
         let permits = match shard
             .inflight_bytes
             .clone()
@@ -100,6 +109,7 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
         let task = tokio::task::spawn_local(async move {
             let r = handlers::handle_frame(shard, frame).await;
             drop(permits);
+            drop(conn_permits);
             r
         });
         if tx.send(task).await.is_err() {

@@ -212,3 +212,52 @@ fn given_each_error_when_mapping_then_table_of_kafka_codes() {
         assert_eq!(super::error_code(&e), code, "{e}");
     }
 }
+
+#[test]
+fn given_compacted_topic_when_record_has_no_key_then_invalid_record() {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let h = Harness::new();
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("c")))
+        .with_num_partitions(1)
+        .with_replication_factor(1)
+        .with_configs(vec![CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str("cleanup.policy"))
+            .with_value(Some(StrBytes::from_static_str("compact")))])]);
+    let r: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
+    assert_eq!(r.topics[0].error_code, 0);
+    assert_eq!(produce(&h, "c", 0, 1, batch(3, -1, -1, -1)), (0, 0));
+    let keyless = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: crate::now_ms(),
+        key: None,
+        value: Some(Bytes::from_static(b"v")),
+        headers: Default::default(),
+    };
+    for compression in [Compression::None, Compression::Gzip, Compression::Zstd] {
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            [&keyless],
+            &RecordEncodeOptions {
+                version: 2,
+                compression,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            produce(&h, "c", 0, 1, buf.freeze()).0,
+            87,
+            "{compression:?}"
+        );
+    }
+}
