@@ -1,0 +1,246 @@
+"""Run the other languages' client suites (Java, Go, Node, Rust) against `strom serve` and
+against Apache Kafka 4.x, one broker at a time. Started by compat-tests/run-clients.sh.
+
+For each broker it starts a fresh process on free 127.0.0.1 ports (compat-tests/python/
+brokers.py, the same helper the pytest suite uses), waits until it answers Metadata,
+runs each language's tests with STROM_COMPAT_BOOTSTRAP=127.0.0.1:PORT and
+STROM_COMPAT_BROKER=strom|kafka, then stops it by its PID. Every step is bounded in time.
+The exit code is 0 only if every (broker, language) pair passed and the broker survived.
+
+Environment:
+  STROM_COMPAT_BROKERS         brokers (default "strom,kafka")
+  STROM_COMPAT_CLIENTS         languages (default "java,go,node,rust")
+  STROM_COMPAT_CLIENT_RECORDS  records per produce/consume test (default 2000)
+  STROM_COMPAT_CLIENT_TIMEOUT  seconds per (broker, language) run (default 900)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "python"))
+
+import brokers  # noqa: E402
+
+TIMEOUT_S = int(os.environ.get("STROM_COMPAT_CLIENT_TIMEOUT", "900"))
+
+
+def _go_count(out: str) -> str:
+    passed = len(re.findall(r"^\s*--- PASS", out, re.M))
+    failed = len(re.findall(r"^\s*--- FAIL", out, re.M))
+    return f"{passed} passed, {failed} failed (tests and subtests)"
+
+
+def _java_count(out: str) -> str:
+    m = re.findall(r"Tests run: (\d+), Failures: (\d+), Errors: (\d+), Skipped: (\d+)\s*$", out, re.M)
+    if not m:
+        return "no surefire summary"
+    run, fail, err, skip = (int(x) for x in m[-1])
+    return f"{run - fail - err - skip} passed, {fail + err} failed, {skip} skipped"
+
+
+def _node_count(out: str) -> str:
+    def num(name: str) -> int:
+        m = re.search(rf"^\S*\s*{name} (\d+)", out, re.M)
+        return int(m.group(1)) if m else -1
+
+    return f"{num('pass')} passed, {num('fail')} failed, {num('skipped')} skipped"
+
+
+def _rust_count(out: str) -> str:
+    passed = failed = 0
+    for p, f in re.findall(r"test result: \w+\. (\d+) passed; (\d+) failed", out):
+        passed += int(p)
+        failed += int(f)
+    return f"{passed} passed, {failed} failed"
+
+
+# language -> (directory, build command, test command, result counter)
+LANGUAGES = {
+    "java": (
+        "java",
+        ["mvn", "-q", "-B", "test-compile"],
+        ["mvn", "-B", "--no-transfer-progress", "surefire:test"],
+        _java_count,
+    ),
+    "go": (
+        "go",
+        ["go", "test", "-count=1", "-run", "^$", "./..."],
+        ["go", "test", "-count=1", "-v", f"-timeout={TIMEOUT_S - 30}s", "./..."],
+        _go_count,
+    ),
+    "node": (
+        "node",
+        ["node", "--check", "test/kafkajs.test.js"],
+        ["node", "--test", "--test-concurrency=1", "--test-reporter=spec", "test/"],
+        _node_count,
+    ),
+    "rust": (
+        "rust",
+        ["cargo", "test", "--release", "--no-run", "--quiet"],
+        ["cargo", "test", "--release", "--quiet", "--", "--test-threads=2"],
+        _rust_count,
+    ),
+}
+
+
+def log(msg: str) -> None:
+    print(f"\n--> {msg}", flush=True)
+
+
+def run(cmd: list[str], cwd: Path, env: dict, timeout_s: int) -> tuple[int, str]:
+    """Runs cmd in its own process group, streaming its output and keeping a copy; on
+    timeout the whole group gets SIGTERM, then SIGKILL."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    out: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    buf = b""
+    while True:
+        chunk = None
+        try:
+            chunk = proc.stdout.read()
+        except BlockingIOError:
+            pass
+        if chunk:
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                s = line.decode(errors="replace")
+                out.append(s)
+                print(s, flush=True)
+        elif proc.poll() is not None and not chunk:
+            break
+        if time.monotonic() > deadline and not timed_out:
+            timed_out = True
+            print(f"!!! {' '.join(cmd)} exceeded {timeout_s}s: stopping its process group {proc.pid}", flush=True)
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        time.sleep(0.05)
+    if buf:
+        out.append(buf.decode(errors="replace"))
+        print(out[-1], flush=True)
+    rc = proc.wait()
+    return (124 if timed_out else rc), "\n".join(out)
+
+
+def metadata_answers(port: int) -> bool:
+    """A raw Metadata v1 request for all topics; True when the broker answers with at
+    least one broker in it (Kafka opens its port a little before it can serve)."""
+    client = b"strom-compat"
+    body = struct.pack(">i", -1)  # topics: null = all
+    header = struct.pack(">hhih", 3, 1, 7, len(client)) + client
+    frame = header + body
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
+            s.sendall(struct.pack(">i", len(frame)) + frame)
+            size = struct.unpack(">i", _recv(s, 4))[0]
+            resp = _recv(s, size)
+    except (OSError, struct.error):
+        return False
+    # correlation id (4), brokers array length (4)
+    return len(resp) >= 8 and struct.unpack(">i", resp[4:8])[0] >= 1
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            raise OSError("connection closed")
+        data += chunk
+    return data
+
+
+def start(name: str) -> brokers.BrokerProcess:
+    b = brokers.start_strom() if name == "strom" else brokers.start_kafka()
+    deadline = time.monotonic() + 60
+    while not metadata_answers(b.port):
+        if time.monotonic() > deadline or not b.alive():
+            tail = b.log_tail()
+            b.cleanup()
+            raise brokers.BrokerStartError(f"{name} never answered Metadata; log tail:\n{tail}")
+        time.sleep(0.5)
+    return b
+
+
+def main() -> int:
+    broker_names = [b.strip() for b in os.environ.get("STROM_COMPAT_BROKERS", "strom,kafka").split(",") if b.strip()]
+    langs = sys.argv[1:] or [x.strip() for x in os.environ.get("STROM_COMPAT_CLIENTS", "java,go,node,rust").split(",") if x.strip()]
+    unknown = [x for x in langs if x not in LANGUAGES]
+    if unknown:
+        print(f"unknown languages {unknown}; known: {sorted(LANGUAGES)}", file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    results: list[tuple[str, str, str, int, str]] = []
+
+    # Build first, so that test timings are test timings and a compile error shows once.
+    for lang in langs:
+        d, build, _, _ = LANGUAGES[lang]
+        if shutil.which(build[0]) is None:
+            results.append(("-", lang, "FAIL", 0, f"{build[0]} not installed"))
+            continue
+        log(f"build {lang}: {' '.join(build)}")
+        t0 = time.monotonic()
+        rc, _ = run(build, HERE / d, env, TIMEOUT_S)
+        if rc != 0:
+            results.append(("-", lang, "FAIL", int(time.monotonic() - t0), f"build failed (exit {rc})"))
+    built = [lang for lang in langs if not any(r[1] == lang for r in results)]
+
+    for name in broker_names:
+        log(f"start {name}")
+        try:
+            b = start(name)
+        except Exception as e:  # noqa: BLE001 - reported as a failure of every language
+            print(e, flush=True)
+            results.extend((name, lang, "FAIL", 0, "broker did not start") for lang in built)
+            continue
+        print(f"{name} pid {b.proc.pid} at {b.bootstrap}", flush=True)
+        try:
+            for lang in built:
+                d, _, test, count = LANGUAGES[lang]
+                env_b = dict(env, STROM_COMPAT_BOOTSTRAP=b.bootstrap, STROM_COMPAT_BROKER=name)
+                log(f"{lang} against {name} ({b.bootstrap}): {' '.join(test)}")
+                t0 = time.monotonic()
+                rc, out = run(test, HERE / d, env_b, TIMEOUT_S)
+                took = int(time.monotonic() - t0)
+                status = "ok" if rc == 0 else "FAIL"
+                detail = count(out) + ("" if rc == 0 else f"; exit {rc}")
+                if not b.alive():
+                    status, detail = "FAIL", f"{name} exited (code {b.proc.returncode}) during the run; {detail}"
+                    print(b.log_tail(), flush=True)
+                results.append((name, lang, status, took, detail))
+                if not b.alive():
+                    break
+        finally:
+            code = b.stop()
+            print(f"{name} stopped (exit {code})", flush=True)
+            if any(r[0] == name and r[2] != "ok" for r in results):
+                print(f"--- {name} log tail ---\n{b.log_tail(30)}", flush=True)
+            b.cleanup()
+
+    log("client compat summary")
+    for name, lang, status, took, detail in results:
+        print(f"    {name:6} {lang:5} {status:4} {took:5}s  {detail}")
+    ok = all(r[2] == "ok" for r in results) and len(results) == len(built) * len(broker_names)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
