@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from clients import bounded
+
 # Kafka protocol error codes the tests name.
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -60,7 +62,7 @@ def create_topic(client: str, bootstrap: str, name: str, partitions: int, config
             finally:
                 await a.close()
 
-        return asyncio.run(run())
+        return bounded(run())
     raise ValueError(client)
 
 
@@ -98,7 +100,7 @@ def delete_topic(client: str, bootstrap: str, name: str) -> int:
             finally:
                 await a.close()
 
-        return asyncio.run(run())
+        return bounded(run())
     raise ValueError(client)
 
 
@@ -142,7 +144,7 @@ def topic_partitions(client: str, bootstrap: str, name: str) -> dict[int, int] |
             finally:
                 await a.close()
 
-        return asyncio.run(run())
+        return bounded(run())
     raise ValueError(client)
 
 

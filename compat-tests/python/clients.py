@@ -361,7 +361,13 @@ def aiokafka_produce(bootstrap: str, topic: str, recs: list[Out], codec: str, ac
         finally:
             await p.stop()
 
-    return asyncio.run(run())
+    return bounded(run())
+
+
+def bounded(coro, timeout_s: float = 2 * OP_TIMEOUT_S):
+    """asyncio.run with a bound: aiokafka's start(), send() and seek_to_beginning() wait
+    without limit while a broker keeps answering with errors or closing connections."""
+    return asyncio.run(asyncio.wait_for(coro, timeout_s))
 
 
 def aiokafka_consume(bootstrap: str, topic: str, partitions: int, total: int) -> list[Rec]:
@@ -397,7 +403,7 @@ def aiokafka_consume(bootstrap: str, topic: str, partitions: int, total: int) ->
             await c.stop()
         return got
 
-    return sorted(asyncio.run(run()), key=lambda x: (x.partition, x.offset))
+    return sorted(bounded(run()), key=lambda x: (x.partition, x.offset))
 
 
 PRODUCE = {"confluent": confluent_produce, "kafka-python": kafka_python_produce, "aiokafka": aiokafka_produce}

@@ -25,11 +25,13 @@ import brokers  # noqa: E402
 BROKERS = [b.strip() for b in os.environ.get("STROM_COMPAT_BROKERS", "strom,kafka").split(",") if b.strip()]
 RECORDS = int(os.environ.get("STROM_COMPAT_RECORDS", "10000"))
 
-# After this many consecutive failures against one broker, the rest of its tests fail at
-# once instead of each waiting for its own timeouts: a broker that is down or hung would
-# otherwise keep the suite busy for hours. They fail, they are not skipped.
-CIRCUIT_LIMIT = int(os.environ.get("STROM_COMPAT_CIRCUIT_LIMIT", "6"))
-_consecutive_failures: dict[str, int] = {}
+# After this many consecutive *slow* failures (over SLOW_S each) of one client against one
+# broker, that pair's remaining tests fail at once instead of each waiting for its own
+# timeouts: a broker that hangs one client would otherwise keep the suite busy for hours.
+# They fail, they are not skipped; fast failures and other clients are unaffected.
+CIRCUIT_LIMIT = int(os.environ.get("STROM_COMPAT_CIRCUIT_LIMIT", "4"))
+SLOW_S = 20.0
+_consecutive_failures: dict[tuple[str, str | None], int] = {}
 
 
 def _ready_check(b: brokers.BrokerProcess) -> None:
@@ -73,11 +75,22 @@ def kafka_broker():
     b.cleanup()
 
 
+def _circuit_key(item) -> tuple[str, str | None] | None:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or "broker" not in callspec.params:
+        return None
+    return callspec.params["broker"], callspec.params.get("client")
+
+
 @pytest.fixture(params=BROKERS)
 def broker(request) -> brokers.BrokerProcess:
     name = request.param
-    if _consecutive_failures.get(name, 0) >= CIRCUIT_LIMIT:
-        pytest.fail(f"{name}: {CIRCUIT_LIMIT} consecutive failures before this test; not running it (see the first failures)")
+    key = _circuit_key(request.node)
+    if key and _consecutive_failures.get(key, 0) >= CIRCUIT_LIMIT:
+        pytest.fail(
+            f"{key[0]}/{key[1] or 'any client'}: {CIRCUIT_LIMIT} consecutive slow failures before this test; "
+            "not running it (see the first failures)"
+        )
     b = request.getfixturevalue(f"{name}_broker")
     if not b.alive():
         pytest.fail(f"{name} broker has exited (code {b.proc.returncode}); log tail:\n{b.log_tail()}")
@@ -95,15 +108,13 @@ def records() -> int:
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    callspec = getattr(item, "callspec", None)
-    name = callspec.params.get("broker") if callspec else None
-    if name is None:
+    key = _circuit_key(item)
+    if key is None or rep.when != "call":
         return
-    if rep.when == "call" or (rep.when == "setup" and rep.failed):
-        if rep.failed:
-            _consecutive_failures[name] = _consecutive_failures.get(name, 0) + 1
-        elif rep.passed and rep.when == "call":
-            _consecutive_failures[name] = 0
+    if rep.passed:
+        _consecutive_failures[key] = 0
+    elif rep.failed and rep.duration > SLOW_S:
+        _consecutive_failures[key] = _consecutive_failures.get(key, 0) + 1
 
 
 def pytest_report_header(config):

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 import admin
-from clients import BASE_TS, CLIENTS, Out, confluent_produce, unique_topic
+from clients import BASE_TS, CLIENTS, Out, bounded, confluent_produce, unique_topic
 
 N = 100
 SPIKE = 70  # the record with the largest timestamp sits mid-log, not at the end
@@ -96,7 +94,7 @@ def _aiokafka(bootstrap, topic):
         finally:
             await c.stop()
 
-    return asyncio.run(run())
+    return bounded(run())
 
 
 LIST = {"confluent": _confluent, "kafka-python": _kafka_python, "aiokafka": _aiokafka}
