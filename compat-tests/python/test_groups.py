@@ -1,0 +1,388 @@
+"""Consumer groups with real clients (classic protocol): partition ownership across members,
+rebalance when a member leaves, committed offsets (with metadata) that a restarted consumer
+resumes from — also across a broker restart and a kill -9 — static membership (KIP-345) and
+the group admin APIs.
+
+Clients: confluent-kafka (librdkafka, `group.protocol=classic`), kafka-python, aiokafka.
+Every wait is bounded. Brokers run with Kafka's default `group.initial.rebalance.delay.ms`
+(3 s), so a first rebalance takes a few seconds on both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+import pytest
+
+import admin
+import clients
+
+CLIENTS = ["confluent", "kafka-python", "aiokafka"]
+PARTITIONS = 6
+MEMBERS = 3
+SESSION_MS = 10000
+WAIT_S = 90
+
+
+def produce(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % partitions)
+    assert p.flush(30) == 0, "records left unsent"
+
+
+class Member:
+    """One group consumer of any client, driven synchronously: `poll` returns
+    [(partition, offset)], `assignment` the partitions it owns now."""
+
+    def __init__(self, client: str, bootstrap: str, group: str, topic: str, events: list | None = None, **extra):
+        self.client = client
+        self.topic = topic
+        self.loop = None
+        if client == "confluent":
+            from confluent_kafka import Consumer
+
+            conf = {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": "classic",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": SESSION_MS,
+                "heartbeat.interval.ms": 500,
+            }
+            conf.update(extra)
+            self.c = Consumer(conf)
+            if events is None:
+                self.c.subscribe([topic])
+            else:
+                self.c.subscribe([topic], on_assign=lambda c, ps: events.append("assign"),
+                                 on_revoke=lambda c, ps: events.append("revoke"))
+        elif client == "kafka-python":
+            from kafka import KafkaConsumer
+
+            self.c = KafkaConsumer(
+                topic,
+                bootstrap_servers=bootstrap,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=SESSION_MS,
+                heartbeat_interval_ms=500,
+                **extra,
+            )
+        elif client == "aiokafka":
+            from aiokafka import AIOKafkaConsumer
+
+            self.loop = asyncio.new_event_loop()
+
+            async def make():
+                c = AIOKafkaConsumer(
+                    topic,
+                    bootstrap_servers=bootstrap,
+                    group_id=group,
+                    auto_offset_reset="earliest",
+                    enable_auto_commit=False,
+                    session_timeout_ms=SESSION_MS,
+                    heartbeat_interval_ms=500,
+                    **extra,
+                )
+                await c.start()
+                return c
+
+            self.c = self.loop.run_until_complete(make())
+        else:
+            raise ValueError(client)
+
+    def poll(self, timeout_s: float = 0.2) -> list[tuple[int, int]]:
+        if self.client == "confluent":
+            out = []
+            for m in self.c.consume(num_messages=500, timeout=timeout_s):
+                if m.error():
+                    continue
+                out.append((m.partition(), m.offset()))
+            return out
+        if self.client == "kafka-python":
+            got = self.c.poll(timeout_ms=int(timeout_s * 1000))
+            return [(tp.partition, m.offset) for tp, ms in got.items() for m in ms]
+        got = self.loop.run_until_complete(self.c.getmany(timeout_ms=int(timeout_s * 1000)))
+        return [(tp.partition, m.offset) for tp, ms in got.items() for m in ms]
+
+    def assignment(self) -> set[int]:
+        if self.client == "confluent":
+            return {tp.partition for tp in self.c.assignment()}
+        return {tp.partition for tp in self.c.assignment()}
+
+    def commit(self, partition: int, offset: int, metadata: str) -> None:
+        if self.client == "confluent":
+            from confluent_kafka import TopicPartition
+
+            self.c.commit(offsets=[TopicPartition(self.topic, partition, offset, metadata=metadata)],
+                          asynchronous=False)
+        elif self.client == "kafka-python":
+            from kafka import TopicPartition
+            from kafka.structs import OffsetAndMetadata
+
+            self.c.commit({TopicPartition(self.topic, partition): OffsetAndMetadata(offset, metadata, -1)})
+        else:
+            from aiokafka import TopicPartition
+
+            self.loop.run_until_complete(self.c.commit({TopicPartition(self.topic, partition): (offset, metadata)}))
+
+    def committed(self, partition: int) -> tuple[int, str]:
+        if self.client == "confluent":
+            from confluent_kafka import TopicPartition
+
+            (tp,) = self.c.committed([TopicPartition(self.topic, partition)], timeout=30)
+            return tp.offset, tp.metadata
+        if self.client == "kafka-python":
+            from kafka import TopicPartition
+
+            tp = TopicPartition(self.topic, partition)
+            off = self.c.committed(tp, metadata=True)
+            return off.offset, off.metadata
+        from aiokafka import TopicPartition
+
+        tp = TopicPartition(self.topic, partition)
+        off = self.loop.run_until_complete(self.c.committed(tp))
+        # aiokafka's committed() gives the offset only; metadata is checked with the others.
+        return off, None
+
+    def close(self) -> None:
+        if self.client == "aiokafka":
+            self.loop.run_until_complete(self.c.stop())
+            self.loop.close()
+        else:
+            self.c.close()
+
+
+class Runner(threading.Thread):
+    """A member polling in its own thread, as applications do: kafka-python drops a JoinGroup
+    answer that arrives between two short polls and joins again, so round-robin polling from
+    one thread would keep a group rebalancing (on Kafka too)."""
+
+    def __init__(self, make):
+        super().__init__(daemon=True)
+        self.make = make
+        self.lock = threading.Lock()
+        self.owned: set[int] = set()
+        self.seen: set[tuple[int, int]] = set()
+        self.error: BaseException | None = None
+        self.stopping = threading.Event()
+        self.ready = threading.Event()
+
+    def run(self):
+        try:
+            m = self.make()
+        except BaseException as e:  # noqa: BLE001 - reported by the test thread
+            self.error = e
+            self.ready.set()
+            return
+        self.ready.set()
+        try:
+            while not self.stopping.is_set():
+                got = m.poll(0.5)
+                owned = m.assignment()
+                with self.lock:
+                    self.seen.update(got)
+                    self.owned = owned
+        except BaseException as e:  # noqa: BLE001
+            self.error = e
+        finally:
+            m.close()
+
+    def assignment(self) -> set[int]:
+        with self.lock:
+            return set(self.owned)
+
+    def consumed(self) -> set[tuple[int, int]]:
+        with self.lock:
+            return set(self.seen)
+
+    def stop(self):
+        self.stopping.set()
+        self.join(timeout=60)
+        assert not self.is_alive(), "consumer did not close within 60s"
+
+
+def until_owned(members: list, deadline_s: float = WAIT_S) -> list[set[int]]:
+    """Waits until each member owns at least one partition and together they own each
+    partition exactly once; returns their assignments."""
+    deadline = time.monotonic() + deadline_s
+    last = None
+    while time.monotonic() < deadline:
+        for m in members:
+            if getattr(m, "error", None):
+                raise AssertionError(f"consumer failed: {m.error!r}")
+        last = [m.assignment() for m in members]
+        owned = [p for a in last for p in a]
+        if all(last) and sorted(owned) == list(range(PARTITIONS)):
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"no exclusive assignment of every partition within {deadline_s}s: {last}")
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_groups_three_members_own_each_partition_once_and_rebalance_on_leave(broker, client):
+    topic = clients.unique_topic("groups")
+    assert admin.create_topic("confluent", broker.bootstrap, topic, PARTITIONS) == 0
+    total = 600
+    produce(broker.bootstrap, topic, total, PARTITIONS)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    members = [Runner(lambda: Member(client, broker.bootstrap, group, topic)) for _ in range(MEMBERS)]
+    for m in members:
+        m.start()
+    try:
+        assignments = until_owned(members)
+        assert sorted(len(a) for a in assignments) == [2, 2, 2], assignments
+        leaving = members.pop()
+        leaving.stop()
+        seen = leaving.consumed()
+        until_owned(members)
+        per_partition = total // PARTITIONS
+        want = {(p, o) for p in range(PARTITIONS) for o in range(per_partition)}
+
+        def all_consumed():
+            got = seen.union(*(m.consumed() for m in members))
+            return want <= got
+
+        admin.wait_for(all_consumed, "every record consumed by the group", timeout_s=WAIT_S)
+    finally:
+        for m in members:
+            m.stop()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_groups_commit_then_new_consumer_resumes_from_committed_offset(broker, client):
+    topic = clients.unique_topic("groups-commit")
+    assert admin.create_topic("confluent", broker.bootstrap, topic, 1) == 0
+    produce(broker.bootstrap, topic, 100, 1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    m = Member(client, broker.bootstrap, group, topic)
+    try:
+        admin.wait_for(lambda: m.poll(5.0) and True, "first records", timeout_s=WAIT_S)
+        m.commit(0, 40, "meta-40")
+        offset, metadata = m.committed(0)
+        assert offset == 40
+        assert metadata in ("meta-40", None)
+    finally:
+        m.close()
+    m = Member(client, broker.bootstrap, group, topic)
+    try:
+        got = admin.wait_for(lambda: m.poll(5.0), "records after rejoin", timeout_s=WAIT_S)
+        assert min(o for _, o in got) == 40, got[:5]
+    finally:
+        m.close()
+
+
+def _committed_confluent(bootstrap: str, group: str, topic: str) -> tuple[int, str]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        (tp,) = c.committed([TopicPartition(topic, 0)], timeout=30)
+        return tp.offset, tp.metadata
+    finally:
+        c.close()
+
+
+def test_groups_committed_offsets_survive_broker_restart_and_kill9():
+    from confluent_kafka import Consumer, TopicPartition
+
+    from test_durability import Restartable
+
+    r = Restartable()
+    try:
+        r.start()
+        topic = clients.unique_topic("groups-durable")
+        assert admin.create_topic("confluent", r.bootstrap, topic, 1) == 0
+        group = "durable-group"
+        c = Consumer({"bootstrap.servers": r.bootstrap, "group.id": group, "enable.auto.commit": False})
+        c.commit(offsets=[TopicPartition(topic, 0, 17, metadata="m17")], asynchronous=False)
+        c.close()
+        assert r.stop() == 0
+        r.start()
+        assert admin.wait_for(lambda: _committed_confluent(r.bootstrap, group, topic), "commit after restart",
+                              timeout_s=WAIT_S) == (17, "m17")
+        c = Consumer({"bootstrap.servers": r.bootstrap, "group.id": group, "enable.auto.commit": False})
+        c.commit(offsets=[TopicPartition(topic, 0, 23, metadata="m23")], asynchronous=False)
+        c.close()
+        r.kill9()
+        r.start()
+        assert _committed_confluent(r.bootstrap, group, topic) == (23, "m23")
+    finally:
+        r.cleanup()
+
+
+def test_groups_static_member_restart_causes_no_rebalance(broker):
+    topic = clients.unique_topic("groups-static")
+    assert admin.create_topic("confluent", broker.bootstrap, topic, PARTITIONS) == 0
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    events: list[str] = []
+    static_conf = {"group.instance.id": "static-1"}
+    dynamic = Runner(lambda: Member("confluent", broker.bootstrap, group, topic, events=events))
+    static = Runner(lambda: Member("confluent", broker.bootstrap, group, topic, **static_conf))
+    dynamic.start()
+    static.start()
+    try:
+        before = until_owned([dynamic, static])
+        time.sleep(2)
+        events.clear()
+        # A static member sends no LeaveGroup when it closes; a new instance with the same
+        # group.instance.id takes its place within the session timeout.
+        static.stop()
+        static = Runner(lambda: Member("confluent", broker.bootstrap, group, topic, **static_conf))
+        static.start()
+        after = until_owned([dynamic, static])
+        time.sleep(5)
+        assert after == before
+        assert events == [], f"the dynamic member saw a rebalance: {events}"
+    finally:
+        dynamic.stop()
+        static.stop()
+
+
+def test_groups_admin_list_describe_delete(broker):
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    topic = clients.unique_topic("groups-admin")
+    assert admin.create_topic("confluent", broker.bootstrap, topic, 2) == 0
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    m = Member("confluent", broker.bootstrap, group, topic, **{"client.id": "admin-test"})
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    try:
+        until_owned_partial(m)
+        listed = a.list_consumer_groups(request_timeout=30).result()
+        assert group in {g.group_id for g in listed.valid}
+        d = a.describe_consumer_groups([group], request_timeout=30)[group].result()
+        assert str(d.state).upper().endswith("STABLE")
+        assert len(d.members) == 1 and d.members[0].client_id == "admin-test"
+        assert {tp.partition for tp in d.members[0].assignment.topic_partitions} == {0, 1}
+        with pytest.raises(KafkaException) as e:
+            a.delete_consumer_groups([group], request_timeout=30)[group].result()
+        assert e.value.args[0].code() == 68  # NON_EMPTY_GROUP
+        from confluent_kafka import TopicPartition
+
+        m.c.commit(offsets=[TopicPartition(topic, 1, 5)], asynchronous=False)
+    finally:
+        m.close()
+    offsets = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=30)[group].result()
+    assert {(tp.partition, tp.offset) for tp in offsets.topic_partitions} >= {(1, 5)}
+    a.delete_consumer_groups([group], request_timeout=30)[group].result()
+    listed = a.list_consumer_groups(request_timeout=30).result()
+    assert group not in {g.group_id for g in listed.valid}
+
+
+def until_owned_partial(m: Member) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        m.poll(0.1)
+        if m.assignment():
+            return
+    raise AssertionError("never assigned")
