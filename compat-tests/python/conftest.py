@@ -117,5 +117,42 @@ def pytest_runtest_makereport(item, call):
         _consecutive_failures[key] = _consecutive_failures.get(key, 0) + 1
 
 
+# pytest-timeout's signal method fails a hung test and lets fixtures stop the brokers, but
+# its SIGALRM handler cannot run while the main thread is stuck inside C code (a client
+# library's blocking close, say). This watchdog is the backstop: WATCHDOG_GRACE_S after a
+# test's timeout it prints every thread's stack and ends pytest; the brokers, started with
+# PR_SET_PDEATHSIG, die with it.
+WATCHDOG_GRACE_S = 300.0  # beyond the timeout; a session fixture may start a JVM first
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    import faulthandler
+    import threading
+
+    marker = item.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker and marker.args else float(item.config.getini("timeout") or 0)
+    timer = None
+    if limit > 0:
+
+        def fire():
+            sys.stderr.write(
+                f"\n*** watchdog: {item.nodeid} still running {limit + WATCHDOG_GRACE_S:.0f}s after start; "
+                "its timeout did not stop it. Stacks:\n"
+            )
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+            sys.stderr.flush()
+            os._exit(3)
+
+        timer = threading.Timer(limit + WATCHDOG_GRACE_S, fire)
+        timer.daemon = True
+        timer.start()
+    try:
+        yield
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
 def pytest_report_header(config):
     return [f"strom-compat: brokers={','.join(BROKERS)} records={RECORDS} strom_bin={brokers.STROM_BIN}"]
