@@ -1,0 +1,1 @@
+//! Test-only crate: the scenarios are in `tests/rdkafka_compat.rs`.
