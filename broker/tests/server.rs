@@ -16,17 +16,21 @@ use kafka_protocol::records::{
 };
 
 fn batch(n: usize, tag: &str) -> Bytes {
+    idempotent_batch(n, tag, -1, -1, -1)
+}
+
+fn idempotent_batch(n: usize, tag: &str, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
     let records: Vec<Record> = (0..n)
         .map(|i| Record {
             transactional: false,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch: epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1 + i as i32,
+            sequence: first_seq + i as i32,
             timestamp: 1_700_000_000_000 + i as i64,
             key: Some(Bytes::from(format!("{tag}-k{i}"))),
             value: Some(Bytes::from(format!("{tag}-v{i}"))),
@@ -114,6 +118,53 @@ fn given_data_when_broker_restarts_then_everything_is_there_with_same_offsets() 
     assert_eq!(before, after);
     assert_eq!(after[0].len(), 5);
     assert_eq!(produce(&mut c, "keep", 0, batch(1, "c")), (0, 5));
+    drop(c);
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn given_idempotent_producer_when_broker_restarts_then_retry_is_a_duplicate_and_sequence_continues()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), 1);
+    let mut c = Client::connect(server.kafka_addr);
+    create(&mut c, "idem", 1);
+    let first = idempotent_batch(3, "a", 77, 0, 0);
+    assert_eq!(produce(&mut c, "idem", 0, first.clone()), (0, 0));
+    assert_eq!(
+        produce(&mut c, "idem", 0, idempotent_batch(2, "b", 77, 0, 3)),
+        (0, 3)
+    );
+    drop(c);
+    server.shutdown().unwrap();
+    let snapshots: Vec<_> = std::fs::read_dir(dir.path().join("idem-0"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".snapshot"))
+        .collect();
+    assert_eq!(
+        snapshots.len(),
+        1,
+        "one producer snapshot at clean shutdown"
+    );
+
+    let server = start(dir.path(), 1);
+    let mut c = Client::connect(server.kafka_addr);
+    // A retry of the last batch is answered with its original offset and not stored again.
+    assert_eq!(
+        produce(&mut c, "idem", 0, idempotent_batch(2, "b", 77, 0, 3)),
+        (0, 3)
+    );
+    // A gap is still refused; the next in-sequence batch lands right after.
+    assert_eq!(
+        produce(&mut c, "idem", 0, idempotent_batch(1, "c", 77, 0, 9)).0,
+        45
+    );
+    assert_eq!(
+        produce(&mut c, "idem", 0, idempotent_batch(1, "c", 77, 0, 5)),
+        (0, 5)
+    );
+    assert_eq!(fetch_values(&mut c, "idem", 0).len(), 6);
     drop(c);
     server.shutdown().unwrap();
 }

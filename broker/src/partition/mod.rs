@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use storage::batch::{BatchError, BatchHeader};
+use storage::producer_snapshot::{self, ProducerSnapshotEntry};
 use storage::{AppendOptions, Durability, PartitionLog, ReadResult, StorageError};
 use tokio::sync::watch;
 
@@ -143,7 +144,9 @@ pub struct Partition {
 }
 
 impl Partition {
-    /// Wraps an opened log and rebuilds producer state from the batches it holds.
+    /// Wraps an opened log and rebuilds producer state: from the newest producer snapshot
+    /// (Kafka's `.snapshot` format, written at clean shutdown) plus the batches after it, or
+    /// from the whole log when there is no usable snapshot.
     pub fn new(
         topic: Arc<str>,
         index: i32,
@@ -151,7 +154,8 @@ impl Partition {
         settings: Arc<TopicSettings>,
     ) -> Result<Partition, StorageError> {
         let mut producers = ProducerStateTable::default();
-        for h in log.batch_headers_from(log.log_start_offset())? {
+        let replay_from = load_snapshot(&log, &mut producers)?;
+        for h in log.batch_headers_from(replay_from)? {
             if h.producer_id >= 0 && !h.is_control() {
                 producers.record(
                     h.producer_id,
@@ -275,6 +279,95 @@ impl Partition {
             high_watermark: hw,
             log_start_offset: self.log.log_start_offset(),
         })
+    }
+}
+
+/// Loads the newest snapshot at or below the log end into `producers` and returns the offset
+/// to replay batch headers from. Snapshots past the log end (the log was truncated by
+/// recovery after they were written) describe data that is gone: they are deleted.
+fn load_snapshot(
+    log: &PartitionLog,
+    producers: &mut ProducerStateTable,
+) -> Result<i64, StorageError> {
+    let dir = log.dir();
+    let start = log.log_start_offset();
+    let end = log.log_end_offset();
+    let mut usable = None;
+    for offset in producer_snapshot::list(dir)? {
+        if offset > end {
+            let path = producer_snapshot::snapshot_path(dir, offset);
+            tracing::warn!(path = %path.display(), log_end = end, "dropping producer snapshot past the log end");
+            let _ = std::fs::remove_file(path);
+        } else if offset >= start {
+            usable = Some(offset);
+        }
+    }
+    let Some(offset) = usable else {
+        return Ok(start);
+    };
+    let path = producer_snapshot::snapshot_path(dir, offset);
+    let entries = match producer_snapshot::read(&path) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "unreadable producer snapshot; rebuilding from the log");
+            return Ok(start);
+        }
+    };
+    for e in entries {
+        // Kafka's snapshot keeps each producer's last batch: enough to answer a retry of it.
+        let delta = e.offset_delta.max(0);
+        let first_seq = if e.last_sequence >= delta {
+            e.last_sequence - delta
+        } else {
+            // The batch wrapped past i32::MAX.
+            (i32::MAX - (delta - e.last_sequence)) + 1
+        };
+        producers.record(
+            e.producer_id,
+            e.producer_epoch,
+            BatchMeta {
+                first_seq,
+                last_seq: e.last_sequence,
+                first_offset: e.last_offset - delta as i64,
+                last_offset: e.last_offset,
+                timestamp: e.timestamp,
+            },
+        );
+    }
+    Ok(offset)
+}
+
+impl Partition {
+    /// Writes the producer state as of the log end in Kafka's snapshot format and removes
+    /// older snapshots; called at clean shutdown so the next open replays nothing.
+    pub fn write_producer_snapshot(&self) -> Result<(), StorageError> {
+        let end = self.log.log_end_offset();
+        let entries: Vec<ProducerSnapshotEntry> = self
+            .producers
+            .borrow()
+            .iter()
+            .filter_map(|(&producer_id, e)| {
+                let last = e.batches.back()?;
+                Some(ProducerSnapshotEntry {
+                    producer_id,
+                    producer_epoch: e.epoch,
+                    last_sequence: last.last_seq,
+                    last_offset: last.last_offset,
+                    offset_delta: (last.last_offset - last.first_offset) as i32,
+                    timestamp: last.timestamp,
+                    coordinator_epoch: -1,
+                    current_txn_first_offset: -1,
+                })
+            })
+            .collect();
+        let dir = self.log.dir();
+        producer_snapshot::write(dir, end, &entries)?;
+        for offset in producer_snapshot::list(dir)? {
+            if offset != end {
+                let _ = std::fs::remove_file(producer_snapshot::snapshot_path(dir, offset));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -325,6 +325,10 @@ fn run_shard(
             let start = part.log.log_start_offset();
             match Rc::try_unwrap(part) {
                 Ok(part) => {
+                    if let Err(e) = part.write_producer_snapshot() {
+                        tracing::warn!(topic = %topic, partition = p, error = %e,
+                            "producer snapshot not written; the next start rebuilds it from the log");
+                    }
                     let end = part.log.log_end_offset();
                     part.log.close().await.with_context(|| format!("closing {topic}-{p}"))?;
                     report.push((topic.to_string(), p, end, start));
