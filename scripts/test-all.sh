@@ -94,6 +94,10 @@ setup() {
     bash compat-tests/kafka/kafka.sh fetch
     java -version 2>&1 | head -1
     command -v cargo >/dev/null || { echo "cargo not found: install Rust (rustup)" >&2; return 1; }
+    if command -v rustup >/dev/null; then
+        cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+        cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+    fi
 }
 
 # ---------------------------------------------------------------- compat
