@@ -54,6 +54,11 @@ pub enum BatchError {
     },
     #[error("no record batch in buffer")]
     Empty,
+    #[error("record batch offsets out of range: base offset {base_offset}, last_offset_delta {last_offset_delta}")]
+    BadOffsetRange {
+        base_offset: i64,
+        last_offset_delta: i32,
+    },
 }
 
 /// Parsed fixed 61-byte v2 batch header.
@@ -148,7 +153,39 @@ pub fn compute_crc(batch: &[u8]) -> u32 {
     crc32c::crc32c(&batch[CRC_START..])
 }
 
-/// Full check of one batch at the start of `buf`: framing, CRC, codec, record count.
+/// The check of a batch read back from disk, and only that: framing (size, magic), CRC
+/// and a sane offset range. This is what Kafka's `LogSegment.recover` checks
+/// (`ensureValid` + `ensureOffsetInRange`), and deliberately no more: Kafka's log cleaner
+/// keeps a compacted batch's original last offset while dropping records, so a stored
+/// batch may have `records_count - 1 != last_offset_delta`, or even no records at all
+/// (kept to preserve an idempotent producer's last sequence). Refusing those would make
+/// recovery truncate valid Kafka data.
+pub fn validate_stored(buf: &[u8]) -> Result<BatchHeader, BatchError> {
+    let h = frame(buf)?;
+    let batch = &buf[..h.total_size()];
+    let actual = compute_crc(batch);
+    if actual != h.crc {
+        return Err(BatchError::CrcMismatch {
+            expected: h.crc,
+            actual,
+        });
+    }
+    if h.base_offset < 0
+        || h.last_offset_delta < 0
+        || h.base_offset
+            .checked_add(h.last_offset_delta as i64)
+            .is_none()
+    {
+        return Err(BatchError::BadOffsetRange {
+            base_offset: h.base_offset,
+            last_offset_delta: h.last_offset_delta,
+        });
+    }
+    Ok(h)
+}
+
+/// Full check of one batch at the start of `buf` as a producer sends it: framing, CRC,
+/// codec, record count. Stricter than [`validate_stored`]; never use it on disk data.
 pub fn validate_one(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     let h = frame(buf)?;
     let batch = &buf[..h.total_size()];
@@ -191,8 +228,9 @@ pub fn validate_batches(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
     Ok(out)
 }
 
-/// Iterates complete batches in a buffer. Checks framing only, or also the CRC when built
-/// with [`BatchIter::validating`]. Stops after the first error.
+/// Iterates complete batches in a buffer. Checks framing only, or also the CRC and offset
+/// range ([`validate_stored`]) when built with [`BatchIter::validating`]. Stops after the
+/// first error.
 pub struct BatchIter<'a> {
     buf: &'a [u8],
     pos: usize,
@@ -229,7 +267,7 @@ impl<'a> Iterator for BatchIter<'a> {
         }
         let rest = &self.buf[self.pos..];
         let r = if self.validate {
-            validate_one(rest)
+            validate_stored(rest)
         } else {
             frame(rest)
         };

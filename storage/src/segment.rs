@@ -260,6 +260,12 @@ impl Segment {
         }
     }
 
+    /// Kafka's `ensureOffsetInRange`: a batch belongs in this segment only if its offsets
+    /// are at or above the base and fit the indexes' 32-bit relative offsets.
+    fn offset_in_range(&self, h: &BatchHeader) -> bool {
+        h.base_offset >= self.base_offset && h.last_offset() - self.base_offset <= i32::MAX as i64
+    }
+
     fn corrupt(&self, e: batch::BatchError) -> StorageError {
         StorageError::Corrupt {
             path: self.log_path(),
@@ -301,9 +307,12 @@ impl Segment {
         let mut first = true;
         let mut ok = true;
         while pos < buf.len() {
-            let Ok(h) = batch::validate_one(&buf[pos..]) else {
-                ok = false;
-                break;
+            let h = match batch::validate_stored(&buf[pos..]) {
+                Ok(h) if self.offset_in_range(&h) => h,
+                _ => {
+                    ok = false;
+                    break;
+                }
             };
             if first {
                 first = false;
@@ -363,8 +372,8 @@ impl Segment {
         let mut bad: Option<batch::BatchError> = None;
         let mut prev_next = self.base_offset;
         while pos < buf.len() {
-            match batch::validate_one(&buf[pos..]) {
-                Ok(h) if h.base_offset >= prev_next => {
+            match batch::validate_stored(&buf[pos..]) {
+                Ok(h) if h.base_offset >= prev_next && self.offset_in_range(&h) => {
                     self.record_batch(&h, pos as u64)
                         .map_err(|e| StorageError::io(e, &path))?;
                     prev_next = h.last_offset() + 1;
@@ -373,7 +382,7 @@ impl Segment {
                 Ok(h) => {
                     bad = Some(batch::BatchError::BadLength(h.batch_length));
                     tracing::warn!(file = %path.display(), offset = h.base_offset,
-                        "batch offsets go backwards");
+                        "batch offsets go backwards or out of the segment's range");
                     break;
                 }
                 Err(e) => {

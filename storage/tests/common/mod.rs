@@ -99,3 +99,31 @@ pub fn read_all(log: &PartitionLog, from: i64) -> Vec<storage::batch::BatchHeade
     }
     out
 }
+
+/// A batch as Kafka's log cleaner leaves it: `records` (offset delta, value) kept out of
+/// a batch that spanned `last_offset_delta + 1` offsets. records_count is the number
+/// kept, so `records_count - 1 != last_offset_delta` when some were removed.
+pub fn compacted_batch(base_ts: i64, records: &[(i64, &[u8])], last_offset_delta: i32) -> Vec<u8> {
+    let mut body_all = Vec::new();
+    for &(delta, v) in records {
+        let mut body = vec![0u8];
+        put_varint(&mut body, delta);
+        put_varint(&mut body, delta);
+        put_varint(&mut body, -1);
+        put_varint(&mut body, v.len() as i64);
+        body.extend_from_slice(v);
+        put_varint(&mut body, 0);
+        put_varint(&mut body_all, body.len() as i64);
+        body_all.extend_from_slice(&body);
+    }
+    let mut b = batch(base_ts, &[b"x"]);
+    b.truncate(61);
+    b[8..12].copy_from_slice(&((49 + body_all.len()) as i32).to_be_bytes());
+    b[23..27].copy_from_slice(&last_offset_delta.to_be_bytes());
+    b[35..43].copy_from_slice(&(base_ts + last_offset_delta as i64).to_be_bytes());
+    b[57..61].copy_from_slice(&(records.len() as i32).to_be_bytes());
+    b.extend_from_slice(&body_all);
+    let crc = storage::batch::compute_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
