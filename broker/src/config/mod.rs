@@ -90,6 +90,12 @@ pub struct BrokerConfig {
     pub group_max_session_timeout_ms: i32,
     /// Kafka `group.max.size`: members per classic group. Default 2147483647, >= 1.
     pub group_max_size: i32,
+    /// Kafka `group.consumer.session.timeout.ms`: KIP-848 members that send no heartbeat for
+    /// this long leave the group. Default 45000.
+    pub group_consumer_session_timeout_ms: i32,
+    /// Kafka `group.consumer.heartbeat.interval.ms`: how often KIP-848 members heartbeat.
+    /// Default 5000.
+    pub group_consumer_heartbeat_interval_ms: i32,
     /// Kafka `offsets.retention.minutes`: committed offsets of an empty group expire after
     /// this long. Default 10080 (7 days).
     pub offsets_retention_minutes: i64,
@@ -140,6 +146,8 @@ impl Default for BrokerConfig {
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
             group_max_size: i32::MAX,
+            group_consumer_session_timeout_ms: 45_000,
+            group_consumer_heartbeat_interval_ms: 5_000,
             offsets_retention_minutes: 10080,
             offset_metadata_max_bytes: 4096,
             io_backend: "auto".into(),
@@ -371,6 +379,14 @@ impl BrokerConfig {
             return Err(bad(
                 "group_initial_rebalance_delay_ms",
                 "must be >= 0".into(),
+            ));
+        }
+        if self.group_consumer_heartbeat_interval_ms < 1
+            || self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms
+        {
+            return Err(bad(
+                "group_consumer_heartbeat_interval_ms",
+                "must be >= 1 and below group_consumer_session_timeout_ms".into(),
             ));
         }
         if self.group_max_size < 1 {

@@ -228,6 +228,8 @@ pub struct Group {
     initial_delay_limit: Option<i64>,
     pub state_timestamp: i64,
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// Set when the group id is used by the KIP-848 consumer protocol.
+    pub consumer: Option<super::consumer::ConsumerGroup>,
     dirty: bool,
 }
 
@@ -248,6 +250,7 @@ impl Group {
             initial_delay_limit: None,
             state_timestamp: now,
             offsets: BTreeMap::new(),
+            consumer: None,
             dirty: false,
         }
     }
@@ -904,11 +907,21 @@ impl Group {
 
     /// Deletes the group (DeleteGroups): only an empty group may go.
     pub fn can_delete(&self) -> Result<(), GroupError> {
+        if self.has_consumer_members() {
+            return Err(GroupError::NonEmptyGroup);
+        }
         match self.state {
             GroupState::Dead => Err(GroupError::GroupIdNotFound),
             GroupState::Empty => Ok(()),
             _ => Err(GroupError::NonEmptyGroup),
         }
+    }
+
+    /// Whether KIP-848 members use this group id now (then classic requests are refused).
+    pub fn has_consumer_members(&self) -> bool {
+        self.consumer
+            .as_ref()
+            .is_some_and(|c| !c.members.is_empty())
     }
 
     pub fn mark_dead(&mut self, now: i64) {

@@ -3,7 +3,7 @@
 //! changes back to it.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
@@ -15,6 +15,7 @@ use kafka_protocol::records::{
 use super::classic::{
     CommittedOffset, Group, GroupConfig, GroupState, JoinParams, JoinReply, Member, SyncReply,
 };
+use super::consumer::{ConsumerConfig, HeartbeatParams, HeartbeatResult};
 use super::records::{GroupMetadata, GroupRecord, MemberMetadata};
 use super::{offsets_partition, GroupError, OFFSETS_TOPIC};
 use crate::shard::ShardState;
@@ -29,6 +30,7 @@ pub struct GroupShard {
     pub groups: RefCell<HashMap<String, Group>>,
     loaded: RefCell<HashSet<i32>>,
     pub cfg: GroupConfig,
+    pub consumer_cfg: ConsumerConfig,
 }
 
 thread_local! {
@@ -63,6 +65,11 @@ impl GroupShard {
                 groups: RefCell::new(HashMap::new()),
                 loaded: RefCell::new(HashSet::new()),
                 cfg: GroupConfig::from_broker(&state.ctx.config),
+                consumer_cfg: ConsumerConfig {
+                    session_timeout_ms: state.ctx.config.group_consumer_session_timeout_ms,
+                    heartbeat_interval_ms: state.ctx.config.group_consumer_heartbeat_interval_ms,
+                    max_size: state.ctx.config.group_max_size.max(1) as usize,
+                },
             });
             tokio::task::spawn_local(tick_loop(Rc::downgrade(&groups)));
             *g = Some((Rc::downgrade(state), groups.clone()));
@@ -311,10 +318,11 @@ impl GroupShard {
                 }
                 groups.insert(group_id.to_string(), Group::new(group_id, now));
             }
-            groups
-                .get_mut(group_id)
-                .expect("present")
-                .join(p, now, &self.cfg)
+            let g = groups.get_mut(group_id).expect("present");
+            if g.has_consumer_members() {
+                return Err(GroupError::InconsistentGroupProtocol);
+            }
+            g.join(p, now, &self.cfg)
         };
         let _ = self.persist_if_dirty(group_id).await;
         let r = reply.wait().await;
@@ -416,6 +424,10 @@ impl GroupShard {
         {
             let mut groups = self.groups.borrow_mut();
             match groups.get(group_id) {
+                Some(g) if g.has_consumer_members() => {
+                    let c = g.consumer.as_ref().expect("consumer group");
+                    c.validate_member_epoch(member_id, generation)?
+                }
                 Some(g) => g.validate_commit(member_id, instance_id, generation)?,
                 None if generation < 0 => {
                     groups.insert(group_id.to_string(), Group::new(group_id, now));
@@ -477,11 +489,18 @@ impl GroupShard {
     pub fn fetch_offsets(
         &self,
         group_id: &str,
+        member: Option<(String, i32)>,
         topics: Option<Vec<(String, Vec<i32>)>>,
-    ) -> FetchedOffsets {
+    ) -> Result<FetchedOffsets, GroupError> {
         let groups = self.groups.borrow();
         let g = groups.get(group_id);
-        match topics {
+        // OffsetFetch v9 from a KIP-848 member carries its epoch: a stale one is refused.
+        if let (Some((member_id, epoch)), Some(c)) = (member, g.and_then(|g| g.consumer.as_ref())) {
+            if !c.members.is_empty() {
+                c.validate_member_epoch(&member_id, epoch)?;
+            }
+        }
+        Ok(match topics {
             Some(topics) => topics
                 .into_iter()
                 .map(|(t, parts)| {
@@ -504,7 +523,55 @@ impl GroupShard {
                 }
                 by_topic
             }
+        })
+    }
+
+    /// Topics clients may subscribe to, with their partition counts.
+    pub fn topic_partitions(&self) -> BTreeMap<String, i32> {
+        self.shard
+            .upgrade()
+            .map(|s| {
+                s.ctx
+                    .catalog
+                    .snapshot()
+                    .topics
+                    .values()
+                    .filter(|t| !t.internal)
+                    .map(|t| (t.name.to_string(), t.partitions))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// ConsumerGroupHeartbeat (KIP-848).
+    pub fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        p: HeartbeatParams,
+    ) -> Result<HeartbeatResult, GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidRequest("GroupId can't be empty.".into()));
         }
+        let topics = self.topic_partitions();
+        let now = crate::now_ms();
+        let mut groups = self.groups.borrow_mut();
+        if !groups.contains_key(group_id) {
+            if p.member_epoch != 0 {
+                return Err(GroupError::UnknownMemberId);
+            }
+            groups.insert(group_id.to_string(), Group::new(group_id, now));
+        }
+        let g = groups.get_mut(group_id).expect("present");
+        if !g.members.is_empty() {
+            // A classic group with members: not a consumer group.
+            return Err(GroupError::GroupIdNotFound);
+        }
+        g.consumer.get_or_insert_with(Default::default).heartbeat(
+            p,
+            &topics,
+            now,
+            &self.consumer_cfg,
+        )
     }
 
     /// DeleteGroups for one group: tombstones for its metadata and offsets.
@@ -590,7 +657,12 @@ impl GroupShard {
 
     fn tick(&self, now: i64) -> Vec<String> {
         let mut dirty = Vec::new();
+        let mut topics = None;
         for g in self.groups.borrow_mut().values_mut() {
+            if let Some(c) = g.consumer.as_mut() {
+                let topics = topics.get_or_insert_with(|| self.topic_partitions());
+                c.tick(now, topics);
+            }
             g.tick(now, &self.cfg);
             if g.is_dirty() {
                 dirty.push(g.id.clone());

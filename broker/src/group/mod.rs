@@ -12,7 +12,9 @@
 //! key/value schemas (`records`), appended with acks=all before a commit is answered, and
 //! replayed from the log the first time a shard touches a coordinator partition after start.
 
+pub mod assignor;
 pub mod classic;
+pub mod consumer;
 pub mod coordinator;
 pub mod records;
 
@@ -70,6 +72,12 @@ pub enum GroupError {
     UnknownTopicOrPartition,
     #[error("the offset metadata is larger than offset.metadata.max.bytes")]
     OffsetMetadataTooLarge,
+    #[error("the member epoch is not the member's current one (fenced)")]
+    FencedMemberEpoch,
+    #[error("the member epoch is older than the member's current one")]
+    StaleMemberEpoch,
+    #[error("the server assignor is not supported (uniform, range)")]
+    UnsupportedAssignor,
     #[error("invalid request: {0}")]
     InvalidRequest(String),
     #[error("writing to __consumer_offsets failed: {0}")]
@@ -98,6 +106,9 @@ pub fn error_code(e: &GroupError) -> i16 {
         G::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
         G::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
         G::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
+        G::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
+        G::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
+        G::UnsupportedAssignor => ResponseError::UnsupportedAssignor,
         G::InvalidRequest(_) => ResponseError::InvalidRequest,
         // A failed append to __consumer_offsets: Kafka answers NOT_COORDINATOR so the client
         // looks the coordinator up again and retries.
@@ -261,6 +272,9 @@ mod tests {
             (G::GroupSubscribedToTopic, 86),
             (G::UnknownTopicOrPartition, 3),
             (G::OffsetMetadataTooLarge, 12),
+            (G::FencedMemberEpoch, 110),
+            (G::StaleMemberEpoch, 113),
+            (G::UnsupportedAssignor, 112),
             (G::InvalidRequest("x".into()), 42),
             (G::Storage("x".into()), 16),
         ];

@@ -296,6 +296,8 @@ pub fn is_group_api(key: ApiKey) -> bool {
             | ApiKey::ListGroups
             | ApiKey::DescribeGroups
             | ApiKey::DeleteGroups
+            | ApiKey::ConsumerGroupHeartbeat
+            | ApiKey::ConsumerGroupDescribe
     )
 }
 
@@ -431,6 +433,74 @@ pub fn call_at_version(h: &Harness, key: ApiKey, v: i16) {
             );
             assert_eq!(r.results[0].error_code, 0, "{ctx}");
         }
+        ApiKey::ConsumerGroupHeartbeat => {
+            let r = consumer_join(h, &group, v);
+            assert_eq!(r.error_code, 0, "{ctx}");
+            assert_eq!(r.member_epoch, 1, "{ctx}");
+        }
+        ApiKey::ConsumerGroupDescribe => {
+            consumer_join(h, &group, 1);
+            let r: ConsumerGroupDescribeResponse = h.call(
+                key,
+                v,
+                ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(&group))]),
+            );
+            assert_eq!(r.groups[0].error_code, 0, "{ctx}");
+            assert_eq!(r.groups[0].members.len(), 1, "{ctx}");
+        }
         other => panic!("{other:?} is not a group API"),
     }
+}
+
+pub fn consumer_join(h: &Harness, group: &str, v: i16) -> ConsumerGroupHeartbeatResponse {
+    let member = if v >= 1 {
+        uuid::Uuid::new_v4().to_string()
+    } else {
+        String::new()
+    };
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s(&member))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+        .with_topic_partitions(Some(vec![]));
+    h.call(ApiKey::ConsumerGroupHeartbeat, v, req)
+}
+
+#[test]
+fn given_kip848_members_when_heartbeating_then_partitions_split_and_offsets_need_current_epoch() {
+    let h = harness();
+    create(&h, "t", 2);
+    let a = consumer_join(&h, "cg", 1);
+    assert_eq!(a.error_code, 0);
+    let a_parts = &a.assignment.as_ref().unwrap().topic_partitions[0].partitions;
+    assert_eq!(a_parts.len(), 2);
+    let b = consumer_join(&h, "cg", 1);
+    assert_eq!(b.member_epoch, 2);
+    // Commits need the member's current epoch.
+    let a_id = a.member_id.clone().unwrap().to_string();
+    let r: OffsetCommitResponse =
+        h.call(ApiKey::OffsetCommit, 9, commit_req("cg", &a_id, 1, "t", 4));
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    let r: OffsetCommitResponse =
+        h.call(ApiKey::OffsetCommit, 9, commit_req("cg", &a_id, 0, "t", 4));
+    assert_eq!(r.topics[0].partitions[0].error_code, 113);
+    // A classic join on a consumer group is refused.
+    let j: JoinGroupResponse = h.call(ApiKey::JoinGroup, 9, join_req("cg", "", None));
+    assert_eq!(j.error_code, 23);
+    let l: ListGroupsResponse = h.call(
+        ApiKey::ListGroups,
+        5,
+        ListGroupsRequest::default().with_types_filter(vec![s("consumer")]),
+    );
+    assert_eq!(l.groups.len(), 1);
+    assert_eq!(l.groups[0].group_type.as_str(), "consumer");
+    // An unknown member id with a positive epoch.
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("cg")))
+        .with_member_id(s("ghost"))
+        .with_member_epoch(3);
+    let r: ConsumerGroupHeartbeatResponse = h.call(ApiKey::ConsumerGroupHeartbeat, 1, req);
+    assert_eq!(r.error_code, 25);
 }

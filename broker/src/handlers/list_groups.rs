@@ -1,5 +1,5 @@
 //! ListGroups (key 16): every group on every coordinator shard, with state (v4+) and type
-//! (v5+, "classic" for all groups until KIP-848 groups land) filters.
+//! (v5+, "classic" or "consumer" for KIP-848 groups) filters.
 
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
@@ -24,13 +24,23 @@ pub async fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsR
             .borrow()
             .values()
             .filter(|g| g.state != GroupState::Dead)
-            .map(|g| {
-                (
-                    g.id.clone(),
-                    g.protocol_type.clone().unwrap_or_default(),
-                    g.state.name(),
-                )
-            })
+            .map(
+                |g| match g.consumer.as_ref().filter(|_| g.members.is_empty()) {
+                    // KIP-848 groups report protocol type "consumer" and their own states.
+                    Some(c) => (
+                        g.id.clone(),
+                        "consumer".to_string(),
+                        c.state_name(),
+                        "consumer",
+                    ),
+                    None => (
+                        g.id.clone(),
+                        g.protocol_type.clone().unwrap_or_default(),
+                        g.state.name(),
+                        "classic",
+                    ),
+                },
+            )
             .collect::<Vec<_>>()
     })
     .await;
@@ -50,9 +60,11 @@ pub async fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsR
         .map(|s| s.to_ascii_lowercase())
         .collect();
     let groups = all
-        .filter(|(_, _, state)| states.is_empty() || states.contains(&state.to_ascii_lowercase()))
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
-        .map(|(id, protocol_type, state)| {
+        .filter(|(_, _, state, _)| {
+            states.is_empty() || states.contains(&state.to_ascii_lowercase())
+        })
+        .filter(|(_, _, _, kind)| types.is_empty() || types.iter().any(|t| t == kind))
+        .map(|(id, protocol_type, state, kind)| {
             ListedGroup::default()
                 .with_group_id(GroupId(StrBytes::from_string(id)))
                 .with_protocol_type(StrBytes::from_string(protocol_type))
@@ -62,7 +74,7 @@ pub async fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsR
                     StrBytes::default()
                 })
                 .with_group_type(if version >= 5 {
-                    StrBytes::from_static_str("classic")
+                    StrBytes::from_static_str(kind)
                 } else {
                     StrBytes::default()
                 })

@@ -9,6 +9,8 @@
 //! log line — what Kafka's own broker does.
 
 pub mod api_versions;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -178,6 +180,8 @@ api_table! {
     ListGroups => list_groups;
     DescribeGroups => describe_groups;
     DeleteGroups => delete_groups;
+    ConsumerGroupHeartbeat => consumer_group_heartbeat;
+    ConsumerGroupDescribe => consumer_group_describe;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {

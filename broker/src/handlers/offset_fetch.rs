@@ -25,11 +25,12 @@ use crate::group::coordinator::FetchedOffsets as Fetched;
 async fn fetch_group(
     ctx: &RequestContext,
     group_id: String,
+    member: Option<(String, i32)>,
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> Result<Fetched, GroupError> {
     let gid = group_id.clone();
     group::on_coordinator(ctx, &group_id, move |gs, _| async move {
-        Ok(gs.fetch_offsets(&gid, topics))
+        gs.fetch_offsets(&gid, member, topics)
     })
     .await
 }
@@ -56,7 +57,12 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
                     .collect()
             });
             let group_id = g.group_id.to_string();
-            let r = fetch_group(ctx, group_id, topics).await;
+            let member = g
+                .member_id
+                .as_ref()
+                .filter(|_| version >= 9)
+                .map(|m| (m.to_string(), g.member_epoch));
+            let r = fetch_group(ctx, group_id, member, topics).await;
             let mut out = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
             match r {
                 Ok(fetched) => {
@@ -92,7 +98,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
             .collect()
     });
     let GroupId(group_id) = req.group_id;
-    match fetch_group(ctx, group_id.to_string(), topics).await {
+    match fetch_group(ctx, group_id.to_string(), None, topics).await {
         Ok(fetched) => OffsetFetchResponse::default().with_topics(
             fetched
                 .into_iter()

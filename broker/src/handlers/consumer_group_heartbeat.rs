@@ -1,0 +1,98 @@
+//! ConsumerGroupHeartbeat (key 68, KIP-848): join, heartbeat, leave and receive the
+//! broker-computed assignment in one request. Partitions travel as topic ids on the wire and
+//! as topic names inside the group (names are what subscriptions hold).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::group::consumer::HeartbeatParams;
+use crate::group::{self, GroupError};
+
+pub const MIN_VERSION: i16 = 0;
+pub const MAX_VERSION: i16 = 1;
+
+/// The one place ConsumerGroupHeartbeat failures become Kafka error codes.
+pub fn error_code(e: &GroupError) -> i16 {
+    group::error_code(e)
+}
+
+pub async fn handle(
+    ctx: &RequestContext,
+    req: ConsumerGroupHeartbeatRequest,
+) -> ConsumerGroupHeartbeatResponse {
+    let catalog = ctx.ctx().catalog.snapshot();
+    if req
+        .subscribed_topic_regex
+        .as_ref()
+        .is_some_and(|r| !r.is_empty())
+    {
+        let e = GroupError::InvalidRequest("subscription by regex is not supported yet".into());
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(error_code(&e))
+            .with_error_message(Some(StrBytes::from_string(e.to_string())));
+    }
+    let owned = req.topic_partitions.as_ref().map(|tps| {
+        let mut a: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+        for tp in tps {
+            if let Some(t) = catalog.by_id(&tp.topic_id) {
+                a.entry(t.name.to_string())
+                    .or_default()
+                    .extend(tp.partitions.iter().copied());
+            }
+        }
+        a
+    });
+    let params = HeartbeatParams {
+        member_id: req.member_id.to_string(),
+        member_epoch: req.member_epoch,
+        instance_id: req.instance_id.as_ref().map(|s| s.to_string()),
+        rack_id: req.rack_id.as_ref().map(|s| s.to_string()),
+        client_id: ctx
+            .header
+            .client_id
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
+        client_host: String::new(),
+        rebalance_timeout_ms: req.rebalance_timeout_ms,
+        subscribed: req
+            .subscribed_topic_names
+            .as_ref()
+            .map(|ts| ts.iter().map(|t| t.to_string()).collect()),
+        assignor: req.server_assignor.as_ref().map(|s| s.to_string()),
+        owned,
+    };
+    let group_id = req.group_id.to_string();
+    let gid = group_id.clone();
+    let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+        gs.consumer_heartbeat(&gid, params)
+    })
+    .await;
+    match r {
+        Ok(h) => ConsumerGroupHeartbeatResponse::default()
+            .with_member_id(Some(StrBytes::from_string(h.member_id)))
+            .with_member_epoch(h.member_epoch)
+            .with_heartbeat_interval_ms(h.heartbeat_interval_ms)
+            .with_assignment(h.assignment.map(|a| {
+                Assignment::default().with_topic_partitions(
+                    a.into_iter()
+                        .filter_map(|(t, ps)| {
+                            let id = catalog.get(&t)?.id;
+                            Some(
+                                TopicPartitions::default()
+                                    .with_topic_id(id)
+                                    .with_partitions(ps.into_iter().collect()),
+                            )
+                        })
+                        .collect(),
+                )
+            })),
+        Err(e) => ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(error_code(&e))
+            .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+    }
+}
