@@ -54,6 +54,8 @@ pub enum BatchError {
     },
     #[error("no record batch in buffer")]
     Empty,
+    #[error("malformed records in batch: {0}")]
+    BadRecords(&'static str),
     #[error("record batch offsets out of range: base offset {base_offset}, last_offset_delta {last_offset_delta}")]
     BadOffsetRange {
         base_offset: i64,
@@ -124,8 +126,11 @@ impl BatchHeader {
     pub fn timestamp_type_log_append(&self) -> bool {
         self.attributes & ATTR_TIMESTAMP_TYPE != 0
     }
+    /// Saturates rather than overflows: base offset is not covered by the CRC, so a
+    /// corrupt one must not panic arithmetic (validation rejects such batches).
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + self.last_offset_delta as i64
+        self.base_offset
+            .saturating_add(self.last_offset_delta as i64)
     }
     pub fn total_size(&self) -> usize {
         LOG_OVERHEAD + self.batch_length.max(0) as usize
@@ -185,7 +190,12 @@ pub fn validate_stored(buf: &[u8]) -> Result<BatchHeader, BatchError> {
 }
 
 /// Full check of one batch at the start of `buf` as a producer sends it: framing, CRC,
-/// codec, record count. Stricter than [`validate_stored`]; never use it on disk data.
+/// codec, and the record count Kafka's `LogValidator` demands of clients:
+/// `records_count >= 1` and `last_offset_delta == records_count - 1`. For uncompressed
+/// batches the records themselves are walked: exactly `records_count` well-formed
+/// records must fill the batch, so a small batch cannot claim (and burn) 2^31 offsets.
+/// Compressed batches are checked by the broker after decompression; storage does not
+/// decompress. Stricter than [`validate_stored`]; never use it on disk data.
 pub fn validate_one(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     let h = frame(buf)?;
     let batch = &buf[..h.total_size()];
@@ -199,14 +209,28 @@ pub fn validate_one(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     if h.compression() > 4 {
         return Err(BatchError::BadCodec(h.compression()));
     }
-    if h.records_count < 0
-        || h.last_offset_delta < 0
-        || (h.records_count > 0 && h.last_offset_delta != h.records_count - 1)
-    {
+    if h.records_count < 1 || h.last_offset_delta != h.records_count - 1 {
         return Err(BatchError::BadRecordCount {
             last_offset_delta: h.last_offset_delta,
             records_count: h.records_count,
         });
+    }
+    if h.compression() == 0 {
+        let mut records = Records::new(batch, &h);
+        let mut n: i64 = 0;
+        for r in &mut records {
+            r?;
+            n += 1;
+        }
+        if n != h.records_count as i64 {
+            return Err(BatchError::BadRecordCount {
+                last_offset_delta: h.last_offset_delta,
+                records_count: h.records_count,
+            });
+        }
+        if !records.at_end() {
+            return Err(BatchError::BadRecords("bytes left after the last record"));
+        }
     }
     Ok(h)
 }
@@ -319,36 +343,120 @@ fn read_varint(buf: &[u8], at: &mut usize) -> Option<i64> {
     None
 }
 
+/// Smallest encoded record: length, attributes, timestamp delta, offset delta, key
+/// length, value length and header count, one byte each.
+const MIN_RECORD_SIZE: usize = 7;
+
+/// One record's framing fields.
+struct RecordFields {
+    timestamp_delta: i64,
+    offset_delta: i64,
+}
+
+/// Walks the records of an uncompressed batch, checking each one's framing the way
+/// Kafka's `DefaultRecord.readFrom` does (every length inside the record's own size).
+/// Yields at most `records_count` records and never more than the bytes can hold, so a
+/// count taken from input bounds nothing but the loop.
+struct Records<'a> {
+    buf: &'a [u8],
+    at: usize,
+    left: i64,
+    failed: bool,
+}
+
+impl<'a> Records<'a> {
+    fn new(batch: &'a [u8], h: &BatchHeader) -> Self {
+        let end = h.total_size().min(batch.len());
+        Records {
+            buf: &batch[..end],
+            at: HEADER_SIZE.min(end),
+            left: h.records_count.max(0) as i64,
+            failed: false,
+        }
+    }
+
+    fn at_end(&self) -> bool {
+        self.at == self.buf.len()
+    }
+
+    fn read_one(&mut self) -> Result<RecordFields, BatchError> {
+        let bad = BatchError::BadRecords;
+        let len = read_varint(self.buf, &mut self.at).ok_or(bad("record length"))?;
+        if len < (MIN_RECORD_SIZE - 1) as i64 || len as u64 > (self.buf.len() - self.at) as u64 {
+            return Err(bad("record length out of the batch"));
+        }
+        let end = self.at + len as usize;
+        let rec = &self.buf[..end];
+        let mut at = self.at + 1; // attributes
+        let timestamp_delta = read_varint(rec, &mut at).ok_or(bad("timestamp delta"))?;
+        let offset_delta = read_varint(rec, &mut at).ok_or(bad("offset delta"))?;
+        for _ in 0..2 {
+            // key, then value: -1 is null
+            let n = read_varint(rec, &mut at).ok_or(bad("key/value length"))?;
+            if n < -1 || n > (end - at) as i64 {
+                return Err(bad("key/value length out of the record"));
+            }
+            at += n.max(0) as usize;
+        }
+        let headers = read_varint(rec, &mut at).ok_or(bad("header count"))?;
+        if headers < 0 || headers > (end - at) as i64 {
+            return Err(bad("header count out of the record"));
+        }
+        for _ in 0..headers {
+            let k = read_varint(rec, &mut at).ok_or(bad("header key length"))?;
+            if k < 0 || k > (end - at) as i64 {
+                return Err(bad("header key length out of the record"));
+            }
+            at += k as usize;
+            let v = read_varint(rec, &mut at).ok_or(bad("header value length"))?;
+            if v < -1 || v > (end - at) as i64 {
+                return Err(bad("header value length out of the record"));
+            }
+            at += v.max(0) as usize;
+        }
+        if at != end {
+            return Err(bad("record fields do not fill the record length"));
+        }
+        self.at = end;
+        Ok(RecordFields {
+            timestamp_delta,
+            offset_delta,
+        })
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<RecordFields, BatchError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.left == 0 || self.at_end() {
+            return None;
+        }
+        self.left -= 1;
+        let r = self.read_one();
+        self.failed = r.is_err();
+        Some(r)
+    }
+}
+
 /// (offset, timestamp) of every record of an uncompressed batch, by walking the record
 /// framing only. None for compressed or malformed batches: the storage crate does not
-/// decompress, and callers then fall back to batch-level answers.
+/// decompress, and callers then fall back to batch-level answers. The result holds at
+/// most one entry per 7 bytes of the batch, whatever its records_count says.
 pub fn record_timestamps(batch: &[u8]) -> Option<Vec<(i64, i64)>> {
     let h = frame(batch).ok()?;
     if h.compression() != 0 {
         return None;
     }
-    let mut out = Vec::with_capacity(h.records_count.max(0) as usize);
-    let mut at = HEADER_SIZE;
-    let end = h.total_size();
-    for _ in 0..h.records_count {
-        let len = read_varint(&batch[..end], &mut at)?;
-        let start = at;
-        at += 1; // record attributes
-        let ts_delta = read_varint(&batch[..end], &mut at)?;
-        let off_delta = read_varint(&batch[..end], &mut at)?;
+    let room = (h.total_size() - HEADER_SIZE) / MIN_RECORD_SIZE;
+    let mut out = Vec::with_capacity((h.records_count.max(0) as usize).min(room));
+    for r in Records::new(batch, &h) {
+        let r = r.ok()?;
         let ts = if h.timestamp_type_log_append() {
             h.max_timestamp
         } else {
-            h.base_timestamp + ts_delta
+            h.base_timestamp.checked_add(r.timestamp_delta)?
         };
-        out.push((h.base_offset + off_delta, ts));
-        if len < 0 {
-            return None;
-        }
-        at = start.checked_add(len as usize)?;
-        if at > end {
-            return None;
-        }
+        out.push((h.base_offset.checked_add(r.offset_delta)?, ts));
     }
     Some(out)
 }
@@ -475,5 +583,92 @@ pub(crate) mod tests {
             .map(|r| r.unwrap().0.base_offset)
             .collect();
         assert_eq!(hs, vec![0, 1]);
+    }
+
+    /// Sets records_count and last_offset_delta as a lying producer would, with a
+    /// correct CRC so that only the count check can catch it.
+    fn with_count(mut b: Vec<u8>, count: i32) -> Vec<u8> {
+        b[23..27].copy_from_slice(&(count.wrapping_sub(1)).to_be_bytes());
+        b[57..61].copy_from_slice(&count.to_be_bytes());
+        let crc = compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn given_header_only_batch_claiming_i32_max_records_when_validating_then_rejected() {
+        let mut b = build_batch(1, &[b"x"]);
+        b.truncate(HEADER_SIZE);
+        b[8..12].copy_from_slice(&((HEADER_SIZE - LOG_OVERHEAD) as i32).to_be_bytes());
+        let b = with_count(b, i32::MAX);
+        assert!(validate_batches(&b).is_err());
+        // And nothing allocates by the claimed count.
+        assert_eq!(record_timestamps(&b), Some(vec![]));
+    }
+
+    #[test]
+    fn given_records_count_not_matching_records_when_validating_then_rejected() {
+        let b = build_batch(1, &[b"a", b"b", b"c"]);
+        for n in [1, 2, 4, 1000] {
+            assert!(
+                validate_batches(&with_count(b.clone(), n)).is_err(),
+                "count {n}"
+            );
+        }
+        assert!(validate_batches(&with_count(b, 3)).is_ok());
+    }
+
+    #[test]
+    fn given_zero_records_count_when_validating_then_rejected() {
+        // No records, one offset: what Kafka's cleaner leaves on disk to keep an
+        // idempotent producer's last sequence, but never valid producer input.
+        let mut b = build_batch(1, &[b"x"]);
+        b.truncate(HEADER_SIZE);
+        b[8..12].copy_from_slice(&((HEADER_SIZE - LOG_OVERHEAD) as i32).to_be_bytes());
+        b[23..27].copy_from_slice(&0i32.to_be_bytes());
+        b[57..61].copy_from_slice(&0i32.to_be_bytes());
+        let crc = compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            validate_batches(&b),
+            Err(BatchError::BadRecordCount { .. })
+        ));
+        assert!(validate_stored(&b).is_ok());
+    }
+
+    #[test]
+    fn given_bytes_after_last_record_when_validating_then_rejected() {
+        let mut b = build_batch(1, &[b"x"]);
+        b.extend_from_slice(&[0u8; 9]);
+        let len = (b.len() - LOG_OVERHEAD) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        let crc = compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert!(validate_batches(&b).is_err());
+    }
+
+    #[test]
+    fn given_record_length_past_batch_end_when_validating_then_rejected() {
+        let mut b = build_batch(1, &[b"x"]);
+        b[HEADER_SIZE] = 0x7e; // zigzag 63: longer than what is left
+        let crc = compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(
+            validate_batches(&b),
+            Err(BatchError::BadRecords("record length out of the batch"))
+        );
+        assert_eq!(record_timestamps(&b), None);
+    }
+
+    #[test]
+    fn given_timestamp_delta_overflowing_when_reading_timestamps_then_none_not_panic() {
+        let mut b = build_batch(0, &[b"x", b"y"]);
+        b[27..35].copy_from_slice(&i64::MAX.to_be_bytes());
+        let crc = compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(record_timestamps(&b), None);
+        let mut h = BatchHeader::parse(&b).unwrap();
+        h.base_offset = i64::MAX;
+        assert_eq!(h.last_offset(), i64::MAX);
     }
 }
