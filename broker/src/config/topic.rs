@@ -497,6 +497,9 @@ pub struct TopicSettings {
     pub log_append_time: bool,
     pub timestamp_before_max_ms: i64,
     pub timestamp_after_max_ms: i64,
+    /// Kafka 4.4's `max.decompressed.message.bytes`: the most a produced batch may inflate
+    /// to when the broker reads its records.
+    pub max_decompressed_bytes: usize,
     pub log: storage::LogConfig,
 }
 
@@ -532,6 +535,7 @@ impl TopicSettings {
             log_append_time: get("message.timestamp.type") == "LogAppendTime",
             timestamp_before_max_ms: long("message.timestamp.before.max.ms"),
             timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
+            max_decompressed_bytes: long("max.decompressed.message.bytes").max(0) as usize,
             log,
         }
     }

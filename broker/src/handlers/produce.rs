@@ -9,10 +9,12 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
+use storage::batch::BatchError;
 use storage::StorageError;
 
 use super::RequestContext;
 use crate::partition::producer_state::SequenceError;
+use crate::partition::records::RecordsError;
 use crate::partition::{validate_produce_records, PartitionError};
 use crate::shard::frontend::{self, FrontendError};
 
@@ -30,8 +32,22 @@ pub fn error_code(e: &FrontendError) -> i16 {
         FrontendError::ShardGone(_) => ResponseError::NotLeaderOrFollower.code(),
         FrontendError::Storage(s) => storage_code(s),
         FrontendError::Partition(p) => match p {
+            // A batch whose records do not add up to its header is invalid rather than
+            // corrupt (its CRC checks out), as Kafka's LogValidator reports it.
+            PartitionError::Corrupt(BatchError::BadRecordCount { .. }) => {
+                ResponseError::InvalidRecord.code()
+            }
             PartitionError::Corrupt(_) => ResponseError::CorruptMessage.code(),
             PartitionError::InvalidRecord(_) => ResponseError::InvalidRecord.code(),
+            PartitionError::Records(r) => match r {
+                RecordsError::Decompress { .. }
+                | RecordsError::UnknownCodec(_)
+                | RecordsError::Malformed { .. } => ResponseError::CorruptMessage.code(),
+                RecordsError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
+                RecordsError::CountMismatch { .. }
+                | RecordsError::OffsetDelta { .. }
+                | RecordsError::MissingKey => ResponseError::InvalidRecord.code(),
+            },
             PartitionError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
             PartitionError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp.code(),
             PartitionError::Sequence(SequenceError::InvalidProducerEpoch { .. }) => {

@@ -7,6 +7,7 @@
 //! stateful part.
 
 pub mod producer_state;
+pub mod records;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -27,6 +28,8 @@ pub enum PartitionError {
     Corrupt(#[source] BatchError),
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    #[error(transparent)]
+    Records(records::RecordsError),
     #[error("record batch of {size} bytes is larger than max.message.bytes {max}")]
     TooLarge { size: usize, max: i32 },
     #[error("timestamp {timestamp} of message is out of range: {reason}")]
@@ -75,8 +78,17 @@ pub fn validate_produce_records(
             "transactional produce is not supported yet".into(),
         ));
     }
-    if settings.compact {
-        require_keys(records)?;
+    // Storage walks uncompressed records already; compressed ones, and keys on compacted
+    // topics, need the broker's record reader.
+    if header.compression() != 0 || settings.compact {
+        records::validate(
+            records,
+            header.compression(),
+            header.records_count,
+            settings.compact,
+            settings.max_decompressed_bytes,
+        )
+        .map_err(PartitionError::Records)?;
     }
     if !settings.log_append_time {
         for ts in [header.base_timestamp, header.max_timestamp] {
@@ -104,21 +116,6 @@ pub fn validate_produce_records(
         }
     }
     Ok(*header)
-}
-
-/// Compaction keeps the latest record per key, so Kafka refuses keyless records on compacted
-/// topics. Finding them means reading every record, decompressing if need be — a cost only
-/// compacted topics pay.
-fn require_keys(records: &[u8]) -> Result<(), PartitionError> {
-    let mut buf = Bytes::copy_from_slice(records);
-    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
-        .map_err(|e| PartitionError::InvalidRecord(format!("cannot read records: {e:#}")))?;
-    if set.records.iter().any(|r| r.key.is_none()) {
-        return Err(PartitionError::InvalidRecord(
-            "Compacted topic cannot accept message without key".into(),
-        ));
-    }
-    Ok(())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

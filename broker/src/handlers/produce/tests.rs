@@ -164,6 +164,7 @@ fn given_acks_zero_when_producing_then_no_response_but_data_written() {
 #[test]
 fn given_each_error_when_mapping_then_table_of_kafka_codes() {
     use crate::partition::producer_state::SequenceError;
+    use crate::partition::records::RecordsError;
     use crate::partition::PartitionError;
     use crate::shard::frontend::FrontendError;
     let seq = SequenceError::OutOfOrder {
@@ -190,6 +191,28 @@ fn given_each_error_when_mapping_then_table_of_kafka_codes() {
         (
             FrontendError::Partition(PartitionError::InvalidRecord("x".into())),
             87,
+        ),
+        (
+            FrontendError::Partition(PartitionError::Records(RecordsError::MissingKey)),
+            87,
+        ),
+        (
+            FrontendError::Partition(PartitionError::Records(RecordsError::CountMismatch {
+                claimed: 2,
+                found: 1,
+            })),
+            87,
+        ),
+        (
+            FrontendError::Partition(PartitionError::Records(RecordsError::Malformed {
+                index: 0,
+                reason: "x",
+            })),
+            2,
+        ),
+        (
+            FrontendError::Partition(PartitionError::Records(RecordsError::TooLarge { limit: 1 })),
+            10,
         ),
         (
             FrontendError::Partition(PartitionError::TooLarge { size: 2, max: 1 }),
@@ -260,4 +283,19 @@ fn given_compacted_topic_when_record_has_no_key_then_invalid_record() {
             "{compression:?}"
         );
     }
+}
+
+#[test]
+fn given_batch_lying_about_its_record_count_when_producing_then_invalid_record_and_no_offsets_burnt(
+) {
+    let h = Harness::new();
+    create(&h, "t", 1);
+    let mut b = BytesMut::from(&batch(2, -1, -1, -1)[..]);
+    // Claim 1000 records (last_offset_delta 999) and re-seal the CRC, as a hostile client would.
+    b[23..27].copy_from_slice(&999i32.to_be_bytes());
+    b[57..61].copy_from_slice(&1000i32.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert_eq!(produce(&h, "t", 0, 1, b.freeze()).0, 87);
+    assert_eq!(produce(&h, "t", 0, 1, batch(1, -1, -1, -1)), (0, 0));
 }

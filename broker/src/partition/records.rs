@@ -1,0 +1,312 @@
+//! Record-level validation of a produced batch: what Kafka's `LogValidator` checks by reading
+//! every record, decompressing if need be.
+//!
+//! The batch header's `records_count` and `last_offset_delta` decide how many offsets the log
+//! hands out, so a batch that lies about them would burn offsets and poison consumers. For
+//! every batch we walk the records and check that there are exactly `records_count` of them,
+//! with inner offset deltas 0, 1, 2, …, that they fill the batch exactly, and (on compacted
+//! topics) that every record has a key. Decompression is bounded by
+//! `max.decompressed.message.bytes`, and nothing is allocated from a count read off the wire,
+//! so a hostile batch costs at most that many bytes of memory.
+
+use std::io::Read;
+
+/// Kafka's compression codec ids (batch attributes & 7).
+const NONE: u8 = 0;
+const GZIP: u8 = 1;
+const SNAPPY: u8 = 2;
+const LZ4: u8 = 3;
+const ZSTD: u8 = 4;
+
+/// Offset of the first record in a v2 batch.
+const RECORDS_OFFSET: usize = 61;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordsError {
+    #[error("batch claims {claimed} records but holds {found}")]
+    CountMismatch { claimed: i32, found: i64 },
+    #[error("record {index} has offset delta {delta}, expected {index}")]
+    OffsetDelta { index: i64, delta: i64 },
+    #[error("record {index} is malformed: {reason}")]
+    Malformed { index: i64, reason: &'static str },
+    #[error("Compacted topic cannot accept message without key")]
+    MissingKey,
+    #[error("cannot decompress records ({codec}): {reason}")]
+    Decompress { codec: &'static str, reason: String },
+    #[error("records decompress to more than {limit} bytes (max.decompressed.message.bytes)")]
+    TooLarge { limit: usize },
+    #[error("unknown compression codec {0}")]
+    UnknownCodec(u8),
+}
+
+/// Checks the records of one batch (header already validated: length, magic, CRC).
+pub fn validate(
+    batch: &[u8],
+    codec: u8,
+    records_count: i32,
+    require_keys: bool,
+    max_decompressed: usize,
+) -> Result<(), RecordsError> {
+    let body = &batch[RECORDS_OFFSET.min(batch.len())..];
+    let owned;
+    let records: &[u8] = match codec {
+        NONE => body,
+        GZIP => {
+            owned = read_bounded(flate2::read::GzDecoder::new(body), "gzip", max_decompressed)?;
+            &owned
+        }
+        SNAPPY => {
+            owned = snappy(body, max_decompressed)?;
+            &owned
+        }
+        LZ4 => {
+            let decoder = lz4::Decoder::new(body).map_err(|e| RecordsError::Decompress {
+                codec: "lz4",
+                reason: e.to_string(),
+            })?;
+            owned = read_bounded(decoder, "lz4", max_decompressed)?;
+            &owned
+        }
+        ZSTD => {
+            let decoder =
+                zstd::stream::read::Decoder::new(body).map_err(|e| RecordsError::Decompress {
+                    codec: "zstd",
+                    reason: e.to_string(),
+                })?;
+            owned = read_bounded(decoder, "zstd", max_decompressed)?;
+            &owned
+        }
+        other => return Err(RecordsError::UnknownCodec(other)),
+    };
+    walk(records, records_count, require_keys)
+}
+
+fn read_bounded(r: impl Read, codec: &'static str, limit: usize) -> Result<Vec<u8>, RecordsError> {
+    let mut out = Vec::new();
+    r.take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| RecordsError::Decompress {
+            codec,
+            reason: e.to_string(),
+        })?;
+    if out.len() > limit {
+        return Err(RecordsError::TooLarge { limit });
+    }
+    Ok(out)
+}
+
+/// Kafka's snappy is either raw snappy or xerial's framing (magic header, then
+/// big-endian-length-prefixed raw blocks), which the Java client writes.
+fn snappy(body: &[u8], limit: usize) -> Result<Vec<u8>, RecordsError> {
+    const XERIAL: &[u8] = b"\x82SNAPPY\x00";
+    let err = |reason: String| RecordsError::Decompress {
+        codec: "snappy",
+        reason,
+    };
+    let block = |data: &[u8], out: &mut Vec<u8>| -> Result<(), RecordsError> {
+        let len = snap::raw::decompress_len(data).map_err(|e| err(e.to_string()))?;
+        if out.len() + len > limit {
+            return Err(RecordsError::TooLarge { limit });
+        }
+        let start = out.len();
+        out.resize(start + len, 0);
+        snap::raw::Decoder::new()
+            .decompress(data, &mut out[start..])
+            .map_err(|e| err(e.to_string()))?;
+        Ok(())
+    };
+    let mut out = Vec::new();
+    if body.len() >= 16 && body.starts_with(XERIAL) {
+        let mut rest = &body[16..];
+        while !rest.is_empty() {
+            if rest.len() < 4 {
+                return Err(err("truncated xerial block length".into()));
+            }
+            let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            let data = rest
+                .get(4..4 + len)
+                .ok_or_else(|| err("truncated xerial block".into()))?;
+            block(data, &mut out)?;
+            rest = &rest[4 + len..];
+        }
+    } else {
+        block(body, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Zigzag varint (Kafka's record fields), at most 10 bytes.
+fn varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
+    let mut raw: u64 = 0;
+    for shift in 0..10 {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        raw |= ((b & 0x7f) as u64) << (7 * shift);
+        if b & 0x80 == 0 {
+            return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
+        }
+    }
+    None
+}
+
+/// Skips a length-prefixed field; returns whether it was null (-1).
+fn skip_bytes(buf: &[u8], pos: &mut usize, end: usize) -> Option<bool> {
+    let len = varlong(buf, pos)?;
+    if len == -1 {
+        return Some(true);
+    }
+    let len = usize::try_from(len).ok()?;
+    if *pos + len > end {
+        return None;
+    }
+    *pos += len;
+    Some(false)
+}
+
+fn walk(records: &[u8], claimed: i32, require_keys: bool) -> Result<(), RecordsError> {
+    let mut pos = 0usize;
+    let mut index: i64 = 0;
+    while pos < records.len() {
+        let bad = |reason| RecordsError::Malformed { index, reason };
+        let len = varlong(records, &mut pos).ok_or(bad("bad length"))?;
+        let len = usize::try_from(len).map_err(|_| bad("negative length"))?;
+        let end = pos
+            .checked_add(len)
+            .filter(|e| *e <= records.len())
+            .ok_or(bad("length past the batch"))?;
+        pos += 1; // attributes
+        varlong(records, &mut pos).ok_or(bad("bad timestamp delta"))?;
+        let delta = varlong(records, &mut pos).ok_or(bad("bad offset delta"))?;
+        if delta != index {
+            return Err(RecordsError::OffsetDelta { index, delta });
+        }
+        let key_null = skip_bytes(records, &mut pos, end).ok_or(bad("bad key"))?;
+        if require_keys && key_null {
+            return Err(RecordsError::MissingKey);
+        }
+        skip_bytes(records, &mut pos, end).ok_or(bad("bad value"))?;
+        let headers = varlong(records, &mut pos).ok_or(bad("bad header count"))?;
+        if headers < 0 {
+            return Err(bad("negative header count"));
+        }
+        for _ in 0..headers {
+            if skip_bytes(records, &mut pos, end).ok_or(bad("bad header key"))? {
+                return Err(bad("null header key"));
+            }
+            skip_bytes(records, &mut pos, end).ok_or(bad("bad header value"))?;
+        }
+        if pos != end {
+            return Err(bad("record length does not match its fields"));
+        }
+        index += 1;
+    }
+    if index != claimed as i64 {
+        return Err(RecordsError::CountMismatch {
+            claimed,
+            found: index,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    use proptest::prelude::*;
+
+    fn encode(n: usize, compression: Compression, keys: bool) -> BytesMut {
+        let records: Vec<Record> = (0..n)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: -1 + i as i32,
+                timestamp: 1_000 + i as i64,
+                key: keys.then(|| Bytes::from(format!("k{i}"))),
+                value: Some(Bytes::from(vec![b'v'; i * 3])),
+                headers: [(
+                    kafka_protocol::protocol::StrBytes::from_static_str("h"),
+                    Some(Bytes::from_static(b"x")),
+                )]
+                .into_iter()
+                .collect(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression,
+            },
+        )
+        .unwrap();
+        buf
+    }
+
+    #[test]
+    fn given_each_codec_when_validating_then_counts_and_keys_checked() {
+        for (c, id) in [
+            (Compression::None, 0),
+            (Compression::Gzip, 1),
+            (Compression::Snappy, 2),
+            (Compression::Lz4, 3),
+            (Compression::Zstd, 4),
+        ] {
+            let b = encode(20, c, true);
+            assert_eq!(validate(&b, id, 20, true, 1 << 20), Ok(()), "{c:?}");
+            assert_eq!(
+                validate(&b, id, 21, false, 1 << 20),
+                Err(RecordsError::CountMismatch {
+                    claimed: 21,
+                    found: 20
+                }),
+                "{c:?}"
+            );
+            let keyless = encode(3, c, false);
+            assert_eq!(
+                validate(&keyless, id, 3, true, 1 << 20),
+                Err(RecordsError::MissingKey),
+                "{c:?}"
+            );
+            assert_eq!(validate(&keyless, id, 3, false, 1 << 20), Ok(()), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn given_decompression_bomb_when_validating_then_too_large_without_allocating_it() {
+        let b = encode(200, Compression::Zstd, true);
+        assert_eq!(
+            validate(&b, 4, 200, false, 1000),
+            Err(RecordsError::TooLarge { limit: 1000 })
+        );
+    }
+
+    #[test]
+    fn given_huge_claimed_count_when_validating_then_mismatch_not_allocation() {
+        let b = encode(1, Compression::None, true);
+        assert!(matches!(
+            validate(&b, 0, i32::MAX, false, 1 << 20),
+            Err(RecordsError::CountMismatch { .. })
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn prop_arbitrary_record_bytes_never_panic(body in proptest::collection::vec(any::<u8>(), 0..300), codec in 0u8..6, count in any::<i32>()) {
+            let mut batch = vec![0u8; RECORDS_OFFSET];
+            batch.extend_from_slice(&body);
+            let _ = validate(&batch, codec, count, true, 1 << 16);
+        }
+    }
+}
