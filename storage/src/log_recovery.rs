@@ -3,9 +3,12 @@
 //!
 //! A segment that ends at or below the recovery point was fdatasync'd before the point
 //! was checkpointed, so it is trusted: only its indexes are loaded (and sanity checked by
-//! resuming at their last entry). From the segment holding the recovery point on, every
-//! batch is validated and the indexes rebuilt; the first bad batch ends the log (the file
-//! is cut there and later segments are deleted, with a warning naming both).
+//! resuming at their last entry; indexes that disagree are rebuilt by a scan). From the
+//! segment holding the recovery point on, every batch is validated and the indexes
+//! rebuilt; the first bad batch ends the log (the file is cut there and later segments are
+//! deleted, with a warning naming both). Nothing below the recovery point is ever cut or
+//! deleted: a bad batch there fails the open with `StorageError::Corrupt` instead, because
+//! cutting would silently drop acknowledged data, all later segments included.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -71,17 +74,40 @@ pub(crate) fn load_segments(
     let mut recover_from: Option<usize> = None;
     for (i, &base) in bases.iter().enumerate() {
         let seg = Segment::open(dir, base, cfg, now).map_err(|e| StorageError::io(e, dir))?;
-        let trusted = match bases.get(i + 1) {
+        match bases.get(i + 1) {
             Some(&next) if next <= recovery_point => {
-                seg.restore_from_indexes()? && seg.next_offset.get() <= next
+                // Wholly below the recovery point: durable, acknowledged data. Bad indexes
+                // are rebuilt by a scan, but nothing here is cut, nor anything after it
+                // deleted: a bad batch is reported as corruption instead.
+                if !(seg.restore_from_indexes()? && seg.next_offset.get() <= next) {
+                    tracing::warn!(file = %seg.log_path().display(),
+                        "index of a segment below the recovery point disagrees with it; rebuilding");
+                    seg.recover(false, recovery_point)?;
+                    if seg.next_offset.get() > next {
+                        return Err(StorageError::Corrupt {
+                            path: seg.log_path(),
+                            reason: format!(
+                                "offsets reach {} but the next segment starts at {next}",
+                                seg.next_offset.get()
+                            ),
+                        });
+                    }
+                }
+                segments.insert(base, Rc::new(seg));
             }
-            Some(_) => false,
-            None => seg.restore_from_indexes()? && seg.next_offset.get() <= recovery_point,
-        };
-        segments.insert(base, Rc::new(seg));
-        if !trusted {
-            recover_from = Some(i);
-            break;
+            Some(_) => {
+                segments.insert(base, Rc::new(seg));
+                recover_from = Some(i);
+                break;
+            }
+            None => {
+                let trusted =
+                    seg.restore_from_indexes()? && seg.next_offset.get() <= recovery_point;
+                segments.insert(base, Rc::new(seg));
+                if !trusted {
+                    recover_from = Some(i);
+                }
+            }
         }
     }
     if let Some(start) = recover_from {
@@ -98,9 +124,11 @@ pub(crate) fn load_segments(
                     s
                 }
             };
-            let cut = seg.recover(i == last_i)?;
+            // Cuts only at or above the recovery point (see Segment::recover).
+            let cut = seg.recover(i == last_i, recovery_point)?;
             // A segment must end before the next one starts; one that does not is as
-            // broken as a torn tail.
+            // broken as a torn tail. The next segment starts above the recovery point
+            // (earlier ones were handled above), so cutting there keeps durable data.
             let overlaps = bases
                 .get(i + 1)
                 .is_some_and(|&next| seg.next_offset.get() > next);

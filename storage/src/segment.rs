@@ -346,7 +346,13 @@ impl Segment {
 
     /// Full recovery: validates every batch from the start, rebuilds both indexes, and
     /// truncates the file at the first bad batch. Returns the number of bytes cut.
-    pub fn recover(&self, active: bool) -> Result<u64, StorageError> {
+    ///
+    /// Nothing below `recovery_point` is ever cut: those offsets were fdatasync'd and
+    /// acknowledged, so a bad batch there is corruption of durable data, not a torn
+    /// write. Cutting it would also throw away every later (good) batch; instead the
+    /// open fails with [`StorageError::Corrupt`] naming the file and position, and the
+    /// files stay as they are for an operator to look at.
+    pub fn recover(&self, active: bool, recovery_point: i64) -> Result<u64, StorageError> {
         let path = self.log_path();
         let size = self.size.get();
         self.index
@@ -401,6 +407,17 @@ impl Segment {
                 .map_err(|e| StorageError::io(e, &path))?;
         }
         let cut = size - pos as u64;
+        if let Some(e) = &bad {
+            if prev_next < recovery_point {
+                return Err(StorageError::Corrupt {
+                    path,
+                    reason: format!(
+                        "bad batch at position {pos} (offset {prev_next}), below the recovery \
+                         point {recovery_point}: {e}; refusing to truncate durable data"
+                    ),
+                });
+            }
+        }
         if let Some(e) = bad {
             tracing::warn!(file = %path.display(), position = pos, next_offset = prev_next,
                 bytes = cut, error = %e, "truncating torn or corrupt log tail");
@@ -463,7 +480,8 @@ impl Segment {
         self.first_batch_ts.set(None);
         self.next_offset.set(self.base_offset);
         if !self.restore_from_indexes()? {
-            self.recover(true)?;
+            // Called by the log's truncate_to: cutting is what the caller asked for.
+            self.recover(true, i64::MIN)?;
         }
         Ok(self.next_offset.get())
     }

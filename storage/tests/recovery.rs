@@ -280,3 +280,48 @@ fn given_compacted_kafka_batches_when_recovering_from_zero_then_all_kept() {
         assert_eq!(std::fs::metadata(&log_file).unwrap().len(), a.len() as u64);
     }
 }
+
+#[test]
+fn given_corrupt_batch_below_recovery_point_when_opening_then_refuses_and_deletes_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, end) = populate(root.path(), 80);
+    let logs = segment_files(&dir, "log");
+    assert!(logs.len() >= 3);
+    // A flipped payload bit in an old segment, and its index gone so that the open has
+    // to scan it.
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&logs[0])
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, 1000).unwrap();
+    f.write_all_at(&[b[0] ^ 0x5a], 1000).unwrap();
+    std::fs::remove_file(logs[0].with_extension("index")).unwrap();
+    let sizes: Vec<u64> = logs
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .collect();
+    let r = run(async {
+        storage::PartitionLog::open(root.path(), "t", 0, cfg(), backend(), end).map(|_| ())
+    });
+    assert!(
+        matches!(r, Err(storage::StorageError::Corrupt { .. })),
+        "{r:?}"
+    );
+    let after: Vec<u64> = logs
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .collect();
+    assert_eq!(sizes, after, "no durable segment may be cut or deleted");
+}
+
+#[test]
+fn given_bad_index_of_segment_below_recovery_point_when_opening_then_rebuilt_without_full_recovery()
+{
+    let root = tempfile::tempdir().unwrap();
+    let (dir, end) = populate(root.path(), 80);
+    let idx = segment_files(&dir, "index");
+    std::fs::write(&idx[0], b"garbage!garbage!garbage").unwrap();
+    assert_eq!(reopen_and_count(root.path(), end), (80, end));
+}
