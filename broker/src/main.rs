@@ -85,6 +85,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         flags.push((k.to_string(), v.to_string()));
     }
     let (config, origins) = strom::config::load(args.config.as_deref(), std::env::vars(), &flags)?;
+    raise_fd_limit();
     let server = strom::Server::start(config, origins)?;
     println!(
         "strom listening on {} (admin {})",
@@ -110,4 +111,20 @@ fn wait_for_signal() -> anyhow::Result<()> {
         Ok::<_, std::io::Error>(())
     })?;
     Ok(())
+}
+
+/// Every connection and every segment file is a descriptor; the usual soft limit of 1024 is
+/// far below what a broker needs, so take the hard limit (Kafka's docs ask operators to).
+fn raise_fd_limit() {
+    // SAFETY: getrlimit/setrlimit only read and write the rlimit struct we own.
+    unsafe {
+        let mut l: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            let from = l.rlim_cur;
+            l.rlim_cur = l.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) == 0 {
+                tracing::debug!(from, to = l.rlim_cur, "raised the open-file limit");
+            }
+        }
+    }
 }

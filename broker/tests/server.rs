@@ -238,6 +238,9 @@ fn given_malformed_frames_when_sent_then_connection_closed_and_others_unaffected
 
 #[test]
 fn given_a_thousand_idle_connections_when_a_client_works_then_it_is_served() {
+    // Both ends of 1000 connections live in this process: make room for 2000+ descriptors
+    // where the soft limit is the common 1024.
+    raise_fd_limit(4096);
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), 2);
     let idle: Vec<std::net::TcpStream> = (0..1000)
@@ -283,4 +286,15 @@ fn given_pipelined_requests_when_sent_back_to_back_then_answers_in_request_order
         assert_eq!(corr, expected);
     }
     server.shutdown().unwrap();
+}
+
+fn raise_fd_limit(want: u64) {
+    // SAFETY: getrlimit/setrlimit only read and write the rlimit struct we own.
+    unsafe {
+        let mut l: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < want {
+            l.rlim_cur = want.min(l.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
 }
