@@ -126,6 +126,10 @@ pub enum StorageError {
     LogFailed { path: PathBuf, reason: String },
     #[error("operation needs all appends completed first ({pending} offsets in flight)")]
     WritesInFlight { pending: i64 },
+    #[error(
+        "offsets below {end} were truncated (log end now {log_end}) before the append completed"
+    )]
+    Truncated { end: i64, log_end: i64 },
     #[error("invalid {what}: {reason}")]
     Invalid { what: &'static str, reason: String },
 }

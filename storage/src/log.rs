@@ -40,6 +40,15 @@ struct Inner {
     /// Segments with completed writes not yet covered by an fdatasync.
     dirty: RefCell<Vec<Rc<Segment>>>,
     sync_in_flight: Cell<bool>,
+    /// A segment file was created in the partition dir since the last sync: the next sync
+    /// also fsyncs the dir, so that no durable append into a new segment is acknowledged
+    /// while the segment's directory entry could still vanish in a crash.
+    dir_dirty: Cell<bool>,
+    /// Number of `truncate_to` calls so far, and the offsets the recent ones cut to.
+    /// A sync or a waiter that started before a truncation must not count offsets that
+    /// were cut and then assigned again as its own.
+    truncations: Cell<u64>,
+    truncated_to: RefCell<VecDeque<(u64, i64)>>,
     last_flush_ms: Cell<i64>,
     /// Set after a failed write or fdatasync: the on-disk state is unknown (a failed
     /// fdatasync may have dropped dirty pages), so the log refuses further work.
@@ -111,6 +120,7 @@ impl Inner {
         let seg = Segment::create(&self.dir, base, &self.config, now)
             .map_err(|e| StorageError::io(e, self.dir.join(file_name(base, "log"))))?;
         self.segments.borrow_mut().insert(base, Rc::new(seg));
+        self.dir_dirty.set(true);
         Ok(())
     }
 
@@ -194,10 +204,39 @@ impl Inner {
         ))
     }
 
-    async fn wait_written(&self, end: i64) -> Result<(), StorageError> {
+    /// Whether a truncation since `epoch` (the `truncations` count when the caller's
+    /// offsets were assigned) cut below `end`, taking the caller's offsets with it.
+    fn cut_since(&self, epoch: u64, end: i64) -> bool {
+        if self.truncations.get() == epoch {
+            return false;
+        }
+        let cuts = self.truncated_to.borrow();
+        match cuts.front() {
+            // Older than the history kept: assume the worst.
+            Some(&(first, _)) if first > epoch + 1 => true,
+            None => true,
+            _ => cuts.iter().any(|&(e, o)| e > epoch && o < end),
+        }
+    }
+
+    fn truncated_error(&self, end: i64) -> StorageError {
+        StorageError::Truncated {
+            end,
+            log_end: self.log_end.get(),
+        }
+    }
+
+    async fn wait_written(&self, end: i64, epoch: u64) -> Result<(), StorageError> {
         self.io
-            .wait_until(|| self.written_end.get() >= end || self.failed.borrow().is_some())
+            .wait_until(|| {
+                self.written_end.get() >= end
+                    || self.failed.borrow().is_some()
+                    || self.cut_since(epoch, end)
+            })
             .await;
+        if self.cut_since(epoch, end) {
+            return Err(self.truncated_error(end));
+        }
         if self.written_end.get() >= end {
             Ok(())
         } else {
@@ -208,9 +247,12 @@ impl Inner {
     /// Group commit: returns once an fdatasync that started after offsets below `end`
     /// were written has completed. One caller at a time leads a sync; the others wait
     /// for it and then, if still uncovered, one of them leads the next.
-    async fn sync_upto(self: &Rc<Self>, end: i64) -> Result<(), StorageError> {
+    async fn sync_upto(self: &Rc<Self>, end: i64, epoch: u64) -> Result<(), StorageError> {
         loop {
             self.check_failed()?;
+            if self.cut_since(epoch, end) {
+                return Err(self.truncated_error(end));
+            }
             if self.durable_end.get() >= end {
                 return Ok(());
             }
@@ -230,12 +272,16 @@ impl Inner {
         struct Guard<'a> {
             inner: &'a Inner,
             segs: Vec<Rc<Segment>>,
+            dir: bool,
             finished: bool,
         }
         impl Drop for Guard<'_> {
             fn drop(&mut self) {
                 self.inner.sync_in_flight.set(false);
                 if !self.finished {
+                    if self.dir {
+                        self.inner.dir_dirty.set(true);
+                    }
                     let mut d = self.inner.dirty.borrow_mut();
                     for s in self.segs.drain(..) {
                         if !d.iter().any(|x| Rc::ptr_eq(x, &s)) {
@@ -248,10 +294,12 @@ impl Inner {
         }
         self.sync_in_flight.set(true);
         let target = self.written_end.get();
+        let epoch = self.truncations.get();
         let segs = std::mem::take(&mut *self.dirty.borrow_mut());
         let mut guard = Guard {
             inner: self,
             segs,
+            dir: self.dir_dirty.replace(false),
             finished: false,
         };
         for seg in guard.segs.clone() {
@@ -265,9 +313,20 @@ impl Inner {
                 return self.check_failed();
             }
         }
+        // After the files: their new entries are in the dir, and Kafka's LocalLog.flush
+        // syncs the dir last too.
+        if guard.dir {
+            if let Err(e) = self.io.sync_dir(&self.dir).await {
+                self.fail(format!("fsync of dir {} failed: {e}", self.dir.display()));
+                guard.finished = true;
+                return self.check_failed();
+            }
+        }
         guard.finished = true;
         drop(guard);
-        if target > self.durable_end.get() {
+        // A truncation while the sync ran may have cut below `target`, and the offsets
+        // above the cut may since have been assigned to bytes this sync never covered.
+        if self.truncations.get() == epoch && target > self.durable_end.get() {
             self.durable_end.set(target);
         }
         self.last_flush_ms.set(now_ms());
@@ -322,8 +381,19 @@ impl PartitionLog {
         recovery_point: i64,
     ) -> Result<PartitionLog, StorageError> {
         let dir = data_dir.join(format!("{topic}-{partition}"));
+        let existed = dir.is_dir();
         std::fs::create_dir_all(&dir).map_err(|e| StorageError::io(e, &dir))?;
+        if !existed {
+            // The partition dir's own entry must survive a crash before anything in it
+            // is acknowledged as durable.
+            io.sync_dir_blocking(data_dir)
+                .map_err(|e| StorageError::io(e, data_dir))?;
+        }
         let segments = crate::log_recovery::load_segments(&dir, &config, recovery_point)?;
+        // Recovery may have created, removed or renamed files; a new log has its first
+        // segment. One dir fsync makes all of that durable.
+        io.sync_dir_blocking(&dir)
+            .map_err(|e| StorageError::io(e, &dir))?;
         let first = *segments.keys().next().expect("at least one segment");
         let end = segments
             .values()
@@ -344,6 +414,9 @@ impl PartitionLog {
             next_seq: Cell::new(0),
             dirty: RefCell::new(Vec::new()),
             sync_in_flight: Cell::new(false),
+            dir_dirty: Cell::new(false),
+            truncations: Cell::new(0),
+            truncated_to: RefCell::new(VecDeque::new()),
             last_flush_ms: Cell::new(now_ms()),
             failed: RefCell::new(None),
         };
@@ -366,13 +439,14 @@ impl PartitionLog {
         batches: BytesMut,
         opts: AppendOptions,
     ) -> impl Future<Output = Result<AppendResult, StorageError>> + 'static {
+        let epoch = self.inner.truncations.get();
         let started = self.inner.start_append(batches, &opts);
         let inner = self.inner.clone();
         async move {
             let (end, result) = started?;
-            inner.wait_written(end).await?;
+            inner.wait_written(end, epoch).await?;
             if opts.durability == Durability::Fsync || inner.needs_policy_flush() {
-                inner.sync_upto(end).await?;
+                inner.sync_upto(end, epoch).await?;
             }
             Ok(result)
         }
@@ -589,9 +663,25 @@ impl PartitionLog {
                 .map_err(|e| StorageError::io(e, seg.log_path()))?;
             seg.truncate_to(offset)?
         };
+        // Unlinked segments must stay unlinked: one resurrected by a crash would make
+        // recovery cut the current segment at its base.
+        inner
+            .io
+            .sync_dir_blocking(&inner.dir)
+            .map_err(|e| StorageError::io(e, &inner.dir))?;
+        let epoch = inner.truncations.get() + 1;
+        inner.truncations.set(epoch);
+        {
+            let mut cuts = inner.truncated_to.borrow_mut();
+            cuts.push_back((epoch, end));
+            if cuts.len() > 64 {
+                cuts.pop_front();
+            }
+        }
         inner.log_end.set(end);
         inner.written_end.set(end);
         inner.durable_end.set(inner.durable_end.get().min(end));
+        inner.io.notify();
         if inner.log_start.get() > end {
             inner.log_start.set(end);
         }
@@ -615,6 +705,7 @@ impl PartitionLog {
             // The active segment is wholly below the new start: roll so it can go.
             inner.roll(offset, now_ms())?;
         }
+        let mut changed = false;
         loop {
             let (first, second) = {
                 let segs = inner.segments.borrow();
@@ -622,9 +713,18 @@ impl PartitionLog {
                 (it.next().copied(), it.next().copied())
             };
             match (first, second) {
-                (Some(f), Some(s)) if s <= offset => inner.delete_segment(f)?,
+                (Some(f), Some(s)) if s <= offset => {
+                    inner.delete_segment(f)?;
+                    changed = true;
+                }
                 _ => break,
             }
+        }
+        if changed || inner.dir_dirty.get() {
+            inner
+                .io
+                .sync_dir_blocking(&inner.dir)
+                .map_err(|e| StorageError::io(e, &inner.dir))?;
         }
         Ok(())
     }
@@ -661,8 +761,9 @@ impl PartitionLog {
     /// Waits for every append so far to be written and fdatasync'd.
     pub async fn flush(&self) -> Result<(), StorageError> {
         let end = self.inner.log_end.get();
-        self.inner.wait_written(end).await?;
-        self.inner.sync_upto(end).await
+        let epoch = self.inner.truncations.get();
+        self.inner.wait_written(end, epoch).await?;
+        self.inner.sync_upto(end, epoch).await
     }
 
     /// Flush, trim indexes, write nothing else; the log can be reopened without a scan
@@ -684,9 +785,17 @@ impl PartitionLog {
         let uuid = crate::logdir::random_uuid();
         let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
         let target = dir.with_file_name(format!("{name}.{hex}-delete"));
+        let io = self.inner.io.clone();
         drop(self);
         std::fs::rename(&dir, &target).map_err(|e| StorageError::io(e, &dir))?;
-        std::fs::remove_dir_all(&target).map_err(|e| StorageError::io(e, &target))
+        std::fs::remove_dir_all(&target).map_err(|e| StorageError::io(e, &target))?;
+        // Without this a crash could bring the partition dir back after a delete.
+        match dir.parent() {
+            Some(parent) => io
+                .sync_dir_blocking(parent)
+                .map_err(|e| StorageError::io(e, parent)),
+            None => Ok(()),
+        }
     }
 
     /// Which segments exist, as base offsets (for tests and tools).

@@ -336,3 +336,104 @@ fn given_unvalidatable_buffer_when_appending_then_rejected_without_assigning_off
         assert_eq!(log.log_end_offset(), 0);
     });
 }
+
+#[test]
+fn given_roll_when_durable_append_lands_in_new_segment_then_dir_fsynced_before_ack() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), small_segments(), 0);
+        log.append(batch_n(1, 4, 900, b'a'), opts(Durability::Fsync))
+            .await
+            .unwrap();
+        let io = log.io_backend().clone();
+        let before = io.dir_sync_count();
+        let segs = log.segment_base_offsets().len();
+        // Too big for the first segment: rolls, then must not be acked before the new
+        // segment's directory entry is durable.
+        log.append(batch_n(2, 4, 900, b'b'), opts(Durability::Fsync))
+            .await
+            .unwrap();
+        assert_eq!(log.segment_base_offsets().len(), segs + 1);
+        assert!(io.dir_sync_count() > before);
+        // A durable append into an existing segment needs no dir fsync.
+        let before = io.dir_sync_count();
+        log.append(batch_n(3, 1, 10, b'c'), opts(Durability::Fsync))
+            .await
+            .unwrap();
+        assert_eq!(io.dir_sync_count(), before);
+    });
+}
+
+#[test]
+fn given_segments_unlinked_when_truncating_or_advancing_start_then_dir_fsynced() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), small_segments(), 0);
+        for i in 0..12 {
+            log.append(batch_n(i, 2, 500, b'x'), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        assert!(log.segment_base_offsets().len() >= 4);
+        let io = log.io_backend().clone();
+        let before = io.dir_sync_count();
+        log.truncate_to(log.segment_base_offsets()[2]).unwrap();
+        assert!(io.dir_sync_count() > before);
+        let before = io.dir_sync_count();
+        log.advance_log_start(log.segment_base_offsets()[1])
+            .unwrap();
+        assert!(io.dir_sync_count() > before);
+    });
+}
+
+#[test]
+fn given_truncation_while_durable_append_syncs_when_sync_completes_then_durable_end_not_raised_past_cut(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = Rc::new(open(dir.path(), LogConfig::default(), 0));
+        log.append(batch_n(1, 10, 10, b'a'), opts(Durability::None))
+            .await
+            .unwrap();
+        // Offset 10, durable: its sync starts when the task is first polled.
+        let f = log.append(batch_n(2, 1, 10, b'b'), opts(Durability::Fsync));
+        let task = tokio::task::spawn_local(f);
+        let mut truncated = false;
+        for _ in 0..1000 {
+            tokio::task::yield_now().await;
+            match log.truncate_to(5) {
+                Ok(()) => {
+                    truncated = true;
+                    break;
+                }
+                Err(StorageError::WritesInFlight { .. }) => continue,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(truncated);
+        // Offsets 5.. again, now other bytes, not durable.
+        log.append(batch_n(3, 2, 10, b'c'), opts(Durability::None))
+            .await
+            .unwrap();
+        let r = tokio::time::timeout(std::time::Duration::from_secs(10), task)
+            .await
+            .expect("the truncated durable append must not hang")
+            .unwrap();
+        assert!(
+            matches!(r, Err(StorageError::Truncated { .. })),
+            "an append whose offsets were cut is not durable: {r:?}"
+        );
+        assert!(
+            log.durable_end_offset() <= 5,
+            "{}",
+            log.durable_end_offset()
+        );
+        // A durable append covering the new bytes really syncs them.
+        let before = log.io_backend().sync_count();
+        log.append(batch_n(4, 1, 10, b'd'), opts(Durability::Fsync))
+            .await
+            .unwrap();
+        assert!(log.io_backend().sync_count() > before);
+        assert_eq!(log.durable_end_offset(), log.log_end_offset());
+    });
+}

@@ -13,13 +13,17 @@
 //! asked, so a caller that drops its future never leaves the log's bookkeeping stuck and
 //! never frees a buffer the kernel is still reading.
 
+mod stats;
 mod uring;
+
+pub use stats::{Buckets, SyncStatsSnapshot, GROUP_COMMIT_BOUNDS, SYNC_LATENCY_BOUNDS_US};
 
 use std::cell::Cell;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -54,6 +58,7 @@ pub struct IoBackend {
     /// own condition. Simple and correct; one shard's waiters are few.
     progress: Notify,
     syncs: Cell<u64>,
+    dir_syncs: Cell<u64>,
 }
 
 impl IoBackend {
@@ -78,6 +83,7 @@ impl IoBackend {
             ring,
             progress: Notify::new(),
             syncs: Cell::new(0),
+            dir_syncs: Cell::new(0),
         }))
     }
 
@@ -93,6 +99,27 @@ impl IoBackend {
     /// Number of fdatasyncs issued so far (to observe group commit).
     pub fn sync_count(&self) -> u64 {
         self.syncs.get()
+    }
+
+    /// Number of directory fsyncs issued so far (to observe that new and removed segment
+    /// files are made durable).
+    pub fn dir_sync_count(&self) -> u64 {
+        self.dir_syncs.get()
+    }
+
+    /// fdatasync latency and group-commit batch sizes so far (for the broker's metrics).
+    pub fn sync_stats(&self) -> SyncStatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// fdatasyncs issued and not completed yet: the sync queue depth on this shard's ring.
+    pub fn syncs_in_flight(&self) -> u64 {
+        self.stats.in_flight()
+    }
+
+    /// Records how many offsets one group-commit fdatasync made durable.
+    pub(crate) fn record_group_commit(&self, offsets: u64) {
+        self.stats.record_batch(offsets);
     }
 
     /// Writes all of `data` at `pos`. `done` runs exactly once, possibly before this
@@ -111,9 +138,28 @@ impl IoBackend {
     /// fdatasync of `file`: metadata that reads need (the size) is included, mtime is not.
     pub(crate) async fn datasync(&self, file: Arc<File>) -> io::Result<()> {
         self.syncs.set(self.syncs.get() + 1);
+        self.sync_file(file, true).await
+    }
+
+    /// fsync of a directory: makes the entries created, renamed or unlinked in it durable
+    /// (a new segment file is only reachable after a crash once its directory entry is).
+    pub(crate) async fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.dir_syncs.set(self.dir_syncs.get() + 1);
+        let file = Arc::new(File::open(dir)?);
+        self.sync_file(file, false).await
+    }
+
+    /// The same, blocking the calling thread: for rare operations that are synchronous
+    /// anyway (opening, truncating, deleting segments).
+    pub(crate) fn sync_dir_blocking(&self, dir: &Path) -> io::Result<()> {
+        self.dir_syncs.set(self.dir_syncs.get() + 1);
+        File::open(dir)?.sync_all()
+    }
+
+    async fn sync_file(&self, file: Arc<File>, data_only: bool) -> io::Result<()> {
         match &self.ring {
             Some(ring) => {
-                let slot = ring.datasync(file);
+                let slot = ring.fsync(file, data_only);
                 self.wait_until(|| slot.borrow().is_some()).await;
                 let r = slot.borrow_mut().take().expect("checked above");
                 r
@@ -121,7 +167,13 @@ impl IoBackend {
             None => {
                 let r = tokio::task::spawn_blocking(move || {
                     // SAFETY: the fd is owned by `file`, which this closure keeps alive.
-                    let rc = unsafe { libc::fdatasync(file.as_raw_fd()) };
+                    let rc = unsafe {
+                        if data_only {
+                            libc::fdatasync(file.as_raw_fd())
+                        } else {
+                            libc::fsync(file.as_raw_fd())
+                        }
+                    };
                     if rc == 0 {
                         Ok(())
                     } else {

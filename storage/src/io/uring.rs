@@ -105,13 +105,15 @@ impl Ring {
         self.push(sqe);
     }
 
-    pub(crate) fn datasync(&self, file: Arc<File>) -> SyncSlot {
+    /// fdatasync (`data_only`) or fsync of `file`.
+    pub(crate) fn fsync(&self, file: Arc<File>, data_only: bool) -> SyncSlot {
         let id = self.id();
         let slot: SyncSlot = Rc::new(RefCell::new(None));
-        let sqe = opcode::Fsync::new(types::Fd(file.as_raw_fd()))
-            .flags(types::FsyncFlags::DATASYNC)
-            .build()
-            .user_data(id);
+        let mut op = opcode::Fsync::new(types::Fd(file.as_raw_fd()));
+        if data_only {
+            op = op.flags(types::FsyncFlags::DATASYNC);
+        }
+        let sqe = op.build().user_data(id);
         self.ops.borrow_mut().insert(
             id,
             Op::Sync {
