@@ -7,6 +7,8 @@
 #   fmt       cargo fmt --all -- --check
 #   clippy    cargo clippy --all-targets -- -D warnings
 #   test      cargo test --workspace
+#   storage-sync  cargo test -p storage on the pwrite+fdatasync backend (`test` runs it on
+#             io_uring when the kernel allows; both backends must pass)
 #   build     cargo build --release -p strom (the binary every compat test runs)
 #   compat    pytest compat-tests/python against `strom serve` and Apache Kafka
 #
@@ -126,6 +128,7 @@ if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
     phase fmt cargo fmt --all -- --check
     phase clippy cargo clippy --all-targets -j"$jobs" -- -D warnings
     phase test cargo test --workspace -j"$jobs"
+    phase storage-sync env STROM_IO_BACKEND=sync cargo test -p storage -j"$jobs"
     phase build cargo build --release -j"$jobs" -p strom
 fi
 phase compat compat
