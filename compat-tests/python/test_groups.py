@@ -3,7 +3,8 @@ rebalance when a member leaves, committed offsets (with metadata) that a restart
 resumes from — also across a broker restart and a kill -9 — static membership (KIP-345) and
 the group admin APIs.
 
-Clients: confluent-kafka (librdkafka, `group.protocol=classic`), kafka-python, aiokafka.
+Clients: confluent-kafka (librdkafka) with `group.protocol=classic` and with
+`group.protocol=consumer` (KIP-848), kafka-python, aiokafka.
 Every wait is bounded. Brokers run with Kafka's default `group.initial.rebalance.delay.ms`
 (3 s), so a first rebalance takes a few seconds on both.
 """
@@ -20,7 +21,9 @@ import pytest
 import admin
 import clients
 
-CLIENTS = ["confluent", "kafka-python", "aiokafka"]
+# "confluent-consumer" is librdkafka with group.protocol=consumer (KIP-848, server-side
+# assignment); the others use the classic protocol.
+CLIENTS = ["confluent", "confluent-consumer", "kafka-python", "aiokafka"]
 PARTITIONS = 6
 MEMBERS = 3
 SESSION_MS = 10000
@@ -41,9 +44,24 @@ class Member:
     [(partition, offset)], `assignment` the partitions it owns now."""
 
     def __init__(self, client: str, bootstrap: str, group: str, topic: str, events: list | None = None, **extra):
-        self.client = client
         self.topic = topic
         self.loop = None
+        if client == "confluent-consumer":
+            from confluent_kafka import Consumer
+
+            self.client = "confluent"
+            conf = {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+            conf.update(extra)
+            self.c = Consumer(conf)
+            self.c.subscribe([topic])
+            return
+        self.client = client
         if client == "confluent":
             from confluent_kafka import Consumer
 
