@@ -8,10 +8,11 @@
 //! - reads only cover bytes whose writes completed (`written_size`), never in-flight ones;
 //! - deleting a segment unlinks its files: the inode, and the pages a reader maps, stay
 //!   until the last mapping goes;
-//! - truncating a segment shrinks it in place only when no reader holds its mapping
-//!   (`Arc::strong_count == 1`, checked on the shard thread that is the only one able to
-//!   hand out new references). Otherwise the kept prefix is copied to a new file that is
-//!   renamed over the old name; readers keep the old, unshrunk inode.
+//! - truncating a segment shrinks it in place only when no reader holds *any* mapping of
+//!   the file: the current one (`Arc::strong_count == 1`) and every earlier one replaced
+//!   by a larger remap (tracked as `Weak`s in `old_maps`; checked on the shard thread,
+//!   the only one able to hand out new references). Otherwise the kept prefix is copied to
+//!   a new file that is renamed over the old name; readers keep the old, unshrunk inode.
 
 use std::cell::{Cell, RefCell};
 use std::fs::{File, OpenOptions};
@@ -63,6 +64,8 @@ pub(crate) struct Segment {
     created_ms: i64,
     index_interval: u64,
     map: RefCell<Option<Arc<Mmap>>>,
+    /// Mappings of the current file replaced by larger ones; readers may still hold them.
+    old_maps: RefCell<Vec<std::sync::Weak<Mmap>>>,
     /// How much to map: the active segment maps up to `segment.bytes` at once (one
     /// mapping for its whole life; pages past EOF are never touched), others their size.
     map_len_hint: Cell<u64>,
@@ -113,6 +116,7 @@ impl Segment {
             created_ms: now_ms,
             index_interval: cfg.index_interval_bytes,
             map: RefCell::new(None),
+            old_maps: RefCell::new(Vec::new()),
             map_len_hint: Cell::new(size.max(1)),
             active_map_len: cfg.segment_bytes.clamp(1, 1 << 30),
         })
@@ -215,7 +219,11 @@ impl Segment {
         // below `written_size` once written. The data dir lock keeps other brokers out.
         let map = unsafe { MmapOptions::new().len(len as usize).map(&*file)? };
         let map = Arc::new(map);
-        *self.map.borrow_mut() = Some(map.clone());
+        if let Some(old) = self.map.borrow_mut().replace(map.clone()) {
+            let mut olds = self.old_maps.borrow_mut();
+            olds.retain(|w| w.strong_count() > 0);
+            olds.push(Arc::downgrade(&old));
+        }
         Ok(map)
     }
 
@@ -433,7 +441,8 @@ impl Segment {
             .map
             .borrow()
             .as_ref()
-            .is_some_and(|m| Arc::strong_count(m) > 1);
+            .is_some_and(|m| Arc::strong_count(m) > 1)
+            || self.old_maps.borrow().iter().any(|w| w.strong_count() > 0);
         *self.map.borrow_mut() = None;
         if shared {
             let path = self.log_path();
@@ -448,8 +457,14 @@ impl Segment {
             copy_prefix(&src, &dst, pos)?;
             dst.sync_data()?;
             std::fs::rename(&tmp, &path)?;
-            File::open(&self.dir)?.sync_all()?;
+            // The name now points at `dst`: switch to it before anything else can fail,
+            // so the segment never keeps writing to the unlinked old inode.
             *self.file.borrow_mut() = Arc::new(dst);
+            // Those map the old inode, which is no longer ours to shrink.
+            self.old_maps.borrow_mut().clear();
+            self.size.set(pos);
+            self.written_size.set(pos);
+            File::open(&self.dir)?.sync_all()?;
         } else {
             self.file.borrow().set_len(pos)?;
         }

@@ -437,3 +437,43 @@ fn given_truncation_while_durable_append_syncs_when_sync_completes_then_durable_
         assert_eq!(log.durable_end_offset(), log.log_end_offset());
     });
 }
+
+#[test]
+fn given_reader_holding_bytes_across_a_remap_when_truncated_then_bytes_stay_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        index_interval_bytes: 256,
+        ..LogConfig::default()
+    };
+    let end = run(async {
+        let log = open(dir.path(), cfg.clone(), 0);
+        for i in 0..12 {
+            log.append(batch_n(i, 1, 1000, b'a'), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        let end = log.log_end_offset();
+        log.close().await.unwrap();
+        end
+    });
+    run(async {
+        // Open maps the segment at its size; this read holds that first mapping.
+        let log = open(dir.path(), cfg, end);
+        let held = log.read(0, usize::MAX, i64::MAX).unwrap();
+        // Growing past it remaps; the new mapping is dropped again at once.
+        log.append(batch_n(99, 1, 1000, b'b'), opts(Durability::None))
+            .await
+            .unwrap();
+        drop(log.read(end, usize::MAX, i64::MAX).unwrap());
+        log.truncate_to(1).unwrap();
+        // Touching every page of the held bytes must not SIGBUS.
+        let sum: u64 = held
+            .chunks
+            .iter()
+            .flat_map(|c| c.iter())
+            .map(|&b| b as u64)
+            .sum();
+        assert!(sum > 0);
+        assert_eq!(log.log_end_offset(), 1);
+    });
+}
