@@ -327,6 +327,8 @@ impl Inner {
         // A truncation while the sync ran may have cut below `target`, and the offsets
         // above the cut may since have been assigned to bytes this sync never covered.
         if self.truncations.get() == epoch && target > self.durable_end.get() {
+            self.io
+                .record_group_commit((target - self.durable_end.get()) as u64);
             self.durable_end.set(target);
         }
         self.last_flush_ms.set(now_ms());

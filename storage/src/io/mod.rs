@@ -59,6 +59,7 @@ pub struct IoBackend {
     progress: Notify,
     syncs: Cell<u64>,
     dir_syncs: Cell<u64>,
+    stats: stats::SyncStats,
 }
 
 impl IoBackend {
@@ -84,6 +85,7 @@ impl IoBackend {
             progress: Notify::new(),
             syncs: Cell::new(0),
             dir_syncs: Cell::new(0),
+            stats: stats::SyncStats::new(),
         }))
     }
 
@@ -138,6 +140,8 @@ impl IoBackend {
     /// fdatasync of `file`: metadata that reads need (the size) is included, mtime is not.
     pub(crate) async fn datasync(&self, file: Arc<File>) -> io::Result<()> {
         self.syncs.set(self.syncs.get() + 1);
+        // A guard, so a sync whose future is dropped still leaves the in-flight count right.
+        let _timer = self.stats.start_sync();
         self.sync_file(file, true).await
     }
 
