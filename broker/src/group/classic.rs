@@ -905,6 +905,24 @@ impl Group {
         Some(topics)
     }
 
+    /// Offsets past `offsets.retention.minutes` (Kafka's KIP-211 rule): a group that had
+    /// members keeps its offsets until it has been empty for the retention period; a group
+    /// that only ever committed (no protocol) expires each offset from its commit time.
+    pub fn expired_offsets(&self, now: i64, retention_ms: i64) -> Vec<(String, i32)> {
+        if self.state != GroupState::Empty || self.has_consumer_members() {
+            return Vec::new();
+        }
+        let simple = self.protocol_type.is_none() && self.consumer.is_none();
+        if !simple && self.state_timestamp.saturating_add(retention_ms) > now {
+            return Vec::new();
+        }
+        self.offsets
+            .iter()
+            .filter(|(_, o)| !simple || o.commit_timestamp.saturating_add(retention_ms) <= now)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
     /// Deletes the group (DeleteGroups): only an empty group may go.
     pub fn can_delete(&self) -> Result<(), GroupError> {
         if self.has_consumer_members() {

@@ -429,3 +429,38 @@ fn given_dead_group_when_any_request_then_coordinator_not_available() {
     );
     assert_eq!(g.can_delete(), Err(GroupError::GroupIdNotFound));
 }
+
+#[test]
+fn given_offsets_when_retention_passes_then_expired_by_kafka_rules() {
+    let c = cfg(0);
+    let offset = |ts| CommittedOffset {
+        offset: 1,
+        leader_epoch: -1,
+        metadata: String::new(),
+        commit_timestamp: ts,
+    };
+    // A simple group (commits only): each offset expires from its own commit time.
+    let mut simple = Group::new("s", 0);
+    simple.offsets.insert(("t".into(), 0), offset(0));
+    simple.offsets.insert(("t".into(), 1), offset(500));
+    assert_eq!(
+        simple.expired_offsets(1000, 1000),
+        vec![("t".to_string(), 0)]
+    );
+    // A group that had members: nothing expires until it has been empty long enough.
+    let mut g = Group::new("g", 0);
+    let (a, b) = stable_pair(&mut g, &c);
+    g.offsets.insert(("t".into(), 0), offset(0));
+    assert!(
+        g.expired_offsets(10_000, 1000).is_empty(),
+        "members present"
+    );
+    g.leave(&a, None, 20, &c).unwrap();
+    g.leave(&b, None, 20, &c).unwrap();
+    assert_eq!(g.state, GroupState::Empty);
+    assert!(
+        g.expired_offsets(1019, 1000).is_empty(),
+        "empty for less than retention"
+    );
+    assert_eq!(g.expired_offsets(1020, 1000).len(), 1);
+}

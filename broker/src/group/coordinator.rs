@@ -22,6 +22,9 @@ use crate::shard::ShardState;
 
 /// How often session, rebalance and initial-delay timers are checked.
 const TICK: Duration = Duration::from_millis(50);
+/// How often committed offsets are checked against `offsets.retention.minutes` (Kafka's
+/// `offsets.retention.check.interval.ms` default).
+const RETENTION_CHECK_MS: i64 = 600_000;
 /// Bytes read per step while replaying a coordinator partition.
 const LOAD_CHUNK: usize = 1 << 20;
 
@@ -655,6 +658,74 @@ impl GroupShard {
         Ok(results)
     }
 
+    /// Tombstones expired offsets, and empty groups left with none (Kafka's cleanup).
+    pub async fn expire_offsets(&self, now: i64) {
+        let retention_ms = self
+            .shard
+            .upgrade()
+            .map(|s| {
+                s.ctx
+                    .config
+                    .offsets_retention_minutes
+                    .saturating_mul(60_000)
+            })
+            .unwrap_or(i64::MAX);
+        let mut by_partition: BTreeMap<i32, Vec<GroupRecord>> = BTreeMap::new();
+        let mut emptied = Vec::new();
+        for g in self.groups.borrow().values() {
+            let expired = g.expired_offsets(now, retention_ms);
+            if expired.is_empty() {
+                continue;
+            }
+            let recs = by_partition.entry(self.partition_of(&g.id)).or_default();
+            for (topic, partition) in &expired {
+                recs.push(GroupRecord::Offset {
+                    group: g.id.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                    value: None,
+                });
+            }
+            if expired.len() == g.offsets.len() && g.members.is_empty() {
+                recs.push(GroupRecord::Metadata {
+                    group: g.id.clone(),
+                    value: None,
+                });
+                emptied.push(g.id.clone());
+            }
+        }
+        for (p, recs) in by_partition {
+            if let Err(e) = self.append(p, &recs).await {
+                tracing::warn!(partition = p, error = %e, "expiring offsets failed");
+                continue;
+            }
+            let mut groups = self.groups.borrow_mut();
+            for r in recs {
+                match r {
+                    GroupRecord::Offset {
+                        group,
+                        topic,
+                        partition,
+                        ..
+                    } => {
+                        if let Some(g) = groups.get_mut(&group) {
+                            g.offsets.remove(&(topic, partition));
+                        }
+                    }
+                    GroupRecord::Metadata { group, .. } => {
+                        if emptied.contains(&group)
+                            && groups.get(&group).is_some_and(|g| {
+                                g.offsets.is_empty() && g.state == GroupState::Empty
+                            })
+                        {
+                            groups.remove(&group);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     fn tick(&self, now: i64) -> Vec<String> {
         let mut dirty = Vec::new();
         let mut topics = None;
@@ -701,10 +772,17 @@ pub fn metadata_record(g: &Group) -> GroupRecord {
 }
 
 async fn tick_loop(groups: Weak<GroupShard>) {
+    let mut next_expiry = crate::now_ms() + RETENTION_CHECK_MS;
     loop {
         tokio::time::sleep(TICK).await;
         let Some(gs) = groups.upgrade() else { return };
-        let dirty = gs.tick(crate::now_ms());
+        let now = crate::now_ms();
+        if now >= next_expiry {
+            next_expiry = now + RETENTION_CHECK_MS;
+            let gs = gs.clone();
+            tokio::task::spawn_local(async move { gs.expire_offsets(now).await });
+        }
+        let dirty = gs.tick(now);
         for id in dirty {
             let gs = gs.clone();
             tokio::task::spawn_local(async move {

@@ -504,3 +504,27 @@ fn given_kip848_members_when_heartbeating_then_partitions_split_and_offsets_need
     let r: ConsumerGroupHeartbeatResponse = h.call(ApiKey::ConsumerGroupHeartbeat, 1, req);
     assert_eq!(r.error_code, 25);
 }
+
+#[test]
+fn given_simple_commit_when_retention_passes_then_offset_and_group_gone_even_after_reload() {
+    let h = harness();
+    create(&h, "t", 1);
+    let r: OffsetCommitResponse =
+        h.call(ApiKey::OffsetCommit, 9, commit_req("old", "", -1, "t", 8));
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    let gs = crate::group::GroupShard::of(&h.state);
+    let eight_days = 8 * 24 * 3600 * 1000;
+    h.block_on(gs.expire_offsets(crate::now_ms() + eight_days));
+    assert_eq!(
+        fetch_v8(&h, "old", "t").groups[0].topics[0].partitions[0].committed_offset,
+        -1
+    );
+    gs.groups.borrow_mut().clear();
+    gs.forget_loaded();
+    assert_eq!(
+        fetch_v8(&h, "old", "t").groups[0].topics[0].partitions[0].committed_offset,
+        -1
+    );
+    let l: ListGroupsResponse = h.call(ApiKey::ListGroups, 5, ListGroupsRequest::default());
+    assert!(l.groups.iter().all(|g| g.group_id.as_str() != "old"));
+}
