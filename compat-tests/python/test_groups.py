@@ -404,3 +404,48 @@ def until_owned_partial(m: Member) -> None:
         if m.assignment():
             return
     raise AssertionError("never assigned")
+
+
+KILLED_CONSUMER = """
+import sys, time
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "group.protocol": "classic",
+              "session.timeout.ms": int(sys.argv[4]), "heartbeat.interval.ms": 500,
+              "auto.offset.reset": "earliest", "enable.auto.commit": False})
+c.subscribe([sys.argv[3]])
+deadline = time.monotonic() + 170
+while time.monotonic() < deadline:
+    c.poll(0.2)
+    if c.assignment():
+        print("assigned", flush=True)
+"""
+
+
+def test_groups_killed_member_partitions_reassigned_within_session_timeout(broker):
+    import subprocess
+    import sys
+
+    topic = clients.unique_topic("groups-kill")
+    assert admin.create_topic("confluent", broker.bootstrap, topic, PARTITIONS) == 0
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    survivor = Runner(lambda: Member("confluent", broker.bootstrap, group, topic))
+    survivor.start()
+    victim = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CONSUMER, broker.bootstrap, group, topic, str(SESSION_MS)],
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )
+    try:
+        admin.wait_for(lambda: 0 < len(survivor.assignment()) < PARTITIONS,
+                       "the partitions split between the two members", timeout_s=WAIT_S)
+        victim.kill()  # SIGKILL: no LeaveGroup, only the session timeout can tell
+        victim.wait(timeout=20)
+        killed_at = time.monotonic()
+        admin.wait_for(lambda: survivor.assignment() == set(range(PARTITIONS)),
+                       "the survivor to own every partition", timeout_s=WAIT_S)
+        # Session timeout, then a rebalance bounded by the survivor's next heartbeat/join.
+        assert time.monotonic() - killed_at < SESSION_MS / 1000 + 10
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait(timeout=20)
+        survivor.stop()
