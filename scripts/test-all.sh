@@ -11,6 +11,9 @@
 #             io_uring when the kernel allows; both backends must pass)
 #   build     cargo build --release -p strom (the binary every compat test runs)
 #   compat    pytest compat-tests/python against `strom serve` and Apache Kafka
+#   clients   the Java, Go (franz-go, Sarama), Node (kafkajs) and Rust (rdkafka) client
+#             suites against both brokers (compat-tests/run-clients.sh); fetches their
+#             pinned dependencies first (mvn go-offline, go mod download, npm ci)
 #
 # Environment:
 #   STROM_SKIP_CARGO=1      skip fmt, clippy, test and build (compat only; for working on
@@ -20,6 +23,9 @@
 #   STROM_COMPAT_BROKERS    brokers for the compat suite (default "strom,kafka")
 #   PYTEST_ARGS             extra arguments for pytest (e.g. "-k kafka-confluent -x")
 #   CARGO_JOBS              parallel cargo jobs (default 2)
+#   STROM_COMPAT_CLIENTS    languages for the clients phase (default "java,go,node,rust";
+#                           "none" skips the phase)
+#   STROM_COMPAT_CLIENT_RECORDS  records per client produce/consume test (default 2000)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -59,7 +65,8 @@ phase() {
 
 apt_install_missing() {
     # Debian package per command; apt-get update runs once, only if something is missing.
-    local -A want=([java]=openjdk-17-jre-headless [mvn]=maven [kcat]=kcat [python3]=python3)
+    local -A want=([java]=openjdk-17-jre-headless [mvn]=maven [kcat]=kcat [python3]=python3
+        [cmake]=cmake [g++]=g++ [node]=nodejs [npm]=npm)
     local pkgs=() cmd
     for cmd in "${!want[@]}"; do
         command -v "$cmd" >/dev/null 2>&1 || pkgs+=("${want[$cmd]}")
@@ -119,6 +126,25 @@ compat() {
     esac
 }
 
+# ---------------------------------------------------------------- clients
+
+clients() {
+    command -v go >/dev/null || { echo "go not found: install Go >= 1.24 (go.dev/dl)" >&2; return 1; }
+    if [[ "${STROM_SKIP_SETUP:-}" != 1 ]]; then
+        (cd compat-tests/go && timeout 600 go mod download)
+        # npm ci only when package-lock.json changed since the last install.
+        local want have=""
+        want="$(sha256sum compat-tests/node/package-lock.json | cut -d' ' -f1)"
+        [[ -f compat-tests/node/node_modules/.lock.sha256 ]] && have="$(cat compat-tests/node/node_modules/.lock.sha256)"
+        if [[ "$want" != "$have" ]]; then
+            (cd compat-tests/node && timeout 600 npm ci --no-audit --no-fund)
+            echo "$want" >compat-tests/node/node_modules/.lock.sha256
+        fi
+        (cd compat-tests/java && timeout 900 mvn -q -B dependency:go-offline >/dev/null)
+    fi
+    timeout --kill-after=30 2400 bash compat-tests/run-clients.sh
+}
+
 # ---------------------------------------------------------------- run
 
 if [[ "${STROM_SKIP_SETUP:-}" != 1 ]]; then
@@ -132,5 +158,6 @@ if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
     phase build cargo build --release -j"$jobs" -p strom
 fi
 phase compat compat
+[[ "${STROM_COMPAT_CLIENTS:-}" == none ]] || phase clients clients
 print_summary
 echo "all phases passed"
