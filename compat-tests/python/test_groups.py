@@ -59,7 +59,11 @@ class Member:
             }
             conf.update(extra)
             self.c = Consumer(conf)
-            self.c.subscribe([topic])
+            if events is None:
+                self.c.subscribe([topic])
+            else:
+                self.c.subscribe([topic], on_assign=lambda c, ps: events.append("assign"),
+                                 on_revoke=lambda c, ps: events.append("revoke"))
             return
         self.client = client
         if client == "confluent":
@@ -337,14 +341,15 @@ def test_groups_committed_offsets_survive_broker_restart_and_kill9():
         r.cleanup()
 
 
-def test_groups_static_member_restart_causes_no_rebalance(broker):
+@pytest.mark.parametrize("client", ["confluent", "confluent-consumer"])
+def test_groups_static_member_restart_causes_no_rebalance(broker, client):
     topic = clients.unique_topic("groups-static")
     assert admin.create_topic("confluent", broker.bootstrap, topic, PARTITIONS) == 0
     group = f"g-{uuid.uuid4().hex[:8]}"
     events: list[str] = []
     static_conf = {"group.instance.id": "static-1"}
-    dynamic = Runner(lambda: Member("confluent", broker.bootstrap, group, topic, events=events))
-    static = Runner(lambda: Member("confluent", broker.bootstrap, group, topic, **static_conf))
+    dynamic = Runner(lambda: Member(client, broker.bootstrap, group, topic, events=events))
+    static = Runner(lambda: Member(client, broker.bootstrap, group, topic, **static_conf))
     dynamic.start()
     static.start()
     try:
@@ -354,7 +359,7 @@ def test_groups_static_member_restart_causes_no_rebalance(broker):
         # A static member sends no LeaveGroup when it closes; a new instance with the same
         # group.instance.id takes its place within the session timeout.
         static.stop()
-        static = Runner(lambda: Member("confluent", broker.bootstrap, group, topic, **static_conf))
+        static = Runner(lambda: Member(client, broker.bootstrap, group, topic, **static_conf))
         static.start()
         after = until_owned([dynamic, static])
         time.sleep(5)
