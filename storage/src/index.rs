@@ -1,9 +1,9 @@
 //! Kafka's sparse segment indexes.
 //!
-//! - `.index`: 8-byte entries `(relative offset: u32 BE, file position: u32 BE)`. An entry
+//! - `.index`: 8-byte entries `(relative offset: i32 BE, >= 0, file position: u32 BE)`. An entry
 //!   `(o, p)` means "the batch whose *last* offset is `base + o` starts at byte `p`"; one is
 //!   added once more than `index.interval.bytes` were appended since the previous one.
-//! - `.timeindex`: 12-byte entries `(timestamp: i64 BE, relative offset: u32 BE)`: the
+//! - `.timeindex`: 12-byte entries `(timestamp: i64 BE, relative offset: i32 BE)`: the
 //!   largest batch max-timestamp so far and the last offset of the batch that has it,
 //!   appended next to offset-index entries when the timestamp grew.
 //!
@@ -20,6 +20,18 @@ use std::path::{Path, PathBuf};
 
 pub const OFFSET_ENTRY: usize = 8;
 pub const TIME_ENTRY: usize = 12;
+
+/// `offset - base` as the index stores it: a non-negative 32-bit value (signed in
+/// Kafka's reader), else the offset does not belong in this segment.
+fn relative(offset: i64, base: i64) -> io::Result<u32> {
+    match offset.checked_sub(base) {
+        Some(r) if (0..=i32::MAX as i64).contains(&r) => Ok(r as u32),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("offset {offset} out of the index range of segment {base}"),
+        )),
+    }
+}
 
 /// Common file handling of both indexes: entries are fixed-width records.
 struct IndexFile {
@@ -38,10 +50,14 @@ impl IndexFile {
             .create(true)
             .truncate(false)
             .open(path)?;
-        let len = file.metadata()?.len() as usize;
+        let max_entries = ((max_bytes as usize) / entry_size).max(1);
+        // Never more than a full index (plus the roll entry): a huge or garbage file must
+        // not turn into a huge allocation. Entries past that are dropped, and an index
+        // that then disagrees with its log is rebuilt by recovery.
+        let cap = (max_entries + 1) * entry_size;
+        let len = (file.metadata()?.len() as usize).min(cap);
         let mut raw = vec![0u8; len];
         file.read_exact_at(&mut raw, 0)?;
-        let max_entries = ((max_bytes as usize) / entry_size).max(1);
         Ok((
             IndexFile {
                 path: path.to_path_buf(),
@@ -95,6 +111,10 @@ impl OffsetIndex {
         for e in raw.chunks_exact(OFFSET_ENTRY) {
             let rel = u32::from_be_bytes(e[0..4].try_into().expect("4"));
             let pos = u32::from_be_bytes(e[4..8].try_into().expect("4"));
+            // Kafka reads relative offsets as signed ints: a negative one is garbage.
+            if rel > i32::MAX as u32 {
+                break;
+            }
             if let Some(&(lr, lp)) = entries.last() {
                 if rel <= lr || pos <= lp {
                     break;
@@ -135,7 +155,7 @@ impl OffsetIndex {
 
     /// Adds an entry if it moves forward; Kafka rejects anything else.
     pub fn append(&mut self, offset: i64, pos: u32) -> io::Result<()> {
-        let rel = (offset - self.base_offset) as u32;
+        let rel = relative(offset, self.base_offset)?;
         if let Some(&(lr, lp)) = self.entries.last() {
             if rel <= lr || pos <= lp {
                 return Ok(());
@@ -206,7 +226,7 @@ impl TimeIndex {
         for e in raw.chunks_exact(TIME_ENTRY) {
             let ts = i64::from_be_bytes(e[0..8].try_into().expect("8"));
             let rel = u32::from_be_bytes(e[8..12].try_into().expect("4"));
-            if ts == 0 && rel == 0 {
+            if (ts == 0 && rel == 0) || rel > i32::MAX as u32 {
                 break;
             }
             if let Some(&(lt, lr)) = entries.last() {
@@ -229,8 +249,10 @@ impl TimeIndex {
     pub fn entries(&self) -> &[(i64, u32)] {
         &self.entries
     }
+    /// Full one entry early, as Kafka's `TimeIndex.isFull`: the last slot is kept for
+    /// the entry written when the segment is rolled.
     pub fn is_full(&self) -> bool {
-        self.entries.len() >= self.f.max_entries
+        self.entries.len() + 1 >= self.f.max_entries
     }
     pub fn last(&self) -> Option<(i64, i64)> {
         self.entries
@@ -244,7 +266,7 @@ impl TimeIndex {
         if ts < 0 {
             return Ok(());
         }
-        let rel = (offset - self.base_offset) as u32;
+        let rel = relative(offset, self.base_offset)?;
         if let Some(&(lt, lr)) = self.entries.last() {
             if ts <= lt || rel < lr {
                 return Ok(());

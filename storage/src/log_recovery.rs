@@ -132,7 +132,16 @@ pub(crate) fn load_segments(
             let overlaps = bases
                 .get(i + 1)
                 .is_some_and(|&next| seg.next_offset.get() > next);
-            if cut > 0 || overlaps {
+            // A hole before the next segment, above the recovery point, is a write lost
+            // in a crash (writes complete out of order: the first batch of a new segment
+            // can reach the disk while the last one of the old segment never did). Nothing
+            // after the hole was acknowledged (acks need a contiguous written prefix), so
+            // the log ends at the hole. (Holes left by Kafka's cleaner lie below the
+            // recovery point of a cleanly stopped Kafka, which is handled above.)
+            let hole = bases
+                .get(i + 1)
+                .is_some_and(|&next| seg.next_offset.get() < next);
+            if cut > 0 || overlaps || hole {
                 for &later in &bases[i + 1..] {
                     tracing::warn!(dir = %dir.display(), segment = later,
                         "deleting segment after a corrupt one");

@@ -294,11 +294,13 @@ impl Segment {
         if start > self.size.get() {
             return Ok(false);
         }
-        if let Some((ts, off)) = self.time_index.borrow().last() {
-            if off < self.base_offset {
-                return Ok(false);
-            }
-            self.max_ts.set((ts, off));
+        match self.time_index.borrow().last() {
+            Some((ts, off)) => self.max_ts.set((ts, off)),
+            // Every offset-index entry comes with a time-index entry once timestamps are
+            // set, so an empty time index next to a non-empty offset index is a missing or
+            // garbage file: rebuild it, or segment-level max timestamps would be wrong.
+            None if last.is_some() => return Ok(false),
+            None => {}
         }
         let size = self.size.get();
         self.written_size.set(size);
@@ -311,6 +313,14 @@ impl Segment {
             None
         };
         let buf: &[u8] = map.as_ref().map(|m| &m[..size as usize]).unwrap_or(&[]);
+        // segment.ms counts from the segment's real first batch, not from where the scan
+        // resumes (Kafka's loadFirstBatchTimestamp).
+        if size > 0 {
+            match batch::frame(buf) {
+                Ok(h) => self.first_batch_ts.set(Some(h.max_timestamp)),
+                Err(_) => return Ok(false),
+            }
+        }
         let mut pos = start as usize;
         let mut first = true;
         let mut ok = true;
@@ -344,10 +354,9 @@ impl Segment {
             // truncates them.
             return Ok(false);
         }
-        if self.first_batch_ts.get().is_none() && size > 0 {
-            if let Ok(h) = batch::frame(buf) {
-                self.first_batch_ts.set(Some(h.max_timestamp));
-            }
+        // The time index may not point past the segment's last offset.
+        if self.max_ts.get().1 >= self.next_offset.get() && self.max_ts.get().0 >= 0 {
+            return Ok(false);
         }
         Ok(true)
     }

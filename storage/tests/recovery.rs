@@ -325,3 +325,101 @@ fn given_bad_index_of_segment_below_recovery_point_when_opening_then_rebuilt_wit
     std::fs::write(&idx[0], b"garbage!garbage!garbage").unwrap();
     assert_eq!(reopen_and_count(root.path(), end), (80, end));
 }
+
+/// Closed log whose largest timestamp is in the very first batch of the first segment.
+fn populate_max_ts_first(root: &Path) -> (PathBuf, i64) {
+    run(async {
+        let log = open(root, cfg(), 0);
+        log.append(batch_n(50_000, 2, 300, 0), opts(Durability::None))
+            .await
+            .unwrap();
+        for i in 1..40 {
+            log.append(batch_n(1000 + 10 * i, 2, 300, 0), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        let dir = log.dir().to_path_buf();
+        let end = log.log_end_offset();
+        log.close().await.unwrap();
+        (dir, end)
+    })
+}
+
+#[test]
+fn given_missing_timeindex_when_opening_clean_then_rebuilt_and_timestamp_lookups_right() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, end) = populate_max_ts_first(root.path());
+    std::fs::remove_file(&segment_files(&dir, "timeindex")[0]).unwrap();
+    run(async {
+        let log = open(root.path(), cfg(), end);
+        assert_eq!(log.max_timestamp(), Some((1, 50_001)));
+        assert_eq!(log.offset_for_timestamp(20_000).unwrap(), Some((0, 50_000)));
+    });
+}
+
+#[test]
+fn given_timeindex_with_negative_relative_offset_when_opening_clean_then_rebuilt() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, end) = populate_max_ts_first(root.path());
+    let mut raw = 60_000i64.to_be_bytes().to_vec();
+    raw.extend_from_slice(&(-16i32).to_be_bytes());
+    std::fs::write(&segment_files(&dir, "timeindex")[0], raw).unwrap();
+    run(async {
+        let log = open(root.path(), cfg(), end);
+        assert_eq!(log.max_timestamp(), Some((1, 50_001)));
+    });
+}
+
+#[test]
+fn given_reopened_segment_when_segment_ms_passed_since_its_first_batch_then_rolls() {
+    let root = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        segment_ms: 1000,
+        index_interval_bytes: 256,
+        ..LogConfig::default()
+    };
+    let end = run(async {
+        let log = open(root.path(), cfg.clone(), 0);
+        // First batch at t=10_000, later ones up to t=10_900: no roll yet.
+        for i in 0..10 {
+            log.append(batch_n(10_000 + 100 * i, 1, 300, 0), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        assert_eq!(log.segment_base_offsets().len(), 1);
+        let end = log.log_end_offset();
+        log.close().await.unwrap();
+        end
+    });
+    run(async {
+        let log = open(root.path(), cfg, end);
+        // 1_100 ms after the first batch, but only a few hundred after the batch the
+        // index's last entry points at.
+        log.append(batch_n(11_100, 1, 300, 0), opts(Durability::None))
+            .await
+            .unwrap();
+        assert_eq!(log.segment_base_offsets(), vec![0, end]);
+    });
+}
+
+#[test]
+fn given_hole_before_next_segment_above_recovery_point_when_recovering_then_log_ends_at_hole() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Offsets 0-1 in the first segment; 2-3 never reached the disk; a second segment
+    // at 4 did (writes complete out of order).
+    std::fs::write(
+        dir.join("00000000000000000000.log"),
+        batch(1, &[b"a", b"b"]),
+    )
+    .unwrap();
+    let mut b = batch(2, &[b"c", b"d"]);
+    storage::batch::set_base_offset(&mut b, 4);
+    std::fs::write(dir.join("00000000000000000004.log"), &b).unwrap();
+    run(async {
+        let log = open(root.path(), cfg(), 0);
+        assert_eq!(log.log_end_offset(), 2);
+        assert_eq!(log.segment_base_offsets(), vec![0]);
+    });
+}
