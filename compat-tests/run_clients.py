@@ -103,6 +103,17 @@ def run(cmd: list[str], cwd: Path, env: dict, timeout_s: int) -> tuple[int, str]
     timeout the whole group gets SIGTERM, then SIGKILL."""
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        return _pump(proc, cmd, timeout_s)
+    finally:
+        # Also on SIGTERM/Ctrl-C of this driver: the test run is in its own session, so
+        # nothing else would stop it.
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _pump(proc: subprocess.Popen, cmd: list[str], timeout_s: int) -> tuple[int, str]:
     out: list[str] = []
     deadline = time.monotonic() + timeout_s
     timed_out = False
@@ -180,7 +191,13 @@ def start(name: str) -> brokers.BrokerProcess:
     return b
 
 
+def _terminate(signum, _frame):
+    # Unwind through the finally blocks: the running test group is killed, the broker stopped.
+    raise SystemExit(128 + signum)
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     broker_names = [b.strip() for b in os.environ.get("STROM_COMPAT_BROKERS", "strom,kafka").split(",") if b.strip()]
     langs = sys.argv[1:] or [x.strip() for x in os.environ.get("STROM_COMPAT_CLIENTS", "java,go,node,rust").split(",") if x.strip()]
     unknown = [x for x in langs if x not in LANGUAGES]

@@ -48,6 +48,24 @@ func franzCreate(t *testing.T, adm *kadm.Client, topic string, parts int32, conf
 	if r := resp[topic]; r.Err != nil {
 		t.Fatalf("CreateTopics %s: %v", topic, r.Err)
 	}
+	// Wait until every partition answers ListOffsets: Kafka answers CreateTopics before the
+	// broker has created the partitions, and drops acks=0 records sent in between
+	// (FINDINGS.md).
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		ready := err == nil
+		for p := int32(0); ready && p < parts; p++ {
+			o, ok := ends.Lookup(topic, p)
+			ready = ok && o.Err == nil
+		}
+		if ready {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("partitions of %s not ready within 30 s: %v", topic, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // franzProduce sends every record and returns the offsets the acks reported.

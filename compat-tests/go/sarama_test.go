@@ -50,6 +50,25 @@ func saramaCreate(t *testing.T, adm sarama.ClusterAdmin, topic string, parts int
 	if err := adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: parts, ReplicationFactor: 1, ConfigEntries: configs}, false); err != nil {
 		t.Fatalf("CreateTopic %s: %v", topic, err)
 	}
+	// Wait until every partition answers ListOffsets: Kafka answers CreateTopics before the
+	// broker has created the partitions, and drops acks=0 records sent in between
+	// (FINDINGS.md).
+	client, err := sarama.NewClient([]string{bootstrap(t)}, saramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for p := int32(0); p < parts; {
+		_ = client.RefreshMetadata(topic)
+		if _, err := client.GetOffset(topic, p, sarama.OffsetNewest); err == nil {
+			p++
+			continue
+		} else if time.Now().After(deadline) {
+			t.Fatalf("partition %d of %s not ready within 30 s: %v", p, topic, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func bytesEncoder(b []byte) sarama.Encoder {

@@ -109,6 +109,19 @@ async function createTopic(admin, topic, numPartitions, configEntries = []) {
     timeout: 30_000,
   })
   assert.equal(created, true, `createTopics(${topic}) did not create it`)
+  // Wait until every partition answers ListOffsets: Kafka answers CreateTopics before the
+  // broker has created the partitions, and drops acks=0 records sent in between (FINDINGS.md).
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    try {
+      const o = await admin.fetchTopicOffsets(topic)
+      if (o.length === numPartitions) return
+    } catch (e) {
+      if (Date.now() > deadline) throw e
+    }
+    assert.ok(Date.now() < deadline, `partitions of ${topic} not ready within 30 s`)
+    await new Promise(r => setTimeout(r, 50))
+  }
 }
 
 // Sends the records in batches of 250 (one produce request each) and returns the offset

@@ -109,6 +109,16 @@ fn create_topic(topic: &str, partitions: i32, configs: &[(&str, &str)]) {
     if let Err((t, code)) = &res[0] {
         panic!("CreateTopics {t}: {code:?}");
     }
+    // Wait until every partition answers ListOffsets: Kafka answers CreateTopics before the
+    // broker has created the partitions, and drops acks=0 records sent in between (FINDINGS.md).
+    let c = consumer();
+    let deadline = Instant::now() + TIMEOUT;
+    for p in 0..partitions {
+        while let Err(e) = c.fetch_watermarks(topic, p, Duration::from_secs(5)) {
+            assert!(Instant::now() < deadline, "partition {p} of {topic} not ready: {e}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 /// Records each delivery report: the offset, or the error, by the record's index.

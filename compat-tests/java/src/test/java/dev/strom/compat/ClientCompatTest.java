@@ -95,6 +95,20 @@ class ClientCompatTest {
     static void createTopic(String topic, int partitions, Map<String, String> configs) throws Exception {
         admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1).configs(configs)))
                 .all().get(30, TimeUnit.SECONDS);
+        // Wait until every partition answers ListOffsets: Kafka answers CreateTopics before the
+        // broker has created the partitions, and drops acks=0 records sent in between (FINDINGS.md).
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+        for (int p = 0; p < partitions; p++) latest.put(new TopicPartition(topic, p), OffsetSpec.latest());
+        while (true) {
+            try {
+                admin.listOffsets(latest).all().get(10, TimeUnit.SECONDS);
+                return;
+            } catch (ExecutionException e) {
+                if (System.nanoTime() > deadline) throw e;
+                Thread.sleep(50);
+            }
+        }
     }
 
     /** One record as sent: what the consumer must give back byte for byte. */
