@@ -70,6 +70,36 @@ impl Default for LogConfig {
     }
 }
 
+impl LogConfig {
+    /// Bounds that keep the on-disk format readable by Kafka: file positions are 32-bit
+    /// signed in Kafka's readers, so neither a segment nor an index may exceed i32::MAX
+    /// bytes. Checked by `PartitionLog::open`.
+    pub fn validate(&self) -> Result<(), StorageError> {
+        let bad = |reason: String| {
+            Err(StorageError::Invalid {
+                what: "log config",
+                reason,
+            })
+        };
+        // 14: Kafka's own lower bound (LegacyRecord.RECORD_OVERHEAD_V0).
+        if !(14..=i32::MAX as u64).contains(&self.segment_bytes) {
+            return bad(format!(
+                "segment.bytes {} not in [14, {}]",
+                self.segment_bytes,
+                i32::MAX
+            ));
+        }
+        if self.segment_index_bytes > i32::MAX as u64 {
+            return bad(format!(
+                "segment.index.bytes {} above {}",
+                self.segment_index_bytes,
+                i32::MAX
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
     /// Resolves once the bytes are in the page cache.

@@ -382,6 +382,7 @@ impl PartitionLog {
         io: Rc<IoBackend>,
         recovery_point: i64,
     ) -> Result<PartitionLog, StorageError> {
+        config.validate()?;
         let dir = data_dir.join(format!("{topic}-{partition}"));
         let existed = dir.is_dir();
         std::fs::create_dir_all(&dir).map_err(|e| StorageError::io(e, &dir))?;

@@ -204,7 +204,8 @@ pub fn read_checkpoint(path: &Path) -> Result<HashMap<(String, i32), i64>, Stora
         .next()
         .and_then(|l| l.trim().parse().ok())
         .ok_or_else(|| bad_checkpoint(path, "bad entry count"))?;
-    let mut out = HashMap::with_capacity(count);
+    // The count comes from the file: bound what it can reserve by the lines present.
+    let mut out = HashMap::with_capacity(count.min(text.len() / 6));
     for _ in 0..count {
         let line = lines
             .next()
@@ -290,6 +291,11 @@ pub fn list_partitions(data_dir: &Path) -> Result<Vec<(String, i32)>, StorageErr
         }
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.ends_with("-delete") || name.ends_with("-future") || name.ends_with("-stray") {
+            continue;
+        }
+        // KRaft's metadata log lives in the data dir too (Kafka's own layout); it is not a
+        // partition of any topic the broker serves.
+        if name == "__cluster_metadata-0" {
             continue;
         }
         if let Some((topic, p)) = name.rsplit_once('-') {
@@ -386,5 +392,27 @@ mod tests {
         assert_eq!(m1, m2);
         assert_eq!(m1.version, 1);
         assert!(ensure_meta_properties(dir.path(), 2).is_err());
+    }
+
+    #[test]
+    fn given_checkpoint_with_huge_count_when_reading_then_error_not_abort() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cp");
+        std::fs::write(&p, format!("0\n{}\nt 0 5\n", usize::MAX)).unwrap();
+        assert!(matches!(
+            read_checkpoint(&p),
+            Err(StorageError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn given_kraft_metadata_dir_when_listing_partitions_then_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("__cluster_metadata-0")).unwrap();
+        std::fs::create_dir(dir.path().join("orders-3")).unwrap();
+        assert_eq!(
+            list_partitions(dir.path()).unwrap(),
+            vec![("orders".to_string(), 3)]
+        );
     }
 }

@@ -477,3 +477,16 @@ fn given_reader_holding_bytes_across_a_remap_when_truncated_then_bytes_stay_read
         assert_eq!(log.log_end_offset(), 1);
     });
 }
+
+#[test]
+fn given_segment_bytes_past_i32_max_when_opening_then_invalid_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        segment_bytes: 1 << 32,
+        ..LogConfig::default()
+    };
+    let r = run(async {
+        storage::PartitionLog::open(dir.path(), "t", 0, cfg, backend(), 0).map(|_| ())
+    });
+    assert!(matches!(r, Err(StorageError::Invalid { .. })), "{r:?}");
+}
