@@ -119,6 +119,8 @@ impl GroupShard {
             .partition(OFFSETS_TOPIC, p)
             .ok_or(GroupError::CoordinatorNotAvailable)?;
         let now = crate::now_ms();
+        let catalog = shard.ctx.catalog.snapshot();
+        let name_of = |id: &uuid::Uuid| catalog.by_id(id).map(|t| t.name.to_string());
         let mut offset = part.log.log_start_offset();
         let mut applied = 0usize;
         loop {
@@ -148,7 +150,7 @@ impl GroupShard {
                         };
                         match GroupRecord::decode(key, r.value.as_deref()) {
                             Ok(Some(rec)) => {
-                                self.apply(rec, now);
+                                self.apply(rec, now, &name_of);
                                 applied += 1;
                             }
                             Ok(None) => {}
@@ -164,6 +166,9 @@ impl GroupShard {
         for g in self.groups.borrow_mut().values_mut() {
             if self.partition_of(&g.id) == p && g.state != GroupState::Dead {
                 g.restore_state(now);
+                if let Some(c) = g.consumer.as_mut() {
+                    c.finish_restore(now, &self.consumer_cfg);
+                }
             }
         }
         tracing::debug!(
@@ -175,9 +180,21 @@ impl GroupShard {
         Ok(())
     }
 
-    fn apply(&self, rec: GroupRecord, now: i64) {
+    fn apply(&self, rec: GroupRecord, now: i64, name_of: &dyn Fn(&uuid::Uuid) -> Option<String>) {
         let mut groups = self.groups.borrow_mut();
         match rec {
+            GroupRecord::ConsumerEpoch { ref group, .. }
+            | GroupRecord::ConsumerMember { ref group, .. }
+            | GroupRecord::TargetEpoch { ref group, .. }
+            | GroupRecord::TargetMember { ref group, .. }
+            | GroupRecord::CurrentAssignment { ref group, .. } => {
+                let g = groups
+                    .entry(group.clone())
+                    .or_insert_with(|| Group::new(group, now));
+                g.consumer
+                    .get_or_insert_with(Default::default)
+                    .restore(rec, name_of);
+            }
             GroupRecord::Offset {
                 group,
                 topic,
@@ -546,8 +563,9 @@ impl GroupShard {
             .unwrap_or_default()
     }
 
-    /// ConsumerGroupHeartbeat (KIP-848).
-    pub fn consumer_heartbeat(
+    /// ConsumerGroupHeartbeat (KIP-848). The changes are durable in `__consumer_offsets`
+    /// before the member hears back.
+    pub async fn consumer_heartbeat(
         &self,
         group_id: &str,
         p: HeartbeatParams,
@@ -557,24 +575,32 @@ impl GroupShard {
         }
         let topics = self.topic_partitions();
         let now = crate::now_ms();
-        let mut groups = self.groups.borrow_mut();
-        if !groups.contains_key(group_id) {
-            if p.member_epoch != 0 {
-                return Err(GroupError::UnknownMemberId);
+        let id_of = self.topic_ids();
+        let (result, recs) = {
+            let mut groups = self.groups.borrow_mut();
+            if !groups.contains_key(group_id) {
+                if p.member_epoch != 0 {
+                    return Err(GroupError::UnknownMemberId);
+                }
+                groups.insert(group_id.to_string(), Group::new(group_id, now));
             }
-            groups.insert(group_id.to_string(), Group::new(group_id, now));
-        }
-        let g = groups.get_mut(group_id).expect("present");
-        if !g.members.is_empty() {
-            // A classic group with members: not a consumer group.
-            return Err(GroupError::GroupIdNotFound);
-        }
-        g.consumer.get_or_insert_with(Default::default).heartbeat(
-            p,
-            &topics,
-            now,
-            &self.consumer_cfg,
-        )
+            let g = groups.get_mut(group_id).expect("present");
+            if !g.members.is_empty() {
+                // A classic group with members: not a consumer group.
+                return Err(GroupError::GroupIdNotFound);
+            }
+            let c = g.consumer.get_or_insert_with(Default::default);
+            let result = c.heartbeat(p, &topics, now, &self.consumer_cfg);
+            (result, c.take_records(group_id, &id_of))
+        };
+        self.append(self.partition_of(group_id), &recs).await?;
+        result
+    }
+
+    /// Topic name → id, for KIP-848 records.
+    fn topic_ids(&self) -> impl Fn(&str) -> Option<uuid::Uuid> {
+        let catalog = self.shard.upgrade().map(|s| s.ctx.catalog.snapshot());
+        move |t: &str| catalog.as_ref()?.get(t).map(|m| m.id)
     }
 
     /// DeleteGroups for one group: tombstones for its metadata and offsets.
@@ -593,6 +619,16 @@ impl GroupShard {
                     value: None,
                 })
                 .collect();
+            if g.consumer.is_some() {
+                recs.push(GroupRecord::ConsumerEpoch {
+                    group: group_id.to_string(),
+                    value: None,
+                });
+                recs.push(GroupRecord::TargetEpoch {
+                    group: group_id.to_string(),
+                    value: None,
+                });
+            }
             recs.push(GroupRecord::Metadata {
                 group: group_id.to_string(),
                 value: None,
@@ -712,34 +748,41 @@ impl GroupShard {
                             g.offsets.remove(&(topic, partition));
                         }
                     }
-                    GroupRecord::Metadata { group, .. } => {
+                    GroupRecord::Metadata { group, .. }
                         if emptied.contains(&group)
                             && groups.get(&group).is_some_and(|g| {
                                 g.offsets.is_empty() && g.state == GroupState::Empty
-                            })
-                        {
-                            groups.remove(&group);
-                        }
+                            }) =>
+                    {
+                        groups.remove(&group);
                     }
+                    _ => {}
                 }
             }
         }
     }
 
-    fn tick(&self, now: i64) -> Vec<String> {
+    /// Timers of every group: classic groups to persist, and KIP-848 records to write.
+    fn tick(&self, now: i64) -> (Vec<String>, Vec<(i32, Vec<GroupRecord>)>) {
         let mut dirty = Vec::new();
+        let mut records = Vec::new();
         let mut topics = None;
+        let id_of = self.topic_ids();
         for g in self.groups.borrow_mut().values_mut() {
             if let Some(c) = g.consumer.as_mut() {
                 let topics = topics.get_or_insert_with(|| self.topic_partitions());
                 c.tick(now, topics);
+                let recs = c.take_records(&g.id, &id_of);
+                if !recs.is_empty() {
+                    records.push((self.partition_of(&g.id), recs));
+                }
             }
             g.tick(now, &self.cfg);
             if g.is_dirty() {
                 dirty.push(g.id.clone());
             }
         }
-        dirty
+        (dirty, records)
     }
 }
 
@@ -782,7 +825,15 @@ async fn tick_loop(groups: Weak<GroupShard>) {
             let gs = gs.clone();
             tokio::task::spawn_local(async move { gs.expire_offsets(now).await });
         }
-        let dirty = gs.tick(now);
+        let (dirty, records) = gs.tick(now);
+        for (p, recs) in records {
+            let gs = gs.clone();
+            tokio::task::spawn_local(async move {
+                if let Err(e) = gs.append(p, &recs).await {
+                    tracing::warn!(partition = p, error = %e, "persisting consumer group failed");
+                }
+            });
+        }
         for id in dirty {
             let gs = gs.clone();
             tokio::task::spawn_local(async move {

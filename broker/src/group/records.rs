@@ -6,6 +6,9 @@
 //! with their own int16 version: we write `OffsetCommitValue` v3 and `GroupMetadataValue` v3
 //! (the newest non-flexible ones, which Kafka 3 and 4 read), and read v0–v4 (v4 is the first
 //! flexible version: compact strings and tagged fields). A null value is a tombstone.
+//! KIP-848 consumer groups use key types 3 (group epoch), 5 (member metadata), 6 (target
+//! assignment epoch), 7 (a member's target assignment) and 8 (its current assignment), with
+//! flexible v0 values, as Kafka's new group coordinator writes them.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
@@ -49,6 +52,53 @@ pub enum GroupRecord {
         group: String,
         value: Option<GroupMetadata>,
     },
+    /// KIP-848 `ConsumerGroupMetadata` (key 3): the group epoch.
+    ConsumerEpoch { group: String, value: Option<i32> },
+    /// `ConsumerGroupMemberMetadata` (key 5).
+    ConsumerMember {
+        group: String,
+        member: String,
+        value: Option<ConsumerMemberMetadata>,
+    },
+    /// `ConsumerGroupTargetAssignmentMetadata` (key 6): the assignment epoch.
+    TargetEpoch { group: String, value: Option<i32> },
+    /// `ConsumerGroupTargetAssignmentMember` (key 7).
+    TargetMember {
+        group: String,
+        member: String,
+        value: Option<TopicPartitions>,
+    },
+    /// `ConsumerGroupCurrentMemberAssignment` (key 8).
+    CurrentAssignment {
+        group: String,
+        member: String,
+        value: Option<CurrentAssignment>,
+    },
+}
+
+/// Partitions by topic id, as the KIP-848 records hold them.
+pub type TopicPartitions = Vec<(uuid::Uuid, Vec<i32>)>;
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ConsumerMemberMetadata {
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed: Vec<String>,
+    pub regex: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub server_assignor: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CurrentAssignment {
+    pub epoch: i32,
+    pub previous_epoch: i32,
+    /// Kafka's MemberState: 0 stable, 1 unrevoked partitions, 2 unreleased partitions.
+    pub state: i8,
+    pub assigned: TopicPartitions,
+    pub pending_revocation: TopicPartitions,
 }
 
 const OFFSET_VALUE_VERSION: i16 = 3;
@@ -69,6 +119,46 @@ fn put_nullable_str(b: &mut BytesMut, s: Option<&str>) {
 fn put_bytes(b: &mut BytesMut, v: &[u8]) {
     b.put_i32(v.len() as i32);
     b.put_slice(v);
+}
+
+fn put_uvarint(b: &mut BytesMut, mut v: u64) {
+    while v >= 0x80 {
+        b.put_u8((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    b.put_u8(v as u8);
+}
+
+/// A flexible-version (compact) nullable string.
+fn put_compact_str(b: &mut BytesMut, s: Option<&str>) {
+    match s {
+        Some(s) => {
+            put_uvarint(b, s.len() as u64 + 1);
+            b.put_slice(s.as_bytes());
+        }
+        None => put_uvarint(b, 0),
+    }
+}
+
+fn put_topic_partitions(b: &mut BytesMut, tps: &TopicPartitions) {
+    put_uvarint(b, tps.len() as u64 + 1);
+    for (id, ps) in tps {
+        b.put_slice(id.as_bytes());
+        put_uvarint(b, ps.len() as u64 + 1);
+        for p in ps {
+            b.put_i32(*p);
+        }
+        b.put_u8(0);
+    }
+}
+
+/// A flexible v0 value holding one int32 (group epoch, assignment epoch).
+fn flexible_epoch(epoch: i32) -> Bytes {
+    let mut v = BytesMut::new();
+    v.put_i16(0);
+    v.put_i32(epoch);
+    v.put_u8(0);
+    v.freeze()
 }
 
 impl GroupRecord {
@@ -123,6 +213,81 @@ impl GroupRecord {
                 });
                 (k.freeze(), v)
             }
+            GroupRecord::ConsumerEpoch { group, value } => {
+                k.put_i16(3);
+                put_str(&mut k, group);
+                (k.freeze(), value.map(flexible_epoch))
+            }
+            GroupRecord::TargetEpoch { group, value } => {
+                k.put_i16(6);
+                put_str(&mut k, group);
+                (k.freeze(), value.map(flexible_epoch))
+            }
+            GroupRecord::ConsumerMember {
+                group,
+                member,
+                value,
+            } => {
+                k.put_i16(5);
+                put_str(&mut k, group);
+                put_str(&mut k, member);
+                let v = value.as_ref().map(|m| {
+                    let mut v = BytesMut::new();
+                    v.put_i16(0);
+                    put_compact_str(&mut v, m.instance_id.as_deref());
+                    put_compact_str(&mut v, m.rack_id.as_deref());
+                    put_compact_str(&mut v, Some(&m.client_id));
+                    put_compact_str(&mut v, Some(&m.client_host));
+                    put_uvarint(&mut v, m.subscribed.len() as u64 + 1);
+                    for t in &m.subscribed {
+                        put_compact_str(&mut v, Some(t));
+                    }
+                    put_compact_str(&mut v, m.regex.as_deref());
+                    v.put_i32(m.rebalance_timeout_ms);
+                    put_compact_str(&mut v, m.server_assignor.as_deref());
+                    v.put_u8(0);
+                    v.freeze()
+                });
+                (k.freeze(), v)
+            }
+            GroupRecord::TargetMember {
+                group,
+                member,
+                value,
+            } => {
+                k.put_i16(7);
+                put_str(&mut k, group);
+                put_str(&mut k, member);
+                let v = value.as_ref().map(|tps| {
+                    let mut v = BytesMut::new();
+                    v.put_i16(0);
+                    put_topic_partitions(&mut v, tps);
+                    v.put_u8(0);
+                    v.freeze()
+                });
+                (k.freeze(), v)
+            }
+            GroupRecord::CurrentAssignment {
+                group,
+                member,
+                value,
+            } => {
+                k.put_i16(8);
+                put_str(&mut k, group);
+                put_str(&mut k, member);
+                let v = value.as_ref().map(|a| {
+                    let mut v = BytesMut::new();
+                    v.put_i16(0);
+                    v.put_i32(a.epoch);
+                    v.put_i32(a.previous_epoch);
+                    v.put_i8(a.state);
+                    put_topic_partitions(&mut v, &a.assigned);
+                    put_topic_partitions(&mut v, &a.pending_revocation);
+                    v.put_u8(0);
+                    v.freeze()
+                });
+                (k.freeze(), v)
+            }
         }
     }
 
@@ -149,6 +314,81 @@ impl GroupRecord {
                 let value = value.map(decode_group_value).transpose()?;
                 Ok(Some(GroupRecord::Metadata { group, value }))
             }
+            3 | 6 => {
+                let group = k.string()?;
+                let value = value
+                    .map(|v| Reader::value(v).and_then(|mut r| r.i32()))
+                    .transpose()?;
+                Ok(Some(if key_version == 3 {
+                    GroupRecord::ConsumerEpoch { group, value }
+                } else {
+                    GroupRecord::TargetEpoch { group, value }
+                }))
+            }
+            5 => {
+                let (group, member) = (k.string()?, k.string()?);
+                let value = value
+                    .map(|v| {
+                        let mut r = Reader::value(v)?;
+                        let instance_id = r.nullable_string()?;
+                        let rack_id = r.nullable_string()?;
+                        let client_id = r.string()?;
+                        let client_host = r.string()?;
+                        let n = r.array_len()?;
+                        let mut subscribed = Vec::with_capacity(n.min(1024));
+                        for _ in 0..n {
+                            subscribed.push(r.string()?);
+                        }
+                        Ok(ConsumerMemberMetadata {
+                            instance_id,
+                            rack_id,
+                            client_id,
+                            client_host,
+                            subscribed,
+                            regex: r.nullable_string()?,
+                            rebalance_timeout_ms: r.i32()?,
+                            server_assignor: r.nullable_string()?,
+                        })
+                    })
+                    .transpose()?;
+                Ok(Some(GroupRecord::ConsumerMember {
+                    group,
+                    member,
+                    value,
+                }))
+            }
+            7 => {
+                let (group, member) = (k.string()?, k.string()?);
+                let value = value
+                    .map(|v| Reader::value(v)?.topic_partitions())
+                    .transpose()?;
+                Ok(Some(GroupRecord::TargetMember {
+                    group,
+                    member,
+                    value,
+                }))
+            }
+            8 => {
+                let (group, member) = (k.string()?, k.string()?);
+                let value = value
+                    .map(|v| {
+                        let mut r = Reader::value(v)?;
+                        Ok(CurrentAssignment {
+                            epoch: r.i32()?,
+                            previous_epoch: r.i32()?,
+                            state: r.i8()?,
+                            assigned: r.topic_partitions()?,
+                            pending_revocation: r.topic_partitions()?,
+                        })
+                    })
+                    .transpose()?;
+                Ok(Some(GroupRecord::CurrentAssignment {
+                    group,
+                    member,
+                    value,
+                }))
+            }
+            // 4 (subscription metadata, deprecated) and newer record types are not kept.
             _ => Ok(None),
         }
     }
@@ -246,6 +486,33 @@ impl<'a> Reader<'a> {
             )));
         }
         Ok(())
+    }
+    /// A flexible KIP-848 value: int16 version (0 is the only one), compact encoding.
+    fn value(v: &'a [u8]) -> Result<Reader<'a>, RecordError> {
+        let mut r = Reader::new(v, false);
+        r.i16()?;
+        r.flexible = true;
+        Ok(r)
+    }
+    fn i8(&mut self) -> Result<i8, RecordError> {
+        self.need(1)?;
+        Ok(self.b.get_i8())
+    }
+    fn topic_partitions(&mut self) -> Result<TopicPartitions, RecordError> {
+        let n = self.array_len()?;
+        let mut out = Vec::with_capacity(n.min(1024));
+        for _ in 0..n {
+            let id =
+                uuid::Uuid::from_slice(self.raw(16)?).map_err(|e| RecordError(e.to_string()))?;
+            let m = self.array_len()?;
+            let mut ps = Vec::with_capacity(m.min(4096));
+            for _ in 0..m {
+                ps.push(self.i32()?);
+            }
+            self.tagged_fields()?;
+            out.push((id, ps));
+        }
+        Ok(out)
     }
     fn i16(&mut self) -> Result<i16, RecordError> {
         self.need(2)?;
@@ -412,6 +679,60 @@ mod tests {
             (o.offset, o.leader_epoch, o.metadata.as_str()),
             (9, 2, "ab")
         );
+    }
+
+    #[test]
+    fn given_kip848_records_when_encoding_then_round_trip() {
+        let id = uuid::Uuid::new_v4();
+        let recs = vec![
+            GroupRecord::ConsumerEpoch {
+                group: "g".into(),
+                value: Some(5),
+            },
+            GroupRecord::TargetEpoch {
+                group: "g".into(),
+                value: Some(5),
+            },
+            GroupRecord::ConsumerMember {
+                group: "g".into(),
+                member: "m".into(),
+                value: Some(ConsumerMemberMetadata {
+                    instance_id: Some("i".into()),
+                    rack_id: None,
+                    client_id: "c".into(),
+                    client_host: "h".into(),
+                    subscribed: vec!["a".into(), "b".into()],
+                    regex: None,
+                    rebalance_timeout_ms: 300_000,
+                    server_assignor: Some("uniform".into()),
+                }),
+            },
+            GroupRecord::TargetMember {
+                group: "g".into(),
+                member: "m".into(),
+                value: Some(vec![(id, vec![0, 2])]),
+            },
+            GroupRecord::CurrentAssignment {
+                group: "g".into(),
+                member: "m".into(),
+                value: Some(CurrentAssignment {
+                    epoch: 5,
+                    previous_epoch: 4,
+                    state: 1,
+                    assigned: vec![(id, vec![0])],
+                    pending_revocation: vec![(id, vec![1])],
+                }),
+            },
+            GroupRecord::CurrentAssignment {
+                group: "g".into(),
+                member: "m".into(),
+                value: None,
+            },
+        ];
+        for r in recs {
+            let (k, v) = r.encode();
+            assert_eq!(GroupRecord::decode(&k, v.as_deref()).unwrap(), Some(r));
+        }
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub async fn handle(
     let group_id = req.group_id.to_string();
     let gid = group_id.clone();
     let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
-        gs.consumer_heartbeat(&gid, params)
+        gs.consumer_heartbeat(&gid, params).await
     })
     .await;
     match r {

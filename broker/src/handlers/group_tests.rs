@@ -528,3 +528,67 @@ fn given_simple_commit_when_retention_passes_then_offset_and_group_gone_even_aft
     let l: ListGroupsResponse = h.call(ApiKey::ListGroups, 5, ListGroupsRequest::default());
     assert!(l.groups.iter().all(|g| g.group_id.as_str() != "old"));
 }
+
+#[test]
+fn given_kip848_group_when_a_new_shard_loads_it_then_members_epochs_and_assignments_restored() {
+    let h = harness();
+    create(&h, "t", 2);
+    let a = consumer_join(&h, "cg", 1);
+    let id = a.member_id.clone().unwrap();
+    let owned = a.assignment.clone().unwrap().topic_partitions;
+    let gs = crate::group::GroupShard::of(&h.state);
+    gs.groups.borrow_mut().clear();
+    gs.forget_loaded();
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("cg")))
+        .with_member_id(id.clone())
+        .with_member_epoch(1)
+        .with_topic_partitions(Some(
+            owned
+                .iter()
+                .map(|tp| {
+                    consumer_group_heartbeat_request::TopicPartitions::default()
+                        .with_topic_id(tp.topic_id)
+                        .with_partitions(tp.partitions.clone())
+                })
+                .collect(),
+        ));
+    let r: ConsumerGroupHeartbeatResponse = h.call(ApiKey::ConsumerGroupHeartbeat, 1, req);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert_eq!(r.member_epoch, 1, "no rebalance after the reload");
+    let d: ConsumerGroupDescribeResponse = h.call(
+        ApiKey::ConsumerGroupDescribe,
+        1,
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("cg"))]),
+    );
+    let g = &d.groups[0];
+    assert_eq!(
+        (g.group_epoch, g.assignment_epoch, g.group_state.as_str()),
+        (1, 1, "Stable")
+    );
+    assert_eq!(
+        g.members[0].assignment.topic_partitions[0].partitions,
+        vec![0, 1]
+    );
+    // Deleting after the member left leaves nothing behind for the next load.
+    let leave = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("cg")))
+        .with_member_id(id)
+        .with_member_epoch(-1);
+    let r: ConsumerGroupHeartbeatResponse = h.call(ApiKey::ConsumerGroupHeartbeat, 1, leave);
+    assert_eq!(r.error_code, 0);
+    let del: DeleteGroupsResponse = h.call(
+        ApiKey::DeleteGroups,
+        2,
+        DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("cg"))]),
+    );
+    assert_eq!(del.results[0].error_code, 0);
+    gs.groups.borrow_mut().clear();
+    gs.forget_loaded();
+    let d: ConsumerGroupDescribeResponse = h.call(
+        ApiKey::ConsumerGroupDescribe,
+        1,
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("cg"))]),
+    );
+    assert_eq!(d.groups[0].error_code, 69);
+}
