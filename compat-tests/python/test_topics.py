@@ -65,16 +65,19 @@ def test_producer_metadata_for_unknown_topic_auto_creates_it_with_one_partition(
     assert admin.topic_partitions("confluent", broker.bootstrap, name) == {0: 0}
 
 
-def test_consumer_metadata_for_unknown_topic_does_not_create_it(broker):
-    from kafka import KafkaConsumer
+def test_consumer_metadata_for_unknown_topic_answers_unknown_topic_and_does_not_create_it(broker):
+    """librdkafka's consumer names the topic in Metadata with allow_auto_topic_creation=false
+    (allow.auto.create.topics defaults to false for consumers)."""
+    from clients import confluent_consumer
 
     name = unique_topic("no-auto")
-    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None)
+    c = confluent_consumer(broker.bootstrap)
     try:
-        c.topics()  # a full metadata round trip
-        assert not c.partitions_for_topic(name)
+        md = c.list_topics(topic=name, timeout=admin.ADMIN_TIMEOUT_S)
     finally:
         c.close()
+    t = md.topics[name]
+    assert t.error is not None and t.error.code() == admin.UNKNOWN_TOPIC_OR_PARTITION, t.error
     assert admin.topic_partitions("confluent", broker.bootstrap, name) is None
 
 
