@@ -14,6 +14,7 @@ pub mod config;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;
+pub mod metrics;
 pub mod partition;
 pub mod producer_ids;
 pub mod server;

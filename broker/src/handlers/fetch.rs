@@ -174,6 +174,18 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
         let _ = tokio::time::timeout_at(deadline, changed).await;
     };
 
+    // Counted here, on what is sent: reads the long-poll loop discarded are not fetched.
+    for ((_, meta), p) in wanted.iter().zip(&partitions) {
+        if let (Some(meta), Some(records)) = (meta, &p.records) {
+            ctx.shard.metrics.count_fetched(
+                &meta.name,
+                p.partition_index,
+                records.len() as u64,
+                crate::metrics::records_in_batches(records),
+            );
+        }
+    }
+
     // An incremental response carries only partitions with news; the session remembers what
     // it told the client.
     let mut answered = Vec::new();

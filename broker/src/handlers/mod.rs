@@ -222,8 +222,15 @@ pub async fn handle_frame(
             version,
             message: format!("header: {e:#}"),
         })?;
-    let ctx = RequestContext { shard, header };
+    let started = std::time::Instant::now();
+    let ctx = RequestContext {
+        shard: shard.clone(),
+        header,
+    };
     let r = dispatch(ctx, key, frame.clone()).await;
+    shard
+        .metrics
+        .observe_request(key, version, started.elapsed().as_secs_f64());
     if let Err(e) = &r {
         tracing::debug!(error = %e, remaining = frame.remaining(), "request failed");
     }

@@ -114,6 +114,29 @@ impl Server {
             started_ms: crate::now_ms(),
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let ready_flag = Arc::new(AtomicBool::new(false));
+        let admin = {
+            let ready = ready_flag.clone();
+            let ctx = ctx.clone();
+            let shutdown = shutdown_rx.clone();
+            std::thread::Builder::new()
+                .name("admin".into())
+                .spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("admin runtime");
+                    // A LocalSet, because a scrape awaits `invoke_on`, whose future is not
+                    // `Send`.
+                    let local = tokio::task::LocalSet::new();
+                    local.block_on(&rt, async move {
+                        match tokio::net::TcpListener::from_std(metrics_std) {
+                            Ok(l) => admin::serve(l, ready, ctx, shutdown).await,
+                            Err(e) => tracing::error!(error = %e, "admin listener"),
+                        }
+                    });
+                })?
+        };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
         let recovery_points = Arc::new((recovery_points, log_starts));
         let cpus = std::thread::available_parallelism()
@@ -145,22 +168,7 @@ impl Server {
                 Err(_) => anyhow::bail!("a shard thread died during start"),
             }
         }
-        let ready_flag = Arc::new(AtomicBool::new(true));
-        let admin_shutdown = shutdown_rx.clone();
-        let admin = std::thread::Builder::new()
-            .name("admin".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("admin runtime");
-                rt.block_on(async move {
-                    match tokio::net::TcpListener::from_std(metrics_std) {
-                        Ok(l) => admin::serve(l, ready_flag, admin_shutdown).await,
-                        Err(e) => tracing::error!(error = %e, "admin listener"),
-                    }
-                });
-            })?;
+        ready_flag.store(true, std::sync::atomic::Ordering::Release);
         tracing::info!(%kafka_addr, %metrics_addr, shards = shard_count, clean_start = clean,
             "strom is serving");
         Ok(Server {

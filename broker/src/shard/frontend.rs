@@ -44,8 +44,12 @@ where
             return Ok(f(here).await);
         }
     }
+    if let Some(here) = current() {
+        here.metrics.cross_shard_sent.inc();
+    }
     let (tx, rx) = oneshot::channel();
     let msg: super::ShardMessage = Box::new(move |state| {
+        state.metrics.cross_shard_received.inc();
         tokio::task::spawn_local(async move {
             let _ = tx.send(f(state).await);
         });
@@ -79,7 +83,12 @@ pub async fn produce(
     let shard = home(ctx, &topic, partition);
     invoke_on(ctx, shard, move |state| async move {
         let p = find(&state, &topic, partition)?;
-        Ok(p.append(header, records, acks, now_ms).await?)
+        let (bytes, count) = (header.batch_length as u64 + 12, header.records_count as u64);
+        let outcome = p.append(header, records, acks, now_ms).await?;
+        state
+            .metrics
+            .count_produced(&topic, partition, bytes, count);
+        Ok(outcome)
     })
     .await?
 }

@@ -10,7 +10,6 @@ pub mod frontend;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use storage::IoBackend;
@@ -64,11 +63,7 @@ pub struct ShardState {
     pub fetch_sessions: RefCell<crate::fetch_session::FetchSessionCache>,
 }
 
-#[derive(Default)]
-pub struct ShardMetrics {
-    pub connections_open: AtomicI64,
-    pub connections_accepted: AtomicI64,
-}
+pub use crate::metrics::ShardMetrics;
 
 impl ShardState {
     pub fn partition(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
@@ -77,13 +72,11 @@ impl ShardState {
     }
 
     pub fn count_connection(&self, delta: i64) {
-        self.metrics
-            .connections_open
-            .fetch_add(delta, Ordering::Relaxed);
+        self.metrics.connections_open.add(delta);
         if delta > 0 {
-            self.metrics
-                .connections_accepted
-                .fetch_add(1, Ordering::Relaxed);
+            self.metrics.connections_accepted.inc();
+        } else {
+            self.metrics.connections_closed.inc();
         }
     }
 }

@@ -1,0 +1,407 @@
+//! One scrape: ask every shard for its snapshot (through `invoke_on`, so each shard reads its
+//! own state on its own thread), add what belongs to the process, render Prometheus text.
+//! Runs on the admin thread; a shard that does not answer within `SHARD_TIMEOUT` (e.g. still
+//! recovering) is left out of this scrape rather than holding the scraper.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus::proto::{
+    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
+};
+use prometheus::{Encoder, TextEncoder};
+
+use crate::shard::{frontend, BrokerContext, ShardState};
+
+const SHARD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What one partition looks like on its home shard at scrape time.
+#[derive(Debug, Clone)]
+pub struct PartitionSnapshot {
+    pub topic: String,
+    pub partition: i32,
+    pub size_bytes: u64,
+    pub log_start: i64,
+    pub log_end: i64,
+    pub high_watermark: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupSnapshot {
+    pub group: String,
+    pub members: usize,
+    /// (topic, partition, committed offset)
+    pub offsets: Vec<(String, i32, i64)>,
+}
+
+/// Everything a scrape needs from one shard; plain data, so it crosses threads.
+pub struct ShardSnapshot {
+    pub shard: usize,
+    pub families: Vec<MetricFamily>,
+    pub partitions: Vec<PartitionSnapshot>,
+    pub groups: Vec<GroupSnapshot>,
+    pub sync: storage::io::SyncStatsSnapshot,
+    pub syncs_in_flight: u64,
+    pub busy_seconds: f64,
+    pub cpu_seconds: f64,
+    pub inflight_bytes: u64,
+    pub inflight_bound: u64,
+}
+
+/// Runs on the shard's own thread.
+fn snapshot(state: &Rc<ShardState>) -> ShardSnapshot {
+    let partitions = state
+        .partitions
+        .borrow()
+        .iter()
+        .map(|((t, p), part)| PartitionSnapshot {
+            topic: t.to_string(),
+            partition: *p,
+            size_bytes: part.log.size_bytes(),
+            log_start: part.log.log_start_offset(),
+            log_end: part.log.log_end_offset(),
+            high_watermark: part.high_watermark(),
+        })
+        .collect();
+    let coordinator = crate::group::GroupShard::of(state);
+    let groups = coordinator
+        .groups
+        .borrow()
+        .values()
+        .map(|g| GroupSnapshot {
+            group: g.id.clone(),
+            members: g.members.len() + g.consumer.as_ref().map_or(0, |c| c.members.len()),
+            offsets: g
+                .offsets
+                .iter()
+                .map(|((t, p), o)| (t.clone(), *p, o.offset))
+                .collect(),
+        })
+        .collect();
+    let bound = state
+        .ctx
+        .config
+        .queued_max_request_bytes
+        .min(u32::MAX as u64);
+    let busy_seconds = tokio::runtime::Handle::try_current()
+        .map(|h| h.metrics().worker_total_busy_duration(0).as_secs_f64())
+        .unwrap_or(0.0);
+    ShardSnapshot {
+        shard: state.id,
+        families: state.metrics.registry.gather(),
+        partitions,
+        groups,
+        sync: state.io.sync_stats(),
+        syncs_in_flight: state.io.syncs_in_flight(),
+        busy_seconds,
+        cpu_seconds: thread_cpu_seconds(),
+        inflight_bytes: bound.saturating_sub(state.inflight_bytes.available_permits() as u64),
+        inflight_bound: bound,
+    }
+}
+
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, which lives on this stack frame.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+/// Gathers every shard and renders the Prometheus text exposition.
+pub async fn render(ctx: &Arc<BrokerContext>, ready: bool) -> String {
+    let mut shards = Vec::new();
+    for s in 0..ctx.shard_count() {
+        let call = frontend::invoke_on(ctx, s, |state| async move { snapshot(&state) });
+        if let Ok(Ok(snap)) = tokio::time::timeout(SHARD_TIMEOUT, call).await {
+            shards.push(snap);
+        }
+    }
+    encode(&families(&shards, ready, ctx.shard_count()))
+}
+
+fn encode(families: &[MetricFamily]) -> String {
+    let mut out = Vec::new();
+    if let Err(e) = TextEncoder::new().encode(families, &mut out) {
+        tracing::warn!(error = %e, "encoding metrics");
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn label(name: &str, value: &str) -> LabelPair {
+    let mut l = LabelPair::default();
+    l.set_name(name.to_string());
+    l.set_value(value.to_string());
+    l
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Vec<LabelPair> {
+    pairs.iter().map(|(n, v)| label(n, v)).collect()
+}
+
+/// Builds families of one type from (labels, value) samples.
+struct Families(BTreeMap<String, MetricFamily>);
+
+impl Families {
+    fn family(&mut self, name: &str, help: &str, kind: MetricType) -> &mut MetricFamily {
+        self.0.entry(name.to_string()).or_insert_with(|| {
+            let mut f = MetricFamily::default();
+            f.set_name(name.to_string());
+            f.set_help(help.to_string());
+            f.set_field_type(kind);
+            f
+        })
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, l: Vec<LabelPair>, v: f64) {
+        let mut g = Gauge::default();
+        g.set_value(v);
+        let mut m = Metric::from_label(l);
+        m.set_gauge(g);
+        self.family(name, help, MetricType::GAUGE)
+            .mut_metric()
+            .push(m);
+    }
+
+    fn counter(&mut self, name: &str, help: &str, l: Vec<LabelPair>, v: f64) {
+        let mut c = Counter::default();
+        c.set_value(v);
+        let mut m = Metric::from_label(l);
+        m.set_counter(c);
+        self.family(name, help, MetricType::COUNTER)
+            .mut_metric()
+            .push(m);
+    }
+
+    /// `scale` converts the storage unit (e.g. microseconds) to the exposed one (seconds).
+    fn histogram(
+        &mut self,
+        name: &str,
+        help: &str,
+        l: Vec<LabelPair>,
+        b: &storage::io::Buckets,
+        scale: f64,
+    ) {
+        let mut h = Histogram::default();
+        let mut cumulative = 0u64;
+        let mut buckets = Vec::new();
+        for (bound, count) in b.bounds.iter().zip(&b.counts) {
+            cumulative += count;
+            let mut bucket = Bucket::default();
+            bucket.set_upper_bound(*bound as f64 * scale);
+            bucket.set_cumulative_count(cumulative);
+            buckets.push(bucket);
+        }
+        h.set_bucket(buckets);
+        h.set_sample_count(b.count);
+        h.set_sample_sum(b.sum as f64 * scale);
+        let mut m = Metric::from_label(l);
+        m.set_histogram(h);
+        self.family(name, help, MetricType::HISTOGRAM)
+            .mut_metric()
+            .push(m);
+    }
+}
+
+fn families(shards: &[ShardSnapshot], ready: bool, shard_count: usize) -> Vec<MetricFamily> {
+    let mut f = Families(BTreeMap::new());
+    // The shards' own registries: same families on every shard, told apart by `shard`.
+    for s in shards {
+        let id = s.shard.to_string();
+        for fam in &s.families {
+            let target = f.family(fam.name(), fam.help(), fam.get_field_type());
+            for m in fam.get_metric() {
+                let mut m = m.clone();
+                let mut l = m.take_label();
+                l.insert(0, label("shard", &id));
+                m.set_label(l);
+                target.mut_metric().push(m);
+            }
+        }
+    }
+    f.gauge(
+        "strom_ready",
+        "1 once recovery is done and every shard serves.",
+        vec![],
+        if ready { 1.0 } else { 0.0 },
+    );
+    f.gauge(
+        "strom_shards",
+        "Shards configured.",
+        vec![],
+        shard_count as f64,
+    );
+    f.gauge(
+        "strom_shards_reporting",
+        "Shards that answered this scrape (fewer than strom_shards: a shard is stuck or recovering).",
+        vec![],
+        shards.len() as f64,
+    );
+    let mut high_watermarks = BTreeMap::new();
+    for s in shards {
+        let id = s.shard.to_string();
+        let sl = || labels(&[("shard", &id)]);
+        f.counter(
+            "strom_shard_busy_seconds_total",
+            "Time the shard's runtime spent running tasks; rate() is the busy ratio.",
+            sl(),
+            s.busy_seconds,
+        );
+        f.counter(
+            "strom_shard_cpu_seconds_total",
+            "CPU time of the shard's thread (user + system).",
+            sl(),
+            s.cpu_seconds,
+        );
+        f.gauge(
+            "strom_inflight_request_bytes",
+            "Request bytes read and not yet answered on the shard.",
+            sl(),
+            s.inflight_bytes as f64,
+        );
+        f.gauge(
+            "strom_inflight_request_bytes_limit",
+            "The shard's bound on request bytes in flight (queued_max_request_bytes); reading stops there.",
+            sl(),
+            s.inflight_bound as f64,
+        );
+        f.gauge(
+            "strom_fdatasync_in_flight",
+            "fdatasyncs issued and not completed on the shard (the sync queue depth).",
+            sl(),
+            s.syncs_in_flight as f64,
+        );
+        f.histogram(
+            "strom_fdatasync_duration_seconds",
+            "fdatasync latency of the shard's segment files.",
+            sl(),
+            &s.sync.latency_us,
+            1e-6,
+        );
+        f.histogram(
+            "strom_group_commit_records",
+            "Offsets made durable by one fdatasync (records sharing a group commit).",
+            sl(),
+            &s.sync.batch_offsets,
+            1.0,
+        );
+        for p in &s.partitions {
+            let ps = p.partition.to_string();
+            let pl = || labels(&[("topic", &p.topic), ("partition", &ps)]);
+            f.gauge(
+                "strom_partition_size_bytes",
+                "Bytes of the partition's segment files.",
+                pl(),
+                p.size_bytes as f64,
+            );
+            f.gauge(
+                "strom_partition_log_start_offset",
+                "First offset still in the log.",
+                pl(),
+                p.log_start as f64,
+            );
+            f.gauge(
+                "strom_partition_log_end_offset",
+                "Next offset to be assigned.",
+                pl(),
+                p.log_end as f64,
+            );
+            f.gauge(
+                "strom_partition_high_watermark",
+                "Offset up to which consumers may read.",
+                pl(),
+                p.high_watermark as f64,
+            );
+            high_watermarks.insert((p.topic.clone(), p.partition), p.high_watermark);
+        }
+    }
+    for s in shards {
+        for g in &s.groups {
+            f.gauge(
+                "strom_consumer_group_members",
+                "Members of the group (classic and KIP-848).",
+                labels(&[("group", &g.group)]),
+                g.members as f64,
+            );
+            for (topic, partition, committed) in &g.offsets {
+                let ps = partition.to_string();
+                let l = || labels(&[("group", &g.group), ("topic", topic), ("partition", &ps)]);
+                f.gauge(
+                    "strom_consumer_group_committed_offset",
+                    "Offset the group committed.",
+                    l(),
+                    *committed as f64,
+                );
+                if let Some(hw) = high_watermarks.get(&(topic.clone(), *partition)) {
+                    f.gauge(
+                        "strom_consumer_group_lag",
+                        "High watermark minus the group's committed offset: records left to consume.",
+                        l(),
+                        (hw - committed).max(0) as f64,
+                    );
+                }
+            }
+        }
+    }
+    process(&mut f);
+    f.0.into_values().collect()
+}
+
+/// Process-wide figures from /proc/self (Linux).
+fn process(f: &mut Families) {
+    // SAFETY: sysconf only reads a configuration value.
+    let (page, ticks) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PAGESIZE),
+            libc::sysconf(libc::_SC_CLK_TCK),
+        )
+    };
+    if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
+        if let Some(rss) = statm
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse::<f64>().ok())
+        {
+            f.gauge(
+                "strom_process_resident_memory_bytes",
+                "Resident set size of the broker process.",
+                vec![],
+                rss * page.max(1) as f64,
+            );
+        }
+    }
+    if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+        // Fields after the command name (which may hold spaces) start after the last ')'.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks_of = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // utime and stime are fields 14 and 15 of stat; here 11 and 12 (state is index 0).
+        let cpu = (ticks_of(11) + ticks_of(12)) / ticks.max(1) as f64;
+        f.counter(
+            "strom_process_cpu_seconds_total",
+            "CPU time of the broker process (user + system).",
+            vec![],
+            cpu,
+        );
+    }
+    if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+        f.gauge(
+            "strom_process_open_fds",
+            "Open file descriptors of the broker process.",
+            vec![],
+            dir.count() as f64,
+        );
+    }
+}

@@ -1,0 +1,256 @@
+//! `/metrics` after a known workload, over real TCP, parsed with a real Prometheus text parser
+//! (the prometheus-parse crate): the counters must equal what was produced and fetched, the
+//! lag what was left unconsumed.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use common::{start, topic_name, Client};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use prometheus_parse::{Scrape, Value};
+
+const TOPIC: &str = "metered";
+const PARTITIONS: i32 = 3;
+
+fn batch(n: usize, tag: &str) -> Bytes {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // Consecutive sequences keep the encoder from splitting the records into batches.
+            sequence: i as i32 - 1,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("{tag}-k{i}"))),
+            value: Some(Bytes::from(format!("{tag}-v{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+fn produce(c: &mut Client, partition: i32, records: Bytes) {
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic_name(TOPIC))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 11, &req);
+    let pr = &r.responses[0].partition_responses[0];
+    assert_eq!(pr.error_code, 0, "{:?}", pr.error_message);
+}
+
+/// Fetches the whole partition in one response; returns the bytes the broker sent.
+fn fetch_all(c: &mut Client, partition: i32) -> usize {
+    let req = FetchRequest::default()
+        .with_max_bytes(10 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic_name(TOPIC))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(10 << 20)])]);
+    let r: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    p.records.as_ref().map_or(0, |r| r.len())
+}
+
+fn commit(c: &mut Client, group: &str, partition: i32, offset: i64) {
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_member_id(s(""))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(topic_name(TOPIC))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(partition)
+                .with_committed_offset(offset)])]);
+    let r: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &req);
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+}
+
+fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).expect("connect admin");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read response");
+    let (head, body) = out.split_once("\r\n\r\n").expect("http response");
+    (head.to_string(), body.to_string())
+}
+
+fn scrape(addr: SocketAddr) -> Scrape {
+    let (head, body) = http_get(addr, "/metrics");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("valid Prometheus text")
+}
+
+/// Sum over every series of `metric` whose labels include all of `want` (e.g. over shards).
+fn sum(s: &Scrape, metric: &str, want: &[(&str, &str)]) -> f64 {
+    s.samples
+        .iter()
+        .filter(|x| x.metric == metric)
+        .filter(|x| want.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+        .map(|x| match &x.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+            Value::Histogram(buckets) => buckets.last().map_or(0.0, |b| b.count),
+            Value::Summary(_) => 0.0,
+        })
+        .sum()
+}
+
+#[test]
+fn given_known_workload_when_scraping_metrics_then_counters_and_lag_match_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), 2);
+    let (_, ready) = http_get(server.metrics_addr, "/ready");
+    assert_eq!(ready, "ready\n");
+
+    let mut c = Client::connect(server.kafka_addr);
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(topic_name(TOPIC))
+        .with_num_partitions(PARTITIONS)
+        .with_replication_factor(1)]);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
+    assert_eq!(r.topics[0].error_code, 0);
+
+    // Partition p gets p+1 batches of 10·(p+1) records: different counts per partition, so a
+    // counter attributed to the wrong partition shows.
+    let mut produced = vec![(0u64, 0u64); PARTITIONS as usize];
+    let mut produce_requests = 0;
+    for p in 0..PARTITIONS {
+        for b in 0..=p {
+            let n = 10 * (p as usize + 1);
+            let records = batch(n, &format!("p{p}b{b}"));
+            produced[p as usize].0 += records.len() as u64;
+            produced[p as usize].1 += n as u64;
+            produce(&mut c, p, records);
+            produce_requests += 1;
+        }
+    }
+    // Partitions 0 and 1 are read once in full; partition 2 is never read.
+    let mut fetched_bytes = [0u64; PARTITIONS as usize];
+    for p in 0..2 {
+        fetched_bytes[p as usize] = fetch_all(&mut c, p) as u64;
+    }
+    // Group g1 consumed partition 0 up to 4 and partition 2 up to nothing (offset 0).
+    commit(&mut c, "g1", 0, 4);
+    commit(&mut c, "g1", 2, 0);
+
+    let s = scrape(server.metrics_addr);
+    for p in 0..PARTITIONS {
+        let ps = p.to_string();
+        let l = [("topic", TOPIC), ("partition", ps.as_str())];
+        let (bytes, records) = produced[p as usize];
+        assert_eq!(
+            sum(&s, "strom_produced_bytes_total", &l),
+            bytes as f64,
+            "p{p}"
+        );
+        assert_eq!(
+            sum(&s, "strom_produced_records_total", &l),
+            records as f64,
+            "p{p}"
+        );
+        let (fb, fr) = if p < 2 {
+            (fetched_bytes[p as usize], records)
+        } else {
+            (0, 0)
+        };
+        assert_eq!(
+            fb,
+            if p < 2 { bytes } else { 0 },
+            "a full fetch sends every batch byte"
+        );
+        assert_eq!(sum(&s, "strom_fetched_bytes_total", &l), fb as f64, "p{p}");
+        assert_eq!(
+            sum(&s, "strom_fetched_records_total", &l),
+            fr as f64,
+            "p{p}"
+        );
+        assert_eq!(
+            sum(&s, "strom_partition_high_watermark", &l),
+            records as f64,
+            "p{p}"
+        );
+        assert!(
+            sum(&s, "strom_partition_size_bytes", &l) >= bytes as f64,
+            "p{p}"
+        );
+    }
+    let lag = |p: &str| {
+        sum(
+            &s,
+            "strom_consumer_group_lag",
+            &[("group", "g1"), ("topic", TOPIC), ("partition", p)],
+        )
+    };
+    assert_eq!(lag("0"), produced[0].1 as f64 - 4.0);
+    assert_eq!(lag("2"), produced[2].1 as f64);
+    assert_eq!(
+        sum(&s, "strom_consumer_group_members", &[("group", "g1")]),
+        0.0
+    );
+
+    let produce_seen = sum(
+        &s,
+        "strom_request_duration_seconds",
+        &[("api", "Produce"), ("version", "11")],
+    );
+    assert_eq!(produce_seen, produce_requests as f64);
+    assert_eq!(sum(&s, "strom_connections_open", &[]), 1.0);
+    assert!(sum(&s, "strom_connections_accepted_total", &[]) >= 1.0);
+    assert_eq!(sum(&s, "strom_ready", &[]), 1.0);
+    assert_eq!(sum(&s, "strom_shards_reporting", &[]), 2.0);
+    // acks=-1: every produce waited for an fdatasync.
+    assert!(sum(&s, "strom_fdatasync_duration_seconds", &[]) >= 1.0);
+    assert!(sum(&s, "strom_process_resident_memory_bytes", &[]) > 0.0);
+    for shard in ["0", "1"] {
+        assert_eq!(
+            sum(
+                &s,
+                "strom_inflight_request_bytes_limit",
+                &[("shard", shard)]
+            ),
+            256.0 * 1024.0 * 1024.0
+        );
+    }
+
+    drop(c);
+    server.shutdown().unwrap();
+}
