@@ -58,7 +58,7 @@ type sent struct {
 }
 
 // baseTimestamp is ten minutes in the past: explicit, yet recent enough for retention.
-func baseTimestamp() int64 { return time.Now().Add(-10*time.Minute).UnixMilli() }
+func baseTimestamp() int64 { return time.Now().Add(-10 * time.Minute).UnixMilli() }
 
 // makeRecords builds the record shapes every language's suite sends: null and empty keys
 // and values, no/one/repeated/empty/null-valued headers, incompressible and compressible

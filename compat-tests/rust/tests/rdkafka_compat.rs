@@ -7,7 +7,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_executor::block_on;
-use rdkafka::admin::{AdminClient, AdminOptions, ConfigSource, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::admin::{
+    AdminClient, AdminOptions, ConfigSource, NewTopic, ResourceSpecifier, TopicReplication,
+};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -25,17 +27,30 @@ fn bootstrap() -> String {
 }
 
 fn record_count() -> usize {
-    std::env::var("STROM_COMPAT_CLIENT_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
+    std::env::var("STROM_COMPAT_CLIENT_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
 }
 
 fn topic_name(what: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
-    format!("rust-rdkafka-{what}-{:08x}", nanos ^ std::process::id().rotate_left(16))
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "rust-rdkafka-{what}-{:08x}",
+        nanos ^ std::process::id().rotate_left(16)
+    )
 }
 
 /// Ten minutes in the past: explicit, yet recent enough for retention.
 fn base_timestamp() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64 - 600_000
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 600_000
 }
 
 /// One record as sent: what the consumer must give back byte for byte.
@@ -85,7 +100,10 @@ fn make_records(n: usize, base: i64) -> Vec<Sent> {
             timestamp: base + i as i64,
             headers: match i % 5 {
                 1 => vec![("h".into(), Some(format!("v-{i}").into_bytes()))],
-                2 => vec![("dup".into(), Some(b"a".to_vec())), ("dup".into(), Some(b"b".to_vec()))],
+                2 => vec![
+                    ("dup".into(), Some(b"a".to_vec())),
+                    ("dup".into(), Some(b"b".to_vec())),
+                ],
                 3 => vec![("empty".into(), Some(vec![]))],
                 4 => vec![("null-value".into(), None)],
                 _ => vec![],
@@ -95,7 +113,10 @@ fn make_records(n: usize, base: i64) -> Vec<Sent> {
 }
 
 fn admin() -> AdminClient<DefaultClientContext> {
-    ClientConfig::new().set("bootstrap.servers", bootstrap()).create().expect("admin client")
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("admin client")
 }
 
 fn create_topic(topic: &str, partitions: i32, configs: &[(&str, &str)]) {
@@ -103,7 +124,9 @@ fn create_topic(topic: &str, partitions: i32, configs: &[(&str, &str)]) {
     for (k, v) in configs {
         nt = nt.set(k, v);
     }
-    let opts = AdminOptions::new().operation_timeout(Some(TIMEOUT)).request_timeout(Some(TIMEOUT));
+    let opts = AdminOptions::new()
+        .operation_timeout(Some(TIMEOUT))
+        .request_timeout(Some(TIMEOUT));
     let res = block_on(admin().create_topics(&[nt], &opts)).expect("CreateTopics");
     assert_eq!(res.len(), 1);
     if let Err((t, code)) = &res[0] {
@@ -115,7 +138,10 @@ fn create_topic(topic: &str, partitions: i32, configs: &[(&str, &str)]) {
     let deadline = Instant::now() + TIMEOUT;
     for p in 0..partitions {
         while let Err(e) = c.fetch_watermarks(topic, p, Duration::from_secs(5)) {
-            assert!(Instant::now() < deadline, "partition {p} of {topic} not ready: {e}");
+            assert!(
+                Instant::now() < deadline,
+                "partition {p} of {topic} not ready: {e}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -159,12 +185,16 @@ fn produce(topic: &str, codec: &str, mode: &str, records: &[Sent]) -> Vec<i64> {
     for (i, s) in records.iter().enumerate() {
         let mut headers = OwnedHeaders::new();
         for (k, v) in &s.headers {
-            headers = headers.insert(Header { key: k, value: v.as_deref() });
+            headers = headers.insert(Header {
+                key: k,
+                value: v.as_deref(),
+            });
         }
-        let mut rec: BaseRecord<'_, [u8], [u8], Box<usize>> = BaseRecord::with_opaque_to(topic, Box::new(i))
-            .partition(s.partition)
-            .timestamp(s.timestamp)
-            .headers(headers);
+        let mut rec: BaseRecord<'_, [u8], [u8], Box<usize>> =
+            BaseRecord::with_opaque_to(topic, Box::new(i))
+                .partition(s.partition)
+                .timestamp(s.timestamp)
+                .headers(headers);
         if let Some(k) = &s.key {
             rec = rec.key(k.as_slice());
         }
@@ -177,7 +207,9 @@ fn produce(topic: &str, codec: &str, mode: &str, records: &[Sent]) -> Vec<i64> {
         loop {
             match producer.send(rec) {
                 Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) if Instant::now() < deadline => {
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r))
+                    if Instant::now() < deadline =>
+                {
                     std::thread::sleep(Duration::from_millis(10));
                     rec = r;
                 }
@@ -221,14 +253,18 @@ fn consume_all(topic: &str, want: &[usize]) -> Vec<Vec<Got>> {
     let c = consumer();
     let mut tpl = TopicPartitionList::new();
     for p in 0..want.len() as i32 {
-        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
     }
     c.assign(&tpl).expect("assign");
     let mut got: Vec<Vec<Got>> = want.iter().map(|_| vec![]).collect();
     let deadline = Instant::now() + Duration::from_secs(60);
     while got.iter().zip(want).any(|(g, w)| g.len() < *w) {
         let have: Vec<usize> = got.iter().map(Vec::len).collect();
-        assert!(Instant::now() < deadline, "consume timed out: have {have:?} of {want:?}");
+        assert!(
+            Instant::now() < deadline,
+            "consume timed out: have {have:?} of {want:?}"
+        );
         match c.poll(Duration::from_millis(500)) {
             None => {}
             Some(Err(e)) => panic!("consume: {e}"),
@@ -239,13 +275,19 @@ fn consume_all(topic: &str, want: &[usize]) -> Vec<Vec<Got>> {
                 timestamp: m.timestamp(),
                 headers: m
                     .headers()
-                    .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
+                    .map(|hs| {
+                        hs.iter()
+                            .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                            .collect()
+                    })
                     .unwrap_or_default(),
             }),
         }
     }
     for (p, w) in want.iter().enumerate() {
-        let (low, high) = c.fetch_watermarks(topic, p as i32, TIMEOUT).expect("watermarks");
+        let (low, high) = c
+            .fetch_watermarks(topic, p as i32, TIMEOUT)
+            .expect("watermarks");
         assert_eq!((low, high), (0, *w as i64), "watermarks of partition {p}");
     }
     got
@@ -271,7 +313,10 @@ fn produce_consume(codec: &str, mode: &str) {
     if mode != "acks0" {
         for (p, idx) in order.iter().enumerate() {
             for (j, &i) in idx.iter().enumerate() {
-                assert_eq!(acked[i], j as i64, "record {i} acked offset in partition {p}");
+                assert_eq!(
+                    acked[i], j as i64,
+                    "record {i} acked offset in partition {p}"
+                );
             }
         }
     }
@@ -280,29 +325,51 @@ fn produce_consume(codec: &str, mode: &str) {
     let mut errs = vec![];
     for (p, idx) in order.iter().enumerate() {
         if got[p].len() != idx.len() {
-            errs.push(format!("partition {p}: {} records, want {}", got[p].len(), idx.len()));
+            errs.push(format!(
+                "partition {p}: {} records, want {}",
+                got[p].len(),
+                idx.len()
+            ));
         }
         for (j, g) in got[p].iter().enumerate() {
             let s = &records[idx[j]];
             let at = format!("partition {p} offset {j}");
             if g.offset != j as i64 {
-                errs.push(format!("{at}: offset {} (offsets must be contiguous from 0)", g.offset));
+                errs.push(format!(
+                    "{at}: offset {} (offsets must be contiguous from 0)",
+                    g.offset
+                ));
             }
             if g.key != s.key {
                 errs.push(format!("{at}: key {}, want {}", show(&g.key), show(&s.key)));
             }
             if g.value != s.value {
-                errs.push(format!("{at}: value {}, want {}", show(&g.value), show(&s.value)));
+                errs.push(format!(
+                    "{at}: value {}, want {}",
+                    show(&g.value),
+                    show(&s.value)
+                ));
             }
             if g.timestamp != Timestamp::CreateTime(s.timestamp) {
-                errs.push(format!("{at}: timestamp {:?}, want CreateTime({})", g.timestamp, s.timestamp));
+                errs.push(format!(
+                    "{at}: timestamp {:?}, want CreateTime({})",
+                    g.timestamp, s.timestamp
+                ));
             }
             if g.headers != s.headers {
-                errs.push(format!("{at}: headers {:?}, want {:?}", g.headers, s.headers));
+                errs.push(format!(
+                    "{at}: headers {:?}, want {:?}",
+                    g.headers, s.headers
+                ));
             }
         }
     }
-    assert!(errs.is_empty(), "{} differences, first: {:#?}", errs.len(), &errs[..errs.len().min(10)]);
+    assert!(
+        errs.is_empty(),
+        "{} differences, first: {:#?}",
+        errs.len(),
+        &errs[..errs.len().min(10)]
+    );
 }
 
 macro_rules! produce_consume_tests {
@@ -342,30 +409,52 @@ fn admin_create_metadata_describe_configs_delete() {
     let topic = topic_name("admin");
     create_topic(&topic, PARTITIONS, &[("max.message.bytes", "2000000")]);
     let a = admin();
-    let opts = AdminOptions::new().operation_timeout(Some(TIMEOUT)).request_timeout(Some(TIMEOUT));
+    let opts = AdminOptions::new()
+        .operation_timeout(Some(TIMEOUT))
+        .request_timeout(Some(TIMEOUT));
 
-    let again = block_on(a.create_topics(&[NewTopic::new(&topic, PARTITIONS, TopicReplication::Fixed(1))], &opts))
-        .expect("CreateTopics");
+    let again = block_on(a.create_topics(
+        &[NewTopic::new(
+            &topic,
+            PARTITIONS,
+            TopicReplication::Fixed(1),
+        )],
+        &opts,
+    ))
+    .expect("CreateTopics");
     assert!(
         matches!(&again[0], Err((_, RDKafkaErrorCode::TopicAlreadyExists))),
         "second CreateTopics: {:?}",
         again[0]
     );
 
-    let md = a.inner().fetch_metadata(Some(&topic), TIMEOUT).expect("metadata");
+    let md = a
+        .inner()
+        .fetch_metadata(Some(&topic), TIMEOUT)
+        .expect("metadata");
     assert_eq!(md.topics().len(), 1);
     let t = &md.topics()[0];
     assert!(t.error().is_none(), "metadata error {:?}", t.error());
     assert_eq!(t.partitions().len(), PARTITIONS as usize);
     for p in t.partitions() {
-        assert_eq!(p.replicas(), &[p.leader()], "replicas of partition {}", p.id());
+        assert_eq!(
+            p.replicas(),
+            &[p.leader()],
+            "replicas of partition {}",
+            p.id()
+        );
         assert_eq!(p.isr(), &[p.leader()], "isr of partition {}", p.id());
     }
     assert_eq!(md.brokers().len(), 1, "brokers in metadata");
 
-    let res = block_on(a.describe_configs(&[ResourceSpecifier::Topic(&topic)], &opts)).expect("DescribeConfigs");
+    let res = block_on(a.describe_configs(&[ResourceSpecifier::Topic(&topic)], &opts))
+        .expect("DescribeConfigs");
     let cfg = res[0].as_ref().expect("DescribeConfigs result");
-    assert!(cfg.entries.len() >= 20, "DescribeConfigs has {} entries", cfg.entries.len());
+    assert!(
+        cfg.entries.len() >= 20,
+        "DescribeConfigs has {} entries",
+        cfg.entries.len()
+    );
     let check = |name: &str, value: &str, source: ConfigSource| {
         let e = cfg.get(name).unwrap_or_else(|| panic!("{name} missing"));
         assert_eq!(e.value.as_deref(), Some(value), "{name} value");
@@ -408,12 +497,23 @@ fn list_offsets_by_timestamp() {
     ];
     for (ts, want) in cases {
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&topic, 0, Offset::Offset(ts)).unwrap();
-        let r = c.offsets_for_times(tpl, TIMEOUT).expect("offsets_for_times");
+        tpl.add_partition_offset(&topic, 0, Offset::Offset(ts))
+            .unwrap();
+        let r = c
+            .offsets_for_times(tpl, TIMEOUT)
+            .expect("offsets_for_times");
         let e = r.elements_for_topic(&topic);
         assert_eq!(e.len(), 1);
-        assert!(e[0].error().is_ok(), "ListOffsets at base+{}: {:?}", ts - base, e[0].error());
+        assert!(
+            e[0].error().is_ok(),
+            "ListOffsets at base+{}: {:?}",
+            ts - base,
+            e[0].error()
+        );
         assert_eq!(e[0].offset(), want, "ListOffsets at base+{}", ts - base);
     }
-    assert_eq!(c.fetch_watermarks(&topic, 0, TIMEOUT).expect("watermarks"), (0, n));
+    assert_eq!(
+        c.fetch_watermarks(&topic, 0, TIMEOUT).expect("watermarks"),
+        (0, n)
+    );
 }
