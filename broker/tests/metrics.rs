@@ -251,6 +251,45 @@ fn given_known_workload_when_scraping_metrics_then_counters_and_lag_match_it() {
         );
     }
 
+    // Every strom_* series the shipped dashboard and alert rules query is one we serve.
+    let served: std::collections::HashSet<&str> =
+        s.samples.iter().map(|x| x.metric.as_str()).collect();
+    for file in [
+        "grafana/strom-dashboard.json",
+        "prometheus/strom-alerts.yml",
+    ] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../deploy")
+            .join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        for name in metric_names(&text) {
+            let base = ["_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .filter(|b| served.contains(b))
+                .unwrap_or(&name);
+            assert!(
+                served.contains(base),
+                "{file} queries {name}, which /metrics does not serve"
+            );
+        }
+    }
+
     drop(c);
     server.shutdown().unwrap();
+}
+
+/// `strom_…` metric names in a text (recording rules are `strom:…`, so they do not match).
+fn metric_names(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("strom_") {
+        let name: String = rest[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        rest = &rest[i + name.len()..];
+        out.push(name);
+    }
+    out
 }
