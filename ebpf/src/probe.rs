@@ -102,21 +102,21 @@ impl SteeringProbe {
             "strom_steering_attach_seconds {}",
             self.attach_us.load(Ordering::Relaxed) as f64 / 1e6
         );
-        out.push_str("# HELP strom_connections_accepted_total Connections accepted, by shard.\n");
-        out.push_str("# TYPE strom_connections_accepted_total counter\n");
+        out.push_str("# HELP strom_steering_accepted_total Connections accepted, by shard (counted at accept, with the SYN CPU check).\n");
+        out.push_str("# TYPE strom_steering_accepted_total counter\n");
         for s in 0..self.shards() {
             let _ = writeln!(
                 out,
-                "strom_connections_accepted_total{{shard=\"{s}\"}} {}",
+                "strom_steering_accepted_total{{shard=\"{s}\"}} {}",
                 self.accepted(s)
             );
         }
-        out.push_str("# HELP strom_connections_off_cpu_total Connections accepted by a shard not pinned to the CPU that processed their SYN.\n");
-        out.push_str("# TYPE strom_connections_off_cpu_total counter\n");
+        out.push_str("# HELP strom_steering_off_cpu_total Connections accepted by a shard not pinned to the CPU that processed their SYN.\n");
+        out.push_str("# TYPE strom_steering_off_cpu_total counter\n");
         for s in 0..self.shards() {
             let _ = writeln!(
                 out,
-                "strom_connections_off_cpu_total{{shard=\"{s}\"}} {}",
+                "strom_steering_off_cpu_total{{shard=\"{s}\"}} {}",
                 self.off_cpu(s)
             );
         }

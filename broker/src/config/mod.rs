@@ -103,6 +103,11 @@ pub struct BrokerConfig {
     pub offset_metadata_max_bytes: i32,
     /// Storage I/O backend: "auto" (io_uring, falling back to sync), "uring", "sync".
     pub io_backend: String,
+    /// How new connections are spread over the shards' reuseport listeners: "auto" (eBPF,
+    /// else classic BPF, else the kernel's hash), "ebpf" (else hash), "cbpf" (else hash),
+    /// "hash". Steering sends each connection to the shard on the CPU that received its
+    /// SYN. Default "auto". A mode that cannot be attached never stops the broker.
+    pub steering: String,
     /// Kafka `producer.id.expiration.ms`. Default 86400000.
     pub producer_id_expiration_ms: i64,
     /// Kafka `max.incremental.fetch.session.cache.slots`: fetch sessions kept, split evenly
@@ -151,6 +156,7 @@ impl Default for BrokerConfig {
             offsets_retention_minutes: 10080,
             offset_metadata_max_bytes: 4096,
             io_backend: "auto".into(),
+            steering: "auto".into(),
             producer_id_expiration_ms: 86_400_000,
             max_incremental_fetch_session_cache_slots: 1000,
         }
@@ -361,6 +367,12 @@ impl BrokerConfig {
             return Err(bad(
                 "io_backend",
                 format!("`{}` is not one of auto, uring, sync", self.io_backend),
+            ));
+        }
+        if !matches!(self.steering.as_str(), "auto" | "ebpf" | "cbpf" | "hash") {
+            return Err(bad(
+                "steering",
+                format!("`{}` is not one of auto, ebpf, cbpf, hash", self.steering),
             ));
         }
         if !matches!(

@@ -52,6 +52,7 @@ impl Harness {
             cluster_id: "test-cluster".into(),
             shard_senders: vec![tx],
             started_ms: crate::now_ms(),
+            steering: Default::default(),
             config,
         });
         let state = local.block_on(&rt, async {

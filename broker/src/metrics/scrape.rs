@@ -124,7 +124,10 @@ pub async fn render(ctx: &Arc<BrokerContext>, ready: bool) -> String {
             shards.push(snap);
         }
     }
-    encode(&families(&shards, ready, ctx.shard_count()))
+    let mut text = encode(&families(&shards, ready, ctx.shard_count()));
+    // Connection steering keeps its own atomics (ebpf crate), rendered as text here.
+    text.push_str(&ctx.steering.render_prometheus());
+    text
 }
 
 fn encode(families: &[MetricFamily]) -> String {

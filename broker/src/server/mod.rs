@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod connection;
 pub mod listener;
+pub mod steering;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -42,6 +43,8 @@ pub struct Server {
     shutdown: watch::Sender<bool>,
     shards: Vec<JoinHandle<anyhow::Result<ShardReport>>>,
     admin: Option<JoinHandle<()>>,
+    /// Holds the steering program's descriptors until shutdown.
+    _steering: strom_ebpf::Steering,
     _lock: storage::logdir::DirLock,
 }
 
@@ -93,6 +96,7 @@ impl Server {
         for _ in 1..shard_count {
             listeners.push(listener::bind_reuseport(kafka_addr)?);
         }
+        let (steer, steering_probe) = steering::attach(&config, &listeners);
         let metrics_std = std::net::TcpListener::bind(config.metrics_listen)
             .with_context(|| format!("binding admin listener {}", config.metrics_listen))?;
         metrics_std.set_nonblocking(true)?;
@@ -112,6 +116,7 @@ impl Server {
             shard_senders: senders,
             producer_ids,
             started_ms: crate::now_ms(),
+            steering: steering_probe,
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready_flag = Arc::new(AtomicBool::new(false));
@@ -178,6 +183,7 @@ impl Server {
             shutdown: shutdown_tx,
             shards,
             admin: Some(admin),
+            _steering: steer,
             _lock: lock,
         })
     }
@@ -309,6 +315,7 @@ fn run_shard(
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
                         state.count_connection(1);
+                        state.ctx.steering.on_accept(id, std::os::fd::AsFd::as_fd(&stream));
                         let st = state.clone();
                         let sd = shutdown.clone();
                         connections.push(tokio::task::spawn_local(async move {

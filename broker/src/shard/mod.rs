@@ -34,6 +34,8 @@ pub struct BrokerContext {
     /// Next producer id handed out by InitProducerId (persisted in the data dir).
     pub producer_ids: crate::producer_ids::ProducerIdAllocator,
     pub started_ms: i64,
+    /// Connection steering in use and accepts per shard (`server::steering`).
+    pub steering: Arc<strom_ebpf::SteeringProbe>,
 }
 
 impl BrokerContext {
