@@ -28,6 +28,7 @@ mod log_recovery;
 pub mod logdir;
 pub mod producer_snapshot;
 mod segment;
+pub mod txn_index;
 
 use std::path::{Path, PathBuf};
 

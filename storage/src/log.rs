@@ -16,6 +16,7 @@ use bytes::BytesMut;
 use crate::batch::{self, BatchHeader};
 use crate::io::IoBackend;
 use crate::segment::{file_name, Segment};
+use crate::txn_index::AbortedTxn;
 use crate::{now_ms, AppendOptions, AppendResult, Durability, LogConfig, ReadResult, StorageError};
 
 struct PendingWrite {
@@ -730,6 +731,44 @@ impl PartitionLog {
                 .map_err(|e| StorageError::io(e, &inner.dir))?;
         }
         Ok(())
+    }
+
+    /// Records an aborted transaction in the `.txnindex` of the segment holding its abort
+    /// marker (`txn.last_offset`, which must already be appended). Entries must come in
+    /// marker order, as Kafka requires.
+    pub fn append_aborted_txn(&self, txn: AbortedTxn) -> Result<(), StorageError> {
+        let inner = &self.inner;
+        inner.check_failed()?;
+        if txn.last_offset < inner.log_start.get() || txn.last_offset >= inner.log_end.get() {
+            return Err(inner.out_of_range(txn.last_offset));
+        }
+        let seg = inner.segments_from(txn.last_offset).into_iter().next();
+        let seg = seg.ok_or_else(|| inner.out_of_range(txn.last_offset))?;
+        let mut idx = seg.txn_index.borrow_mut();
+        let path = idx.path().to_path_buf();
+        idx.append(txn).map_err(|e| StorageError::io(e, path))
+    }
+
+    /// Aborted transactions overlapping `[fetch_offset, upper_bound)` (a read_committed
+    /// fetch's range, `upper_bound` normally the LSO), from the segment holding
+    /// `fetch_offset` on until a segment's search is complete. Kafka's
+    /// `collectAbortedTransactions`.
+    pub fn collect_aborted_txns(&self, fetch_offset: i64, upper_bound: i64) -> Vec<AbortedTxn> {
+        let mut out = Vec::new();
+        for seg in self.inner.segments_from(fetch_offset) {
+            if seg.base_offset >= upper_bound {
+                break;
+            }
+            let (found, complete) = seg
+                .txn_index
+                .borrow()
+                .collect_aborted(fetch_offset, upper_bound);
+            out.extend(found);
+            if complete {
+                break;
+            }
+        }
+        out
     }
 
     /// Headers of all readable batches from the one containing `offset` on.

@@ -1,4 +1,4 @@
-//! One segment: `<base>.log` plus its `.index` and `.timeindex`.
+//! One segment: `<base>.log` plus its `.index`, `.timeindex` and `.txnindex`.
 //!
 //! ## Why mmap'd reads never SIGBUS
 //! Readers get `Bytes` built with `Bytes::from_owner` over an `Arc<Mmap>`; the mapping (and
@@ -25,6 +25,7 @@ use memmap2::{Mmap, MmapOptions};
 
 use crate::batch::{self, BatchHeader};
 use crate::index::{OffsetIndex, TimeIndex};
+use crate::txn_index::TxnIndex;
 use crate::{LogConfig, StorageError};
 
 pub(crate) fn file_name(base: i64, ext: &str) -> String {
@@ -56,6 +57,7 @@ pub(crate) struct Segment {
     pub next_offset: Cell<i64>,
     pub index: RefCell<OffsetIndex>,
     pub time_index: RefCell<TimeIndex>,
+    pub txn_index: RefCell<TxnIndex>,
     bytes_since_index: Cell<u64>,
     /// (largest batch max_timestamp, last offset of that batch); (-1, -1) when none.
     pub max_ts: Cell<(i64, i64)>,
@@ -101,6 +103,7 @@ impl Segment {
             base,
             cfg.segment_index_bytes,
         )?;
+        let txn_index = TxnIndex::open(&dir.join(file_name(base, "txnindex")))?;
         Ok(Segment {
             base_offset: base,
             dir: dir.to_path_buf(),
@@ -110,6 +113,7 @@ impl Segment {
             next_offset: Cell::new(base),
             index: RefCell::new(index),
             time_index: RefCell::new(time_index),
+            txn_index: RefCell::new(txn_index),
             bytes_since_index: Cell::new(0),
             max_ts: Cell::new((-1, -1)),
             first_batch_ts: Cell::new(None),
@@ -441,6 +445,11 @@ impl Segment {
             self.truncate_file(pos as u64)
                 .map_err(|e| StorageError::io(e, &path))?;
         }
+        // Aborted transactions whose markers were cut are gone with them.
+        self.txn_index
+            .borrow_mut()
+            .truncate_to(prev_next)
+            .map_err(|e| StorageError::io(e, &path))?;
         Ok(cut)
     }
 
@@ -496,6 +505,10 @@ impl Segment {
             .truncate_to(offset)
             .map_err(|e| StorageError::io(e, &path))?;
         self.time_index
+            .borrow_mut()
+            .truncate_to(offset)
+            .map_err(|e| StorageError::io(e, &path))?;
+        self.txn_index
             .borrow_mut()
             .truncate_to(offset)
             .map_err(|e| StorageError::io(e, &path))?;

@@ -129,3 +129,29 @@ fn given_real_kafka_transactional_segment_when_recovering_then_control_batches_k
     });
     assert_eq!(log_files(&dir), before);
 }
+
+#[test]
+fn given_real_kafka_txnindex_when_opening_then_aborted_transaction_collected() {
+    let (end, _) = manifest("txn");
+    let (data, _dir) = copy_partition("txn");
+    run(async {
+        let log = open_topic(data.path(), "txn", end);
+        let hs = read_stored(&log, 0);
+        // The aborted transaction: its data batch and its abort marker.
+        let data_batch = hs.iter().find(|h| h.records_count == 2).unwrap();
+        let marker = hs
+            .iter()
+            .find(|h| h.is_control() && h.base_offset > data_batch.base_offset)
+            .unwrap();
+        let aborted = log.collect_aborted_txns(0, end);
+        assert_eq!(aborted.len(), 1, "{aborted:?}");
+        let t = aborted[0];
+        assert_eq!(t.producer_id, data_batch.producer_id);
+        assert_eq!(t.first_offset, data_batch.base_offset);
+        assert_eq!(t.last_offset, marker.base_offset);
+        assert!(t.last_stable_offset > t.last_offset);
+        // A fetch that ends before the transaction starts needs nothing.
+        assert!(log.collect_aborted_txns(0, t.first_offset).is_empty());
+        assert!(log.collect_aborted_txns(t.last_offset + 1, end).is_empty());
+    });
+}
