@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Runs strom-bench against Strom, Apache Kafka (compat-tests/kafka/kafka.sh) and, when a
+# `tansu` binary is on PATH, tansu — one after the other on 127.0.0.1, each alone on the
+# machine — plus the machine's limits, and writes the results table into benches/README.md
+# (between the RESULTS markers) and the raw JSON into benches/results/.
+#
+#   benches/run.sh [quick|full]
+#
+#   quick (default)  2 s per workload, latency at 1k and 5k msg/s, embeddings at 2k msg/s
+#   full             10 s per workload, latency at 1k, 10k, 50k msg/s, embeddings at 10k msg/s
+#
+# Environment: STROM_BIN (default target/release/strom, built if missing), STROM_SHARDS
+# (default: cores), BENCH_BROKERS (default "strom kafka tansu").
+# Every broker is started here and stopped by its PID; every step is bounded by `timeout`.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+mode="${1:-quick}"
+case "$mode" in
+    quick) args=(--seconds 2 --rates 1000,5000 --embedding-rate 2000) ;;
+    full) args=(--seconds 10 --rates 1000,10000,50000 --embedding-rate 10000) ;;
+    *) echo "usage: run.sh [quick|full]" >&2; exit 2 ;;
+esac
+brokers="${BENCH_BROKERS:-strom kafka tansu}"
+results="$here/results"
+work="$(mktemp -d -t strom-bench-XXXXXX)"
+mkdir -p "$results"
+pids=()
+
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+wait_port() { # PORT PID SECONDS
+    local deadline=$((SECONDS + $3))
+    while ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
+        kill -0 "$2" 2>/dev/null || { echo "broker (pid $2) exited during start" >&2; return 1; }
+        ((SECONDS < deadline)) || { echo "broker did not listen on $1 within $3 s" >&2; return 1; }
+        sleep 0.5
+    done
+}
+
+stop() { # PID: SIGTERM, then SIGKILL after 30 s
+    local pid="$1" i
+    kill "$pid" 2>/dev/null || return 0
+    for i in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+echo "==> building strom-bench"
+(cd "$here/strom-bench" && cargo build --release -q)
+bench="$root/target/compat-rust/release/strom-bench"
+strom_bin="${STROM_BIN:-$root/target/release/strom}"
+
+bench_one() { # NAME PORT PID
+    echo "==> $1"
+    timeout --kill-after=30 1800 "$bench" run --bootstrap "127.0.0.1:$2" --name "$1" --pid "$3" \
+        "${args[@]}" --out "$results/$1.json"
+}
+
+files=("$results/limits.json")
+for b in $brokers; do
+    case "$b" in
+    strom)
+        if [[ ! -x "$strom_bin" ]]; then (cd "$root" && cargo build --release -q -p strom); fi
+        port=$(free_port) mport=$(free_port)
+        "$strom_bin" serve --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$mport" \
+            --data-dir "$work/strom" ${STROM_SHARDS:+--shards "$STROM_SHARDS"} >"$work/strom.log" 2>&1 &
+        pid=$!; pids+=("$pid")
+        wait_port "$port" "$pid" 60
+        bench_one strom "$port" "$pid"
+        curl -sf "127.0.0.1:$mport/metrics" >"$results/strom-metrics.txt" 2>/dev/null || true
+        stop "$pid"
+        files+=("$results/strom.json")
+        ;;
+    kafka)
+        bash "$root/compat-tests/kafka/kafka.sh" fetch
+        port=$(free_port) cport=$(free_port)
+        bash "$root/compat-tests/kafka/kafka.sh" run "$port" "$cport" "$work/$b" >"$work/$b.log" 2>&1 &
+        pid=$!; pids+=("$pid")
+        wait_port "$port" "$pid" 180
+        bench_one "$b" "$port" "$pid"
+        stop "$pid"
+        files+=("$results/$b.json")
+        ;;
+    tansu)
+        if ! command -v tansu >/dev/null; then echo "==> tansu not on PATH: skipped"; continue; fi
+        port=$(free_port)
+        # tansu reads its settings from the environment; libSQL (SQLite) storage in the work dir
+        # (TANSU_STORAGE overrides, e.g. memory://tansu/). See benches/README.md for the build.
+        LISTENER_URL="tcp://127.0.0.1:$port" ADVERTISED_LISTENER_URL="tcp://127.0.0.1:$port" \
+            STORAGE_ENGINE="${TANSU_STORAGE:-sqlite://$work/tansu.db}" \
+            tansu broker >"$work/tansu.log" 2>&1 &
+        pid=$!; pids+=("$pid")
+        wait_port "$port" "$pid" 60
+        bench_one tansu "$port" "$pid"
+        stop "$pid"
+        files+=("$results/tansu.json")
+        ;;
+    *) echo "unknown broker $b" >&2; exit 2 ;;
+    esac
+done
+
+echo "==> machine limits"
+timeout 120 "$bench" limits --dir "$work" --out "$results/limits.json"
+
+table="$("$bench" report "${files[@]}")"
+printf '%s\n' "$table" >"$results/table.md"
+python3 - "$here/README.md" "$results/table.md" <<'PY'
+import sys
+readme, table = sys.argv[1], open(sys.argv[2]).read()
+text = open(readme).read()
+start, end = "<!-- RESULTS:START -->", "<!-- RESULTS:END -->"
+head, rest = text.split(start, 1)
+_, tail = rest.split(end, 1)
+open(readme, "w").write(f"{head}{start}\n{table}\n{end}{tail}")
+PY
+echo "==> results in benches/README.md and $results"
