@@ -29,6 +29,7 @@ const CPU_SHARD: &str = "cpu_shard";
 const STATS: &str = "steer_stats";
 
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
 const BPF_PROG_TYPE_SK_REUSEPORT: u32 = 21;
@@ -95,7 +96,8 @@ fn sys_bpf<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<libc::c_long> {
 pub struct EbpfSteering {
     prog: OwnedFd,
     prog_id: u32,
-    _sockets: MapData,
+    shards: usize,
+    sockets: MapData,
     _cpu_shard: Array<MapData, u32>,
     stats: Array<MapData, u64>,
 }
@@ -207,7 +209,8 @@ impl EbpfSteering {
         Ok(EbpfSteering {
             prog,
             prog_id,
-            _sockets: sockets,
+            shards,
+            sockets,
             _cpu_shard: cpu_shard,
             stats,
         })
@@ -224,6 +227,24 @@ impl EbpfSteering {
 
     pub fn program_fd(&self) -> BorrowedFd<'_> {
         self.prog.as_fd()
+    }
+}
+
+impl Drop for EbpfSteering {
+    /// Takes the listeners out of the sockarray now. A socket can be in one sockarray at a
+    /// time, and the kernel releases it from ours only when the map is freed (after the
+    /// program, after an RCU grace period): without this, re-attaching to the same
+    /// listeners right after a detach fails with EBUSY.
+    fn drop(&mut self) {
+        for shard in 0..self.shards as u32 {
+            let attr = MapUpdateAttr {
+                map_fd: self.sockets.fd().as_fd().as_raw_fd() as u32,
+                key: &shard as *const u32 as u64,
+                ..Default::default()
+            };
+            // ENOENT: that listener already closed and left the map by itself.
+            let _ = sys_bpf(BPF_MAP_DELETE_ELEM, &attr);
+        }
     }
 }
 
