@@ -170,6 +170,38 @@ fn given_idempotent_producer_when_broker_restarts_then_retry_is_a_duplicate_and_
 }
 
 #[test]
+fn given_corrupt_durable_log_when_restarting_then_that_partition_offline_and_others_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), 1);
+    let mut c = Client::connect(server.kafka_addr);
+    create(&mut c, "two", 2);
+    for p in 0..2 {
+        assert_eq!(produce(&mut c, "two", p, batch(3, "a")), (0, 0));
+        assert_eq!(produce(&mut c, "two", p, batch(3, "b")), (0, 3));
+    }
+    drop(c);
+    server.shutdown().unwrap();
+    // Flip a byte inside the first batch of partition 0: below the recovery point, so storage
+    // refuses to open that log rather than cutting acknowledged data.
+    let seg = dir.path().join("two-0").join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[70] ^= 0xff;
+    std::fs::write(&seg, bytes).unwrap();
+
+    let server = start(dir.path(), 1);
+    let mut c = Client::connect(server.kafka_addr);
+    assert_eq!(
+        produce(&mut c, "two", 0, batch(1, "c")).0,
+        56,
+        "KAFKA_STORAGE_ERROR"
+    );
+    assert_eq!(produce(&mut c, "two", 1, batch(1, "c")), (0, 6));
+    assert_eq!(fetch_values(&mut c, "two", 1).len(), 7);
+    drop(c);
+    server.shutdown().unwrap();
+}
+
+#[test]
 fn given_running_broker_when_second_starts_on_same_dir_then_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), 1);

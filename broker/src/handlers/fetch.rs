@@ -28,6 +28,7 @@ pub fn error_code(e: &FrontendError) -> i16 {
     match e {
         FrontendError::UnknownPartition(..) => ResponseError::UnknownTopicOrPartition.code(),
         FrontendError::ShardGone(_) => ResponseError::NotLeaderOrFollower.code(),
+        FrontendError::Offline(..) => ResponseError::KafkaStorageError.code(),
         FrontendError::Storage(StorageError::OffsetOutOfRange { .. }) => {
             ResponseError::OffsetOutOfRange.code()
         }

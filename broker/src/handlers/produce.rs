@@ -30,6 +30,7 @@ pub fn error_code(e: &FrontendError) -> i16 {
     match e {
         FrontendError::UnknownPartition(..) => ResponseError::UnknownTopicOrPartition.code(),
         FrontendError::ShardGone(_) => ResponseError::NotLeaderOrFollower.code(),
+        FrontendError::Offline(..) => ResponseError::KafkaStorageError.code(),
         FrontendError::Storage(s) => storage_code(s),
         FrontendError::Partition(p) => match p {
             // A batch whose records do not add up to its header is invalid rather than

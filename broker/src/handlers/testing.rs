@@ -61,6 +61,7 @@ impl Harness {
                 ctx,
                 io: storage::IoBackend::new(storage::IoBackendKind::Sync).expect("io"),
                 partitions: Default::default(),
+                offline: Default::default(),
                 inflight_bytes: Arc::new(Semaphore::new(1 << 20)),
                 metrics: ShardMetrics::default(),
                 fetch_sessions: RefCell::new(crate::fetch_session::FetchSessionCache::new(0, 100)),

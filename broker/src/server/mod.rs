@@ -255,6 +255,7 @@ fn run_shard(
                 ctx: ctx.clone(),
                 io,
                 partitions: Default::default(),
+                offline: Default::default(),
                 inflight_bytes: Arc::new(Semaphore::new(
                     ctx.config.queued_max_request_bytes.min(u32::MAX as u64) as usize,
                 )),
@@ -274,8 +275,16 @@ fn run_shard(
                     }
                     let key = (topic.name.to_string(), p);
                     let point = checkpoints.0.get(&key).copied().unwrap_or(0);
-                    let part = shard::open_partition(&state, topic, p, Some(point))
-                        .with_context(|| format!("opening {}-{p}", topic.name))?;
+                    let part = match shard::open_partition(&state, topic, p, Some(point)) {
+                        Ok(part) => part,
+                        Err(e) => {
+                            // One bad log must not take the other partitions down with it.
+                            tracing::error!(topic = %topic.name, partition = p, error = %e,
+                                "cannot open partition; serving it as offline (KAFKA_STORAGE_ERROR)");
+                            state.offline.borrow_mut().insert((topic.name.clone(), p), e.to_string());
+                            continue;
+                        }
+                    };
                     // Storage does not persist the log start offset (DeleteRecords may have
                     // moved it inside a segment): Kafka's checkpoint file does.
                     if let Some(&start) = checkpoints.1.get(&key) {

@@ -19,6 +19,8 @@ use crate::partition::{FetchOutcome, Partition, PartitionError, ProduceOutcome};
 pub enum FrontendError {
     #[error("partition {0}-{1} is not hosted here")]
     UnknownPartition(String, i32),
+    #[error("partition {0}-{1} is offline: {2}")]
+    Offline(String, i32, String),
     #[error("shard {0} is gone (shutting down)")]
     ShardGone(usize),
     #[error(transparent)]
@@ -66,6 +68,13 @@ fn home(ctx: &BrokerContext, topic: &str, partition: i32) -> usize {
 }
 
 fn find(state: &ShardState, topic: &str, partition: i32) -> Result<Rc<Partition>, FrontendError> {
+    if let Some(reason) = state.offline.borrow().get(&(Arc::from(topic), partition)) {
+        return Err(FrontendError::Offline(
+            topic.to_string(),
+            partition,
+            reason.clone(),
+        ));
+    }
     state
         .partition(topic, partition)
         .ok_or_else(|| FrontendError::UnknownPartition(topic.to_string(), partition))

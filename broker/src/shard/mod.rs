@@ -59,6 +59,10 @@ pub struct ShardState {
     pub ctx: Arc<BrokerContext>,
     pub io: Rc<IoBackend>,
     pub partitions: RefCell<HashMap<PartitionKey, Rc<Partition>>>,
+    /// Partitions whose log could not be opened (e.g. corruption below the recovery point),
+    /// with the reason: served as KAFKA_STORAGE_ERROR instead of stopping the whole broker,
+    /// as Kafka takes a failed log offline.
+    pub offline: RefCell<HashMap<PartitionKey, String>>,
     /// Request bytes in flight on this shard (`queued_max_request_bytes`).
     pub inflight_bytes: Arc<Semaphore>,
     pub metrics: ShardMetrics,

@@ -182,6 +182,7 @@ fn given_each_error_when_mapping_then_table_of_kafka_codes() {
     let table: Vec<(FrontendError, i16)> = vec![
         (FrontendError::UnknownPartition("t".into(), 0), 3),
         (FrontendError::ShardGone(1), 6),
+        (FrontendError::Offline("t".into(), 0, "corrupt".into()), 56),
         (
             FrontendError::Partition(PartitionError::Corrupt(
                 storage::batch::BatchError::Truncated,
