@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::assignor::{Assignment, Assignor, MemberSpec};
 use super::records::{ConsumerMemberMetadata, CurrentAssignment, GroupRecord, TopicPartitions};
+use super::topic_regex::TopicRegex;
 use super::GroupError;
 
 pub const LEAVE_EPOCH: i32 = -1;
@@ -36,6 +37,8 @@ pub struct HeartbeatParams {
     pub rebalance_timeout_ms: i32,
     /// `None`: unchanged since the last heartbeat.
     pub subscribed: Option<BTreeSet<String>>,
+    /// `None`: unchanged; `Some("")`: no regex any more.
+    pub regex: Option<String>,
     pub assignor: Option<String>,
     /// What the member owns now (`None`: unchanged).
     pub owned: Option<Assignment>,
@@ -60,6 +63,10 @@ pub struct ConsumerMember {
     pub epoch: i32,
     previous_epoch: i32,
     pub subscribed: BTreeSet<String>,
+    pub regex: Option<String>,
+    compiled: Option<TopicRegex>,
+    /// Subscribed names plus the existing topics the regex matches.
+    pub effective: BTreeSet<String>,
     pub rebalance_timeout_ms: i32,
     pub assigned: Assignment,
     pub pending_revocation: Assignment,
@@ -196,6 +203,18 @@ impl ConsumerGroup {
                 changed = true;
             }
         }
+        if let Some(r) = p.regex {
+            let r = Some(r).filter(|r| !r.is_empty());
+            if r != m.regex {
+                m.compiled = r
+                    .as_deref()
+                    .map(TopicRegex::parse)
+                    .transpose()
+                    .map_err(|e| GroupError::InvalidRegularExpression(e.to_string()))?;
+                m.regex = r;
+                changed = true;
+            }
+        }
         if changed {
             self.bump();
         }
@@ -263,9 +282,9 @@ impl ConsumerGroup {
         now: i64,
         cfg: &ConsumerConfig,
     ) -> Result<String, GroupError> {
-        if p.subscribed.is_none() {
+        if p.subscribed.is_none() && p.regex.is_none() {
             return Err(GroupError::InvalidRequest(
-                "SubscribedTopicNames must be set in first request".into(),
+                "SubscribedTopicNames or SubscribedTopicRegex must be set in first request".into(),
             ));
         }
         // v0 lets the broker choose the id; v1 clients bring their own.
@@ -319,6 +338,9 @@ impl ConsumerGroup {
                 epoch: 0,
                 previous_epoch: 0,
                 subscribed: BTreeSet::new(),
+                regex: None,
+                compiled: None,
+                effective: BTreeSet::new(),
                 rebalance_timeout_ms: p.rebalance_timeout_ms.max(0),
                 assigned: Assignment::new(),
                 pending_revocation: Assignment::new(),
@@ -354,8 +376,23 @@ impl ConsumerGroup {
     }
 
     fn maybe_compute_target(&mut self, topics: &BTreeMap<String, i32>) {
+        let mut moved = false;
+        for m in self.members.values_mut() {
+            let mut effective = m.subscribed.clone();
+            if let Some(re) = &m.compiled {
+                effective.extend(topics.keys().filter(|t| re.matches(t)).cloned());
+            }
+            if effective != m.effective {
+                m.effective = effective;
+                moved = true;
+            }
+        }
+        // Right after a load (no snapshot yet) this only rebuilds what was not persisted.
+        if moved && self.topic_snapshot.is_some() {
+            self.bump();
+        }
         let subscribed: BTreeSet<&String> =
-            self.members.values().flat_map(|m| &m.subscribed).collect();
+            self.members.values().flat_map(|m| &m.effective).collect();
         let snapshot: BTreeMap<String, i32> = topics
             .iter()
             .filter(|(t, _)| subscribed.contains(t))
@@ -381,7 +418,7 @@ impl ConsumerGroup {
             .values()
             .map(|m| MemberSpec {
                 member_id: &m.member_id,
-                topics: &m.subscribed,
+                topics: &m.effective,
                 current: self.target.get(&m.member_id).unwrap_or(&empty),
             })
             .collect();
@@ -500,6 +537,9 @@ impl ConsumerMember {
             epoch: 0,
             previous_epoch: 0,
             subscribed: BTreeSet::new(),
+            regex: None,
+            compiled: None,
+            effective: BTreeSet::new(),
             rebalance_timeout_ms: 0,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
@@ -516,7 +556,7 @@ impl ConsumerMember {
             client_id: self.client_id.clone(),
             client_host: self.client_host.clone(),
             subscribed: self.subscribed.iter().cloned().collect(),
-            regex: None,
+            regex: self.regex.clone(),
             rebalance_timeout_ms: self.rebalance_timeout_ms,
             server_assignor: Some(assignor.name().to_string()),
         }
@@ -672,6 +712,8 @@ impl ConsumerGroup {
                 m.client_id = md.client_id;
                 m.client_host = md.client_host;
                 m.subscribed = md.subscribed.into_iter().collect();
+                m.compiled = md.regex.as_deref().and_then(|r| TopicRegex::parse(r).ok());
+                m.regex = md.regex;
                 m.rebalance_timeout_ms = md.rebalance_timeout_ms.max(0);
                 if let Some(a) = md.server_assignor.as_deref().and_then(Assignor::by_name) {
                     self.assignor = a;
@@ -855,6 +897,63 @@ mod tests {
         g.tick(45_000, &topics());
         assert!(g.members.is_empty());
         assert_eq!(g.state_name(), "Empty");
+    }
+
+    #[test]
+    fn given_regex_subscription_when_topics_match_then_assigned_and_new_topic_joins_later() {
+        let mut g = ConsumerGroup::default();
+        let join = |g: &mut ConsumerGroup, regex: &str, topics: &BTreeMap<String, i32>| {
+            g.heartbeat(
+                HeartbeatParams {
+                    member_id: "a".into(),
+                    regex: Some(regex.into()),
+                    ..Default::default()
+                },
+                topics,
+                0,
+                &cfg(),
+            )
+        };
+        let two = BTreeMap::from([("logs-a".to_string(), 1), ("other".to_string(), 1)]);
+        let r = join(&mut g, "logs-.*", &two).unwrap();
+        assert_eq!(
+            r.assignment.unwrap().keys().collect::<Vec<_>>(),
+            vec!["logs-a"]
+        );
+        let three = BTreeMap::from([
+            ("logs-a".to_string(), 1),
+            ("logs-b".to_string(), 2),
+            ("other".to_string(), 1),
+        ]);
+        let r = beat_with(&mut g, "a", 1, &three);
+        assert_eq!(r.member_epoch, 2, "a new matching topic moves the epoch");
+        assert_eq!(count(&r.assignment.unwrap()), 3);
+        let mut bad = ConsumerGroup::default();
+        assert!(matches!(
+            join(&mut bad, "logs-(", &two),
+            Err(GroupError::InvalidRegularExpression(_))
+        ));
+    }
+
+    fn beat_with(
+        g: &mut ConsumerGroup,
+        id: &str,
+        epoch: i32,
+        topics: &BTreeMap<String, i32>,
+    ) -> HeartbeatResult {
+        let owned = g.members[id].assigned.clone();
+        g.heartbeat(
+            HeartbeatParams {
+                member_id: id.into(),
+                member_epoch: epoch,
+                owned: Some(owned),
+                ..Default::default()
+            },
+            topics,
+            1,
+            &cfg(),
+        )
+        .unwrap()
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod classic;
 pub mod consumer;
 pub mod coordinator;
 pub mod records;
+pub mod topic_regex;
 
 #[cfg(test)]
 mod classic_tests;
@@ -78,6 +79,8 @@ pub enum GroupError {
     StaleMemberEpoch,
     #[error("the server assignor is not supported (uniform, range)")]
     UnsupportedAssignor,
+    #[error("{0}")]
+    InvalidRegularExpression(String),
     #[error("invalid request: {0}")]
     InvalidRequest(String),
     #[error("writing to __consumer_offsets failed: {0}")]
@@ -109,6 +112,7 @@ pub fn error_code(e: &GroupError) -> i16 {
         G::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
         G::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
         G::UnsupportedAssignor => ResponseError::UnsupportedAssignor,
+        G::InvalidRegularExpression(_) => ResponseError::InvalidRegularExpression,
         G::InvalidRequest(_) => ResponseError::InvalidRequest,
         // A failed append to __consumer_offsets: Kafka answers NOT_COORDINATOR so the client
         // looks the coordinator up again and retries.
@@ -275,6 +279,7 @@ mod tests {
             (G::FencedMemberEpoch, 110),
             (G::StaleMemberEpoch, 113),
             (G::UnsupportedAssignor, 112),
+            (G::InvalidRegularExpression("x".into()), 128),
             (G::InvalidRequest("x".into()), 42),
             (G::Storage("x".into()), 16),
         ];

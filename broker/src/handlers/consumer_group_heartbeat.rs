@@ -63,6 +63,7 @@ pub async fn handle(
             .subscribed_topic_names
             .as_ref()
             .map(|ts| ts.iter().map(|t| t.to_string()).collect()),
+        regex: req.subscribed_topic_regex.as_ref().map(|s| s.to_string()),
         assignor: req.server_assignor.as_ref().map(|s| s.to_string()),
         owned,
     };
