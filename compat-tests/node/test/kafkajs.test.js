@@ -227,7 +227,8 @@ function compare(sent, m, where) {
   if (!sameBytes(sent.key, m.key)) errs.push(`key ${describe(m.key)}, want ${describe(sent.key)}`)
   if (!sameBytes(sent.value, m.value)) errs.push(`value ${describe(m.value)}, want ${describe(sent.value)}`)
   if (String(sent.timestamp) !== String(m.timestamp)) errs.push(`timestamp ${m.timestamp}, want ${sent.timestamp}`)
-  if ((m.attributes & 0x08) !== 0) errs.push('timestamp type is LogAppendTime, want CreateTime')
+  // The batch's timestamp type (kafkajs: 0 CreateTime, 1 LogAppendTime).
+  if (m.batchContext.timestampType !== 0) errs.push(`timestamp type ${m.batchContext.timestampType}, want CreateTime (0)`)
   // kafkajs decodes headers into an object in wire order; flatten back into pairs.
   const pairs = []
   for (const [k, v] of Object.entries(m.headers || {})) {
