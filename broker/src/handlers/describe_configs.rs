@@ -35,6 +35,54 @@ pub fn broker_config_name(key: &str) -> String {
     }
 }
 
+/// The synonym Kafka 4.4 lists after a topic config's own override: the broker config its
+/// default comes from (read off a real broker by compat-tests/probe-diff.py).
+enum KafkaSynonym {
+    Broker(&'static str),
+    /// The broker config has the topic config's own name.
+    Itself,
+    /// Kafka's broker synonym exists but is unset by default (e.g. `log.retention.ms`, derived
+    /// from `log.retention.hours`), so Kafka lists none.
+    Unset,
+}
+
+fn kafka_synonym(topic_config: &str) -> KafkaSynonym {
+    use KafkaSynonym::*;
+    match topic_config {
+        "cleanup.policy" => Broker("log.cleanup.policy"),
+        "max.message.bytes" => Broker("message.max.bytes"),
+        "segment.bytes" => Broker("log.segment.bytes"),
+        "segment.index.bytes" => Broker("log.index.size.max.bytes"),
+        "index.interval.bytes" => Broker("log.index.interval.bytes"),
+        "delete.retention.ms" => Broker("log.cleaner.delete.retention.ms"),
+        "file.delete.delay.ms" => Broker("log.segment.delete.delay.ms"),
+        "flush.messages" => Broker("log.flush.interval.messages"),
+        "min.cleanable.dirty.ratio" => Broker("log.cleaner.min.cleanable.ratio"),
+        "min.compaction.lag.ms" => Broker("log.cleaner.min.compaction.lag.ms"),
+        "max.compaction.lag.ms" => Broker("log.cleaner.max.compaction.lag.ms"),
+        "message.timestamp.type" => Broker("log.message.timestamp.type"),
+        "message.timestamp.after.max.ms" => Broker("log.message.timestamp.after.max.ms"),
+        "message.timestamp.before.max.ms" => Broker("log.message.timestamp.before.max.ms"),
+        "preallocate" => Broker("log.preallocate"),
+        "retention.bytes" => Broker("log.retention.bytes"),
+        "local.retention.bytes" => Broker("log.local.retention.bytes"),
+        "local.retention.ms" => Broker("log.local.retention.ms"),
+        "remote.copy.lag.bytes" => Broker("log.remote.copy.lag.bytes"),
+        "remote.copy.lag.ms" => Broker("log.remote.copy.lag.ms"),
+        "retention.ms"
+        | "segment.ms"
+        | "segment.jitter.ms"
+        | "flush.ms"
+        | "errors.deadletterqueue.group.enable"
+        | "follower.replication.throttled.replicas"
+        | "leader.replication.throttled.replicas"
+        | "remote.storage.enable"
+        | "remote.log.copy.disable"
+        | "remote.log.delete.on.disable" => Unset,
+        _ => Itself,
+    }
+}
+
 fn wanted(keys: &Option<Vec<StrBytes>>, name: &str) -> bool {
     keys.as_ref()
         .is_none_or(|k| k.is_empty() || k.iter().any(|k| k.as_str() == name))
@@ -75,22 +123,19 @@ fn topic_result(
                 if e.source == ConfigSource::DynamicTopic {
                     syn.push(synonym(d.name, &e.value, ConfigSource::DynamicTopic));
                 }
-                if let Some(key) = d.broker_synonym {
-                    let b = topic_config::effective(
-                        d,
-                        &Default::default(),
-                        cat.broker_config(),
-                        cat.broker_origins(),
-                    );
-                    if b.source == ConfigSource::StaticBroker {
-                        syn.push(synonym(
-                            &broker_config_name(key),
-                            &b.value,
-                            ConfigSource::StaticBroker,
-                        ));
+                let b = topic_config::effective(
+                    d,
+                    &Default::default(),
+                    cat.broker_config(),
+                    cat.broker_origins(),
+                );
+                match kafka_synonym(d.name) {
+                    KafkaSynonym::Broker(name) => {
+                        syn.push(synonym(name, &b.value, b.source));
                     }
+                    KafkaSynonym::Itself => syn.push(synonym(d.name, &b.value, b.source)),
+                    KafkaSynonym::Unset => {}
                 }
-                syn.push(synonym(d.name, d.default, ConfigSource::Default));
             }
             DescribeConfigsResourceResult::default()
                 .with_name(StrBytes::from_static_str(e.name))
@@ -245,6 +290,25 @@ mod tests {
             .iter()
             .any(|c| c.name.as_str() == "log.retention.check.interval.ms"));
         assert_eq!(resp.results[2].error_code, 3);
+        let syn = |name: &str| -> Vec<(String, i8)> {
+            t.configs
+                .iter()
+                .find(|c| c.name.as_str() == name)
+                .unwrap()
+                .synonyms
+                .iter()
+                .map(|s| (s.name.to_string(), s.source))
+                .collect()
+        };
+        assert_eq!(
+            syn("cleanup.policy"),
+            vec![("log.cleanup.policy".to_string(), 5)]
+        );
+        assert_eq!(syn("retention.ms"), vec![]);
+        assert_eq!(
+            syn("compression.type"),
+            vec![("compression.type".to_string(), 5)]
+        );
     }
 
     #[test]
