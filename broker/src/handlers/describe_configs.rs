@@ -83,6 +83,31 @@ fn kafka_synonym(topic_config: &str) -> KafkaSynonym {
     }
 }
 
+/// Broker configs Kafka types INT (the rest of our integers are LONG there too).
+const KAFKA_INT_BROKER_CONFIGS: &[&str] = &[
+    "default.replication.factor",
+    "node.id",
+    "num.partitions",
+    "message.max.bytes",
+    "socket.request.max.bytes",
+    "log.segment.bytes",
+    "log.index.interval.bytes",
+    "log.index.size.max.bytes",
+    "log.flush.offset.checkpoint.interval.ms",
+    "group.consumer.heartbeat.interval.ms",
+    "group.consumer.session.timeout.ms",
+    "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "group.max.size",
+    "max.incremental.fetch.session.cache.slots",
+    "offset.metadata.max.bytes",
+    "offsets.retention.minutes",
+    "offsets.topic.num.partitions",
+    "transaction.state.log.num.partitions",
+    "producer.id.expiration.ms",
+];
+
 fn wanted(keys: &Option<Vec<StrBytes>>, name: &str) -> bool {
     keys.as_ref()
         .is_none_or(|k| k.is_empty() || k.iter().any(|k| k.as_str() == name))
@@ -193,7 +218,13 @@ fn broker_result(
             toml::Value::String(s) if key == "advertised_listener" => {
                 (format!("PLAINTEXT://{s}"), ConfigType::List)
             }
+            toml::Value::String(s) if key == "log_cleanup_policy" || key == "data_dir" => {
+                (s.clone(), ConfigType::List)
+            }
             toml::Value::String(s) => (s.clone(), ConfigType::String),
+            toml::Value::Integer(i) if KAFKA_INT_BROKER_CONFIGS.contains(&kafka_name.as_str()) => {
+                (i.to_string(), ConfigType::Int)
+            }
             toml::Value::Integer(i) => (i.to_string(), ConfigType::Long),
             toml::Value::Boolean(b) => (b.to_string(), ConfigType::Boolean),
             other => (other.to_string(), ConfigType::String),
