@@ -454,3 +454,24 @@ def test_groups_killed_member_partitions_reassigned_within_session_timeout(broke
             victim.kill()
             victim.wait(timeout=20)
         survivor.stop()
+
+
+def test_groups_kip848_regex_subscription_gets_matching_topics(broker):
+    from confluent_kafka import Consumer
+
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    for name, parts in [(f"{prefix}-a", 2), (f"{prefix}-b", 1), (f"other-{prefix}", 1)]:
+        assert admin.create_topic("confluent", broker.bootstrap, name, parts) == 0
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{prefix}",
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([f"^{prefix}-.*"])
+
+        def assigned():
+            c.poll(0.5)
+            return {(tp.topic, tp.partition) for tp in c.assignment()}
+
+        want = {(f"{prefix}-a", 0), (f"{prefix}-a", 1), (f"{prefix}-b", 0)}
+        admin.wait_for(lambda: assigned() == want, "the regex's topics assigned", timeout_s=WAIT_S)
+    finally:
+        c.close()

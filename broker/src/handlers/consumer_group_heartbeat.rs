@@ -25,16 +25,6 @@ pub async fn handle(
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
     let catalog = ctx.ctx().catalog.snapshot();
-    if req
-        .subscribed_topic_regex
-        .as_ref()
-        .is_some_and(|r| !r.is_empty())
-    {
-        let e = GroupError::InvalidRequest("subscription by regex is not supported yet".into());
-        return ConsumerGroupHeartbeatResponse::default()
-            .with_error_code(error_code(&e))
-            .with_error_message(Some(StrBytes::from_string(e.to_string())));
-    }
     let owned = req.topic_partitions.as_ref().map(|tps| {
         let mut a: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
         for tp in tps {

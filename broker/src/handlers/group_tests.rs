@@ -592,3 +592,23 @@ fn given_kip848_group_when_a_new_shard_loads_it_then_members_epochs_and_assignme
     );
     assert_eq!(d.groups[0].error_code, 69);
 }
+
+#[test]
+fn given_regex_only_join_when_heartbeating_then_matching_topics_assigned() {
+    let h = harness();
+    create(&h, "rxq-a", 2);
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("grx")))
+        .with_member_id(s("m1"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(None)
+        .with_subscribed_topic_regex(Some(s("(^rxq-.*)")))
+        .with_topic_partitions(Some(vec![]));
+    let r: ConsumerGroupHeartbeatResponse = h.call(ApiKey::ConsumerGroupHeartbeat, 1, req);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert_eq!(
+        r.assignment.unwrap().topic_partitions[0].partitions,
+        vec![0, 1]
+    );
+}
