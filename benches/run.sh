@@ -113,8 +113,8 @@ echo "==> machine limits"
 timeout 120 "$bench" limits --dir "$work" --out "$results/limits.json"
 
 table="$("$bench" report "${files[@]}")"
-printf '%s\n' "$table" >"$results/table.md"
-python3 - "$here/README.md" "$results/table.md" <<'PY'
+printf '%s\n' "$table" >"$work/table.md"
+python3 - "$here/README.md" "$work/table.md" <<'PY'
 import sys
 readme, table = sys.argv[1], open(sys.argv[2]).read()
 text = open(readme).read()
