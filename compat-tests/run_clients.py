@@ -207,6 +207,7 @@ def main() -> int:
         return 2
     env = dict(os.environ)
     results: list[tuple[str, str, str, int, str]] = []
+    build_times: dict[str, int] = {}
 
     # Build first, so that test timings are test timings and a compile error shows once.
     for lang in langs:
@@ -218,8 +219,9 @@ def main() -> int:
         log(f"build {lang}: {' '.join(build)}")
         t0 = time.monotonic()
         rc, _ = run(build, HERE / d, env, TIMEOUT_S)
+        build_times[lang] = int(time.monotonic() - t0)
         if rc != 0:
-            results.append(("-", lang, "FAIL", int(time.monotonic() - t0), f"build failed (exit {rc})"))
+            results.append(("-", lang, "FAIL", build_times[lang], f"build failed (exit {rc})"))
     built = [lang for lang in langs if not any(r[1] == lang for r in results)]
 
     for name in broker_names:
@@ -255,6 +257,7 @@ def main() -> int:
             b.cleanup()
 
     log("client compat summary")
+    print("    build  " + ", ".join(f"{lang} {t}s" for lang, t in build_times.items()))
     for name, lang, status, took, detail in results:
         print(f"    {name:6} {lang:5} {status:4} {took:5}s  {detail}")
     ok = all(r[2] == "ok" for r in results) and len(results) == len(built) * len(broker_names)
