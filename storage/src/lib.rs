@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 pub use bytes::Bytes;
 pub use io::{IoBackend, IoBackendKind};
 pub use log::PartitionLog;
+pub use segment::SegmentProbe;
 
 /// Per-topic log config (Kafka names in comments). Changes need a reopen of the log.
 #[derive(Clone, Debug)]

@@ -19,6 +19,11 @@ use crate::segment::{file_name, Segment};
 use crate::txn_index::AbortedTxn;
 use crate::{now_ms, AppendOptions, AppendResult, Durability, LogConfig, ReadResult, StorageError};
 
+/// Closed segments whose index entries stay in memory (an entry is 8 or 12 bytes; a full
+/// 10 MiB index is what a 1 GiB segment has, so this bounds a log's index memory near
+/// 16 x 20 MiB at worst, and to what its readers actually use).
+const WARM_SEGMENTS: usize = 16;
+
 struct PendingWrite {
     seq: u64,
     end_offset: i64,
@@ -51,6 +56,9 @@ struct Inner {
     truncations: Cell<u64>,
     truncated_to: RefCell<VecDeque<(u64, i64)>>,
     last_flush_ms: Cell<i64>,
+    /// Closed segments whose indexes were used lately, least recent first. Only these keep
+    /// their index entries in memory, so memory does not grow with the number of segments.
+    warm: RefCell<VecDeque<Rc<Segment>>>,
     /// Set after a failed write or fdatasync: the on-disk state is unknown (a failed
     /// fdatasync may have dropped dirty pages), so the log refuses further work.
     failed: RefCell<Option<String>>,
@@ -343,6 +351,22 @@ impl Inner {
                 && (now_ms() - self.last_flush_ms.get()).max(0) as u64 >= self.config.flush_ms)
     }
 
+    /// Notes that `seg`'s indexes were used; unloads those of the least recently used
+    /// closed segments beyond [`WARM_SEGMENTS`].
+    fn touched(&self, seg: &Rc<Segment>) {
+        if Rc::ptr_eq(seg, &self.active()) {
+            return;
+        }
+        let mut warm = self.warm.borrow_mut();
+        warm.retain(|s| !Rc::ptr_eq(s, seg));
+        warm.push_back(seg.clone());
+        while warm.len() > WARM_SEGMENTS {
+            if let Some(cold) = warm.pop_front() {
+                cold.unload_indexes();
+            }
+        }
+    }
+
     fn segments_from(&self, offset: i64) -> Vec<Rc<Segment>> {
         let segs = self.segments.borrow();
         let start = segs
@@ -365,6 +389,7 @@ impl Inner {
         let seg = self.segments.borrow_mut().remove(&base);
         if let Some(seg) = seg {
             self.dirty.borrow_mut().retain(|s| !Rc::ptr_eq(s, &seg));
+            self.warm.borrow_mut().retain(|s| !Rc::ptr_eq(s, &seg));
             seg.delete_files()
                 .map_err(|e| StorageError::io(e, seg.log_path()))?;
         }
@@ -422,6 +447,7 @@ impl PartitionLog {
             truncations: Cell::new(0),
             truncated_to: RefCell::new(VecDeque::new()),
             last_flush_ms: Cell::new(now_ms()),
+            warm: RefCell::new(VecDeque::new()),
             failed: RefCell::new(None),
         };
         Ok(PartitionLog {
@@ -481,7 +507,9 @@ impl PartitionLog {
                 break;
             }
             let start = if seg.base_offset <= offset {
-                match seg.find(offset)? {
+                let found = seg.find(offset)?;
+                inner.touched(&seg);
+                match found {
                     Some((pos, _)) => pos,
                     None => continue,
                 }
@@ -551,7 +579,12 @@ impl PartitionLog {
         let limit = inner.written_end.get();
         let segs: Vec<_> = inner.segments.borrow().values().cloned().collect();
         for seg in segs {
-            if seg.max_ts.get().0 < ts || seg.next_offset.get() <= log_start {
+            if seg.next_offset.get() <= log_start {
+                continue;
+            }
+            let seg_max = seg.max_ts().0;
+            inner.touched(&seg);
+            if seg_max < ts {
                 continue;
             }
             let (_, ts_off) = seg.time_index.borrow().lookup(ts);
@@ -594,8 +627,10 @@ impl PartitionLog {
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
         let inner = &self.inner;
         let mut best: Option<(i64, i64, Rc<Segment>)> = None;
-        for seg in inner.segments.borrow().values() {
-            let (ts, off) = seg.max_ts.get();
+        let segs: Vec<_> = inner.segments.borrow().values().cloned().collect();
+        for seg in &segs {
+            let (ts, off) = seg.max_ts();
+            inner.touched(seg);
             if ts >= 0 && off < inner.written_end.get() && best.as_ref().is_none_or(|b| ts > b.0) {
                 best = Some((ts, off, seg.clone()));
             }
@@ -838,6 +873,17 @@ impl PartitionLog {
                 .map_err(|e| StorageError::io(e, parent)),
             None => Ok(()),
         }
+    }
+
+    /// What of each segment has been read into memory, in offset order (for tests and
+    /// metrics: opening after a clean shutdown reads nothing of closed segments).
+    pub fn segment_probes(&self) -> Vec<crate::SegmentProbe> {
+        self.inner
+            .segments
+            .borrow()
+            .values()
+            .map(|s| s.probe())
+            .collect()
     }
 
     /// Which segments exist, as base offsets (for tests and tools).

@@ -2,8 +2,10 @@
 //! the rest.
 //!
 //! A segment that ends at or below the recovery point was fdatasync'd before the point
-//! was checkpointed, so it is trusted: only its indexes are loaded (and sanity checked by
-//! resuming at their last entry; indexes that disagree are rebuilt by a scan). From the
+//! was checkpointed, so it is trusted and nothing of it is read at open: its indexes load
+//! on first lookup (entries outside the segment are dropped then, and a lookup whose
+//! index entry does not point at a batch falls back to a scan). Only a segment whose
+//! offset index is missing is scanned at open. From the
 //! segment holding the recovery point on, every batch is validated and the indexes
 //! rebuilt; the first bad batch ends the log (the file is cut there and later segments are
 //! deleted, with a warning naming both). Nothing below the recovery point is ever cut or
@@ -75,10 +77,17 @@ pub(crate) fn load_segments(
     for (i, &base) in bases.iter().enumerate() {
         let seg = Segment::open(dir, base, cfg, now).map_err(|e| StorageError::io(e, dir))?;
         match bases.get(i + 1) {
+            Some(&next) if next <= recovery_point && seg.index_file_present(cfg) => {
+                // Wholly below the recovery point: durable, acknowledged data, trusted
+                // without reading it so that opening after a clean shutdown does not
+                // depend on the log's size (Kafka's rule). Its indexes load on first use.
+                seg.open_trusted(next);
+                segments.insert(base, Rc::new(seg));
+            }
             Some(&next) if next <= recovery_point => {
-                // Wholly below the recovery point: durable, acknowledged data. Bad indexes
-                // are rebuilt by a scan, but nothing here is cut, nor anything after it
-                // deleted: a bad batch is reported as corruption instead.
+                // Below the recovery point but its index is missing: scan it. Nothing
+                // here is cut, nor anything after it deleted: a bad batch is reported as
+                // corruption instead.
                 if !(seg.restore_from_indexes()? && seg.next_offset.get() <= next) {
                     tracing::warn!(file = %seg.log_path().display(),
                         "index of a segment below the recovery point disagrees with it; rebuilding");

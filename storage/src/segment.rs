@@ -60,7 +60,9 @@ pub(crate) struct Segment {
     pub txn_index: RefCell<TxnIndex>,
     bytes_since_index: Cell<u64>,
     /// (largest batch max_timestamp, last offset of that batch); (-1, -1) when none.
-    pub max_ts: Cell<(i64, i64)>,
+    /// Read through `max_ts()`: not known yet for a segment opened lazily.
+    max_ts: Cell<(i64, i64)>,
+    max_ts_known: Cell<bool>,
     /// Max timestamp of the first batch: what `segment.ms` counts from, as in Kafka.
     first_batch_ts: Cell<Option<i64>>,
     created_ms: i64,
@@ -72,6 +74,21 @@ pub(crate) struct Segment {
     /// mapping for its whole life; pages past EOF are never touched), others their size.
     map_len_hint: Cell<u64>,
     active_map_len: u64,
+    /// Mappings of the log file made so far (a probe: a mapping is how log bytes are read).
+    log_maps: Cell<u64>,
+}
+
+/// What of a segment has been read into memory (for tests and metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentProbe {
+    pub base_offset: i64,
+    /// Times the `.index` / `.timeindex` file was read.
+    pub index_loads: u64,
+    pub time_index_loads: u64,
+    /// Times the `.log` file was mmapped.
+    pub log_maps: u64,
+    /// Whether the index entries are in memory now.
+    pub indexes_loaded: bool,
 }
 
 impl Segment {
@@ -116,6 +133,7 @@ impl Segment {
             txn_index: RefCell::new(txn_index),
             bytes_since_index: Cell::new(0),
             max_ts: Cell::new((-1, -1)),
+            max_ts_known: Cell::new(true),
             first_batch_ts: Cell::new(None),
             created_ms: now_ms,
             index_interval: cfg.index_interval_bytes,
@@ -123,7 +141,83 @@ impl Segment {
             old_maps: RefCell::new(Vec::new()),
             map_len_hint: Cell::new(size.max(1)),
             active_map_len: cfg.segment_bytes.clamp(1, 1 << 30),
+            log_maps: Cell::new(0),
         })
+    }
+
+    /// State of a closed segment below the recovery point after a clean shutdown, set
+    /// without reading anything, as Kafka does: such a segment was fdatasync'd and its
+    /// indexes trimmed before the recovery point was checkpointed. Its offsets end at or
+    /// before `next_base` (the next segment's base; compaction may leave a gap), its
+    /// indexes and max timestamp are loaded on first use, bounded by what the segment can
+    /// hold so garbage entries are dropped then.
+    pub fn open_trusted(&self, next_base: i64) {
+        let size = self.size.get();
+        self.written_size.set(size);
+        self.next_offset.set(next_base);
+        self.max_ts_known.set(false);
+        let max_rel = (next_base - self.base_offset).max(0) as u64;
+        self.index.borrow().set_bounds(max_rel, size);
+        self.time_index.borrow().set_bounds(max_rel);
+    }
+
+    /// Whether the offset index file can be trusted to be there: a missing (empty) index
+    /// of a segment that must have entries means the segment needs a scan at open.
+    pub fn index_file_present(&self, cfg: &LogConfig) -> bool {
+        let idx_len = std::fs::metadata(self.index.borrow().path()).map_or(0, |m| m.len());
+        idx_len > 0 || self.size.get() <= cfg.index_interval_bytes
+    }
+
+    /// (largest batch max_timestamp, last offset of that batch); (-1, -1) when none. For a
+    /// segment opened lazily this loads the time index; an empty or garbage one is
+    /// answered by a scan of the segment (recovery writes the time index's last entry for
+    /// every segment with timestamps, so an empty one is missing, not meaningful).
+    pub fn max_ts(&self) -> (i64, i64) {
+        if !self.max_ts_known.get() {
+            let last = self.time_index.borrow().last();
+            let v = match last {
+                Some(v) => v,
+                None => self.scan_max_ts().unwrap_or((-1, -1)),
+            };
+            self.max_ts.set(v);
+            self.max_ts_known.set(true);
+        }
+        self.max_ts.get()
+    }
+
+    fn scan_max_ts(&self) -> Option<(i64, i64)> {
+        tracing::warn!(file = %self.log_path().display(), "time index empty; scanning the segment");
+        self.with_written(|buf| {
+            let mut best = (-1, -1);
+            for item in batch::BatchIter::new(buf) {
+                let (h, _) = item.ok()?;
+                if h.max_timestamp > best.0 {
+                    best = (h.max_timestamp, h.last_offset());
+                }
+            }
+            Some(best)
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// Drops the in-memory index entries of a closed segment (they are read again on the
+    /// next lookup), so a log's memory does not grow with its number of segments.
+    pub fn unload_indexes(&self) {
+        self.index.borrow_mut().unload();
+        self.time_index.borrow_mut().unload();
+    }
+
+    pub fn probe(&self) -> SegmentProbe {
+        let idx = self.index.borrow();
+        let tidx = self.time_index.borrow();
+        SegmentProbe {
+            base_offset: self.base_offset,
+            index_loads: idx.loads(),
+            time_index_loads: tidx.loads(),
+            log_maps: self.log_maps.get(),
+            indexes_loaded: idx.is_loaded() || tidx.is_loaded(),
+        }
     }
 
     /// A new, empty segment (files truncated if leftovers exist).
@@ -157,7 +251,7 @@ impl Segment {
         if self.first_batch_ts.get().is_none() {
             self.first_batch_ts.set(Some(h.max_timestamp));
         }
-        if h.max_timestamp > self.max_ts.get().0 {
+        if h.max_timestamp > self.max_ts().0 {
             self.max_ts.set((h.max_timestamp, h.last_offset()));
         }
         if self.bytes_since_index.get() > self.index_interval {
@@ -201,7 +295,7 @@ impl Segment {
 
     /// Called when the segment stops being the active one (roll, close).
     pub fn seal(&self) -> io::Result<()> {
-        let (ts, off) = self.max_ts.get();
+        let (ts, off) = self.max_ts();
         if ts >= 0 {
             self.time_index.borrow_mut().maybe_append(ts, off, true)?;
         }
@@ -222,6 +316,7 @@ impl Segment {
         // mapping (see the module doc), and within this process nothing writes to bytes
         // below `written_size` once written. The data dir lock keeps other brokers out.
         let map = unsafe { MmapOptions::new().len(len as usize).map(&*file)? };
+        self.log_maps.set(self.log_maps.get() + 1);
         let map = Arc::new(map);
         if let Some(old) = self.map.borrow_mut().replace(map.clone()) {
             let mut olds = self.old_maps.borrow_mut();
@@ -255,6 +350,23 @@ impl Segment {
     /// Position and header of the first readable batch with last offset >= `offset`.
     pub fn find(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>, StorageError> {
         let (_, start) = self.index.borrow().lookup(offset);
+        match self.find_from(start as u64, offset) {
+            // A lazily loaded index is not checked against its log at open: an entry that
+            // does not point at a batch is garbage, and the scan from the start is right.
+            Err(StorageError::Corrupt { .. }) if start > 0 => {
+                tracing::warn!(file = %self.log_path().display(), position = start,
+                    "index entry does not point at a batch; scanning the segment");
+                self.find_from(0, offset)
+            }
+            r => r,
+        }
+    }
+
+    fn find_from(
+        &self,
+        start: u64,
+        offset: i64,
+    ) -> Result<Option<(u64, BatchHeader)>, StorageError> {
         let r = self.with_written(|buf| {
             let mut pos = start as usize;
             while pos < buf.len() {
@@ -386,6 +498,7 @@ impl Segment {
             .map_err(|e| StorageError::io(e, &path))?;
         self.bytes_since_index.set(0);
         self.max_ts.set((-1, -1));
+        self.max_ts_known.set(true);
         self.first_batch_ts.set(None);
         self.next_offset.set(self.base_offset);
         self.written_size.set(size);
@@ -514,6 +627,7 @@ impl Segment {
             .map_err(|e| StorageError::io(e, &path))?;
         self.bytes_since_index.set(0);
         self.max_ts.set((-1, -1));
+        self.max_ts_known.set(true);
         self.first_batch_ts.set(None);
         self.next_offset.set(self.base_offset);
         if !self.restore_from_indexes()? {

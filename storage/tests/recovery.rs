@@ -423,3 +423,40 @@ fn given_hole_before_next_segment_above_recovery_point_when_recovering_then_log_
         assert_eq!(log.segment_base_offsets(), vec![0]);
     });
 }
+
+#[test]
+fn given_clean_shutdown_with_many_segments_when_opening_then_no_closed_segment_index_or_log_is_read(
+) {
+    let root = tempfile::tempdir().unwrap();
+    let (_dir, end) = populate(root.path(), 400);
+    run(async {
+        let log = open(root.path(), cfg(), end);
+        let probes = log.segment_probes();
+        assert!(probes.len() > 20, "{} segments", probes.len());
+        let (closed, _active) = probes.split_at(probes.len() - 1);
+        for p in closed {
+            assert_eq!(
+                (p.index_loads, p.time_index_loads, p.log_maps),
+                (0, 0, 0),
+                "segment {} was read at open",
+                p.base_offset
+            );
+        }
+        // Lookups load what they need, and reads of every segment keep only a bounded
+        // number of closed segments' indexes in memory.
+        for o in (0..end).step_by(7) {
+            let h = read_all(&log, o)[0];
+            assert!(h.base_offset <= o && o <= h.last_offset());
+        }
+        assert_eq!(
+            log.offset_for_timestamp(1000 + 10 * 200).unwrap(),
+            Some((400, 3000))
+        );
+        let loaded = log
+            .segment_probes()
+            .iter()
+            .filter(|p| p.indexes_loaded)
+            .count();
+        assert!(loaded <= 17, "{loaded} segments keep their indexes loaded");
+    });
+}
