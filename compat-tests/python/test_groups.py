@@ -39,6 +39,19 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int) -> None:
     assert p.flush(30) == 0, "records left unsent"
 
 
+def produce_slowly(bootstrap: str, topic: str, n: int) -> None:
+    """`n` more records (offsets continue per partition), spread over about 10 s."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic, key=f"late{i}".encode(), value=b"v", partition=i % PARTITIONS)
+        if i % 60 == 59:
+            p.flush(30)
+            time.sleep(0.5)
+    assert p.flush(30) == 0, "records left unsent"
+
+
 class Member:
     """One group consumer of any client, driven synchronously: `poll` returns
     [(partition, offset)], `assignment` the partitions it owns now."""
@@ -253,12 +266,15 @@ def until_owned(members: list, deadline_s: float = WAIT_S) -> list[set[int]]:
 def test_groups_three_members_own_each_partition_once_and_rebalance_on_leave(broker, client):
     topic = clients.unique_topic("groups")
     assert admin.create_topic("confluent", broker.bootstrap, topic, PARTITIONS) == 0
-    total = 600
-    produce(broker.bootstrap, topic, total, PARTITIONS)
+    total = 1200
+    produce(broker.bootstrap, topic, total // 2, PARTITIONS)
     group = f"g-{uuid.uuid4().hex[:8]}"
     members = [Runner(lambda: Member(client, broker.bootstrap, group, topic)) for _ in range(MEMBERS)]
     for m in members:
         m.start()
+    # The second half is written while the group forms and rebalances.
+    producer = threading.Thread(target=produce_slowly, args=(broker.bootstrap, topic, total // 2), daemon=True)
+    producer.start()
     try:
         assignments = until_owned(members)
         assert sorted(len(a) for a in assignments) == [2, 2, 2], assignments
@@ -266,6 +282,8 @@ def test_groups_three_members_own_each_partition_once_and_rebalance_on_leave(bro
         leaving.stop()
         seen = leaving.consumed()
         until_owned(members)
+        producer.join(timeout=WAIT_S)
+        assert not producer.is_alive(), "producer did not finish"
         per_partition = total // PARTITIONS
         want = {(p, o) for p in range(PARTITIONS) for o in range(per_partition)}
 
