@@ -4,6 +4,12 @@
 //! `Bytes` buffer and an `Arc<File>` keeping the fd open) in `ops`, keyed by user_data,
 //! until its completion is reaped; `Drop` waits for all of them. That is what makes the
 //! raw pointers handed to the kernel valid for as long as it uses them.
+//!
+//! A submission the kernel refuses (any error but "busy" or an interrupt) breaks the
+//! ring: every operation not completed yet is failed at once (its buffer stays owned
+//! until the kernel is done with it, should it have been submitted), and later ones fail
+//! without being queued. The logs waiting on them fail with `LogFailed` rather than wait
+//! forever. A full queue is never spun on: the ring waits for a completion instead.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -20,6 +26,8 @@ use tokio::io::unix::AsyncFd;
 use super::WriteCallback;
 
 const RING_ENTRIES: u32 = 256;
+/// `io_uring_enter` flag: wait for completions (linux/io_uring.h).
+const IORING_ENTER_GETEVENTS: u32 = 1;
 
 pub(crate) type SyncSlot = Rc<RefCell<Option<io::Result<()>>>>;
 
@@ -29,7 +37,9 @@ enum Op {
         buf: Bytes,
         written: usize,
         pos: u64,
-        done: WriteCallback,
+        /// Taken when the op is failed early (broken ring) while the kernel may still
+        /// hold the buffer.
+        done: Option<WriteCallback>,
     },
     Sync {
         // Held only to keep the fd open until the kernel is done with it.
@@ -45,6 +55,11 @@ pub(crate) struct Ring {
     backlog: RefCell<Vec<(u64, i32)>>,
     next_id: Cell<u64>,
     eventfd: AsyncFd<OwnedFd>,
+    /// Why submitting failed for good, once it has.
+    broken: RefCell<Option<String>>,
+    /// Tests: the errno every submit fails with (0: none).
+    #[cfg(test)]
+    pub(crate) inject_submit_errno: Cell<i32>,
 }
 
 impl Ring {
@@ -71,6 +86,9 @@ impl Ring {
             backlog: RefCell::new(Vec::new()),
             next_id: Cell::new(1),
             eventfd,
+            broken: RefCell::new(None),
+            #[cfg(test)]
+            inject_submit_errno: Cell::new(0),
         })
     }
 
@@ -90,6 +108,10 @@ impl Ring {
     }
 
     pub(crate) fn write_at(&self, file: Arc<File>, pos: u64, buf: Bytes, done: WriteCallback) {
+        if let Some(e) = self.broken_error() {
+            done(Err(e));
+            return;
+        }
         let id = self.id();
         let sqe = Self::write_sqe(&file, &buf, 0, pos, id);
         self.ops.borrow_mut().insert(
@@ -99,7 +121,7 @@ impl Ring {
                 buf,
                 written: 0,
                 pos,
-                done,
+                done: Some(done),
             },
         );
         self.push(sqe);
@@ -109,6 +131,10 @@ impl Ring {
     pub(crate) fn fsync(&self, file: Arc<File>, data_only: bool) -> SyncSlot {
         let id = self.id();
         let slot: SyncSlot = Rc::new(RefCell::new(None));
+        if let Some(e) = self.broken_error() {
+            *slot.borrow_mut() = Some(Err(e));
+            return slot;
+        }
         let mut op = opcode::Fsync::new(types::Fd(file.as_raw_fd()));
         if data_only {
             op = op.flags(types::FsyncFlags::DATASYNC);
@@ -125,37 +151,102 @@ impl Ring {
         slot
     }
 
+    fn broken_error(&self) -> Option<io::Error> {
+        self.broken
+            .borrow()
+            .as_ref()
+            .map(|r| io::Error::other(format!("io_uring unusable: {r}")))
+    }
+
     /// Queues and submits one entry. The op it refers to is already in `ops`, so the
     /// buffer and fd outlive the kernel's use of them.
     fn push(&self, sqe: squeue::Entry) {
-        let mut ring = self.ring.borrow_mut();
-        loop {
-            // SAFETY: the entry's buffer and fd belong to an op stored in `self.ops`,
-            // which is only removed after its completion is reaped (or in Drop, after
-            // waiting for it).
-            if unsafe { ring.submission().push(&sqe) }.is_ok() {
-                break;
+        let r = {
+            let mut ring = self.ring.borrow_mut();
+            loop {
+                // SAFETY: the entry's buffer and fd belong to an op stored in `self.ops`,
+                // which is only removed after its completion is reaped (or in Drop, after
+                // waiting for it).
+                if unsafe { ring.submission().push(&sqe) }.is_ok() {
+                    break self.submit_locked(&mut ring);
+                }
+                // Queue full: submitting empties it (waiting for completions if the
+                // kernel has no room for more).
+                if let Err(e) = self.submit_locked(&mut ring) {
+                    break Err(e);
+                }
             }
-            Self::submit_locked(&mut ring, &self.backlog);
+        };
+        if let Err(e) = r {
+            self.break_ring(e);
         }
-        Self::submit_locked(&mut ring, &self.backlog);
     }
 
-    fn submit_locked(ring: &mut IoUring, backlog: &RefCell<Vec<(u64, i32)>>) {
+    /// Submits what is queued. "Busy" means the completion queue is full: completions
+    /// are taken off it (kept in `backlog`) to make room, and when there are none yet the
+    /// ring waits for one, so a full ring never spins.
+    fn submit_locked(&self, ring: &mut IoUring) -> io::Result<()> {
         loop {
+            #[cfg(test)]
+            if self.inject_submit_errno.get() != 0 {
+                return Err(io::Error::from_raw_os_error(self.inject_submit_errno.get()));
+            }
             match ring.submit() {
-                Ok(_) => return,
+                Ok(_) => return Ok(()),
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                    // Completion queue full: take completions off it to make room.
-                    let mut b = backlog.borrow_mut();
+                    let mut b = self.backlog.borrow_mut();
+                    let before = b.len();
                     b.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+                    if b.len() == before {
+                        // SAFETY: submits nothing and waits for one completion; no
+                        // argument pointer is passed.
+                        let r = unsafe {
+                            ring.submitter().enter::<libc::sigset_t>(
+                                0,
+                                1,
+                                IORING_ENTER_GETEVENTS,
+                                None,
+                            )
+                        };
+                        match r {
+                            Err(e)
+                                if e.raw_os_error() != Some(libc::EINTR)
+                                    && e.raw_os_error() != Some(libc::EBUSY) =>
+                            {
+                                return Err(e)
+                            }
+                            _ => {}
+                        }
+                        b.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+                    }
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                Err(e) => {
-                    tracing::error!(error = %e, "io_uring submit failed");
-                    return;
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Submitting failed for good: fail every operation not completed yet (their waiters
+    /// must not hang) and refuse new ones. Buffers stay in `ops` until their completion
+    /// arrives, as the kernel may have taken some of the entries.
+    fn break_ring(&self, e: io::Error) {
+        tracing::error!(error = %e, "io_uring submit failed; failing its pending operations");
+        self.broken.borrow_mut().get_or_insert(e.to_string());
+        let mut callbacks = Vec::new();
+        for op in self.ops.borrow_mut().values_mut() {
+            match op {
+                Op::Write { done, .. } => callbacks.extend(done.take()),
+                Op::Sync { slot, .. } => {
+                    slot.borrow_mut()
+                        .get_or_insert_with(|| Err(io::Error::other(e.to_string())));
                 }
             }
+        }
+        // After the borrow of `ops` ends: callbacks may start new operations.
+        for done in callbacks {
+            done(Err(io::Error::other(format!(
+                "io_uring submit failed: {e}"
+            ))));
         }
     }
 
@@ -163,12 +254,18 @@ impl Ring {
     /// completions were handled.
     pub(crate) fn submit_and_reap(&self) -> usize {
         let mut done: Vec<(u64, i32)> = std::mem::take(&mut *self.backlog.borrow_mut());
-        {
+        let r = {
             let mut ring = self.ring.borrow_mut();
-            if !ring.submission().is_empty() {
-                Self::submit_locked(&mut ring, &self.backlog);
-            }
+            let r = if !ring.submission().is_empty() && self.broken.borrow().is_none() {
+                self.submit_locked(&mut ring)
+            } else {
+                Ok(())
+            };
             done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+            r
+        };
+        if let Err(e) = r {
+            self.break_ring(e);
         }
         let n = done.len();
         for (id, res) in done {
@@ -183,7 +280,8 @@ impl Ring {
         };
         match op {
             Op::Sync { slot, .. } => {
-                *slot.borrow_mut() = Some(if res < 0 {
+                // A sync failed early by `break_ring` keeps that answer.
+                slot.borrow_mut().get_or_insert(if res < 0 {
                     Err(io::Error::from_raw_os_error(-res))
                 } else {
                     Ok(())
@@ -196,6 +294,12 @@ impl Ring {
                 pos,
                 done,
             } => {
+                // Failed early by `break_ring`: the kernel is done with the buffer now.
+                let Some(done) = done else { return };
+                if let Some(e) = self.broken_error() {
+                    done(Err(e));
+                    return;
+                }
                 if res == -libc::EINTR || res == -libc::EAGAIN {
                     // retry as is
                 } else if res < 0 {
@@ -220,7 +324,7 @@ impl Ring {
                         buf,
                         written,
                         pos,
-                        done,
+                        done: Some(done),
                     },
                 );
                 self.push(sqe);
@@ -252,6 +356,10 @@ impl Ring {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "uring_tests.rs"]
+mod tests;
 
 impl Drop for Ring {
     fn drop(&mut self) {

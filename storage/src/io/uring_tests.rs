@@ -1,0 +1,62 @@
+//! Failure injection into the ring's submissions: waiters must fail, never hang.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+
+use crate::batch::tests::build_batch;
+use crate::{
+    AppendOptions, Durability, IoBackend, IoBackendKind, LogConfig, PartitionLog, StorageError,
+};
+
+fn run<F: std::future::Future>(f: F) -> F::Output {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    tokio::task::LocalSet::new().block_on(&rt, f)
+}
+
+fn fsync() -> AppendOptions {
+    AppendOptions {
+        durability: Durability::Fsync,
+        log_append_time_ms: None,
+        leader_epoch: 0,
+    }
+}
+
+fn one_batch() -> BytesMut {
+    BytesMut::from(&build_batch(1000, &[b"v"])[..])
+}
+
+#[test]
+fn given_io_uring_submit_failing_when_appending_then_waiters_fail_with_log_failed() {
+    run(async {
+        let Ok(io) = IoBackend::new(IoBackendKind::Uring) else {
+            eprintln!("io_uring unavailable here; nothing to test");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let log =
+            PartitionLog::open(dir.path(), "t", 0, LogConfig::default(), io.clone(), 0).unwrap();
+        log.append(one_batch(), fsync()).await.unwrap();
+        io.ring
+            .as_ref()
+            .expect("uring")
+            .inject_submit_errno
+            .set(libc::EINVAL);
+        let a = log.append(one_batch(), fsync());
+        let b = log.append(one_batch(), fsync());
+        for f in [Box::pin(a), Box::pin(b)] {
+            let r = tokio::time::timeout(Duration::from_secs(5), f)
+                .await
+                .expect("an append whose submit failed must not hang");
+            assert!(matches!(r, Err(StorageError::LogFailed { .. })), "{r:?}");
+        }
+        // Later operations fail at once rather than queue on a broken ring.
+        let r = tokio::time::timeout(Duration::from_secs(5), log.flush())
+            .await
+            .expect("flush must not hang");
+        assert!(r.is_err());
+    });
+}
