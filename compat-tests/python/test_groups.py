@@ -493,3 +493,33 @@ def test_groups_kip848_regex_subscription_gets_matching_topics(broker):
         admin.wait_for(lambda: assigned() == want, "the regex's topics assigned", timeout_s=WAIT_S)
     finally:
         c.close()
+
+
+def test_groups_kip848_member_keeps_assignment_across_broker_restart():
+    """Strom only: the KIP-848 group (epochs, members, assignments) is durable, so a member
+    that heartbeats after a broker restart keeps its partitions instead of being fenced."""
+    from test_durability import Restartable
+
+    r = Restartable()
+    try:
+        r.start()
+        topic = clients.unique_topic("groups-848-restart")
+        assert admin.create_topic("confluent", r.bootstrap, topic, 2) == 0
+        events: list[str] = []
+        m = Runner(lambda: Member("confluent-consumer", r.bootstrap, "g848", topic, events=events))
+        m.start()
+        try:
+            admin.wait_for(lambda: m.assignment() == {0, 1}, "assignment", timeout_s=WAIT_S)
+            time.sleep(2)
+            events.clear()
+            assert r.stop() == 0
+            r.start()
+            # Several heartbeat intervals (5 s) against the restarted broker.
+            time.sleep(15)
+            assert m.error is None, m.error
+            assert m.assignment() == {0, 1}
+            assert "revoke" not in events, f"partitions were lost across the restart: {events}"
+        finally:
+            m.stop()
+    finally:
+        r.cleanup()
