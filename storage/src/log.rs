@@ -174,9 +174,15 @@ impl Inner {
         }
         let pos = seg.size.get();
         let mut p = pos;
+        // An index write can fail after earlier batches were recorded: undo them all, so
+        // no index entry, next offset or max timestamp stands for bytes never written.
+        let before = seg.bookkeeping();
         for h in &headers {
-            seg.record_batch(h, p)
-                .map_err(|e| StorageError::io(e, seg.log_path()))?;
+            if let Err(e) = seg.record_batch(h, p) {
+                seg.rollback(before)
+                    .map_err(|e| StorageError::io(e, seg.log_path()))?;
+                return Err(StorageError::io(e, seg.log_path()));
+            }
             p += h.total_size() as u64;
         }
         seg.size.set(pos + len);
@@ -492,6 +498,9 @@ impl PartitionLog {
         max_offset: i64,
     ) -> Result<ReadResult, StorageError> {
         let inner = &self.inner;
+        // A failed log is offline, as Kafka takes a log dir offline: what it would serve
+        // may not match the disk (a failed fdatasync can drop written pages).
+        inner.check_failed()?;
         inner.io.poll_completions();
         if offset < inner.log_start.get() || offset > inner.log_end.get() {
             return Err(inner.out_of_range(offset));
@@ -575,6 +584,7 @@ impl PartitionLog {
     /// storage does not decompress) the batch's first offset and max timestamp.
     pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, StorageError> {
         let inner = &self.inner;
+        inner.check_failed()?;
         let log_start = inner.log_start.get();
         let limit = inner.written_end.get();
         let segs: Vec<_> = inner.segments.borrow().values().cloned().collect();
@@ -674,6 +684,16 @@ impl PartitionLog {
     /// goes and the log end becomes that batch's base offset.
     pub fn truncate_to(&self, offset: i64) -> Result<(), StorageError> {
         self.ensure_quiescent()?;
+        let r = self.truncate_files(offset);
+        if let Err(e) = &r {
+            // Some segments may be gone and others not: the log's state is unknown.
+            self.inner
+                .fail(format!("truncate_to({offset}) failed: {e}"));
+        }
+        r
+    }
+
+    fn truncate_files(&self, offset: i64) -> Result<(), StorageError> {
         let inner = &self.inner;
         if offset >= inner.log_end.get() {
             return Ok(());
@@ -688,15 +708,18 @@ impl PartitionLog {
         for b in doomed {
             inner.delete_segment(b)?;
         }
-        let end = if offset <= first_base {
+        let end = if offset < first_base {
             // Everything goes: start afresh at `offset`, like Kafka's truncateFullyAndStartAt.
-            inner.delete_segment(first_base)?;
+            // The new segment exists before the old one goes, so that a failure leaves the
+            // log with a segment (an empty log cannot say where to append).
             let seg = Segment::create(&inner.dir, offset, &inner.config, now_ms())
                 .map_err(|e| StorageError::io(e, &inner.dir))?;
             inner.segments.borrow_mut().insert(offset, Rc::new(seg));
+            inner.delete_segment(first_base)?;
             inner.log_start.set(offset);
             offset
         } else {
+            // Includes offset == first_base: the only segment left is emptied in place.
             let seg = inner.active();
             seg.set_active(true)
                 .map_err(|e| StorageError::io(e, seg.log_path()))?;
@@ -809,6 +832,7 @@ impl PartitionLog {
     /// Headers of all readable batches from the one containing `offset` on.
     pub fn batch_headers_from(&self, offset: i64) -> Result<Vec<BatchHeader>, StorageError> {
         let inner = &self.inner;
+        inner.check_failed()?;
         inner.io.poll_completions();
         let mut out = Vec::new();
         for seg in inner.segments_from(offset) {

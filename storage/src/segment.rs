@@ -78,6 +78,14 @@ pub(crate) struct Segment {
     log_maps: Cell<u64>,
 }
 
+#[derive(Clone, Copy)]
+pub(crate) struct Bookkeeping {
+    next_offset: i64,
+    max_ts: (i64, i64),
+    bytes_since_index: u64,
+    first_batch_ts: Option<i64>,
+}
+
 /// What of a segment has been read into memory (for tests and metrics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentProbe {
@@ -266,6 +274,26 @@ impl Segment {
             .set(self.bytes_since_index.get() + h.total_size() as u64);
         self.next_offset.set(h.last_offset() + 1);
         Ok(())
+    }
+
+    /// The in-memory bookkeeping `record_batch` changes, to undo a partly recorded append.
+    pub fn bookkeeping(&self) -> Bookkeeping {
+        Bookkeeping {
+            next_offset: self.next_offset.get(),
+            max_ts: self.max_ts(),
+            bytes_since_index: self.bytes_since_index.get(),
+            first_batch_ts: self.first_batch_ts.get(),
+        }
+    }
+
+    /// Back to `b`, index entries added since included.
+    pub fn rollback(&self, b: Bookkeeping) -> io::Result<()> {
+        self.next_offset.set(b.next_offset);
+        self.max_ts.set(b.max_ts);
+        self.bytes_since_index.set(b.bytes_since_index);
+        self.first_batch_ts.set(b.first_batch_ts);
+        self.index.borrow_mut().truncate_to(b.next_offset)?;
+        self.time_index.borrow_mut().truncate_to(b.next_offset)
     }
 
     /// Kafka's `shouldRoll`, given the size and largest timestamp of the next append.

@@ -541,3 +541,33 @@ fn given_aborted_txns_when_truncating_below_marker_then_entry_gone_after_reopen(
         );
     });
 }
+
+#[test]
+fn given_new_segment_cannot_be_created_when_truncating_below_first_segment_then_log_keeps_a_segment_and_fails(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), small_segments(), 0);
+        for i in 0..40 {
+            log.append(batch_n(i, 2, 200, 0), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        log.advance_log_start(50).unwrap();
+        let first = log.segment_base_offsets()[0];
+        assert!(first > 10);
+        // A directory where the fresh segment's file must go: creating it fails.
+        std::fs::create_dir(log.dir().join(format!("{:020}.log", 10))).unwrap();
+        assert!(log.truncate_to(10).is_err());
+        assert!(!log.segment_base_offsets().is_empty());
+        // The log is failed, not broken: operations answer LogFailed, none panics.
+        let r = log
+            .append(batch_n(0, 1, 10, 0), opts(Durability::None))
+            .await;
+        assert!(matches!(r, Err(StorageError::LogFailed { .. })), "{r:?}");
+        assert!(matches!(
+            log.read(log.log_start_offset(), 100, i64::MAX),
+            Err(StorageError::LogFailed { .. })
+        ));
+    });
+}

@@ -60,3 +60,23 @@ fn given_io_uring_submit_failing_when_appending_then_waiters_fail_with_log_faile
         assert!(r.is_err());
     });
 }
+
+#[test]
+fn given_failed_log_when_reading_then_refuses_with_log_failed() {
+    run(async {
+        let Ok(io) = IoBackend::new(IoBackendKind::Uring) else {
+            eprintln!("io_uring unavailable here; nothing to test");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let log =
+            PartitionLog::open(dir.path(), "t", 0, LogConfig::default(), io.clone(), 0).unwrap();
+        log.append(one_batch(), fsync()).await.unwrap();
+        io.ring.as_ref().unwrap().inject_submit_errno.set(libc::EIO);
+        assert!(log.append(one_batch(), fsync()).await.is_err());
+        let r = log.read(0, 1 << 20, i64::MAX);
+        assert!(matches!(r, Err(StorageError::LogFailed { .. })), "{r:?}");
+        assert!(log.offset_for_timestamp(0).is_err());
+        assert!(log.batch_headers_from(0).is_err());
+    });
+}
