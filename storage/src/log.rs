@@ -614,13 +614,18 @@ impl PartitionLog {
                         if h.max_timestamp < ts || h.last_offset() < log_start {
                             continue;
                         }
-                        return Some(match batch::record_timestamps(b) {
-                            Some(recs) => recs
-                                .into_iter()
-                                .find(|&(o, t)| t >= ts && o >= log_start)
-                                .unwrap_or((h.base_offset.max(log_start), h.max_timestamp)),
-                            None => (h.base_offset.max(log_start), h.max_timestamp),
-                        });
+                        match batch::record_timestamps(b) {
+                            Some(recs) => {
+                                // The match may be a record below log_start: then the
+                                // answer is in a later batch, not (log_start, max_ts).
+                                if let Some(hit) =
+                                    recs.into_iter().find(|&(o, t)| t >= ts && o >= log_start)
+                                {
+                                    return Some(hit);
+                                }
+                            }
+                            None => return Some((h.base_offset.max(log_start), h.max_timestamp)),
+                        }
                     }
                     None
                 })

@@ -571,3 +571,31 @@ fn given_new_segment_cannot_be_created_when_truncating_below_first_segment_then_
         ));
     });
 }
+
+#[test]
+fn given_timestamp_match_below_log_start_when_looking_up_then_moves_to_next_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), LogConfig::default(), 0);
+        // Offsets 0..3 with timestamps 1050, 1001, 1002: only the record below the log
+        // start (after advancing it to 1) reaches 1040.
+        let mut b = batch(1000, &[b"a", b"b", b"c"]);
+        assert_eq!(b[63], 0, "first record's timestamp delta");
+        b[63] = 100; // zigzag varint of 50, same length
+        b[35..43].copy_from_slice(&1050i64.to_be_bytes());
+        let crc = storage::batch::compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        log.append(BytesMut::from(&b[..]), opts(Durability::None))
+            .await
+            .unwrap();
+        log.append(
+            BytesMut::from(&batch(2000, &[b"d"])[..]),
+            opts(Durability::None),
+        )
+        .await
+        .unwrap();
+        log.advance_log_start(1).unwrap();
+        assert_eq!(log.offset_for_timestamp(1040).unwrap(), Some((3, 2000)));
+        assert_eq!(log.offset_for_timestamp(1002).unwrap(), Some((2, 1002)));
+    });
+}
