@@ -13,7 +13,8 @@ use kafka_protocol::records::{
 };
 
 use super::classic::{
-    CommittedOffset, Group, GroupConfig, GroupState, JoinParams, JoinReply, Member, SyncReply,
+    CommittedOffset, Group, GroupConfig, GroupState, JoinParams, JoinReply, Member, Reply,
+    SyncReply,
 };
 use super::consumer::{ConsumerConfig, HeartbeatParams, HeartbeatResult};
 use super::records::{GroupMetadata, GroupRecord, MemberMetadata};
@@ -332,7 +333,8 @@ impl GroupShard {
         let now = crate::now_ms();
         let reply = {
             let mut groups = self.groups.borrow_mut();
-            if !groups.contains_key(group_id) {
+            let created = !groups.contains_key(group_id);
+            if created {
                 if !p.member_id.is_empty() {
                     return Err(GroupError::UnknownMemberId);
                 }
@@ -342,7 +344,15 @@ impl GroupShard {
             if g.has_consumer_members() {
                 return Err(GroupError::InconsistentGroupProtocol);
             }
-            g.join(p, now, &self.cfg)
+            let reply = g.join(p, now, &self.cfg);
+            // A rejected first join leaves no group behind (MEMBER_ID_REQUIRED is not a
+            // rejection: the group keeps the pending member).
+            if created
+                && matches!(&reply, Reply::Now(Err(e)) if !matches!(e, GroupError::MemberIdRequired(_)))
+            {
+                groups.remove(group_id);
+            }
+            reply
         };
         let _ = self.persist_if_dirty(group_id).await;
         let r = reply.wait().await;
