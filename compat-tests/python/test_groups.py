@@ -608,3 +608,26 @@ def test_groups_error_codes_of_bad_group_requests_match_kafka(broker):
         assert i16(r, 8 + 2 + len(fresh)) == 69, r.hex()
     finally:
         c.close()
+
+
+def test_groups_kip848_admin_describe_and_list(broker):
+    from confluent_kafka.admin import AdminClient
+
+    topic = clients.unique_topic("groups-848-admin")
+    assert admin.create_topic("confluent", broker.bootstrap, topic, 3) == 0
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    m = Runner(lambda: Member("confluent-consumer", broker.bootstrap, group, topic, **{"client.id": "kip848-admin"}))
+    m.start()
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    try:
+        admin.wait_for(lambda: m.assignment() == {0, 1, 2}, "assignment", timeout_s=WAIT_S)
+        d = a.describe_consumer_groups([group], request_timeout=30)[group].result()
+        assert str(d.type).upper().endswith("CONSUMER"), d.type
+        assert str(d.state).upper().endswith("STABLE"), d.state
+        assert len(d.members) == 1 and d.members[0].client_id == "kip848-admin"
+        assert {tp.partition for tp in d.members[0].assignment.topic_partitions} == {0, 1, 2}
+        listed = a.list_consumer_groups(request_timeout=30).result()
+        (g,) = [g for g in listed.valid if g.group_id == group]
+        assert str(g.type).upper().endswith("CONSUMER"), g.type
+    finally:
+        m.stop()
