@@ -9,8 +9,9 @@
 pub mod producer_state;
 pub mod records;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use storage::batch::{BatchError, BatchHeader};
@@ -138,6 +139,8 @@ pub struct Partition {
     producers: RefCell<ProducerStateTable>,
     high_watermark: watch::Sender<i64>,
     settings: RefCell<Arc<TopicSettings>>,
+    /// When unflushed data was last made durable by the `flush.ms` timer (or found clean).
+    last_flush: Cell<Instant>,
 }
 
 impl Partition {
@@ -169,6 +172,7 @@ impl Partition {
             producers: RefCell::new(producers),
             high_watermark,
             settings: RefCell::new(settings),
+            last_flush: Cell::new(Instant::now()),
         })
     }
 
@@ -178,6 +182,25 @@ impl Partition {
 
     pub fn set_settings(&self, settings: Arc<TopicSettings>) {
         *self.settings.borrow_mut() = settings;
+    }
+
+    /// Kafka's `flush.ms`: data written without acks=all is fdatasync'd at the latest this
+    /// long after the last flush. Returns whether it flushed. Called by the shard's timer.
+    pub async fn flush_if_due(&self, now: Instant) -> Result<bool, StorageError> {
+        let flush_ms = self.settings().log.flush_ms;
+        if flush_ms >= i64::MAX as u64 {
+            return Ok(false);
+        }
+        if self.log.durable_end_offset() >= self.log.written_end_offset() {
+            self.last_flush.set(now);
+            return Ok(false);
+        }
+        if now.saturating_duration_since(self.last_flush.get()) < Duration::from_millis(flush_ms) {
+            return Ok(false);
+        }
+        self.log.flush().await?;
+        self.last_flush.set(now);
+        Ok(true)
     }
 
     pub fn high_watermark(&self) -> i64 {

@@ -317,6 +317,7 @@ fn run_shard(
         if id == 0 {
             tokio::task::spawn_local(checkpoint_loop(ctx.clone(), shutdown.clone()));
         }
+        tokio::task::spawn_local(flush_timer(state.clone(), shutdown.clone()));
         let mut connections = Vec::new();
         loop {
             tokio::select! {
@@ -375,6 +376,25 @@ fn io_kind(name: &str) -> storage::IoBackendKind {
         "uring" => storage::IoBackendKind::Uring,
         "sync" => storage::IoBackendKind::Sync,
         _ => storage::IoBackendKind::Auto,
+    }
+}
+
+/// Kafka's `flush.ms` per topic: every 100 ms, partitions whose unflushed data is older than
+/// their `flush.ms` are fdatasync'd. (Appends also honour `flush.messages` and `flush.ms` as
+/// they complete; this timer covers a partition that goes quiet.)
+async fn flush_timer(state: Rc<ShardState>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+        let partitions: Vec<_> = state.partitions.borrow().values().cloned().collect();
+        let now = std::time::Instant::now();
+        for p in partitions {
+            if let Err(e) = p.flush_if_due(now).await {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "flush.ms flush failed");
+            }
+        }
     }
 }
 

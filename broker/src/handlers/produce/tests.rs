@@ -300,3 +300,36 @@ fn given_batch_lying_about_its_record_count_when_producing_then_invalid_record_a
     assert_eq!(produce(&h, "t", 0, 1, b.freeze()).0, 87);
     assert_eq!(produce(&h, "t", 0, 1, batch(1, -1, -1, -1)), (0, 0));
 }
+
+#[test]
+fn given_flush_ms_when_data_is_older_then_timer_flushes_it_and_not_before() {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    use std::time::{Duration, Instant};
+    let h = Harness::new();
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("f")))
+        .with_num_partitions(1)
+        .with_replication_factor(1)
+        .with_configs(vec![CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str("flush.ms"))
+            .with_value(Some(StrBytes::from_static_str("1000")))])]);
+    let r: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
+    assert_eq!(r.topics[0].error_code, 0);
+    let p = h.state.partition("f", 0).unwrap();
+    let start = Instant::now();
+    // Clean partition: the timer only notes the time.
+    assert!(!h.block_on(p.flush_if_due(start)).unwrap());
+    assert_eq!(produce(&h, "f", 0, 1, batch(3, -1, -1, -1)), (0, 0));
+    assert!(
+        p.log.durable_end_offset() < p.log.written_end_offset(),
+        "acks=1 is not flushed"
+    );
+    assert!(!h
+        .block_on(p.flush_if_due(start + Duration::from_millis(500)))
+        .unwrap());
+    assert!(h
+        .block_on(p.flush_if_due(start + Duration::from_millis(1001)))
+        .unwrap());
+    assert_eq!(p.log.durable_end_offset(), p.log.written_end_offset());
+}
