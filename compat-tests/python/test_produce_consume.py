@@ -28,6 +28,17 @@ PARTITIONS = 3
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("client", CLIENTS)
 def test_produce_then_consume_from_beginning_returns_identical_records(broker, records, client, codec, acks, idempotence):
+    round_trip(broker, records, client, codec, acks, idempotence)
+
+
+# The volume: 100k records per client, once each (lz4, acks=all, idempotent), so the
+# codec x acks matrix above can stay at a size CI affords.
+@pytest.mark.parametrize("client", CLIENTS)
+def test_hundred_thousand_records_round_trip_per_client(broker, client):
+    round_trip(broker, 100_000, client, "lz4", "all", True)
+
+
+def round_trip(broker, records, client, codec, acks, idempotence):
     topic = unique_topic(f"pc-{client}-{codec}-{acks}")
     assert admin.create_topic("confluent", broker.bootstrap, topic, PARTITIONS) == admin.NONE
     admin.wait_for(lambda: admin.topic_partitions("confluent", broker.bootstrap, topic), f"{topic} metadata")
