@@ -8,8 +8,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use common::{start, topic_name, Client};
+use bytes::Bytes;
+use common::{batch, start, topic_name, Client};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_commit_request::{
@@ -18,45 +18,10 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use prometheus_parse::{Scrape, Value};
 
 const TOPIC: &str = "metered";
 const PARTITIONS: i32 = 3;
-
-fn batch(n: usize, tag: &str) -> Bytes {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // Consecutive sequences keep the encoder from splitting the records into batches.
-            sequence: i as i32 - 1,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: Some(Bytes::from(format!("{tag}-k{i}"))),
-            value: Some(Bytes::from(format!("{tag}-v{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
-}
 
 fn produce(c: &mut Client, partition: i32, records: Bytes) {
     let req = ProduceRequest::default()

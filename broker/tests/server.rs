@@ -6,49 +6,12 @@ mod common;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use common::{start, topic_name, Client};
+use common::{batch, idempotent_batch, start, topic_name, Client};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-
-fn batch(n: usize, tag: &str) -> Bytes {
-    idempotent_batch(n, tag, -1, -1, -1)
-}
-
-fn idempotent_batch(n: usize, tag: &str, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: first_seq + i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: Some(Bytes::from(format!("{tag}-k{i}"))),
-            value: Some(Bytes::from(format!("{tag}-v{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
-}
+use kafka_protocol::records::RecordBatchDecoder;
 
 fn create(c: &mut Client, name: &str, partitions: i32) {
     let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()

@@ -11,6 +11,9 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 
 pub struct Client {
     pub stream: TcpStream,
@@ -91,4 +94,46 @@ pub fn start(dir: &std::path::Path, shards: usize) -> strom::Server {
 
 pub fn topic_name(s: &str) -> kafka_protocol::messages::TopicName {
     kafka_protocol::messages::TopicName(StrBytes::from_string(s.into()))
+}
+
+/// `n` records keyed `<tag>-k<i>` and valued `<tag>-v<i>`, as one v2 batch.
+pub fn batch(n: usize, tag: &str) -> Bytes {
+    idempotent_batch(n, tag, -1, -1, -1)
+}
+
+pub fn idempotent_batch(
+    n: usize,
+    tag: &str,
+    producer_id: i64,
+    epoch: i16,
+    first_seq: i32,
+) -> Bytes {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: first_seq + i as i32,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("{tag}-k{i}"))),
+            value: Some(Bytes::from(format!("{tag}-v{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
 }
