@@ -317,6 +317,7 @@ mod tests {
                     let ctx = RequestContext {
                         shard: state,
                         header: Default::default(),
+                        client_host: "/127.0.0.1".into(),
                     };
                     let started = tokio::time::Instant::now();
                     let r = handle(&ctx, fetch_req("t", 0, 0, 5000, 1)).await;
@@ -327,6 +328,7 @@ mod tests {
             let ctx = RequestContext {
                 shard: state,
                 header: Default::default(),
+                client_host: "/127.0.0.1".into(),
             };
             let _ =
                 super::super::produce::handle(&ctx, produce_req("t", 0, 1, batch(1, -1, -1, -1)))

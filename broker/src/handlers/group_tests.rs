@@ -197,6 +197,7 @@ fn given_members_when_leaving_describing_listing_and_deleting_then_kafka_answers
     );
     assert_eq!(d.groups[0].group_state.as_str(), "Stable");
     assert_eq!(&d.groups[0].members[0].member_assignment[..], b"assigned");
+    assert_eq!(d.groups[0].members[0].client_host.as_str(), "/127.0.0.1");
     let del: DeleteGroupsResponse = h.call(
         ApiKey::DeleteGroups,
         2,

@@ -52,6 +52,8 @@ use crate::shard::ShardState;
 pub struct RequestContext {
     pub shard: Rc<ShardState>,
     pub header: RequestHeader,
+    /// The client's address as Kafka reports it in group descriptions (`/127.0.0.1`).
+    pub client_host: Rc<str>,
 }
 
 impl RequestContext {
@@ -192,6 +194,7 @@ pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {
 /// `None` when the request gets no response (produce with acks=0).
 pub async fn handle_frame(
     shard: Rc<ShardState>,
+    client_host: Rc<str>,
     mut frame: Bytes,
 ) -> Result<Option<BytesMut>, FrameError> {
     if frame.len() < 8 {
@@ -226,6 +229,7 @@ pub async fn handle_frame(
     let ctx = RequestContext {
         shard: shard.clone(),
         header,
+        client_host,
     };
     let r = dispatch(ctx, key, frame.clone()).await;
     shard

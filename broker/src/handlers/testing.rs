@@ -109,8 +109,12 @@ impl Harness {
             frame.put_u8(0); // empty tagged fields
         }
         frame.put_slice(body);
-        self.block_on(super::handle_frame(self.state.clone(), frame.freeze()))
-            .expect("frame handled")
+        self.block_on(super::handle_frame(
+            self.state.clone(),
+            "/127.0.0.1".into(),
+            frame.freeze(),
+        ))
+        .expect("frame handled")
     }
 
     /// Encodes `req` at `version`, runs it through `handle_frame`, decodes the response.
@@ -143,7 +147,11 @@ impl Harness {
             .expect("header encodes");
         req.encode(&mut frame, version).expect("request encodes");
         let resp = self
-            .block_on(super::handle_frame(self.state.clone(), frame.freeze()))
+            .block_on(super::handle_frame(
+                self.state.clone(),
+                "/127.0.0.1".into(),
+                frame.freeze(),
+            ))
             .expect("frame handled")?;
         let (got, body) = decode_response::<Resp>(resp, version, Resp::header_version(version));
         assert_eq!(got, corr, "correlation id echoed");

@@ -29,6 +29,12 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
+    // Kafka's form (Java's InetAddress.toString): a slash, then the address.
+    let client_host: Rc<str> = stream
+        .peer_addr()
+        .map(|a| format!("/{}", a.ip()))
+        .unwrap_or_default()
+        .into();
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
     let config = &shard.ctx.config;
@@ -106,8 +112,9 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
         }
         let frame: Bytes = body.freeze();
         let shard = shard.clone();
+        let host = client_host.clone();
         let task = tokio::task::spawn_local(async move {
-            let r = handlers::handle_frame(shard, frame).await;
+            let r = handlers::handle_frame(shard, host, frame).await;
             drop(permits);
             drop(conn_permits);
             r
