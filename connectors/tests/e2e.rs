@@ -179,7 +179,10 @@ async fn scenario(kind: &str, url: &str, dir: &Path, bootstrap: &str) {
         let v = stored
             .get(id)
             .unwrap_or_else(|| panic!("document {i} ({id}) missing"));
-        assert_eq!(v, &data.docs[i], "document {i}: wrong vector");
+        // Chroma hands vectors back a last bit off (its own float round trip); neighbouring
+        // documents differ by ~0.01 per element, so 1e-5 still names the one right vector.
+        let close = v.len() == DIM && v.iter().zip(&data.docs[i]).all(|(a, b)| (a - b).abs() <= 1e-5);
+        assert!(close, "document {i}: wrong vector");
     }
 
     // Top-10 by a cluster centre is that cluster.
@@ -237,7 +240,8 @@ async fn scenario(kind: &str, url: &str, dir: &Path, bootstrap: &str) {
         kv.keys().cloned().collect::<BTreeSet<_>>(),
         BTreeSet::from(["a".to_string(), "c".to_string()])
     );
-    assert_eq!(kv["a"], data.docs[3], "the later record of a key wins");
+    let near = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5);
+    assert!(near(&kv["a"], &data.docs[3]), "the later record of a key wins");
 
     // Replay from offset 0 under a new group: the count does not move.
     run.terminate();
