@@ -21,6 +21,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_producers;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -36,6 +37,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
+pub mod write_txn_markers;
 
 #[cfg(test)]
 mod all_versions_tests;
@@ -43,6 +45,8 @@ mod all_versions_tests;
 mod group_tests;
 #[cfg(test)]
 pub mod testing;
+#[cfg(test)]
+mod txn_tests;
 
 use std::rc::Rc;
 
@@ -189,6 +193,8 @@ api_table! {
     DeleteGroups => delete_groups;
     ConsumerGroupHeartbeat => consumer_group_heartbeat;
     ConsumerGroupDescribe => consumer_group_describe;
+    WriteTxnMarkers => write_txn_markers;
+    DescribeProducers => describe_producers;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {
