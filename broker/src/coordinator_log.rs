@@ -99,7 +99,7 @@ pub fn replay(
     let mut visited = 0usize;
     loop {
         let read = part
-            .read(offset, LOAD_CHUNK)
+            .read(offset, LOAD_CHUNK, false)
             .map_err(|e| CoordinatorLogError::Read(e.to_string()))?;
         if read.data.chunks.is_empty() {
             break;

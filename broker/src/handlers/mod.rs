@@ -10,7 +10,9 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_configs;
 pub mod api_versions;
+pub mod config_changes;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
 pub mod create_partitions;
@@ -21,11 +23,13 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_producers;
 pub mod describe_transactions;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
@@ -39,6 +43,7 @@ pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 #[cfg(test)]
 mod all_versions_tests;
@@ -46,6 +51,8 @@ mod all_versions_tests;
 mod group_tests;
 #[cfg(test)]
 pub mod testing;
+#[cfg(test)]
+mod txn_coordinator_tests;
 #[cfg(test)]
 mod txn_tests;
 
@@ -176,6 +183,8 @@ api_table! {
     DeleteTopics => delete_topics;
     InitProducerId => init_producer_id;
     DescribeConfigs => describe_configs;
+    AlterConfigs => alter_configs;
+    IncrementalAlterConfigs => incremental_alter_configs;
     DescribeLogDirs => describe_log_dirs;
     CreatePartitions => create_partitions;
     DescribeCluster => describe_cluster;
@@ -198,6 +207,8 @@ api_table! {
     TxnOffsetCommit => txn_offset_commit;
     DescribeTransactions => describe_transactions;
     ListTransactions => list_transactions;
+    WriteTxnMarkers => write_txn_markers;
+    DescribeProducers => describe_producers;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {
