@@ -14,6 +14,7 @@ pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -31,6 +32,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
@@ -184,6 +186,8 @@ api_table! {
     DeleteGroups => delete_groups;
     ConsumerGroupHeartbeat => consumer_group_heartbeat;
     ConsumerGroupDescribe => consumer_group_describe;
+    DeleteRecords => delete_records;
+    OffsetForLeaderEpoch => offset_for_leader_epoch;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {
