@@ -126,7 +126,7 @@ impl GroupShard {
         let mut applied = 0usize;
         loop {
             let read = part
-                .read(offset, LOAD_CHUNK)
+                .read(offset, LOAD_CHUNK, false)
                 .map_err(|e| GroupError::Storage(e.to_string()))?;
             if read.data.chunks.is_empty() {
                 break;

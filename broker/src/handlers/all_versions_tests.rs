@@ -192,6 +192,39 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                         h.call(key, v, DescribeClusterRequest::default());
                     assert_eq!(r.error_code, 0, "{ctx}");
                 }
+                ApiKey::WriteTxnMarkers => {
+                    use kafka_protocol::messages::write_txn_markers_request::*;
+                    let m = WritableTxnMarker::default()
+                        .with_producer_id(ProducerId(77))
+                        .with_producer_epoch(v)
+                        .with_topics(vec![WritableTxnMarkerTopic::default()
+                            .with_name(name("t"))
+                            .with_partition_indexes(vec![0])]);
+                    let r: WriteTxnMarkersResponse = h.call(
+                        key,
+                        v,
+                        WriteTxnMarkersRequest::default().with_markers(vec![m]),
+                    );
+                    let p = &r.markers[0].topics[0].partitions[0];
+                    assert_eq!(p.error_code, 0, "{ctx}");
+                }
+                ApiKey::DescribeProducers => {
+                    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+                    let t = TopicRequest::default()
+                        .with_name(name("t"))
+                        .with_partition_indexes(vec![0]);
+                    let r: DescribeProducersResponse = h.call(
+                        key,
+                        v,
+                        DescribeProducersRequest::default().with_topics(vec![t]),
+                    );
+                    let p = &r.topics[0].partitions[0];
+                    assert_eq!(p.error_code, 0, "{ctx}");
+                    assert!(
+                        p.active_producers.iter().any(|s| s.producer_id.0 == 77),
+                        "{ctx}"
+                    );
+                }
                 key if super::group_tests::is_group_api(key) => {
                     super::group_tests::call_at_version(&h, key, v);
                 }

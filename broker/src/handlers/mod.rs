@@ -20,6 +20,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_producers;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -35,6 +36,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod write_txn_markers;
 
 #[cfg(test)]
 mod all_versions_tests;
@@ -42,6 +44,8 @@ mod all_versions_tests;
 mod group_tests;
 #[cfg(test)]
 pub mod testing;
+#[cfg(test)]
+mod txn_tests;
 
 use std::rc::Rc;
 
@@ -188,6 +192,8 @@ api_table! {
     ConsumerGroupDescribe => consumer_group_describe;
     DeleteRecords => delete_records;
     OffsetForLeaderEpoch => offset_for_leader_epoch;
+    WriteTxnMarkers => write_txn_markers;
+    DescribeProducers => describe_producers;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {

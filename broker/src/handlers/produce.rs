@@ -15,6 +15,7 @@ use storage::StorageError;
 use super::RequestContext;
 use crate::partition::producer_state::SequenceError;
 use crate::partition::records::RecordsError;
+use crate::partition::txn::TxnError;
 use crate::partition::{validate_produce_records, PartitionError};
 use crate::shard::frontend::{self, FrontendError};
 
@@ -55,6 +56,18 @@ pub fn error_code(e: &FrontendError) -> i16 {
                 ResponseError::InvalidProducerEpoch.code()
             }
             PartitionError::Sequence(_) => ResponseError::OutOfOrderSequenceNumber.code(),
+            // Since Kafka 2.7 a produce is never told PRODUCER_FENCED: INVALID_PRODUCER_EPOCH
+            // lets the client abort its transaction and go on (ProducerAppendInfo).
+            PartitionError::Txn(TxnError::InvalidProducerEpoch { .. }) => {
+                ResponseError::InvalidProducerEpoch.code()
+            }
+            PartitionError::Txn(TxnError::CoordinatorFenced { .. }) => {
+                ResponseError::TransactionCoordinatorFenced.code()
+            }
+            PartitionError::Txn(TxnError::NotAddedToTxn { .. })
+            | PartitionError::Txn(TxnError::ExpectedTransactional { .. }) => {
+                ResponseError::InvalidTxnState.code()
+            }
             PartitionError::Storage(s) => storage_code(s),
         },
     }
