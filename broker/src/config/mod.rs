@@ -7,6 +7,7 @@
 //! Kafka-style `log.retention.check.interval.ms = 1000` works too. The environment variable is
 //! `STROM_` plus the key uppercased (`STROM_LOG_RETENTION_CHECK_INTERVAL_MS`).
 
+pub mod dynamic;
 pub mod topic;
 
 use std::collections::BTreeMap;
@@ -225,7 +226,7 @@ pub fn normalise_key(k: &str) -> String {
 }
 
 /// A raw string from the environment or a flag, typed the way the field expects.
-fn typed_value(key: &str, raw: &str) -> toml::Value {
+pub(crate) fn typed_value(key: &str, raw: &str) -> toml::Value {
     let defaults = toml::Table::try_from(BrokerConfig::default()).unwrap_or_default();
     match defaults.get(key) {
         Some(toml::Value::Integer(_)) => raw
@@ -312,6 +313,40 @@ pub fn load(
     })?;
     config.validate(&origins)?;
     Ok((config, origins))
+}
+
+/// Kafka's name for a broker config key; Strom-only settings live under `strom.`.
+pub fn kafka_name(key: &str) -> String {
+    match key {
+        "listen" => "listeners".into(),
+        "advertised_listener" => "advertised.listeners".into(),
+        "data_dir" => "log.dirs".into(),
+        "file_delete_delay_ms" => "log.segment.delete.delay.ms".into(),
+        "shards"
+        | "metrics_listen"
+        | "io_backend"
+        | "max_in_flight_per_connection"
+        | "cluster_id"
+        | "steering" => {
+            format!("strom.{}", key.replace('_', "."))
+        }
+        other => other.replace('_', "."),
+    }
+}
+
+/// The field (underscore key) of `BrokerConfig` that Kafka's broker config `name` is.
+pub fn field_for_kafka_name(name: &str) -> Option<String> {
+    let table = toml::Table::try_from(BrokerConfig::default()).ok()?;
+    table
+        .keys()
+        .chain(std::iter::once(&"advertised_listener".to_string()))
+        .find(|k| kafka_name(k) == name)
+        .cloned()
+}
+
+/// Whether `name` is one of the broker configs Strom has (under Kafka's name or `strom.*`).
+pub fn known_kafka_broker_name(name: &str) -> bool {
+    field_for_kafka_name(name).is_some()
 }
 
 fn known_key(key: &str) -> bool {

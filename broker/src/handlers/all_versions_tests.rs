@@ -169,6 +169,47 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                         "{ctx}"
                     );
                 }
+                ApiKey::AlterConfigs => {
+                    use kafka_protocol::messages::alter_configs_request::{
+                        AlterConfigsResource, AlterableConfig,
+                    };
+                    let value = format!("{}", 1000 + v);
+                    let req = AlterConfigsRequest::default().with_resources(vec![
+                        AlterConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(StrBytes::from_static_str("t"))
+                            .with_configs(vec![AlterableConfig::default()
+                                .with_name(StrBytes::from_static_str("retention.ms"))
+                                .with_value(Some(StrBytes::from_string(value.clone())))]),
+                    ]);
+                    let r: AlterConfigsResponse = h.call(key, v, req);
+                    assert_eq!(r.responses[0].error_code, 0, "{ctx}");
+                    let cat = h.state.ctx.catalog.snapshot();
+                    assert_eq!(
+                        cat.get("t").unwrap().configs["retention.ms"],
+                        value,
+                        "{ctx}"
+                    );
+                }
+                ApiKey::IncrementalAlterConfigs => {
+                    use kafka_protocol::messages::incremental_alter_configs_request::{
+                        AlterConfigsResource, AlterableConfig,
+                    };
+                    let value = format!("{}", 2000 + v);
+                    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+                        AlterConfigsResource::default()
+                            .with_resource_type(4)
+                            .with_resource_name(StrBytes::from_static_str(""))
+                            .with_configs(vec![AlterableConfig::default()
+                                .with_name(StrBytes::from_static_str("log.roll.ms"))
+                                .with_config_operation(0)
+                                .with_value(Some(StrBytes::from_string(value.clone())))]),
+                    ]);
+                    let r: IncrementalAlterConfigsResponse = h.call(key, v, req);
+                    assert_eq!(r.responses[0].error_code, 0, "{ctx}");
+                    let view = h.state.ctx.catalog.broker();
+                    assert_eq!(view.cluster["log.roll.ms"], value, "{ctx}");
+                }
                 ApiKey::DescribeLogDirs => {
                     let r: DescribeLogDirsResponse =
                         h.call(key, v, DescribeLogDirsRequest::default().with_topics(None));

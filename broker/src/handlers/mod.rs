@@ -8,7 +8,9 @@
 //! of an API other than ApiVersions) is a `FrameError`, and the connection is closed with a
 //! log line — what Kafka's own broker does.
 
+pub mod alter_configs;
 pub mod api_versions;
+pub mod config_changes;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
 pub mod create_partitions;
@@ -24,6 +26,7 @@ pub mod describe_producers;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
@@ -174,6 +177,8 @@ api_table! {
     DeleteTopics => delete_topics;
     InitProducerId => init_producer_id;
     DescribeConfigs => describe_configs;
+    AlterConfigs => alter_configs;
+    IncrementalAlterConfigs => incremental_alter_configs;
     DescribeLogDirs => describe_log_dirs;
     CreatePartitions => create_partitions;
     DescribeCluster => describe_cluster;

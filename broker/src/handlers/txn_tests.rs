@@ -58,7 +58,9 @@ fn txn_batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
 }
 
 fn produce(h: &Harness, records: Bytes) -> (i16, i64) {
-    let r: ProduceResponse = h.call(ApiKey::Produce, 11, produce_req("t", 0, -1, records));
+    let req = produce_req("t", 0, -1, records)
+        .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("tx"))));
+    let r: ProduceResponse = h.call(ApiKey::Produce, 11, req);
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
 }
@@ -168,6 +170,22 @@ fn describe(h: &Harness) -> Vec<(i64, i32, i32, i64)> {
             )
         })
         .collect()
+}
+
+#[test]
+fn given_transactional_records_without_transactional_id_when_producing_then_whole_request_refused()
+{
+    let h = Harness::new();
+    create(&h, "t", 1);
+    begin(&h, PID, 0);
+    let r: ProduceResponse = h.call(
+        ApiKey::Produce,
+        11,
+        produce_req("t", 0, -1, txn_batch(1, PID, 0, 0)),
+    );
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset), (53, -1));
+    assert_eq!(fetch(&h, 0, 0).0, 0);
 }
 
 #[test]
