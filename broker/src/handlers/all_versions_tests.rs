@@ -269,6 +269,9 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                 key if super::group_tests::is_group_api(key) => {
                     super::group_tests::call_at_version(&h, key, v);
                 }
+                key if super::txn_coordinator_tests::is_txn_api(key) => {
+                    super::txn_coordinator_tests::call_at_version(&h, key, v);
+                }
                 other => panic!("{other:?} is in the table but not covered by this test"),
             }
         }

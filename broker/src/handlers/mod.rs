@@ -8,6 +8,8 @@
 //! of an API other than ApiVersions) is a `FrameError`, and the connection is closed with a
 //! log line — what Kafka's own broker does.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod config_changes;
@@ -23,6 +25,8 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_transactions;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -32,6 +36,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -39,6 +44,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 pub mod write_txn_markers;
 
 #[cfg(test)]
@@ -47,6 +53,8 @@ mod all_versions_tests;
 mod group_tests;
 #[cfg(test)]
 pub mod testing;
+#[cfg(test)]
+mod txn_coordinator_tests;
 #[cfg(test)]
 mod txn_tests;
 
@@ -197,6 +205,12 @@ api_table! {
     ConsumerGroupDescribe => consumer_group_describe;
     DeleteRecords => delete_records;
     OffsetForLeaderEpoch => offset_for_leader_epoch;
+    AddPartitionsToTxn => add_partitions_to_txn;
+    AddOffsetsToTxn => add_offsets_to_txn;
+    EndTxn => end_txn;
+    TxnOffsetCommit => txn_offset_commit;
+    DescribeTransactions => describe_transactions;
+    ListTransactions => list_transactions;
     WriteTxnMarkers => write_txn_markers;
     DescribeProducers => describe_producers;
 }

@@ -295,7 +295,9 @@ impl Partition {
         now_ms: i64,
     ) -> Result<ProduceOutcome, PartitionError> {
         let settings = self.settings();
-        let idempotent = header.producer_id >= 0;
+        // Coordinator writes (transactional offset commits, markers) carry a producer but no
+        // sequence: Kafka's AppendOrigin.COORDINATOR, which skips the sequence checks.
+        let idempotent = header.producer_id >= 0 && header.base_sequence >= 0;
         let next_offset = self.log.log_end_offset();
         if idempotent {
             let verdict = self.producers.borrow().check(

@@ -319,6 +319,9 @@ fn run_shard(
         }
         tokio::task::spawn_local(flush_timer(state.clone(), shutdown.clone()));
         tokio::task::spawn_local(shard::housekeeping::run(state.clone(), shutdown.clone()));
+        // Transactions left prepared by the last run complete now, open ones time out, without
+        // waiting for a client to touch their coordinator.
+        crate::txn::TxnShard::of(&state).load_all();
         let mut connections = Vec::new();
         loop {
             tokio::select! {
