@@ -181,7 +181,10 @@ async fn scenario(kind: &str, url: &str, dir: &Path, bootstrap: &str) {
             .unwrap_or_else(|| panic!("document {i} ({id}) missing"));
         // Chroma hands vectors back a last bit off (its own float round trip); neighbouring
         // documents differ by ~0.01 per element, so 1e-5 still names the one right vector.
-        let close = v.len() == DIM && v.iter().zip(&data.docs[i]).all(|(a, b)| (a - b).abs() <= 1e-5);
+        let close = v.len() == DIM
+            && v.iter()
+                .zip(&data.docs[i])
+                .all(|(a, b)| (a - b).abs() <= 1e-5);
         assert!(close, "document {i}: wrong vector");
     }
 
@@ -241,7 +244,10 @@ async fn scenario(kind: &str, url: &str, dir: &Path, bootstrap: &str) {
         BTreeSet::from(["a".to_string(), "c".to_string()])
     );
     let near = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5);
-    assert!(near(&kv["a"], &data.docs[3]), "the later record of a key wins");
+    assert!(
+        near(&kv["a"], &data.docs[3]),
+        "the later record of a key wins"
+    );
 
     // Replay from offset 0 under a new group: the count does not move.
     run.terminate();

@@ -144,10 +144,12 @@ impl ChromaSink {
         }
         // Chroma fixes the dimension with the first vector; until then ours is the rule.
         let schema = match &self.schema {
-            Some(s) if s.dimension != wanted.dimension => return Err(SinkError::Schema(format!(
+            Some(s) if s.dimension != wanted.dimension => {
+                return Err(SinkError::Schema(format!(
                 "dimension mismatch: the collection's vectors have {} dimensions, the records {}",
                 s.dimension, wanted.dimension
-            ))),
+            )))
+            }
             _ => Schema {
                 dimension: wanted.dimension,
                 fields: Default::default(),

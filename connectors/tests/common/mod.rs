@@ -370,6 +370,11 @@ pub fn bad_records() -> Vec<(Vec<u8>, &'static str)> {
     out
 }
 
+/// A record to produce: partition, key, value (None = tombstone).
+pub type Outgoing = (i32, Option<Vec<u8>>, Option<Vec<u8>>);
+/// A record read back: its headers and value.
+pub type Incoming = (BTreeMap<String, String>, Option<Vec<u8>>);
+
 pub fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
     ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -408,7 +413,7 @@ pub fn producer(bootstrap: &str) -> FutureProducer {
 pub async fn produce(
     bootstrap: &str,
     topic: &str,
-    records: Vec<(i32, Option<Vec<u8>>, Option<Vec<u8>>)>,
+    records: Vec<Outgoing>,
 ) -> Vec<(i32, i64)> {
     let p = producer(bootstrap);
     let mut out = Vec::with_capacity(records.len());
@@ -440,7 +445,7 @@ pub fn read_all(
     topic: &str,
     want: usize,
     timeout: Duration,
-) -> Vec<(BTreeMap<String, String>, Option<Vec<u8>>)> {
+) -> Vec<Incoming> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", format!("reader-{}", free_port()))
@@ -511,7 +516,7 @@ where
 }
 
 pub fn headers_kinds(
-    dlq: &[(BTreeMap<String, String>, Option<Vec<u8>>)],
+    dlq: &[Incoming],
 ) -> HashMap<String, String> {
     dlq.iter()
         .map(|(h, _)| {
