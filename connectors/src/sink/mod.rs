@@ -4,6 +4,7 @@
 
 pub mod chroma;
 pub mod pgvector;
+pub mod weaviate;
 
 use std::collections::BTreeMap;
 
@@ -40,6 +41,7 @@ pub type Rejections = Vec<(usize, String)>;
 pub enum Sink {
     Pgvector(pgvector::PgSink),
     Chroma(chroma::ChromaSink),
+    Weaviate(weaviate::WeaviateSink),
 }
 
 impl Sink {
@@ -48,6 +50,7 @@ impl Sink {
         Ok(match cfg.sink.kind {
             SinkType::Pgvector => Sink::Pgvector(pgvector::PgSink::connect(cfg).await?),
             SinkType::Chroma => Sink::Chroma(chroma::ChromaSink::connect(cfg).await?),
+            SinkType::Weaviate => Sink::Weaviate(weaviate::WeaviateSink::connect(cfg).await?),
             other => return Err(SinkError::Unsupported(other.as_str())),
         })
     }
@@ -56,6 +59,7 @@ impl Sink {
         match self {
             Sink::Pgvector(_) => "pgvector",
             Sink::Chroma(_) => "chroma",
+            Sink::Weaviate(_) => "weaviate",
         }
     }
 
@@ -70,6 +74,7 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.schema(),
             Sink::Chroma(s) => s.schema(),
+            Sink::Weaviate(s) => s.schema(),
         }
     }
 
@@ -78,7 +83,7 @@ impl Sink {
     pub fn stored_offsets(&self) -> Offsets {
         match self {
             Sink::Pgvector(s) => s.stored_offsets().clone(),
-            Sink::Chroma(_) => Offsets::new(),
+            Sink::Chroma(_) | Sink::Weaviate(_) => Offsets::new(),
         }
     }
 
@@ -95,6 +100,7 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.create(wanted).await,
             Sink::Chroma(s) => s.create(wanted).await,
+            Sink::Weaviate(s) => s.create(wanted).await,
         }
     }
 
@@ -108,6 +114,7 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.write(ops, offsets).await,
             Sink::Chroma(s) => s.write(ops).await,
+            Sink::Weaviate(s) => s.write(ops).await,
         }
     }
 
@@ -116,6 +123,7 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.count().await,
             Sink::Chroma(s) => s.count().await,
+            Sink::Weaviate(s) => s.count().await,
         }
     }
 
@@ -125,6 +133,7 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.all_vectors().await,
             Sink::Chroma(s) => s.all_vectors().await,
+            Sink::Weaviate(s) => s.all_vectors().await,
         }
     }
 
@@ -133,6 +142,7 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.nearest(vector, k).await,
             Sink::Chroma(s) => s.nearest(vector, k).await,
+            Sink::Weaviate(s) => s.nearest(vector, k).await,
         }
     }
 }
