@@ -7,6 +7,7 @@
 //! Kafka-style `log.retention.check.interval.ms = 1000` works too. The environment variable is
 //! `STROM_` plus the key uppercased (`STROM_LOG_RETENTION_CHECK_INTERVAL_MS`).
 
+pub mod dynamic;
 pub mod topic;
 
 use std::collections::BTreeMap;
@@ -81,6 +82,13 @@ pub struct BrokerConfig {
     pub offsets_topic_num_partitions: i32,
     /// Kafka `transaction.state.log.num.partitions`. Default 50.
     pub transaction_state_log_num_partitions: i32,
+    /// Kafka `transaction.max.timeout.ms`: the largest `transaction.timeout.ms` a producer may
+    /// ask for; larger gets INVALID_TRANSACTION_TIMEOUT. Default 900000, >= 1.
+    pub transaction_max_timeout_ms: i32,
+    /// Kafka `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often the
+    /// coordinator looks for transactions open longer than their timeout and aborts them.
+    /// Default 10000, >= 1. Needs a restart.
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: i64,
     /// Kafka `group.initial.rebalance.delay.ms`: how long a new (empty) group waits for more
     /// members before its first rebalance completes, ms. Default 3000, >= 0.
     pub group_initial_rebalance_delay_ms: i64,
@@ -147,6 +155,8 @@ impl Default for BrokerConfig {
             file_delete_delay_ms: 60_000,
             offsets_topic_num_partitions: 50,
             transaction_state_log_num_partitions: 50,
+            transaction_max_timeout_ms: 900_000,
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
             group_initial_rebalance_delay_ms: 3000,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
@@ -203,6 +213,9 @@ impl std::fmt::Display for Origin {
     }
 }
 
+/// Top-level keys of the file that `strom_connectors::config::from_serve_table` reads.
+pub const CONNECTOR_KEYS: &[&str] = &["connectors", "connectors_admin_listen"];
+
 /// Flattens nested TOML tables into `a_b_c` keys so dotted Kafka names work.
 fn flatten(prefix: &str, table: toml::Table, out: &mut BTreeMap<String, toml::Value>) {
     for (k, v) in table {
@@ -225,7 +238,7 @@ pub fn normalise_key(k: &str) -> String {
 }
 
 /// A raw string from the environment or a flag, typed the way the field expects.
-fn typed_value(key: &str, raw: &str) -> toml::Value {
+pub(crate) fn typed_value(key: &str, raw: &str) -> toml::Value {
     let defaults = toml::Table::try_from(BrokerConfig::default()).unwrap_or_default();
     match defaults.get(key) {
         Some(toml::Value::Integer(_)) => raw
@@ -254,10 +267,15 @@ pub fn load(
             path: path.to_path_buf(),
             source,
         })?;
-        let table: toml::Table = toml::from_str(&text).map_err(|source| ConfigError::Parse {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let mut table: toml::Table =
+            toml::from_str(&text).map_err(|source| ConfigError::Parse {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        // The connectors' keys belong to the connectors crate (main.rs hands them over).
+        for key in CONNECTOR_KEYS {
+            table.remove(*key);
+        }
         let mut flat = BTreeMap::new();
         flatten("", table, &mut flat);
         for (k, v) in flat {
@@ -312,6 +330,40 @@ pub fn load(
     })?;
     config.validate(&origins)?;
     Ok((config, origins))
+}
+
+/// Kafka's name for a broker config key; Strom-only settings live under `strom.`.
+pub fn kafka_name(key: &str) -> String {
+    match key {
+        "listen" => "listeners".into(),
+        "advertised_listener" => "advertised.listeners".into(),
+        "data_dir" => "log.dirs".into(),
+        "file_delete_delay_ms" => "log.segment.delete.delay.ms".into(),
+        "shards"
+        | "metrics_listen"
+        | "io_backend"
+        | "max_in_flight_per_connection"
+        | "cluster_id"
+        | "steering" => {
+            format!("strom.{}", key.replace('_', "."))
+        }
+        other => other.replace('_', "."),
+    }
+}
+
+/// The field (underscore key) of `BrokerConfig` that Kafka's broker config `name` is.
+pub fn field_for_kafka_name(name: &str) -> Option<String> {
+    let table = toml::Table::try_from(BrokerConfig::default()).ok()?;
+    table
+        .keys()
+        .chain(std::iter::once(&"advertised_listener".to_string()))
+        .find(|k| kafka_name(k) == name)
+        .cloned()
+}
+
+/// Whether `name` is one of the broker configs Strom has (under Kafka's name or `strom.*`).
+pub fn known_kafka_broker_name(name: &str) -> bool {
+    field_for_kafka_name(name).is_some()
 }
 
 fn known_key(key: &str) -> bool {
@@ -386,6 +438,15 @@ impl BrokerConfig {
         }
         if self.offsets_topic_num_partitions < 1 || self.transaction_state_log_num_partitions < 1 {
             return Err(bad("offsets_topic_num_partitions", "must be >= 1".into()));
+        }
+        if self.transaction_max_timeout_ms < 1 {
+            return Err(bad("transaction_max_timeout_ms", "must be >= 1".into()));
+        }
+        if self.transaction_abort_timed_out_transaction_cleanup_interval_ms < 1 {
+            return Err(bad(
+                "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+                "must be >= 1".into(),
+            ));
         }
         if self.group_initial_rebalance_delay_ms < 0 {
             return Err(bad(
@@ -519,6 +580,19 @@ mod tests {
         );
         let err = load(None, env(&[("STROM_NUM_PARTITIONS", "0")]), &[]).unwrap_err();
         assert!(err.to_string().contains("num_partitions"));
+    }
+
+    #[test]
+    fn given_connectors_in_file_when_loading_then_left_to_the_connectors_crate() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("strom.toml");
+        std::fs::write(
+            &p,
+            "num_partitions = 2\nconnectors_admin_listen = \"127.0.0.1:1\"\n[[connectors]]\nname = \"x\"\n",
+        )
+        .unwrap();
+        let (config, _) = load(Some(&p), env(&[]), &[]).unwrap();
+        assert_eq!(config.num_partitions, 2);
     }
 
     #[test]

@@ -9,10 +9,25 @@ use kafka_protocol::records::{
 use super::super::testing::*;
 
 pub fn batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
+    producer_batch(n, producer_id, epoch, first_seq, false)
+}
+
+/// A batch of a transactional producer (the transactional attribute set).
+pub fn txn_batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
+    producer_batch(n, producer_id, epoch, first_seq, true)
+}
+
+fn producer_batch(
+    n: usize,
+    producer_id: i64,
+    epoch: i16,
+    first_seq: i32,
+    transactional: bool,
+) -> Bytes {
     let now = crate::now_ms();
     let records: Vec<Record> = (0..n)
         .map(|i| Record {
-            transactional: false,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
@@ -165,6 +180,7 @@ fn given_acks_zero_when_producing_then_no_response_but_data_written() {
 fn given_each_error_when_mapping_then_table_of_kafka_codes() {
     use crate::partition::producer_state::SequenceError;
     use crate::partition::records::RecordsError;
+    use crate::partition::txn::TxnError;
     use crate::partition::PartitionError;
     use crate::shard::frontend::FrontendError;
     let seq = SequenceError::OutOfOrder {
@@ -230,6 +246,38 @@ fn given_each_error_when_mapping_then_table_of_kafka_codes() {
         (
             FrontendError::Partition(PartitionError::Sequence(epoch)),
             47,
+        ),
+        (
+            FrontendError::Partition(PartitionError::Txn(TxnError::InvalidProducerEpoch {
+                producer_id: 1,
+                epoch: 0,
+                current: 1,
+                offset: 0,
+            })),
+            47,
+        ),
+        (
+            FrontendError::Partition(PartitionError::Txn(TxnError::NotAddedToTxn {
+                producer_id: 1,
+                epoch: 0,
+            })),
+            48,
+        ),
+        (
+            FrontendError::Partition(PartitionError::Txn(TxnError::ExpectedTransactional {
+                producer_id: 1,
+                offset: 0,
+            })),
+            48,
+        ),
+        (
+            FrontendError::Partition(PartitionError::Txn(TxnError::CoordinatorFenced {
+                producer_id: 1,
+                epoch: 0,
+                current: 1,
+                offset: 0,
+            })),
+            52,
         ),
     ];
     for (e, code) in table {
