@@ -26,19 +26,6 @@ fn cleaner_config(retention: i64) -> CleanerConfig {
     }
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// What was appended: offset -> (key, value).
 type Model = BTreeMap<i64, (Vec<u8>, Option<Vec<u8>>)>;
 

@@ -28,18 +28,7 @@ pub struct Record<'a> {
     pub after_timestamp: &'a [u8],
 }
 
-pub fn read_varint(buf: &[u8], at: &mut usize) -> Option<i64> {
-    let mut raw: u64 = 0;
-    for shift in (0..70).step_by(7) {
-        let b = *buf.get(*at)?;
-        *at += 1;
-        raw |= ((b & 0x7f) as u64) << shift;
-        if b & 0x80 == 0 {
-            return Some(((raw >> 1) as i64) ^ -((raw & 1) as i64));
-        }
-    }
-    None
-}
+pub use crate::batch::read_varint;
 
 pub fn put_varint(out: &mut Vec<u8>, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;

@@ -35,15 +35,21 @@ pub fn opts(d: Durability) -> AppendOptions {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    loop {
-        if z < 0x80 {
-            out.push(z as u8);
-            return;
-        }
-        out.push((z as u8 & 0x7f) | 0x80);
-        z >>= 7;
+use storage::cleaner::records::put_varint;
+
+/// xorshift64: deterministic randomness for workload generators (seed must be non-zero).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
     }
 }
 
