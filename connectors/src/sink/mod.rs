@@ -4,6 +4,7 @@
 
 pub mod chroma;
 pub mod pgvector;
+pub mod pinecone;
 pub mod weaviate;
 
 use std::collections::BTreeMap;
@@ -42,6 +43,7 @@ pub enum Sink {
     Pgvector(pgvector::PgSink),
     Chroma(chroma::ChromaSink),
     Weaviate(weaviate::WeaviateSink),
+    Pinecone(pinecone::PineconeSink),
 }
 
 impl Sink {
@@ -51,6 +53,7 @@ impl Sink {
             SinkType::Pgvector => Sink::Pgvector(pgvector::PgSink::connect(cfg).await?),
             SinkType::Chroma => Sink::Chroma(chroma::ChromaSink::connect(cfg).await?),
             SinkType::Weaviate => Sink::Weaviate(weaviate::WeaviateSink::connect(cfg).await?),
+            SinkType::Pinecone => Sink::Pinecone(pinecone::PineconeSink::connect(cfg).await?),
             other => return Err(SinkError::Unsupported(other.as_str())),
         })
     }
@@ -60,6 +63,7 @@ impl Sink {
             Sink::Pgvector(_) => "pgvector",
             Sink::Chroma(_) => "chroma",
             Sink::Weaviate(_) => "weaviate",
+            Sink::Pinecone(_) => "pinecone",
         }
     }
 
@@ -75,6 +79,7 @@ impl Sink {
             Sink::Pgvector(s) => s.schema(),
             Sink::Chroma(s) => s.schema(),
             Sink::Weaviate(s) => s.schema(),
+            Sink::Pinecone(s) => s.schema(),
         }
     }
 
@@ -83,7 +88,7 @@ impl Sink {
     pub fn stored_offsets(&self) -> Offsets {
         match self {
             Sink::Pgvector(s) => s.stored_offsets().clone(),
-            Sink::Chroma(_) | Sink::Weaviate(_) => Offsets::new(),
+            Sink::Chroma(_) | Sink::Weaviate(_) | Sink::Pinecone(_) => Offsets::new(),
         }
     }
 
@@ -101,6 +106,7 @@ impl Sink {
             Sink::Pgvector(s) => s.create(wanted).await,
             Sink::Chroma(s) => s.create(wanted).await,
             Sink::Weaviate(s) => s.create(wanted).await,
+            Sink::Pinecone(s) => s.create(wanted).await,
         }
     }
 
@@ -115,6 +121,7 @@ impl Sink {
             Sink::Pgvector(s) => s.write(ops, offsets).await,
             Sink::Chroma(s) => s.write(ops).await,
             Sink::Weaviate(s) => s.write(ops).await,
+            Sink::Pinecone(s) => s.write(ops).await,
         }
     }
 
@@ -124,6 +131,7 @@ impl Sink {
             Sink::Pgvector(s) => s.count().await,
             Sink::Chroma(s) => s.count().await,
             Sink::Weaviate(s) => s.count().await,
+            Sink::Pinecone(s) => s.count().await,
         }
     }
 
@@ -134,6 +142,7 @@ impl Sink {
             Sink::Pgvector(s) => s.all_vectors().await,
             Sink::Chroma(s) => s.all_vectors().await,
             Sink::Weaviate(s) => s.all_vectors().await,
+            Sink::Pinecone(s) => s.all_vectors().await,
         }
     }
 
@@ -143,6 +152,7 @@ impl Sink {
             Sink::Pgvector(s) => s.nearest(vector, k).await,
             Sink::Chroma(s) => s.nearest(vector, k).await,
             Sink::Weaviate(s) => s.nearest(vector, k).await,
+            Sink::Pinecone(s) => s.nearest(vector, k).await,
         }
     }
 }
