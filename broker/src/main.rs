@@ -19,6 +19,9 @@ struct Cli {
 enum Command {
     /// Run the broker (embedded defaults; no config file needed).
     Serve(ServeArgs),
+    /// Move topics and group offsets from a Kafka cluster, offsets preserved (docs/migration.md).
+    #[command(subcommand)]
+    Migrate(strom::migrate::MigrateCommand),
 }
 
 #[derive(clap::Args)]
@@ -60,6 +63,11 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Migrate(cmd) => {
+            raise_fd_limit();
+            let code = strom::migrate::run(cmd)?;
+            std::process::exit(code);
+        }
     }
 }
 

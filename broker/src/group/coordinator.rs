@@ -7,10 +7,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use bytes::Bytes;
+use kafka_protocol::records::RecordBatchDecoder;
 
 use super::classic::{
     CommittedOffset, Group, GroupConfig, GroupState, JoinParams, JoinReply, Member, Reply,
@@ -262,40 +260,7 @@ impl GroupShard {
             .partition(OFFSETS_TOPIC, p)
             .ok_or(GroupError::CoordinatorNotAvailable)?;
         let now = crate::now_ms();
-        let records: Vec<Record> = recs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let (key, value) = r.encode();
-                Record {
-                    transactional: false,
-                    control: false,
-                    delete_horizon: false,
-                    partition_leader_epoch: -1,
-                    producer_id: -1,
-                    producer_epoch: -1,
-                    timestamp_type: TimestampType::Creation,
-                    offset: i as i64,
-                    // The encoder splits batches when offset - sequence changes: keep it fixed.
-                    sequence: (i as i32).wrapping_sub(1),
-                    timestamp: now,
-                    key: Some(key),
-                    value,
-                    headers: Default::default(),
-                }
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .map_err(|e| GroupError::Storage(format!("{e:#}")))?;
-        let bytes: Bytes = buf.freeze();
+        let bytes = super::records::encode_batch(recs, now).map_err(GroupError::Storage)?;
         let headers = storage::batch::validate_batches(&bytes)
             .map_err(|e| GroupError::Storage(e.to_string()))?;
         let [header] = headers.as_slice() else {
