@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::config::dynamic::{self, BrokerView, DynamicFileError, StoredDynamic};
 use crate::config::topic::TopicSettings;
 use crate::config::{BrokerConfig, Origin};
 
@@ -72,14 +73,21 @@ pub enum CatalogError {
     },
     #[error("topic catalog {path} is corrupt: {message}")]
     Corrupt { path: PathBuf, message: String },
+    #[error(transparent)]
+    Dynamic(#[from] DynamicFileError),
 }
 
 pub struct CatalogHandle {
     path: PathBuf,
+    data_dir: PathBuf,
     current: RwLock<Arc<Catalog>>,
+    /// Serialises writers of both the topic catalog and the dynamic broker configs (a broker
+    /// default change re-resolves every topic's settings).
     writer: Mutex<()>,
-    broker: BrokerConfig,
-    origins: BTreeMap<String, Origin>,
+    /// Static broker config with the dynamic broker configs layered on top.
+    broker: RwLock<Arc<BrokerView>>,
+    /// The dynamic broker configs as stored (all node ids, not only this one's).
+    dynamic: Mutex<StoredDynamic>,
 }
 
 impl CatalogHandle {
@@ -99,12 +107,15 @@ impl CatalogHandle {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => StoredCatalog::default(),
             Err(source) => return Err(CatalogError::Io { path, source }),
         };
+        let stored_dynamic = dynamic::load(data_dir)?;
+        let view = BrokerView::with_dynamic(broker, origins, &stored_dynamic);
         let handle = CatalogHandle {
             path,
+            data_dir: data_dir.to_path_buf(),
             current: RwLock::new(Arc::new(Catalog::default())),
             writer: Mutex::new(()),
-            broker,
-            origins,
+            broker: RwLock::new(Arc::new(view)),
+            dynamic: Mutex::new(stored_dynamic),
         };
         let catalog = handle.build(stored.topics);
         *handle.current.write().expect("catalog lock") = Arc::new(catalog);
@@ -115,22 +126,48 @@ impl CatalogHandle {
         self.current.read().expect("catalog lock").clone()
     }
 
-    pub fn broker_config(&self) -> &BrokerConfig {
-        &self.broker
+    /// The broker configuration in force now (static plus dynamic). Code that must follow a
+    /// dynamic change reads this each time instead of keeping a copy.
+    pub fn broker(&self) -> Arc<BrokerView> {
+        self.broker.read().expect("broker config lock").clone()
     }
 
-    pub fn broker_origins(&self) -> &BTreeMap<String, Origin> {
-        &self.origins
+    /// Replaces the dynamic broker configs of one scope (this broker when `node_scope`, else
+    /// the cluster-wide default), persists them, and re-resolves every topic's settings so
+    /// topics following a broker default see the new value. Returns the new catalog, whose
+    /// settings the caller pushes to the partitions.
+    pub fn set_broker_dynamic(
+        &self,
+        node_scope: bool,
+        values: BTreeMap<String, String>,
+    ) -> Result<Arc<Catalog>, CatalogError> {
+        let _guard = self.writer.lock().expect("catalog writer");
+        let view = self.broker().replaced(node_scope, values.clone());
+        let mut stored = self.dynamic.lock().expect("dynamic configs").clone();
+        stored.version = 1;
+        if node_scope {
+            let id = view.static_config.node_id.to_string();
+            if values.is_empty() {
+                stored.brokers.remove(&id);
+            } else {
+                stored.brokers.insert(id, values);
+            }
+        } else {
+            stored.cluster = values;
+        }
+        dynamic::save(&self.data_dir, &stored)?;
+        *self.dynamic.lock().expect("dynamic configs") = stored;
+        *self.broker.write().expect("broker config lock") = Arc::new(view);
+        let catalog = Arc::new(self.build(Self::stored(&self.snapshot())));
+        *self.current.write().expect("catalog lock") = catalog.clone();
+        Ok(catalog)
     }
 
     fn build(&self, topics: Vec<StoredTopic>) -> Catalog {
         let mut c = Catalog::default();
+        let broker = self.broker();
         for t in topics {
-            let settings = Arc::new(TopicSettings::resolve(
-                &t.configs,
-                &self.broker,
-                &self.origins,
-            ));
+            let settings = Arc::new(TopicSettings::resolve(&t.configs, &broker));
             let meta = Arc::new(TopicMeta {
                 name: t.name.as_str().into(),
                 id: t.id,

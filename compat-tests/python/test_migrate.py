@@ -237,6 +237,11 @@ def test_mirror_copies_every_batch_config_and_group_offset(kafka_broker, source)
                     assert got[k][0] == v, f"{name} {k}: {got[k]} on Strom, {v} on Kafka"
             for g in source["groups"]:
                 assert group_offsets(strom.bootstrap, g) == group_offsets(kafka_broker.bootstrap, g)
+            # read_committed (confluent's default) sees the committed transactions only, on both.
+            committed_kafka = clients.confluent_consume(kafka_broker.bootstrap, txn_topic, 2, 20)
+            committed_strom = clients.confluent_consume(strom.bootstrap, txn_topic, 2, 20)
+            assert len(committed_kafka) == 20 and all(r.value.startswith(b"commit") for r in committed_kafka)
+            assert committed_strom == committed_kafka
             # The mid-topic group's consumer moves to Strom and continues where it was.
             g2 = source["groups"][1]
             small_topic = f"{source['prefix']}-small"

@@ -7,6 +7,7 @@
 //! Kafka-style `log.retention.check.interval.ms = 1000` works too. The environment variable is
 //! `STROM_` plus the key uppercased (`STROM_LOG_RETENTION_CHECK_INTERVAL_MS`).
 
+pub mod dynamic;
 pub mod topic;
 
 use std::collections::BTreeMap;
@@ -81,6 +82,13 @@ pub struct BrokerConfig {
     pub offsets_topic_num_partitions: i32,
     /// Kafka `transaction.state.log.num.partitions`. Default 50.
     pub transaction_state_log_num_partitions: i32,
+    /// Kafka `transaction.max.timeout.ms`: the largest `transaction.timeout.ms` a producer may
+    /// ask for; larger gets INVALID_TRANSACTION_TIMEOUT. Default 900000, >= 1.
+    pub transaction_max_timeout_ms: i32,
+    /// Kafka `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often the
+    /// coordinator looks for transactions open longer than their timeout and aborts them.
+    /// Default 10000, >= 1. Needs a restart.
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: i64,
     /// Kafka `group.initial.rebalance.delay.ms`: how long a new (empty) group waits for more
     /// members before its first rebalance completes, ms. Default 3000, >= 0.
     pub group_initial_rebalance_delay_ms: i64,
@@ -147,6 +155,8 @@ impl Default for BrokerConfig {
             file_delete_delay_ms: 60_000,
             offsets_topic_num_partitions: 50,
             transaction_state_log_num_partitions: 50,
+            transaction_max_timeout_ms: 900_000,
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
             group_initial_rebalance_delay_ms: 3000,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
@@ -225,7 +235,7 @@ pub fn normalise_key(k: &str) -> String {
 }
 
 /// A raw string from the environment or a flag, typed the way the field expects.
-fn typed_value(key: &str, raw: &str) -> toml::Value {
+pub(crate) fn typed_value(key: &str, raw: &str) -> toml::Value {
     let defaults = toml::Table::try_from(BrokerConfig::default()).unwrap_or_default();
     match defaults.get(key) {
         Some(toml::Value::Integer(_)) => raw
@@ -314,6 +324,40 @@ pub fn load(
     Ok((config, origins))
 }
 
+/// Kafka's name for a broker config key; Strom-only settings live under `strom.`.
+pub fn kafka_name(key: &str) -> String {
+    match key {
+        "listen" => "listeners".into(),
+        "advertised_listener" => "advertised.listeners".into(),
+        "data_dir" => "log.dirs".into(),
+        "file_delete_delay_ms" => "log.segment.delete.delay.ms".into(),
+        "shards"
+        | "metrics_listen"
+        | "io_backend"
+        | "max_in_flight_per_connection"
+        | "cluster_id"
+        | "steering" => {
+            format!("strom.{}", key.replace('_', "."))
+        }
+        other => other.replace('_', "."),
+    }
+}
+
+/// The field (underscore key) of `BrokerConfig` that Kafka's broker config `name` is.
+pub fn field_for_kafka_name(name: &str) -> Option<String> {
+    let table = toml::Table::try_from(BrokerConfig::default()).ok()?;
+    table
+        .keys()
+        .chain(std::iter::once(&"advertised_listener".to_string()))
+        .find(|k| kafka_name(k) == name)
+        .cloned()
+}
+
+/// Whether `name` is one of the broker configs Strom has (under Kafka's name or `strom.*`).
+pub fn known_kafka_broker_name(name: &str) -> bool {
+    field_for_kafka_name(name).is_some()
+}
+
 fn known_key(key: &str) -> bool {
     toml::Table::try_from(BrokerConfig::default())
         .map(|t| t.contains_key(key) || key == "advertised_listener")
@@ -386,6 +430,15 @@ impl BrokerConfig {
         }
         if self.offsets_topic_num_partitions < 1 || self.transaction_state_log_num_partitions < 1 {
             return Err(bad("offsets_topic_num_partitions", "must be >= 1".into()));
+        }
+        if self.transaction_max_timeout_ms < 1 {
+            return Err(bad("transaction_max_timeout_ms", "must be >= 1".into()));
+        }
+        if self.transaction_abort_timed_out_transaction_cleanup_interval_ms < 1 {
+            return Err(bad(
+                "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+                "must be >= 1".into(),
+            ));
         }
         if self.group_initial_rebalance_delay_ms < 0 {
             return Err(bad(

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{BrokerConfig, Origin};
+use super::dynamic::BrokerView;
 
 /// Kafka's `ConfigType` as DescribeConfigs v3+ reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +20,8 @@ pub enum ConfigType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigSource {
     DynamicTopic = 1,
+    DynamicBroker = 2,
+    DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
 }
@@ -319,6 +321,70 @@ pub fn find(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
 
+/// The broker config a topic config takes its default from, under Kafka's name (Kafka's
+/// `ServerTopicConfigSynonyms`, first synonym).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BrokerSynonym {
+    pub name: &'static str,
+    /// Kafka gives the broker config a default of its own, so DescribeConfigs lists it even
+    /// when nothing sets it. `log.retention.ms` and friends have none (they derive from
+    /// `log.retention.hours`), so Kafka lists them only once set.
+    pub listed_by_default: bool,
+}
+
+pub fn broker_synonym(topic_config: &str) -> Option<BrokerSynonym> {
+    let listed = |name| {
+        Some(BrokerSynonym {
+            name,
+            listed_by_default: true,
+        })
+    };
+    let unlisted = |name| {
+        Some(BrokerSynonym {
+            name,
+            listed_by_default: false,
+        })
+    };
+    match topic_config {
+        "cleanup.policy" => listed("log.cleanup.policy"),
+        "max.message.bytes" => listed("message.max.bytes"),
+        "segment.bytes" => listed("log.segment.bytes"),
+        "segment.index.bytes" => listed("log.index.size.max.bytes"),
+        "index.interval.bytes" => listed("log.index.interval.bytes"),
+        "delete.retention.ms" => listed("log.cleaner.delete.retention.ms"),
+        "file.delete.delay.ms" => listed("log.segment.delete.delay.ms"),
+        "flush.messages" => listed("log.flush.interval.messages"),
+        "min.cleanable.dirty.ratio" => listed("log.cleaner.min.cleanable.ratio"),
+        "min.compaction.lag.ms" => listed("log.cleaner.min.compaction.lag.ms"),
+        "max.compaction.lag.ms" => listed("log.cleaner.max.compaction.lag.ms"),
+        "message.timestamp.type" => listed("log.message.timestamp.type"),
+        "message.timestamp.after.max.ms" => listed("log.message.timestamp.after.max.ms"),
+        "message.timestamp.before.max.ms" => listed("log.message.timestamp.before.max.ms"),
+        "preallocate" => listed("log.preallocate"),
+        "retention.bytes" => listed("log.retention.bytes"),
+        "local.retention.bytes" => listed("log.local.retention.bytes"),
+        "local.retention.ms" => listed("log.local.retention.ms"),
+        "remote.copy.lag.bytes" => listed("log.remote.copy.lag.bytes"),
+        "remote.copy.lag.ms" => listed("log.remote.copy.lag.ms"),
+        "compression.type"
+        | "compression.gzip.level"
+        | "compression.lz4.level"
+        | "compression.zstd.level"
+        | "max.decompressed.message.bytes"
+        | "min.insync.replicas"
+        | "unclean.leader.election.enable" => {
+            let d = find(topic_config)?;
+            listed(d.name)
+        }
+        "retention.ms" => unlisted("log.retention.ms"),
+        "segment.ms" => unlisted("log.roll.ms"),
+        "segment.jitter.ms" => unlisted("log.roll.jitter.ms"),
+        "flush.ms" => unlisted("log.flush.interval.ms"),
+        // No server default in Kafka (`LogConfig.CONFIGS_WITH_NO_SERVER_DEFAULTS`).
+        _ => None,
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum TopicConfigError {
     #[error("Unknown topic config name: {0}")]
@@ -445,47 +511,55 @@ pub struct DescribedConfig {
     pub is_default: bool,
 }
 
-/// The effective value of `d` for a topic with `overrides`, and where it came from.
+/// The effective value of `d` for a topic with `overrides`, and where it came from: the
+/// override, else the dynamic broker default (per-broker, then cluster-wide), else the static
+/// broker config, else Kafka's default.
 pub fn effective(
     d: &TopicConfigDef,
     overrides: &BTreeMap<String, String>,
-    broker: &BrokerConfig,
-    broker_origins: &BTreeMap<String, Origin>,
+    broker: &BrokerView,
 ) -> DescribedConfig {
-    if let Some(v) = overrides.get(d.name) {
-        return DescribedConfig {
-            name: d.name,
-            value: v.clone(),
-            source: ConfigSource::DynamicTopic,
-            kind: d.kind,
-            doc: d.doc,
-            is_default: false,
-        };
-    }
-    let (value, source) = match d.broker_synonym {
-        Some(key) => {
-            let table = toml::Table::try_from(broker).unwrap_or_default();
-            let value = match table.get(key) {
-                Some(toml::Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
-                None => d.default.to_string(),
-            };
-            let source = if broker_origins.contains_key(key) {
-                ConfigSource::StaticBroker
-            } else {
-                ConfigSource::Default
-            };
-            (value, source)
-        }
-        None => (d.default.to_string(), ConfigSource::Default),
-    };
-    DescribedConfig {
+    let described = |value: String, source: ConfigSource| DescribedConfig {
         name: d.name,
         value,
         source,
         kind: d.kind,
         doc: d.doc,
         is_default: source == ConfigSource::Default,
+    };
+    if let Some(v) = overrides.get(d.name) {
+        return described(v.clone(), ConfigSource::DynamicTopic);
+    }
+    broker_default(d, broker)
+}
+
+/// What a topic without an override of `d` gets: the broker-level value and its source.
+pub fn broker_default(d: &TopicConfigDef, broker: &BrokerView) -> DescribedConfig {
+    let described = |value: String, source: ConfigSource| DescribedConfig {
+        name: d.name,
+        value,
+        source,
+        kind: d.kind,
+        doc: d.doc,
+        is_default: source == ConfigSource::Default,
+    };
+    if let Some(syn) = broker_synonym(d.name) {
+        if let Some((v, source)) = broker.dynamic(syn.name) {
+            return described(v.to_string(), source);
+        }
+    }
+    match d.broker_synonym {
+        Some(key) => {
+            let value = super::dynamic::field_value(&broker.static_config, key)
+                .unwrap_or_else(|| d.default.to_string());
+            let source = if broker.origins.contains_key(key) {
+                ConfigSource::StaticBroker
+            } else {
+                ConfigSource::Default
+            };
+            described(value, source)
+        }
+        None => described(d.default.to_string(), ConfigSource::Default),
     }
 }
 
@@ -501,23 +575,15 @@ pub struct TopicSettings {
     /// to when the broker reads its records.
     pub max_decompressed_bytes: usize,
     pub log: storage::LogConfig,
+    /// `retention.ms`, `retention.bytes` and whether `cleanup.policy` has `delete`: read by
+    /// the shard's housekeeping at every check, so a changed topic config applies at once.
+    pub retention: storage::RetentionPolicy,
 }
 
 impl TopicSettings {
-    pub fn resolve(
-        overrides: &BTreeMap<String, String>,
-        broker: &BrokerConfig,
-        origins: &BTreeMap<String, Origin>,
-    ) -> TopicSettings {
-        let get = |name: &str| {
-            effective(
-                find(name).expect("known config"),
-                overrides,
-                broker,
-                origins,
-            )
-            .value
-        };
+    pub fn resolve(overrides: &BTreeMap<String, String>, broker: &BrokerView) -> TopicSettings {
+        let get =
+            |name: &str| effective(find(name).expect("known config"), overrides, broker).value;
         let long = |name: &str| get(name).trim().parse::<i64>().unwrap_or(i64::MAX);
         let nonneg = |name: &str| long(name).max(0) as u64;
         let log = storage::LogConfig {
@@ -537,6 +603,11 @@ impl TopicSettings {
             timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
             max_decompressed_bytes: long("max.decompressed.message.bytes").max(0) as usize,
             log,
+            retention: storage::RetentionPolicy {
+                retention_ms: long("retention.ms"),
+                retention_bytes: long("retention.bytes"),
+                delete: get("cleanup.policy").contains("delete"),
+            },
         }
     }
 }
@@ -618,33 +689,29 @@ mod tests {
 
     #[test]
     fn given_broker_override_when_describing_then_static_broker_source() {
+        use crate::config::{BrokerConfig, Origin};
         let broker = BrokerConfig {
             message_max_bytes: 2000,
             ..Default::default()
         };
         let mut origins = BTreeMap::new();
         origins.insert("message_max_bytes".to_string(), Origin::File);
+        let broker = BrokerView::from_static(broker, origins);
         let d = effective(
             find("max.message.bytes").unwrap(),
             &BTreeMap::new(),
             &broker,
-            &origins,
         );
         assert_eq!(d.value, "2000");
         assert_eq!(d.source, ConfigSource::StaticBroker);
-        let d = effective(
-            find("segment.bytes").unwrap(),
-            &BTreeMap::new(),
-            &broker,
-            &origins,
-        );
+        let d = effective(find("segment.bytes").unwrap(), &BTreeMap::new(), &broker);
         assert_eq!(
             (d.value.as_str(), d.source),
             ("1073741824", ConfigSource::Default)
         );
         let mut o = BTreeMap::new();
         o.insert("segment.bytes".to_string(), "1000".to_string());
-        let d = effective(find("segment.bytes").unwrap(), &o, &broker, &origins);
+        let d = effective(find("segment.bytes").unwrap(), &o, &broker);
         assert_eq!(
             (d.value.as_str(), d.source),
             ("1000", ConfigSource::DynamicTopic)
@@ -656,7 +723,10 @@ mod tests {
         let mut o = BTreeMap::new();
         o.insert("cleanup.policy".to_string(), "compact".to_string());
         o.insert("segment.bytes".to_string(), "4096".to_string());
-        let s = TopicSettings::resolve(&o, &BrokerConfig::default(), &BTreeMap::new());
+        let s = TopicSettings::resolve(
+            &o,
+            &BrokerView::from_static(Default::default(), BTreeMap::new()),
+        );
         assert!(s.compact);
         assert_eq!(s.log.segment_bytes, 4096);
         assert_eq!(s.max_message_bytes, 1_048_588);

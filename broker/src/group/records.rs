@@ -14,48 +14,6 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::classic::CommittedOffset;
 
-/// `recs` as one uncompressed v2 batch (no producer id), as the coordinator appends them to
-/// `__consumer_offsets` (and `strom migrate` writes copied offsets).
-pub fn encode_batch(recs: &[GroupRecord], now_ms: i64) -> Result<Bytes, String> {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-    let records: Vec<Record> = recs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let (key, value) = r.encode();
-            Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                // The encoder splits batches when offset - sequence changes: keep it fixed.
-                sequence: (i as i32).wrapping_sub(1),
-                timestamp: now_ms,
-                key: Some(key),
-                value,
-                headers: Default::default(),
-            }
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .map_err(|e| format!("{e:#}"))?;
-    Ok(buf.freeze())
-}
-
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("malformed __consumer_offsets record: {0}")]
 pub struct RecordError(String);

@@ -90,6 +90,39 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                     assert_eq!(r.topics[0].partitions[0].error_code, 0, "{ctx}");
                     assert!(r.topics[0].partitions[0].offset >= 2, "{ctx}");
                 }
+                ApiKey::DeleteRecords => {
+                    use kafka_protocol::messages::delete_records_request::{
+                        DeleteRecordsPartition, DeleteRecordsTopic,
+                    };
+                    // Partition 0 holds nothing: deleting up to its high watermark (-1).
+                    let req = DeleteRecordsRequest::default().with_topics(vec![
+                        DeleteRecordsTopic::default()
+                            .with_name(name("t"))
+                            .with_partitions(vec![DeleteRecordsPartition::default()
+                                .with_partition_index(0)
+                                .with_offset(-1)]),
+                    ]);
+                    let r: DeleteRecordsResponse = h.call(key, v, req);
+                    let p = &r.topics[0].partitions[0];
+                    assert_eq!((p.error_code, p.low_watermark), (0, 0), "{ctx}");
+                }
+                ApiKey::OffsetForLeaderEpoch => {
+                    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+                        OffsetForLeaderPartition, OffsetForLeaderTopic,
+                    };
+                    let req = OffsetForLeaderEpochRequest::default().with_topics(vec![
+                        OffsetForLeaderTopic::default()
+                            .with_topic(name("t"))
+                            .with_partitions(vec![OffsetForLeaderPartition::default()
+                                .with_partition(1)
+                                .with_current_leader_epoch(0)
+                                .with_leader_epoch(0)]),
+                    ]);
+                    let r: OffsetForLeaderEpochResponse = h.call(key, v, req);
+                    let p = &r.topics[0].partitions[0];
+                    assert_eq!((p.error_code, p.leader_epoch), (0, 0), "{ctx}");
+                    assert!(p.end_offset >= 2, "{ctx}");
+                }
                 ApiKey::CreateTopics => {
                     let t = CreatableTopic::default()
                         .with_name(name(&format!("c{v}")))
@@ -136,6 +169,47 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                         "{ctx}"
                     );
                 }
+                ApiKey::AlterConfigs => {
+                    use kafka_protocol::messages::alter_configs_request::{
+                        AlterConfigsResource, AlterableConfig,
+                    };
+                    let value = format!("{}", 1000 + v);
+                    let req = AlterConfigsRequest::default().with_resources(vec![
+                        AlterConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(StrBytes::from_static_str("t"))
+                            .with_configs(vec![AlterableConfig::default()
+                                .with_name(StrBytes::from_static_str("retention.ms"))
+                                .with_value(Some(StrBytes::from_string(value.clone())))]),
+                    ]);
+                    let r: AlterConfigsResponse = h.call(key, v, req);
+                    assert_eq!(r.responses[0].error_code, 0, "{ctx}");
+                    let cat = h.state.ctx.catalog.snapshot();
+                    assert_eq!(
+                        cat.get("t").unwrap().configs["retention.ms"],
+                        value,
+                        "{ctx}"
+                    );
+                }
+                ApiKey::IncrementalAlterConfigs => {
+                    use kafka_protocol::messages::incremental_alter_configs_request::{
+                        AlterConfigsResource, AlterableConfig,
+                    };
+                    let value = format!("{}", 2000 + v);
+                    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+                        AlterConfigsResource::default()
+                            .with_resource_type(4)
+                            .with_resource_name(StrBytes::from_static_str(""))
+                            .with_configs(vec![AlterableConfig::default()
+                                .with_name(StrBytes::from_static_str("log.roll.ms"))
+                                .with_config_operation(0)
+                                .with_value(Some(StrBytes::from_string(value.clone())))]),
+                    ]);
+                    let r: IncrementalAlterConfigsResponse = h.call(key, v, req);
+                    assert_eq!(r.responses[0].error_code, 0, "{ctx}");
+                    let view = h.state.ctx.catalog.broker();
+                    assert_eq!(view.cluster["log.roll.ms"], value, "{ctx}");
+                }
                 ApiKey::DescribeLogDirs => {
                     let r: DescribeLogDirsResponse =
                         h.call(key, v, DescribeLogDirsRequest::default().with_topics(None));
@@ -159,8 +233,44 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                         h.call(key, v, DescribeClusterRequest::default());
                     assert_eq!(r.error_code, 0, "{ctx}");
                 }
+                ApiKey::WriteTxnMarkers => {
+                    use kafka_protocol::messages::write_txn_markers_request::*;
+                    let m = WritableTxnMarker::default()
+                        .with_producer_id(ProducerId(77))
+                        .with_producer_epoch(v)
+                        .with_topics(vec![WritableTxnMarkerTopic::default()
+                            .with_name(name("t"))
+                            .with_partition_indexes(vec![0])]);
+                    let r: WriteTxnMarkersResponse = h.call(
+                        key,
+                        v,
+                        WriteTxnMarkersRequest::default().with_markers(vec![m]),
+                    );
+                    let p = &r.markers[0].topics[0].partitions[0];
+                    assert_eq!(p.error_code, 0, "{ctx}");
+                }
+                ApiKey::DescribeProducers => {
+                    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+                    let t = TopicRequest::default()
+                        .with_name(name("t"))
+                        .with_partition_indexes(vec![0]);
+                    let r: DescribeProducersResponse = h.call(
+                        key,
+                        v,
+                        DescribeProducersRequest::default().with_topics(vec![t]),
+                    );
+                    let p = &r.topics[0].partitions[0];
+                    assert_eq!(p.error_code, 0, "{ctx}");
+                    assert!(
+                        p.active_producers.iter().any(|s| s.producer_id.0 == 77),
+                        "{ctx}"
+                    );
+                }
                 key if super::group_tests::is_group_api(key) => {
                     super::group_tests::call_at_version(&h, key, v);
+                }
+                key if super::txn_coordinator_tests::is_txn_api(key) => {
+                    super::txn_coordinator_tests::call_at_version(&h, key, v);
                 }
                 other => panic!("{other:?} is in the table but not covered by this test"),
             }

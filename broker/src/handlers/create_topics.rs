@@ -164,12 +164,11 @@ fn describe_configs(
     ctx: &RequestContext,
     overrides: &BTreeMap<String, String>,
 ) -> Vec<CreatableTopicConfigs> {
-    let cat = &ctx.ctx().catalog;
+    let view = ctx.ctx().catalog.broker();
     topic_config::TOPIC_CONFIGS
         .iter()
         .map(|d| {
-            let e =
-                topic_config::effective(d, overrides, cat.broker_config(), cat.broker_origins());
+            let e = topic_config::effective(d, overrides, &view);
             CreatableTopicConfigs::default()
                 .with_name(StrBytes::from_static_str(e.name))
                 .with_value(Some(StrBytes::from_string(e.value)))

@@ -8,80 +8,14 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::config_changes::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::RequestContext;
+use crate::config::dynamic::{self, BrokerView};
 use crate::config::topic::{self as topic_config, ConfigSource, ConfigType};
+use crate::config::{kafka_name, BrokerConfig};
 
 pub const MIN_VERSION: i16 = 1;
 pub const MAX_VERSION: i16 = 4;
-
-const RESOURCE_TOPIC: i8 = 2;
-const RESOURCE_BROKER: i8 = 4;
-
-/// Kafka's name for a broker config key; Strom-only settings live under `strom.`.
-pub fn broker_config_name(key: &str) -> String {
-    match key {
-        "listen" => "listeners".into(),
-        "advertised_listener" => "advertised.listeners".into(),
-        "data_dir" => "log.dirs".into(),
-        "file_delete_delay_ms" => "log.segment.delete.delay.ms".into(),
-        "shards"
-        | "metrics_listen"
-        | "io_backend"
-        | "max_in_flight_per_connection"
-        | "cluster_id" => {
-            format!("strom.{}", key.replace('_', "."))
-        }
-        other => other.replace('_', "."),
-    }
-}
-
-/// The synonym Kafka 4.4 lists after a topic config's own override: the broker config its
-/// default comes from (read off a real broker by compat-tests/probe-diff.py).
-enum KafkaSynonym {
-    Broker(&'static str),
-    /// The broker config has the topic config's own name.
-    Itself,
-    /// Kafka's broker synonym exists but is unset by default (e.g. `log.retention.ms`, derived
-    /// from `log.retention.hours`), so Kafka lists none.
-    Unset,
-}
-
-fn kafka_synonym(topic_config: &str) -> KafkaSynonym {
-    use KafkaSynonym::*;
-    match topic_config {
-        "cleanup.policy" => Broker("log.cleanup.policy"),
-        "max.message.bytes" => Broker("message.max.bytes"),
-        "segment.bytes" => Broker("log.segment.bytes"),
-        "segment.index.bytes" => Broker("log.index.size.max.bytes"),
-        "index.interval.bytes" => Broker("log.index.interval.bytes"),
-        "delete.retention.ms" => Broker("log.cleaner.delete.retention.ms"),
-        "file.delete.delay.ms" => Broker("log.segment.delete.delay.ms"),
-        "flush.messages" => Broker("log.flush.interval.messages"),
-        "min.cleanable.dirty.ratio" => Broker("log.cleaner.min.cleanable.ratio"),
-        "min.compaction.lag.ms" => Broker("log.cleaner.min.compaction.lag.ms"),
-        "max.compaction.lag.ms" => Broker("log.cleaner.max.compaction.lag.ms"),
-        "message.timestamp.type" => Broker("log.message.timestamp.type"),
-        "message.timestamp.after.max.ms" => Broker("log.message.timestamp.after.max.ms"),
-        "message.timestamp.before.max.ms" => Broker("log.message.timestamp.before.max.ms"),
-        "preallocate" => Broker("log.preallocate"),
-        "retention.bytes" => Broker("log.retention.bytes"),
-        "local.retention.bytes" => Broker("log.local.retention.bytes"),
-        "local.retention.ms" => Broker("log.local.retention.ms"),
-        "remote.copy.lag.bytes" => Broker("log.remote.copy.lag.bytes"),
-        "remote.copy.lag.ms" => Broker("log.remote.copy.lag.ms"),
-        "retention.ms"
-        | "segment.ms"
-        | "segment.jitter.ms"
-        | "flush.ms"
-        | "errors.deadletterqueue.group.enable"
-        | "follower.replication.throttled.replicas"
-        | "leader.replication.throttled.replicas"
-        | "remote.storage.enable"
-        | "remote.log.copy.disable"
-        | "remote.log.delete.on.disable" => Unset,
-        _ => Itself,
-    }
-}
 
 /// Broker configs Kafka types INT (the rest of our integers are LONG there too).
 const KAFKA_INT_BROKER_CONFIGS: &[&str] = &[
@@ -131,35 +65,26 @@ fn topic_result(
                 "Topic {name} does not exist"
             ))));
     };
-    let cat = &ctx.ctx().catalog;
+    let view = ctx.ctx().catalog.broker();
     let version = ctx.version();
     let configs = topic_config::TOPIC_CONFIGS
         .iter()
         .filter(|d| wanted(keys, d.name))
         .map(|d| {
-            let e = topic_config::effective(
-                d,
-                &meta.configs,
-                cat.broker_config(),
-                cat.broker_origins(),
-            );
+            let e = topic_config::effective(d, &meta.configs, &view);
             let mut syn = Vec::new();
             if synonyms {
                 if e.source == ConfigSource::DynamicTopic {
                     syn.push(synonym(d.name, &e.value, ConfigSource::DynamicTopic));
                 }
-                let b = topic_config::effective(
-                    d,
-                    &Default::default(),
-                    cat.broker_config(),
-                    cat.broker_origins(),
-                );
-                match kafka_synonym(d.name) {
-                    KafkaSynonym::Broker(name) => {
-                        syn.push(synonym(name, &b.value, b.source));
+                // Kafka lists every broker level that sets the default, highest first.
+                if let Some(b) = topic_config::broker_synonym(d.name) {
+                    for (value, source) in view.levels(b.name) {
+                        syn.push(synonym(b.name, &value, source));
                     }
-                    KafkaSynonym::Itself => syn.push(synonym(d.name, &b.value, b.source)),
-                    KafkaSynonym::Unset => {}
+                    if b.listed_by_default {
+                        syn.push(synonym(b.name, d.default, ConfigSource::Default));
+                    }
                 }
             }
             DescribeConfigsResourceResult::default()
@@ -184,65 +109,145 @@ fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSyno
         .with_source(source as i8)
 }
 
+/// One broker config as DescribeConfigs shows it.
+struct BrokerEntry {
+    name: String,
+    value: String,
+    kind: ConfigType,
+    default: String,
+    dynamic: bool,
+    doc: Option<&'static str>,
+}
+
+/// Every broker config Strom reports: its own fields under Kafka's names, then the broker
+/// defaults of topic configs that Strom has no field for but honours through the topic
+/// config (Kafka's default unless set dynamically).
+fn broker_entries(view: &BrokerView) -> Vec<BrokerEntry> {
+    let table = toml::Table::try_from(&view.config).unwrap_or_default();
+    let defaults = toml::Table::try_from(BrokerConfig::default()).unwrap_or_default();
+    let text = |key: &str, v: &toml::Value| match v {
+        toml::Value::String(s) if key == "listen" || key == "advertised_listener" => {
+            format!("PLAINTEXT://{s}")
+        }
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut out = Vec::new();
+    for (key, value) in &table {
+        let name = kafka_name(key);
+        let topic_default = dynamic::dynamic_topic_default(&name);
+        let kind = match value {
+            toml::Value::String(_)
+                if matches!(
+                    key.as_str(),
+                    "listen" | "advertised_listener" | "log_cleanup_policy" | "data_dir"
+                ) =>
+            {
+                ConfigType::List
+            }
+            toml::Value::String(_) => ConfigType::String,
+            toml::Value::Integer(_) if KAFKA_INT_BROKER_CONFIGS.contains(&name.as_str()) => {
+                ConfigType::Int
+            }
+            toml::Value::Integer(_) => ConfigType::Long,
+            toml::Value::Boolean(_) => ConfigType::Boolean,
+            _ => ConfigType::String,
+        };
+        out.push(BrokerEntry {
+            value: text(key, value),
+            default: defaults.get(key).map(|v| text(key, v)).unwrap_or_default(),
+            kind,
+            dynamic: topic_default.is_some(),
+            doc: topic_default.map(|d| d.doc),
+            name,
+        });
+    }
+    for d in topic_config::TOPIC_CONFIGS {
+        let Some(b) = topic_config::broker_synonym(d.name) else {
+            continue;
+        };
+        if crate::config::field_for_kafka_name(b.name).is_some()
+            || (!b.listed_by_default && view.dynamic(b.name).is_none())
+        {
+            continue;
+        }
+        out.push(BrokerEntry {
+            name: b.name.into(),
+            value: view
+                .dynamic(b.name)
+                .map(|(v, _)| v.to_string())
+                .unwrap_or_else(|| d.default.to_string()),
+            kind: d.kind,
+            default: d.default.into(),
+            dynamic: true,
+            doc: Some(d.doc),
+        });
+    }
+    out
+}
+
 fn broker_result(
     ctx: &RequestContext,
     name: &str,
     keys: &Option<Vec<StrBytes>>,
+    synonyms: bool,
+    docs: bool,
 ) -> DescribeConfigsResult {
     let base = DescribeConfigsResult::default()
         .with_resource_type(RESOURCE_BROKER)
         .with_resource_name(StrBytes::from_string(name.into()));
-    let cat = &ctx.ctx().catalog;
-    let config = cat.broker_config();
-    if !name.is_empty() && name != config.node_id.to_string() {
+    let view = ctx.ctx().catalog.broker();
+    let node_id = view.static_config.node_id;
+    if !name.is_empty() && name != node_id.to_string() {
         return base
             .with_error_code(ResponseError::InvalidRequest.code())
             .with_error_message(Some(StrBytes::from_string(format!(
-                "Unexpected broker id, expected {}, but received {name}",
-                config.node_id
+                "Unexpected broker id, expected {node_id}, but received {name}"
             ))));
     }
-    let table = toml::Table::try_from(config).unwrap_or_default();
-    let defaults =
-        toml::Table::try_from(crate::config::BrokerConfig::default()).unwrap_or_default();
-    let mut configs = Vec::new();
-    for (key, value) in &table {
-        let kafka_name = broker_config_name(key);
-        if !wanted(keys, &kafka_name) {
-            continue;
-        }
-        let (text, kind) = match value {
-            toml::Value::String(s) if key == "listen" => {
-                (format!("PLAINTEXT://{s}"), ConfigType::List)
+    // The cluster-default resource ("") shows only the dynamic defaults, as Kafka's does.
+    let per_broker = !name.is_empty();
+    let version = ctx.version();
+    let configs = broker_entries(&view)
+        .into_iter()
+        .filter(|e| wanted(keys, &e.name))
+        .filter(|e| per_broker || view.cluster.contains_key(&e.name))
+        .map(|e| {
+            let mut levels = view.levels(&e.name);
+            if !per_broker {
+                levels.retain(|(_, s)| *s != ConfigSource::DynamicBroker);
             }
-            toml::Value::String(s) if key == "advertised_listener" => {
-                (format!("PLAINTEXT://{s}"), ConfigType::List)
-            }
-            toml::Value::String(s) if key == "log_cleanup_policy" || key == "data_dir" => {
-                (s.clone(), ConfigType::List)
-            }
-            toml::Value::String(s) => (s.clone(), ConfigType::String),
-            toml::Value::Integer(i) if KAFKA_INT_BROKER_CONFIGS.contains(&kafka_name.as_str()) => {
-                (i.to_string(), ConfigType::Int)
-            }
-            toml::Value::Integer(i) => (i.to_string(), ConfigType::Long),
-            toml::Value::Boolean(b) => (b.to_string(), ConfigType::Boolean),
-            other => (other.to_string(), ConfigType::String),
-        };
-        let source = if cat.broker_origins().contains_key(key) || defaults.get(key) != Some(value) {
-            ConfigSource::StaticBroker
-        } else {
-            ConfigSource::Default
-        };
-        configs.push(
+            let source = levels.first().map_or(ConfigSource::Default, |l| l.1);
+            let value = levels
+                .first()
+                .map_or_else(|| e.value.clone(), |l| l.0.clone());
+            let syn = if synonyms {
+                levels
+                    .iter()
+                    .map(|(v, s)| synonym(&e.name, v, *s))
+                    .chain(std::iter::once(synonym(
+                        &e.name,
+                        &e.default,
+                        ConfigSource::Default,
+                    )))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             DescribeConfigsResourceResult::default()
-                .with_name(StrBytes::from_string(kafka_name))
-                .with_value(Some(StrBytes::from_string(text)))
-                .with_read_only(true)
+                .with_name(StrBytes::from_string(e.name))
+                .with_value(Some(StrBytes::from_string(value)))
+                .with_read_only(!e.dynamic)
                 .with_config_source(source as i8)
-                .with_config_type(if ctx.version() >= 3 { kind as i8 } else { 0 }),
-        );
-    }
+                .with_config_type(if version >= 3 { e.kind as i8 } else { 0 })
+                .with_synonyms(syn)
+                .with_documentation(
+                    e.doc
+                        .filter(|_| docs && version >= 3)
+                        .map(StrBytes::from_static_str),
+                )
+        })
+        .collect();
     base.with_configs(configs)
 }
 
@@ -258,7 +263,13 @@ pub async fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> Descri
                 req.include_synonyms,
                 req.include_documentation,
             ),
-            RESOURCE_BROKER => broker_result(ctx, r.resource_name.as_str(), &r.configuration_keys),
+            RESOURCE_BROKER => broker_result(
+                ctx,
+                r.resource_name.as_str(),
+                &r.configuration_keys,
+                req.include_synonyms,
+                req.include_documentation,
+            ),
             other => DescribeConfigsResult::default()
                 .with_resource_type(other)
                 .with_resource_name(r.resource_name.clone())

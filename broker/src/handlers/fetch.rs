@@ -2,6 +2,10 @@
 //! polls (`max_wait_ms` / `min_bytes`) by waiting on the partitions' high-watermark watches —
 //! no timer polling — from whatever shard the connection lives on.
 //!
+//! `isolation_level = 1` (read_committed) reads only up to the last stable offset, lists the
+//! aborted transactions overlapping the data returned (from `.txnindex`), and long polls on
+//! the LSO, which a transaction marker moves without new data arriving.
+//!
 //! Fetch sessions (KIP-227, v7+) are kept per shard in `fetch_session`; an incremental
 //! response carries only the partitions with news.
 
@@ -10,8 +14,10 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use storage::StorageError;
 use tokio::sync::watch;
 
@@ -120,6 +126,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
                 w.partition,
                 w.fetch_offset,
                 budget,
+                read_committed,
             )
             .await;
             if let Some(rx) = read.watch {
@@ -135,15 +142,24 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
                         bytes = 0;
                     }
                     total += bytes;
+                    let aborted = o.aborted.map(|list| {
+                        list.into_iter()
+                            .map(|t| {
+                                AbortedTransaction::default()
+                                    .with_producer_id(ProducerId(t.producer_id))
+                                    .with_first_offset(t.first_offset)
+                            })
+                            .collect()
+                    });
                     partitions.push(
                         base.with_high_watermark(o.high_watermark)
-                            .with_last_stable_offset(o.high_watermark)
+                            .with_last_stable_offset(o.last_stable_offset)
                             .with_log_start_offset(if version >= 5 {
                                 o.log_start_offset
                             } else {
                                 -1
                             })
-                            .with_aborted_transactions(read_committed.then(Vec::new))
+                            .with_aborted_transactions(aborted)
                             .with_records(Some(concat(chunks))),
                     );
                 }
@@ -157,7 +173,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
                     {
                         p = p
                             .with_high_watermark(off.high_watermark)
-                            .with_last_stable_offset(off.high_watermark)
+                            .with_last_stable_offset(off.last_stable)
                             .with_log_start_offset(if version >= 5 { off.log_start } else { -1 });
                     }
                     partitions.push(p);

@@ -1,5 +1,7 @@
 //! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), earliest local (-4),
 //! latest tiered (-5), or the first offset whose timestamp is at or after a given time.
+//! With `isolation_level = 1` (read_committed, v2+) latest is the last stable offset, as Kafka
+//! answers it, and a timestamp lookup finds nothing past it.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
@@ -36,15 +38,21 @@ async fn lookup(
     topic: std::sync::Arc<str>,
     partition: i32,
     ts: i64,
+    read_committed: bool,
 ) -> Result<(i64, i64), FrontendError> {
     let broker = ctx.ctx();
     match ts {
-        LATEST => Ok((
-            -1,
-            frontend::offsets(broker, topic, partition)
-                .await?
-                .high_watermark,
-        )),
+        LATEST => {
+            let o = frontend::offsets(broker, topic, partition).await?;
+            Ok((
+                -1,
+                if read_committed {
+                    o.last_stable
+                } else {
+                    o.high_watermark
+                },
+            ))
+        }
         EARLIEST | EARLIEST_LOCAL => Ok((
             -1,
             frontend::offsets(broker, topic, partition).await?.log_start,
@@ -60,8 +68,17 @@ async fn lookup(
             } else {
                 ts.max(0)
             };
-            Ok(frontend::offset_for_timestamp(broker, topic, partition, ts)
-                .await?
+            let found =
+                frontend::offset_for_timestamp(broker, topic.clone(), partition, ts).await?;
+            let bound = if read_committed {
+                frontend::offsets(broker, topic, partition)
+                    .await?
+                    .last_stable
+            } else {
+                i64::MAX
+            };
+            Ok(found
+                .filter(|(offset, _)| *offset < bound)
                 .map(|(offset, t)| (t, offset))
                 .unwrap_or((-1, -1)))
         }
@@ -70,6 +87,7 @@ async fn lookup(
 
 pub async fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse {
     let catalog = ctx.ctx().catalog.snapshot();
+    let read_committed = req.isolation_level == 1;
     let mut topics = Vec::new();
     for t in req.topics {
         let meta = catalog.get(t.name.as_str()).cloned();
@@ -81,7 +99,15 @@ pub async fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffset
                 .with_offset(-1);
             let resp = match &meta {
                 Some(m) if p.partition_index >= 0 && p.partition_index < m.partitions => {
-                    match lookup(ctx, m.name.clone(), p.partition_index, p.timestamp).await {
+                    match lookup(
+                        ctx,
+                        m.name.clone(),
+                        p.partition_index,
+                        p.timestamp,
+                        read_committed,
+                    )
+                    .await
+                    {
                         Ok((timestamp, offset)) => base
                             .with_timestamp(timestamp)
                             .with_offset(offset)

@@ -8,31 +8,44 @@
 //! of an API other than ApiVersions) is a `FrameError`, and the connection is closed with a
 //! log line — what Kafka's own broker does.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
+pub mod alter_configs;
 pub mod api_versions;
+pub mod config_changes;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_producers;
+pub mod describe_transactions;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 #[cfg(test)]
 mod all_versions_tests;
@@ -40,6 +53,10 @@ mod all_versions_tests;
 mod group_tests;
 #[cfg(test)]
 pub mod testing;
+#[cfg(test)]
+mod txn_coordinator_tests;
+#[cfg(test)]
+mod txn_tests;
 
 use std::rc::Rc;
 
@@ -168,6 +185,8 @@ api_table! {
     DeleteTopics => delete_topics;
     InitProducerId => init_producer_id;
     DescribeConfigs => describe_configs;
+    AlterConfigs => alter_configs;
+    IncrementalAlterConfigs => incremental_alter_configs;
     DescribeLogDirs => describe_log_dirs;
     CreatePartitions => create_partitions;
     DescribeCluster => describe_cluster;
@@ -184,6 +203,16 @@ api_table! {
     DeleteGroups => delete_groups;
     ConsumerGroupHeartbeat => consumer_group_heartbeat;
     ConsumerGroupDescribe => consumer_group_describe;
+    DeleteRecords => delete_records;
+    OffsetForLeaderEpoch => offset_for_leader_epoch;
+    AddPartitionsToTxn => add_partitions_to_txn;
+    AddOffsetsToTxn => add_offsets_to_txn;
+    EndTxn => end_txn;
+    TxnOffsetCommit => txn_offset_commit;
+    DescribeTransactions => describe_transactions;
+    ListTransactions => list_transactions;
+    WriteTxnMarkers => write_txn_markers;
+    DescribeProducers => describe_producers;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {

@@ -15,6 +15,7 @@ use storage::StorageError;
 use super::RequestContext;
 use crate::partition::producer_state::SequenceError;
 use crate::partition::records::RecordsError;
+use crate::partition::txn::TxnError;
 use crate::partition::{validate_produce_records, PartitionError};
 use crate::shard::frontend::{self, FrontendError};
 
@@ -55,6 +56,18 @@ pub fn error_code(e: &FrontendError) -> i16 {
                 ResponseError::InvalidProducerEpoch.code()
             }
             PartitionError::Sequence(_) => ResponseError::OutOfOrderSequenceNumber.code(),
+            // Since Kafka 2.7 a produce is never told PRODUCER_FENCED: INVALID_PRODUCER_EPOCH
+            // lets the client abort its transaction and go on (ProducerAppendInfo).
+            PartitionError::Txn(TxnError::InvalidProducerEpoch { .. }) => {
+                ResponseError::InvalidProducerEpoch.code()
+            }
+            PartitionError::Txn(TxnError::CoordinatorFenced { .. }) => {
+                ResponseError::TransactionCoordinatorFenced.code()
+            }
+            PartitionError::Txn(TxnError::NotAddedToTxn { .. })
+            | PartitionError::Txn(TxnError::ExpectedTransactional { .. }) => {
+                ResponseError::InvalidTxnState.code()
+            }
             PartitionError::Storage(s) => storage_code(s),
         },
     }
@@ -82,7 +95,42 @@ fn partition_error(
         .with_error_message(message.filter(|_| version >= 8).map(StrBytes::from_string))
 }
 
+/// Kafka's `RequestUtils.hasTransactionalRecords`: a partition's first batch is transactional.
+fn has_transactional_records(req: &ProduceRequest) -> bool {
+    req.topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|pd| pd.records.as_deref())
+        .filter_map(|r| storage::batch::BatchHeader::parse(r).ok())
+        .any(|h| h.is_transactional())
+}
+
+/// Every partition of the request answered with `code` (Kafka's whole-request error response).
+fn refuse_all(version: i16, req: ProduceRequest, code: i16) -> ProduceResponse {
+    let topics = req
+        .topic_data
+        .into_iter()
+        .map(|td| {
+            let partitions = td
+                .partition_data
+                .iter()
+                .map(|pd| partition_error(version, pd.index, code, None))
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(td.name)
+                .with_topic_id(td.topic_id)
+                .with_partition_responses(partitions)
+        })
+        .collect();
+    ProduceResponse::default().with_responses(topics)
+}
+
 pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceResponse {
+    // Transactional data must name its transactional id (Kafka authorizes the write on it).
+    if req.transactional_id.is_none() && has_transactional_records(&req) {
+        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return refuse_all(ctx.version(), req, code);
+    }
     let broker = ctx.ctx();
     let catalog = broker.catalog.snapshot();
     let now = super::now_ms();

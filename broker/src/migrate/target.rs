@@ -17,6 +17,7 @@ use crate::config::{BrokerConfig, Origin};
 use crate::group::classic::CommittedOffset;
 use crate::group::records::GroupRecord;
 use crate::group::{offsets_partition, OFFSETS_SEGMENT_BYTES, OFFSETS_TOPIC};
+use crate::partition::txn::{control_type, ControlType};
 
 const RECOVERY_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 const PRODUCER_IDS: &str = "strom-producer-ids";
@@ -293,8 +294,9 @@ impl Target {
                 },
             )
             .collect();
-        let bytes =
-            crate::group::records::encode_batch(&recs, now).map_err(MigrateError::Target)?;
+        let kvs: Vec<_> = recs.iter().map(|r| r.encode()).collect();
+        let bytes = crate::coordinator_log::encode_batch(&kvs, None, now)
+            .map_err(|e| MigrateError::Target(e.to_string()))?;
         let log = &self.logs[&(OFFSETS_TOPIC.to_string(), p)].log;
         let opts = storage::AppendOptions {
             durability: Durability::Fsync,
@@ -348,13 +350,10 @@ impl PartitionTarget {
         for h in self.log.batch_headers_from(start)? {
             max_pid = max_pid.max(h.producer_id);
             if h.is_control() {
-                let Some((_, bytes)) = batch_at(&self.log, h.base_offset)? else {
-                    continue;
-                };
-                // `batch_at` starts at the magic byte: records begin 45 bytes on.
-                let abort = control_is_abort(&bytes[45..]);
+                let read = self.log.read(h.base_offset, 1, h.last_offset() + 1)?;
+                let abort = read.chunks.first().and_then(|c| control_type(c));
                 let first = self.ongoing.remove(&h.producer_id);
-                if abort == Some(true) && h.base_offset > last_indexed {
+                if abort == Some(ControlType::Abort) && h.base_offset > last_indexed {
                     let txn = self.aborted(h.producer_id, first, h.base_offset);
                     self.log.append_aborted_txn(txn)?;
                 }
@@ -370,7 +369,7 @@ impl PartitionTarget {
     fn track(&mut self, h: &BatchHeader, bytes: &[u8]) -> Result<i64, MigrateError> {
         if h.is_control() {
             let first = self.ongoing.remove(&h.producer_id);
-            if control_is_abort(&bytes[61..]) == Some(true) {
+            if control_type(bytes) == Some(ControlType::Abort) {
                 let txn = self.aborted(h.producer_id, first, h.base_offset);
                 self.log.append_aborted_txn(txn)?;
             }
@@ -391,35 +390,6 @@ impl PartitionTarget {
             last_stable_offset: lso,
         }
     }
-}
-
-/// Reads the first control record's type from an uncompressed control batch's records:
-/// key = (version int16, type int16), type 0 = ABORT, 1 = COMMIT.
-fn control_is_abort(records: &[u8]) -> Option<bool> {
-    let mut at = 0usize;
-    let _len = varint(records, &mut at)?;
-    at += 1; // attributes
-    let _timestamp_delta = varint(records, &mut at)?;
-    let _offset_delta = varint(records, &mut at)?;
-    if varint(records, &mut at)? < 4 {
-        return None;
-    }
-    let key = records.get(at..at + 4)?;
-    Some(i16::from_be_bytes([key[2], key[3]]) == 0)
-}
-
-/// A zigzag varint (the record format's), advancing `at`.
-fn varint(buf: &[u8], at: &mut usize) -> Option<i64> {
-    let mut v: u64 = 0;
-    for shift in (0..64).step_by(7) {
-        let b = *buf.get(*at)?;
-        *at += 1;
-        v |= ((b & 0x7f) as u64) << shift;
-        if b & 0x80 == 0 {
-            return Some(((v >> 1) as i64) ^ -((v & 1) as i64));
-        }
-    }
-    None
 }
 
 fn read_producer_ids(data_dir: &Path) -> Result<i64, MigrateError> {

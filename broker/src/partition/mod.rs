@@ -8,6 +8,7 @@
 
 pub mod producer_state;
 pub mod records;
+pub mod txn;
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use tokio::sync::watch;
 
 use crate::config::topic::TopicSettings;
 use producer_state::{BatchMeta, ProducerStateTable, SequenceError, SequenceVerdict};
+use txn::{TxnError, TxnState};
 
 /// Why a produce to one partition failed; mapped to a Kafka error code by the produce handler.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +39,8 @@ pub enum PartitionError {
     InvalidTimestamp { timestamp: i64, reason: String },
     #[error(transparent)]
     Sequence(#[from] SequenceError),
+    #[error(transparent)]
+    Txn(#[from] TxnError),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -74,9 +78,17 @@ pub fn validate_produce_records(
             "Control records are not allowed from clients".into(),
         ));
     }
-    if header.is_transactional() {
+    // Kafka's LogValidator: a producer's batch carries its sequence; a transactional one
+    // needs a producer.
+    if header.producer_id >= 0 && header.base_sequence < 0 {
+        return Err(PartitionError::InvalidRecord(format!(
+            "Invalid sequence number {} in record batch with producerId {}",
+            header.base_sequence, header.producer_id
+        )));
+    }
+    if header.is_transactional() && header.producer_id < 0 {
         return Err(PartitionError::InvalidRecord(
-            "transactional produce is not supported yet".into(),
+            "Transactional record batch without a producer id".into(),
         ));
     }
     // Storage walks uncompressed records already; compressed ones, and keys on compacted
@@ -126,10 +138,24 @@ pub struct ProduceOutcome {
     pub log_start_offset: i64,
 }
 
+/// Why a DeleteRecords on one partition failed; mapped to Kafka codes by its handler.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteRecordsError {
+    #[error("records of {0} can not be deleted due to the configured policy (cleanup.policy without delete)")]
+    Policy(String),
+    #[error("offset {offset} is beyond the high watermark {high_watermark}")]
+    OffsetOutOfRange { offset: i64, high_watermark: i64 },
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
 pub struct FetchOutcome {
     pub data: ReadResult,
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// read_committed only: aborted transactions overlapping the data returned.
+    pub aborted: Option<Vec<storage::txn_index::AbortedTxn>>,
 }
 
 pub struct Partition {
@@ -137,7 +163,9 @@ pub struct Partition {
     pub index: i32,
     pub log: PartitionLog,
     producers: RefCell<ProducerStateTable>,
+    txns: RefCell<TxnState>,
     high_watermark: watch::Sender<i64>,
+    last_stable: watch::Sender<i64>,
     settings: RefCell<Arc<TopicSettings>>,
     /// When unflushed data was last made durable by the `flush.ms` timer (or found clean).
     last_flush: Cell<Instant>,
@@ -154,7 +182,8 @@ impl Partition {
         settings: Arc<TopicSettings>,
     ) -> Result<Partition, StorageError> {
         let mut producers = ProducerStateTable::default();
-        let replay_from = load_snapshot(&log, &mut producers)?;
+        let mut txns = TxnState::default();
+        let replay_from = load_snapshot(&log, &mut producers, &mut txns)?;
         for h in log.batch_headers_from(replay_from)? {
             if h.producer_id >= 0 && !h.is_control() {
                 producers.record(
@@ -163,14 +192,19 @@ impl Partition {
                     batch_meta(&h, h.base_offset),
                 );
             }
+            txn::replay(&log, &mut producers, &mut txns, &h)?;
         }
-        let (high_watermark, _) = watch::channel(log.written_end_offset());
+        let hw = log.written_end_offset();
+        let (high_watermark, _) = watch::channel(hw);
+        let (last_stable, _) = watch::channel(txns.last_stable_offset(hw));
         Ok(Partition {
             topic,
             index,
             log,
             producers: RefCell::new(producers),
+            txns: RefCell::new(txns),
             high_watermark,
+            last_stable,
             settings: RefCell::new(settings),
             last_flush: Cell::new(Instant::now()),
         })
@@ -207,6 +241,45 @@ impl Partition {
         *self.high_watermark.borrow()
     }
 
+    /// Kafka's `deleteRecordsOnLeader`: `offset` -1 means the high watermark; an offset below
+    /// the current log start changes nothing. Returns the low watermark (the log start on a
+    /// single node). The segments wholly below go at once; the rest waits for retention.
+    pub fn delete_records(&self, offset: i64) -> Result<i64, DeleteRecordsError> {
+        if !self.settings().retention.delete {
+            return Err(DeleteRecordsError::Policy(format!(
+                "{}-{}",
+                self.topic, self.index
+            )));
+        }
+        let hw = self.high_watermark();
+        let offset = if offset == -1 { hw } else { offset };
+        if offset < 0 || offset > hw {
+            return Err(DeleteRecordsError::OffsetOutOfRange {
+                offset,
+                high_watermark: hw,
+            });
+        }
+        self.log.advance_log_start(offset)?;
+        Ok(self.log.log_start_offset())
+    }
+
+    /// One retention pass with the topic's current settings (Kafka's `deleteOldSegments`).
+    pub fn delete_old_segments(
+        &self,
+        now_ms: i64,
+    ) -> Result<storage::RetentionOutcome, StorageError> {
+        let policy = self.settings().retention;
+        self.log
+            .delete_old_segments(&policy, self.high_watermark(), now_ms)
+    }
+
+    /// OffsetForLeaderEpoch on the leader: (epoch, end offset) as Kafka's
+    /// `endOffsetForEpoch`, the end of the latest epoch being the high watermark (what a
+    /// single node's log end is once appends complete).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.log.end_offset_for_epoch(epoch, self.high_watermark())
+    }
+
     /// A receiver that changes whenever the high watermark moves: fetch long polls wait on it
     /// from any shard (the channel is `Send`).
     pub fn watch_high_watermark(&self) -> watch::Receiver<i64> {
@@ -222,7 +295,9 @@ impl Partition {
         now_ms: i64,
     ) -> Result<ProduceOutcome, PartitionError> {
         let settings = self.settings();
-        let idempotent = header.producer_id >= 0;
+        // Coordinator writes (transactional offset commits, markers) carry a producer but no
+        // sequence: Kafka's AppendOrigin.COORDINATOR, which skips the sequence checks.
+        let idempotent = header.producer_id >= 0 && header.base_sequence >= 0;
         let next_offset = self.log.log_end_offset();
         if idempotent {
             let verdict = self.producers.borrow().check(
@@ -235,6 +310,7 @@ impl Partition {
             if let SequenceVerdict::Duplicate(original) = verdict {
                 return self.answer_duplicate(original, acks).await;
             }
+            self.check_txn_data(&header, next_offset)?;
             // Recorded before the append's first await: the log assigns offsets in call order
             // at its first poll, so a pipelined next batch of this producer, checked while this
             // one is being written, sees this batch's sequence.
@@ -243,6 +319,7 @@ impl Partition {
                 header.producer_epoch,
                 batch_meta(&header, next_offset),
             );
+            self.record_txn_data(&header, next_offset);
         }
         let opts = AppendOptions {
             durability: if acks == -1 {
@@ -254,8 +331,7 @@ impl Partition {
             leader_epoch: 0,
         };
         let result = self.log.append(BytesMut::from(&records[..]), opts).await;
-        self.high_watermark
-            .send_replace(self.log.written_end_offset());
+        self.publish_offsets();
         match result {
             Ok(r) => {
                 debug_assert!(!idempotent || r.base_offset == next_offset);
@@ -268,6 +344,7 @@ impl Partition {
             Err(e) => {
                 if idempotent {
                     self.producers.borrow_mut().truncate_from(next_offset);
+                    self.txns.borrow_mut().truncate_from(next_offset);
                 }
                 Err(e.into())
             }
@@ -291,13 +368,41 @@ impl Partition {
         })
     }
 
-    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<FetchOutcome, StorageError> {
+    /// Reads from `offset`: up to the high watermark, or for read_committed up to the LSO,
+    /// with the aborted transactions overlapping what was read (Kafka bounds that search by
+    /// the end of the fetched data).
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> Result<FetchOutcome, StorageError> {
         let hw = self.high_watermark();
-        let data = self.log.read(offset, max_bytes, hw)?;
+        let lso = self.last_stable_offset();
+        let data = self
+            .log
+            .read(offset, max_bytes, if read_committed { lso } else { hw })?;
+        let aborted = read_committed.then(|| {
+            let end = data
+                .chunks
+                .last()
+                .and_then(|c| {
+                    storage::batch::BatchIter::new(c)
+                        .filter_map(Result::ok)
+                        .last()
+                })
+                .map(|(h, _)| h.last_offset() + 1);
+            match end {
+                Some(end) => self.log.collect_aborted_txns(offset, end),
+                None => Vec::new(),
+            }
+        });
         Ok(FetchOutcome {
             data,
             high_watermark: hw,
+            last_stable_offset: lso,
             log_start_offset: self.log.log_start_offset(),
+            aborted,
         })
     }
 }
@@ -308,6 +413,7 @@ impl Partition {
 fn load_snapshot(
     log: &PartitionLog,
     producers: &mut ProducerStateTable,
+    txns: &mut TxnState,
 ) -> Result<i64, StorageError> {
     let dir = log.dir();
     let start = log.log_start_offset();
@@ -334,6 +440,28 @@ fn load_snapshot(
         }
     };
     for e in entries {
+        // An entry made by a marker alone has no batch (Kafka writes last offset -1).
+        if e.last_offset >= 0 {
+            load_snapshot_batch(producers, &e);
+        }
+        let open = (e.current_txn_first_offset >= 0).then_some(e.current_txn_first_offset);
+        producers.restore_txn(
+            e.producer_id,
+            e.producer_epoch,
+            e.coordinator_epoch,
+            open,
+            e.timestamp,
+        );
+        if let Some(first) = open {
+            txns.begin(e.producer_id, first);
+        }
+    }
+    Ok(offset)
+}
+
+fn load_snapshot_batch(producers: &mut ProducerStateTable, e: &ProducerSnapshotEntry) {
+    {
+        debug_assert!(e.last_offset >= 0);
         // Kafka's snapshot keeps each producer's last batch: enough to answer a retry of it.
         let delta = e.offset_delta.max(0);
         let first_seq = if e.last_sequence >= delta {
@@ -354,7 +482,6 @@ fn load_snapshot(
             },
         );
     }
-    Ok(offset)
 }
 
 impl Partition {
@@ -366,18 +493,18 @@ impl Partition {
             .producers
             .borrow()
             .iter()
-            .filter_map(|(&producer_id, e)| {
-                let last = e.batches.back()?;
-                Some(ProducerSnapshotEntry {
+            .map(|(&producer_id, e)| {
+                let last = e.batches.back();
+                ProducerSnapshotEntry {
                     producer_id,
                     producer_epoch: e.epoch,
-                    last_sequence: last.last_seq,
-                    last_offset: last.last_offset,
-                    offset_delta: (last.last_offset - last.first_offset) as i32,
-                    timestamp: last.timestamp,
-                    coordinator_epoch: -1,
-                    current_txn_first_offset: -1,
-                })
+                    last_sequence: last.map_or(-1, |b| b.last_seq),
+                    last_offset: last.map_or(-1, |b| b.last_offset),
+                    offset_delta: last.map_or(0, |b| (b.last_offset - b.first_offset) as i32),
+                    timestamp: last.map_or(e.last_timestamp, |b| b.timestamp),
+                    coordinator_epoch: e.coordinator_epoch,
+                    current_txn_first_offset: e.current_txn_first_offset.unwrap_or(-1),
+                }
             })
             .collect();
         let dir = self.log.dir();

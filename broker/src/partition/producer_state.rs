@@ -4,6 +4,11 @@
 //! For each producer id we keep its epoch and the metadata of its last five batches (Kafka's
 //! `NUM_BATCHES_TO_RETAIN`), which is what lets a retried batch be answered with its original
 //! offset instead of being written twice.
+//!
+//! Transactional producers add Kafka's `currentTxnFirstOffset` (the first offset of the
+//! transaction open on this partition, which holds the last stable offset back) and the
+//! coordinator epoch of the last marker (which fences zombie coordinators). The transaction
+//! rules themselves (verification, markers, LSO) are in `partition::txn`.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -20,11 +25,27 @@ pub struct BatchMeta {
     pub timestamp: i64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerEntry {
     pub epoch: i16,
     pub batches: VecDeque<BatchMeta>,
     pub last_timestamp: i64,
+    /// Coordinator epoch of the last transaction marker, -1 before any.
+    pub coordinator_epoch: i32,
+    /// First offset of the transaction this producer has open on the partition.
+    pub current_txn_first_offset: Option<i64>,
+}
+
+impl Default for ProducerEntry {
+    fn default() -> Self {
+        ProducerEntry {
+            epoch: 0,
+            batches: VecDeque::new(),
+            last_timestamp: 0,
+            coordinator_epoch: -1,
+            current_txn_first_offset: None,
+        }
+    }
 }
 
 impl ProducerEntry {
@@ -142,14 +163,18 @@ impl ProducerStateTable {
             }
             return Ok(SequenceVerdict::Append);
         }
-        match entry.last_seq() {
-            Some(last) if !in_sequence(last, first_seq) => Err(SequenceError::OutOfOrder {
+        // An entry without batches was made by a transaction marker (which may bump the
+        // epoch): Kafka's last sequence is then -1, so the next batch must start at 0.
+        let last = entry.last_seq().unwrap_or(-1);
+        if in_sequence(last, first_seq) {
+            Ok(SequenceVerdict::Append)
+        } else {
+            Err(SequenceError::OutOfOrder {
                 producer_id,
                 first_seq,
                 last_seq: last,
                 offset: next_offset,
-            }),
-            _ => Ok(SequenceVerdict::Append),
+            })
         }
     }
 
@@ -168,18 +193,75 @@ impl ProducerStateTable {
         entry.last_timestamp = batch.timestamp;
     }
 
-    /// Forgets producers whose last write is older than `producer.id.expiration.ms`.
-    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) {
-        self.producers
-            .retain(|_, e| now_ms.saturating_sub(e.last_timestamp) < expiration_ms);
+    /// Opens a transaction of `producer_id` at `first_offset` unless one is open already;
+    /// returns whether it opened one (Kafka's "began a new transaction").
+    pub fn begin_txn(&mut self, producer_id: i64, first_offset: i64) -> bool {
+        let entry = self.producers.entry(producer_id).or_default();
+        if entry.current_txn_first_offset.is_some() {
+            return false;
+        }
+        entry.current_txn_first_offset = Some(first_offset);
+        true
     }
 
-    /// Drops state of batches at or past `offset` (after a truncation).
+    /// Applies a transaction marker (Kafka's `ProducerStateEntry.update`): the epoch becomes
+    /// the marker's (a new epoch starts a new sequence space), the coordinator epoch is
+    /// remembered, and the open transaction, if any, ends. Returns its first offset.
+    pub fn end_txn(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+        timestamp: i64,
+    ) -> Option<i64> {
+        let entry = self.producers.entry(producer_id).or_default();
+        if epoch != entry.epoch {
+            entry.batches.clear();
+            entry.epoch = epoch;
+        }
+        entry.coordinator_epoch = coordinator_epoch;
+        entry.last_timestamp = timestamp;
+        entry.current_txn_first_offset.take()
+    }
+
+    /// Sets the transaction facts of a producer read from a snapshot.
+    pub fn restore_txn(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+        current_txn_first_offset: Option<i64>,
+        timestamp: i64,
+    ) {
+        let entry = self.producers.entry(producer_id).or_default();
+        if entry.batches.is_empty() {
+            entry.epoch = epoch;
+        }
+        entry.coordinator_epoch = coordinator_epoch;
+        entry.current_txn_first_offset = current_txn_first_offset;
+        entry.last_timestamp = timestamp;
+    }
+
+    /// Forgets producers whose last write is older than `producer.id.expiration.ms`; never
+    /// one with a transaction open (Kafka's `isProducerExpired`).
+    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) {
+        self.producers.retain(|_, e| {
+            e.current_txn_first_offset.is_some()
+                || now_ms.saturating_sub(e.last_timestamp) < expiration_ms
+        });
+    }
+
+    /// Drops state of batches at or past `offset` (after a truncation), and transactions
+    /// that started there.
     pub fn truncate_from(&mut self, offset: i64) {
         for e in self.producers.values_mut() {
             e.batches.retain(|b| b.last_offset < offset);
+            if e.current_txn_first_offset.is_some_and(|f| f >= offset) {
+                e.current_txn_first_offset = None;
+            }
         }
-        self.producers.retain(|_, e| !e.batches.is_empty());
+        self.producers
+            .retain(|_, e| !e.batches.is_empty() || e.coordinator_epoch >= 0);
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&i64, &ProducerEntry)> {

@@ -13,7 +13,10 @@ use tokio::sync::{oneshot, watch};
 
 use super::{current, home_shard, BrokerContext, ShardState};
 use crate::catalog::TopicMeta;
-use crate::partition::{FetchOutcome, Partition, PartitionError, ProduceOutcome};
+use crate::partition::txn::{ControlType, ProducerInfo};
+use crate::partition::{
+    DeleteRecordsError, FetchOutcome, Partition, PartitionError, ProduceOutcome,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrontendError {
@@ -102,7 +105,8 @@ pub async fn produce(
     .await?
 }
 
-/// A fetch read plus a receiver of the partition's high watermark for long polls.
+/// A fetch read plus a receiver for long polls: of the partition's high watermark, or of its
+/// last stable offset for read_committed (a marker moves the LSO without new data).
 pub struct FetchRead {
     pub outcome: Result<FetchOutcome, FrontendError>,
     pub watch: Option<watch::Receiver<i64>>,
@@ -114,13 +118,20 @@ pub async fn fetch(
     partition: i32,
     offset: i64,
     max_bytes: usize,
+    read_committed: bool,
 ) -> FetchRead {
     let shard = home(ctx, &topic, partition);
     let r = invoke_on(ctx, shard, move |state| async move {
         match find(&state, &topic, partition) {
             Ok(p) => FetchRead {
-                watch: Some(p.watch_high_watermark()),
-                outcome: p.read(offset, max_bytes).map_err(FrontendError::from),
+                watch: Some(if read_committed {
+                    p.watch_last_stable_offset()
+                } else {
+                    p.watch_high_watermark()
+                }),
+                outcome: p
+                    .read(offset, max_bytes, read_committed)
+                    .map_err(FrontendError::from),
             },
             Err(e) => FetchRead {
                 outcome: Err(e),
@@ -140,6 +151,7 @@ pub async fn fetch(
 pub struct PartitionOffsets {
     pub log_start: i64,
     pub high_watermark: i64,
+    pub last_stable: i64,
     pub size_bytes: u64,
 }
 
@@ -154,6 +166,7 @@ pub async fn offsets(
         Ok(PartitionOffsets {
             log_start: p.log.log_start_offset(),
             high_watermark: p.high_watermark(),
+            last_stable: p.last_stable_offset(),
             size_bytes: p.log.size_bytes(),
         })
     })
@@ -177,6 +190,34 @@ pub async fn offset_for_timestamp(
         Ok(p.log
             .offset_for_timestamp(ts)?
             .filter(|(offset, _)| *offset < hw))
+    })
+    .await?
+}
+
+/// DeleteRecords on one partition: the low watermark after it, or why not.
+pub async fn delete_records(
+    ctx: &BrokerContext,
+    topic: Arc<str>,
+    partition: i32,
+    offset: i64,
+) -> Result<Result<i64, DeleteRecordsError>, FrontendError> {
+    let shard = home(ctx, &topic, partition);
+    invoke_on(ctx, shard, move |state| async move {
+        Ok(find(&state, &topic, partition)?.delete_records(offset))
+    })
+    .await?
+}
+
+/// OffsetForLeaderEpoch on one partition: (epoch, end offset), Kafka's answer.
+pub async fn end_offset_for_epoch(
+    ctx: &BrokerContext,
+    topic: Arc<str>,
+    partition: i32,
+    epoch: i32,
+) -> Result<(i32, i64), FrontendError> {
+    let shard = home(ctx, &topic, partition);
+    invoke_on(ctx, shard, move |state| async move {
+        Ok(find(&state, &topic, partition)?.end_offset_for_epoch(epoch))
     })
     .await?
 }
@@ -252,4 +293,83 @@ pub async fn apply_settings(ctx: &BrokerContext, topic: &Arc<TopicMeta>) {
         })
         .await;
     }
+}
+
+/// A transaction marker as the transaction coordinator sends it to a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub coordinator_epoch: i32,
+    pub commit: bool,
+}
+
+/// Writes a COMMIT/ABORT control batch (Kafka's format: attributes control+transactional bits,
+/// one control record with key version 0 + type, value version 0 + coordinator epoch) to the
+/// partition on its home shard, durably (fdatasync) before returning; completes the
+/// producer's open transaction on that partition (LSO moves), records an aborted txn in
+/// .txnindex on ABORT. A producer without an open transaction here still gets its marker
+/// (Kafka does the same). Errors: `PartitionError::Txn(TxnError::CoordinatorFenced)` for a
+/// stale coordinator epoch (TRANSACTION_COORDINATOR_FENCED), `InvalidProducerEpoch` for an
+/// older producer epoch (INVALID_PRODUCER_EPOCH); `write_txn_markers::error_code` maps them.
+pub async fn write_txn_marker(
+    ctx: &BrokerContext,
+    topic: &str,
+    partition: i32,
+    marker: TxnMarker,
+) -> Result<i64 /* marker offset */, FrontendError> {
+    let shard = home(ctx, topic, partition);
+    let topic: Arc<str> = Arc::from(topic);
+    invoke_on(ctx, shard, move |state| async move {
+        let p = find(&state, &topic, partition)?;
+        let kind = if marker.commit {
+            ControlType::Commit
+        } else {
+            ControlType::Abort
+        };
+        let offset = p
+            .write_txn_marker(
+                marker.producer_id,
+                marker.producer_epoch,
+                marker.coordinator_epoch,
+                kind,
+                crate::now_ms(),
+            )
+            .await?;
+        Ok(offset)
+    })
+    .await?
+}
+
+/// KIP-890 server-side verification: the coordinator calls this when AddPartitionsToTxn adds
+/// the partition; until then a transactional produce from (pid, epoch) that would open a
+/// transaction here gets INVALID_TXN_STATE ("Partition was not added to the transaction"),
+/// and one of an older epoch than the one added gets INVALID_PRODUCER_EPOCH.
+pub async fn begin_txn_on_partition(
+    ctx: &BrokerContext,
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> Result<(), FrontendError> {
+    let shard = home(ctx, topic, partition);
+    let topic: Arc<str> = Arc::from(topic);
+    invoke_on(ctx, shard, move |state| async move {
+        find(&state, &topic, partition)?.begin_txn(producer_id, producer_epoch);
+        Ok(())
+    })
+    .await?
+}
+
+/// Producers with state on a partition (DescribeProducers).
+pub async fn describe_producers(
+    ctx: &BrokerContext,
+    topic: Arc<str>,
+    partition: i32,
+) -> Result<Vec<ProducerInfo>, FrontendError> {
+    let shard = home(ctx, &topic, partition);
+    invoke_on(ctx, shard, move |state| async move {
+        Ok(find(&state, &topic, partition)?.producers_info())
+    })
+    .await?
 }

@@ -108,9 +108,31 @@ pub fn idempotent_batch(
     epoch: i16,
     first_seq: i32,
 ) -> Bytes {
+    producer_batch(n, tag, producer_id, epoch, first_seq, false)
+}
+
+/// Like `idempotent_batch`, with the transactional attribute set.
+pub fn transactional_batch(
+    n: usize,
+    tag: &str,
+    producer_id: i64,
+    epoch: i16,
+    first_seq: i32,
+) -> Bytes {
+    producer_batch(n, tag, producer_id, epoch, first_seq, true)
+}
+
+fn producer_batch(
+    n: usize,
+    tag: &str,
+    producer_id: i64,
+    epoch: i16,
+    first_seq: i32,
+    transactional: bool,
+) -> Bytes {
     let records: Vec<Record> = (0..n)
         .map(|i| Record {
-            transactional: false,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,

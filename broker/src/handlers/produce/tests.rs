@@ -165,6 +165,7 @@ fn given_acks_zero_when_producing_then_no_response_but_data_written() {
 fn given_each_error_when_mapping_then_table_of_kafka_codes() {
     use crate::partition::producer_state::SequenceError;
     use crate::partition::records::RecordsError;
+    use crate::partition::txn::TxnError;
     use crate::partition::PartitionError;
     use crate::shard::frontend::FrontendError;
     let seq = SequenceError::OutOfOrder {
@@ -230,6 +231,38 @@ fn given_each_error_when_mapping_then_table_of_kafka_codes() {
         (
             FrontendError::Partition(PartitionError::Sequence(epoch)),
             47,
+        ),
+        (
+            FrontendError::Partition(PartitionError::Txn(TxnError::InvalidProducerEpoch {
+                producer_id: 1,
+                epoch: 0,
+                current: 1,
+                offset: 0,
+            })),
+            47,
+        ),
+        (
+            FrontendError::Partition(PartitionError::Txn(TxnError::NotAddedToTxn {
+                producer_id: 1,
+                epoch: 0,
+            })),
+            48,
+        ),
+        (
+            FrontendError::Partition(PartitionError::Txn(TxnError::ExpectedTransactional {
+                producer_id: 1,
+                offset: 0,
+            })),
+            48,
+        ),
+        (
+            FrontendError::Partition(PartitionError::Txn(TxnError::CoordinatorFenced {
+                producer_id: 1,
+                epoch: 0,
+                current: 1,
+                offset: 0,
+            })),
+            52,
         ),
     ];
     for (e, code) in table {

@@ -1,0 +1,174 @@
+//! AlterConfigs (key 33, Kafka's deprecated non-incremental form): the given configs replace
+//! all of a topic's overrides, or all dynamic configs of one broker scope; a key left out is
+//! deleted. `validate_only` checks without changing anything.
+
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::config_changes::{self as changes, AlterError, Change, Op};
+use super::RequestContext;
+
+pub const MIN_VERSION: i16 = 0;
+pub const MAX_VERSION: i16 = 2;
+
+async fn alter(
+    ctx: &RequestContext,
+    r: &kafka_protocol::messages::alter_configs_request::AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), AlterError> {
+    let list: Vec<Change> = r
+        .configs
+        .iter()
+        .map(|c| Change {
+            name: c.name.to_string(),
+            op: Op::Set,
+            value: c.value.as_ref().map(|v| v.to_string()),
+        })
+        .collect();
+    let entries: Vec<(&str, bool)> = list
+        .iter()
+        .map(|c| (c.name.as_str(), c.value.is_none()))
+        .collect();
+    let target = changes::preprocess(ctx, r.resource_type, r.resource_name.as_str(), &entries)?;
+    let configs = changes::apply_ops(&target, Default::default(), &list)?;
+    changes::commit(ctx, &target, configs, validate_only).await
+}
+
+pub async fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let duplicates = changes::duplicate_resources(
+        req.resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str())),
+    );
+    let mut responses = Vec::with_capacity(req.resources.len());
+    for r in &req.resources {
+        let key = (r.resource_type, r.resource_name.to_string());
+        let outcome = if duplicates.contains(&key) {
+            Err(AlterError::InvalidRequest(
+                changes::DUPLICATE_RESOURCE.into(),
+            ))
+        } else {
+            alter(ctx, r, req.validate_only).await
+        };
+        let (code, message) = match outcome {
+            Ok(()) => (0, None),
+            Err(e) => (e.code(), Some(StrBytes::from_string(e.to_string()))),
+        };
+        responses.push(
+            AlterConfigsResourceResponse::default()
+                .with_error_code(code)
+                .with_error_message(message)
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone()),
+        );
+    }
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::produce::tests::create;
+    use super::super::testing::*;
+    use super::*;
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    use kafka_protocol::messages::ApiKey;
+
+    fn set(
+        kind: i8,
+        name: &str,
+        pairs: &[(&str, &str)],
+        validate_only: bool,
+    ) -> AlterConfigsRequest {
+        AlterConfigsRequest::default()
+            .with_validate_only(validate_only)
+            .with_resources(vec![AlterConfigsResource::default()
+                .with_resource_type(kind)
+                .with_resource_name(StrBytes::from_string(name.into()))
+                .with_configs(
+                    pairs
+                        .iter()
+                        .map(|(k, v)| {
+                            AlterableConfig::default()
+                                .with_name(StrBytes::from_string(k.to_string()))
+                                .with_value(Some(StrBytes::from_string(v.to_string())))
+                        })
+                        .collect(),
+                )])
+    }
+
+    #[test]
+    fn given_full_set_when_altering_then_unlisted_overrides_removed() {
+        let h = Harness::new();
+        create(&h, "t", 1);
+        let r: AlterConfigsResponse = h.call(
+            ApiKey::AlterConfigs,
+            2,
+            set(
+                2,
+                "t",
+                &[("retention.ms", "5"), ("segment.bytes", "4096")],
+                false,
+            ),
+        );
+        assert_eq!(r.responses[0].error_code, 0);
+        let r: AlterConfigsResponse = h.call(
+            ApiKey::AlterConfigs,
+            2,
+            set(2, "t", &[("retention.ms", "6")], false),
+        );
+        assert_eq!(r.responses[0].error_code, 0);
+        let t = h.state.ctx.catalog.snapshot().get("t").unwrap().clone();
+        assert_eq!(t.configs.len(), 1);
+        assert_eq!(t.configs["retention.ms"], "6");
+        assert_eq!(t.settings.log.segment_bytes, 1 << 30);
+        // validate_only and errors leave everything as it was.
+        let r: AlterConfigsResponse = h.call(
+            ApiKey::AlterConfigs,
+            2,
+            set(2, "t", &[("retention.ms", "7")], true),
+        );
+        assert_eq!(r.responses[0].error_code, 0);
+        let r: AlterConfigsResponse = h.call(
+            ApiKey::AlterConfigs,
+            2,
+            set(2, "t", &[("bogus", "7")], false),
+        );
+        assert_eq!(r.responses[0].error_code, 40);
+        assert_eq!(
+            h.state.ctx.catalog.snapshot().get("t").unwrap().configs["retention.ms"],
+            "6"
+        );
+        // Broker scope: the cluster default set is replaced as a whole too.
+        let r: AlterConfigsResponse = h.call(
+            ApiKey::AlterConfigs,
+            2,
+            set(
+                4,
+                "",
+                &[("log.retention.ms", "1000"), ("log.roll.ms", "2000")],
+                false,
+            ),
+        );
+        assert_eq!(r.responses[0].error_code, 0);
+        let r: AlterConfigsResponse = h.call(
+            ApiKey::AlterConfigs,
+            2,
+            set(4, "", &[("log.roll.ms", "3000")], false),
+        );
+        assert_eq!(r.responses[0].error_code, 0);
+        let view = h.state.ctx.catalog.broker();
+        assert_eq!(view.cluster.len(), 1);
+        assert_eq!(view.config.log_roll_ms, 3000);
+        assert_eq!(view.config.log_retention_ms, 7 * 24 * 3600 * 1000);
+        let r: AlterConfigsResponse = h.call(
+            ApiKey::AlterConfigs,
+            2,
+            set(8, "0", &[("root", "DEBUG")], false),
+        );
+        assert_eq!(
+            r.responses[0].error_code, 42,
+            "BROKER_LOGGER is not for AlterConfigs"
+        );
+    }
+}

@@ -1,0 +1,420 @@
+//! What AlterConfigs (33) and IncrementalAlterConfigs (44) share: the resource checks, the
+//! SET/DELETE/APPEND/SUBTRACT arithmetic, validation and commit, in the order Kafka's broker
+//! (`ConfigAdminManager.preprocess`) and controller (`ConfigurationControlManager`,
+//! `ControllerConfigurationValidator`) apply them, with Kafka's codes and messages.
+
+use std::collections::{BTreeMap, HashSet};
+
+use kafka_protocol::error::ResponseError;
+
+use super::RequestContext;
+use crate::catalog::CatalogError;
+use crate::config::dynamic::{self, BrokerConfigError};
+use crate::config::topic::{self as topic_config, ConfigType, TopicConfigError};
+use crate::shard::frontend;
+
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+
+/// Why one resource of an alter request fails.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum AlterError {
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("{0}")]
+    InvalidConfig(String),
+    #[error("{0}")]
+    InvalidTopic(String),
+    #[error("The topic '{0}' does not exist.")]
+    UnknownTopic(String),
+    #[error("{0}")]
+    Storage(String),
+}
+
+impl AlterError {
+    /// The one place alter errors become Kafka codes.
+    pub fn code(&self) -> i16 {
+        match self {
+            AlterError::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
+            AlterError::InvalidConfig(_) => ResponseError::InvalidConfig.code(),
+            AlterError::InvalidTopic(_) => ResponseError::InvalidTopicException.code(),
+            AlterError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition.code(),
+            AlterError::Storage(_) => ResponseError::KafkaStorageError.code(),
+        }
+    }
+}
+
+impl From<TopicConfigError> for AlterError {
+    fn from(e: TopicConfigError) -> Self {
+        AlterError::InvalidConfig(e.to_string())
+    }
+}
+
+impl From<BrokerConfigError> for AlterError {
+    /// Kafka wraps broker-side validation failures in InvalidRequestException (KAFKA-13609).
+    fn from(e: BrokerConfigError) -> Self {
+        AlterError::InvalidRequest(e.to_string())
+    }
+}
+
+/// Which configs a resource names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    Topic(String),
+    /// `node_scope`: this broker (`"<id>"`), else the cluster-wide default (`""`).
+    Broker {
+        node_scope: bool,
+    },
+}
+
+/// One requested change; AlterConfigs' entries are all `Set`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Set,
+    Delete,
+    Append,
+    Subtract,
+}
+
+impl Op {
+    pub fn from_id(id: i8) -> Result<Op, AlterError> {
+        Ok(match id {
+            0 => Op::Set,
+            1 => Op::Delete,
+            2 => Op::Append,
+            3 => Op::Subtract,
+            other => {
+                return Err(AlterError::InvalidRequest(format!(
+                    "Unknown operations type {other}"
+                )))
+            }
+        })
+    }
+
+    fn kafka_name(self) -> &'static str {
+        match self {
+            Op::Set => "SET",
+            Op::Delete => "DELETE",
+            Op::Append => "APPEND",
+            Op::Subtract => "SUBTRACT",
+        }
+    }
+}
+
+pub struct Change {
+    pub name: String,
+    pub op: Op,
+    pub value: Option<String>,
+}
+
+/// The (type, name) pairs that appear more than once: Kafka fails every copy.
+pub fn duplicate_resources<'a>(
+    resources: impl Iterator<Item = (i8, &'a str)>,
+) -> HashSet<(i8, String)> {
+    let mut seen = HashSet::new();
+    resources
+        .filter(|(t, n)| !seen.insert((*t, n.to_string())))
+        .map(|(t, n)| (t, n.to_string()))
+        .collect()
+}
+
+pub const DUPLICATE_RESOURCE: &str = "Each resource must appear at most once.";
+
+/// Kafka's broker-side preprocessing: duplicate keys, null values, resource type and name.
+/// `entries` are the config names, each with whether its value is a null Kafka refuses (any
+/// operation but DELETE).
+pub fn preprocess(
+    ctx: &RequestContext,
+    resource_type: i8,
+    name: &str,
+    entries: &[(&str, bool)],
+) -> Result<Target, AlterError> {
+    let mut keys = HashSet::new();
+    if !entries.iter().all(|(k, _)| keys.insert(*k)) {
+        return Err(AlterError::InvalidRequest(
+            "Error due to duplicate config keys".into(),
+        ));
+    }
+    let nulls: Vec<&str> = entries
+        .iter()
+        .filter(|(_, null)| *null)
+        .map(|(k, _)| *k)
+        .collect();
+    if !nulls.is_empty() {
+        return Err(AlterError::InvalidRequest(format!(
+            "Null value not supported for : {}",
+            nulls.join(", ")
+        )));
+    }
+    match resource_type {
+        RESOURCE_TOPIC => {
+            if name.is_empty() {
+                return Err(AlterError::InvalidRequest(
+                    "Default topic resources are not allowed.".into(),
+                ));
+            }
+            crate::catalog::validate_topic_name(name).map_err(AlterError::InvalidTopic)?;
+            Ok(Target::Topic(name.into()))
+        }
+        RESOURCE_BROKER => {
+            if name.is_empty() {
+                return Ok(Target::Broker { node_scope: false });
+            }
+            let node_id = ctx.ctx().config.node_id;
+            let id: i32 = name.parse().map_err(|_| {
+                AlterError::InvalidRequest(format!("Node id must be an integer, but it is: {name}"))
+            })?;
+            if id != node_id {
+                return Err(AlterError::InvalidRequest(format!(
+                    "Unexpected broker id, expected {node_id}, but received {name}"
+                )));
+            }
+            Ok(Target::Broker { node_scope: true })
+        }
+        // BROKER_LOGGER (8), CLIENT_METRICS (16) and GROUP (32) configs are not implemented;
+        // Kafka's answer for a type it does not handle.
+        other => Err(AlterError::InvalidRequest(format!(
+            "Unknown resource type {other}"
+        ))),
+    }
+}
+
+/// The configs of `target` as they stand (topic overrides, or one scope's dynamic values).
+pub fn current(ctx: &RequestContext, target: &Target) -> BTreeMap<String, String> {
+    let cat = &ctx.ctx().catalog;
+    match target {
+        Target::Topic(name) => cat
+            .snapshot()
+            .get(name)
+            .map(|t| t.configs.clone())
+            .unwrap_or_default(),
+        Target::Broker { node_scope } => {
+            let view = cat.broker();
+            if *node_scope {
+                view.node.clone()
+            } else {
+                view.cluster.clone()
+            }
+        }
+    }
+}
+
+fn list_kind(target: &Target, name: &str) -> Option<(bool, &'static str)> {
+    match target {
+        Target::Topic(_) => {
+            topic_config::find(name).map(|d| (d.kind == ConfigType::List, d.default))
+        }
+        Target::Broker { .. } => match name {
+            "listeners" | "advertised.listeners" | "log.dirs" => Some((true, "")),
+            _ => dynamic::kind(name).map(|k| {
+                (
+                    k == ConfigType::List,
+                    dynamic::kafka_default(name).unwrap_or(""),
+                )
+            }),
+        },
+    }
+}
+
+/// Applies incremental changes to `configs` (Kafka's `prepareIncrementalConfigs` and the
+/// controller's APPEND/SUBTRACT): APPEND adds values not yet present, SUBTRACT removes them,
+/// both starting from the config's default when it is not set.
+pub fn apply_ops(
+    target: &Target,
+    mut configs: BTreeMap<String, String>,
+    changes: &[Change],
+) -> Result<BTreeMap<String, String>, AlterError> {
+    for c in changes {
+        match c.op {
+            Op::Set => {
+                configs.insert(c.name.clone(), c.value.clone().unwrap_or_default());
+            }
+            Op::Delete => {
+                configs.remove(&c.name);
+            }
+            Op::Append | Op::Subtract => {
+                let default = match (target, list_kind(target, &c.name)) {
+                    (_, Some((true, default))) => default,
+                    (Target::Topic(_), _) => {
+                        return Err(AlterError::InvalidConfig(format!(
+                            "Can't {} to key {} because its type is not LIST.",
+                            c.op.kafka_name(),
+                            c.name
+                        )))
+                    }
+                    (Target::Broker { .. }, Some(_)) => {
+                        let verb = if c.op == Op::Append {
+                            "append"
+                        } else {
+                            "subtract"
+                        };
+                        return Err(AlterError::InvalidConfig(format!(
+                            "Config value {verb} is not allowed for config key: {}",
+                            c.name
+                        )));
+                    }
+                    (Target::Broker { .. }, None) => {
+                        return Err(AlterError::InvalidConfig(format!(
+                            "Unknown config name: {}",
+                            c.name
+                        )))
+                    }
+                };
+                let old = configs.get(&c.name).map(String::as_str).unwrap_or(default);
+                let mut parts: Vec<String> = old
+                    .split(',')
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                for v in c.value.as_deref().unwrap_or_default().split(',') {
+                    if c.op == Op::Append {
+                        if !parts.iter().any(|p| p == v) {
+                            parts.push(v.to_string());
+                        }
+                    } else if let Some(i) = parts.iter().position(|p| p == v) {
+                        parts.remove(i);
+                    }
+                }
+                configs.insert(c.name.clone(), parts.join(","));
+            }
+        }
+    }
+    Ok(configs)
+}
+
+/// Validates the full new config set of `target`, then (unless `validate_only`) persists it
+/// and pushes the resulting settings to the partitions on their home shards.
+pub async fn commit(
+    ctx: &RequestContext,
+    target: &Target,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), AlterError> {
+    let broker = ctx.ctx();
+    match target {
+        Target::Topic(name) => {
+            for (k, v) in &configs {
+                topic_config::validate(k, v)?;
+            }
+            if broker.catalog.snapshot().get(name).is_none() {
+                return Err(AlterError::UnknownTopic(name.clone()));
+            }
+            if validate_only {
+                return Ok(());
+            }
+            broker
+                .catalog
+                .set_configs(name, configs)
+                .map_err(|e| match e {
+                    CatalogError::UnknownTopic(n) => AlterError::UnknownTopic(n),
+                    other => AlterError::Storage(other.to_string()),
+                })?;
+            if let Some(meta) = broker.catalog.snapshot().get(name) {
+                frontend::apply_settings(broker, meta).await;
+            }
+            tracing::info!(topic = %name, "topic configs altered");
+        }
+        Target::Broker { node_scope } => {
+            dynamic::validate_all(&configs)?;
+            if validate_only {
+                return Ok(());
+            }
+            let catalog = broker
+                .catalog
+                .set_broker_dynamic(*node_scope, configs)
+                .map_err(|e| AlterError::Storage(e.to_string()))?;
+            // Every topic may follow a broker default that just changed.
+            for meta in catalog.topics.values() {
+                frontend::apply_settings(broker, meta).await;
+            }
+            tracing::info!(node_scope, "dynamic broker configs altered");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_each_alter_error_when_mapped_then_kafka_code() {
+        let cases = [
+            (AlterError::InvalidRequest("x".into()), 42),
+            (AlterError::InvalidConfig("x".into()), 40),
+            (AlterError::InvalidTopic("x".into()), 17),
+            (AlterError::UnknownTopic("t".into()), 3),
+            (AlterError::Storage("x".into()), 56),
+            (
+                AlterError::from(BrokerConfigError::NotDynamic(vec!["log.dirs".into()])),
+                42,
+            ),
+            (
+                AlterError::from(TopicConfigError::Unknown("nope".into())),
+                40,
+            ),
+        ];
+        for (e, code) in cases {
+            assert_eq!(e.code(), code, "{e:?}");
+        }
+        assert_eq!(
+            AlterError::UnknownTopic("t".into()).to_string(),
+            "The topic 't' does not exist."
+        );
+    }
+
+    fn change(name: &str, op: Op, value: &str) -> Change {
+        Change {
+            name: name.into(),
+            op,
+            value: Some(value.into()),
+        }
+    }
+
+    #[test]
+    fn given_list_ops_when_applied_then_kafka_arithmetic() {
+        let t = Target::Topic("t".into());
+        let out = apply_ops(
+            &t,
+            BTreeMap::new(),
+            &[change("cleanup.policy", Op::Append, "compact,delete")],
+        )
+        .unwrap();
+        // Starts from the default `delete`, which is not added twice.
+        assert_eq!(out["cleanup.policy"], "delete,compact");
+        let out = apply_ops(&t, out, &[change("cleanup.policy", Op::Subtract, "delete")]).unwrap();
+        assert_eq!(out["cleanup.policy"], "compact");
+        let out = apply_ops(&t, out, &[change("cleanup.policy", Op::Delete, "")]).unwrap();
+        assert!(out.is_empty());
+        assert_eq!(
+            apply_ops(
+                &t,
+                BTreeMap::new(),
+                &[change("retention.ms", Op::Append, "1")]
+            )
+            .unwrap_err(),
+            AlterError::InvalidConfig(
+                "Can't APPEND to key retention.ms because its type is not LIST.".into()
+            )
+        );
+        let b = Target::Broker { node_scope: false };
+        assert_eq!(
+            apply_ops(
+                &b,
+                BTreeMap::new(),
+                &[change("message.max.bytes", Op::Subtract, "1")]
+            )
+            .unwrap_err()
+            .code(),
+            40
+        );
+        let out = apply_ops(
+            &b,
+            BTreeMap::new(),
+            &[change("log.cleanup.policy", Op::Append, "compact")],
+        )
+        .unwrap();
+        assert_eq!(out["log.cleanup.policy"], "delete,compact");
+        assert!(Op::from_id(9).is_err());
+    }
+}

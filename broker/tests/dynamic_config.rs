@@ -1,0 +1,126 @@
+//! Dynamic configs over real TCP: topic overrides and dynamic broker defaults altered on a
+//! running broker apply to its partitions at once and survive a restart.
+
+mod common;
+
+use bytes::Bytes;
+use common::{batch, start, topic_name, Client};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+const MESSAGE_TOO_LARGE: i16 = 10;
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+const DYNAMIC_BROKER_CONFIG: i8 = 2;
+const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
+
+fn create(c: &mut Client, name: &str, partitions: i32) {
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(topic_name(name))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1)]);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
+    assert_eq!(r.topics[0].error_code, 0);
+}
+
+fn produce(c: &mut Client, name: &str, partition: i32, records: Bytes) -> i16 {
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic_name(name))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 11, &req);
+    r.responses[0].partition_responses[0].error_code
+}
+
+fn set(c: &mut Client, kind: i8, name: &str, key: &str, value: Option<&str>) {
+    let op = if value.is_some() { 0 } else { 1 };
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(StrBytes::from_string(name.into()))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(StrBytes::from_string(key.into()))
+                .with_config_operation(op)
+                .with_value(value.map(|v| StrBytes::from_string(v.into())))]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &req);
+    assert_eq!(r.responses[0].error_code, 0, "{:?}", r.responses[0]);
+}
+
+fn describe(c: &mut Client, kind: i8, name: &str, key: &str) -> (String, i8) {
+    let req =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(StrBytes::from_string(name.into()))
+            .with_configuration_keys(Some(vec![StrBytes::from_string(key.into())]))]);
+    let r: DescribeConfigsResponse = c.call(ApiKey::DescribeConfigs, 4, &req);
+    let e = &r.results[0].configs[0];
+    (
+        e.value.as_deref().unwrap_or("").to_string(),
+        e.config_source,
+    )
+}
+
+#[test]
+fn given_altered_configs_when_broker_restarts_then_they_still_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), 2);
+    let mut c = Client::connect(server.kafka_addr);
+    create(&mut c, "limited", 4);
+    create(&mut c, "plain", 4);
+    let big = batch(50, "x"); // well over 100 bytes
+    for p in 0..4 {
+        assert_eq!(produce(&mut c, "limited", p, big.clone()), 0);
+    }
+    set(&mut c, 2, "limited", "max.message.bytes", Some("100"));
+    // Every partition, on whichever shard it lives, refuses at once.
+    for p in 0..4 {
+        assert_eq!(
+            produce(&mut c, "limited", p, big.clone()),
+            MESSAGE_TOO_LARGE
+        );
+        assert_eq!(produce(&mut c, "plain", p, big.clone()), 0);
+    }
+    set(&mut c, 4, "", "message.max.bytes", Some("200"));
+    set(&mut c, 4, "0", "log.retention.ms", Some("3600000"));
+    assert_eq!(produce(&mut c, "plain", 1, big.clone()), MESSAGE_TOO_LARGE);
+    drop(c);
+    server.shutdown().unwrap();
+
+    let server = start(dir.path(), 3);
+    let mut c = Client::connect(server.kafka_addr);
+    for p in 0..4 {
+        assert_eq!(
+            produce(&mut c, "limited", p, big.clone()),
+            MESSAGE_TOO_LARGE
+        );
+        assert_eq!(produce(&mut c, "plain", p, big.clone()), MESSAGE_TOO_LARGE);
+    }
+    assert_eq!(
+        describe(&mut c, 2, "limited", "max.message.bytes"),
+        ("100".into(), DYNAMIC_TOPIC_CONFIG)
+    );
+    assert_eq!(
+        describe(&mut c, 2, "plain", "max.message.bytes"),
+        ("200".into(), DYNAMIC_DEFAULT_BROKER_CONFIG)
+    );
+    assert_eq!(
+        describe(&mut c, 2, "plain", "retention.ms"),
+        ("3600000".into(), DYNAMIC_BROKER_CONFIG)
+    );
+    // Removing the broker default lets the topic without an override accept big batches.
+    set(&mut c, 4, "", "message.max.bytes", None);
+    assert_eq!(produce(&mut c, "plain", 2, big.clone()), 0);
+    assert_eq!(produce(&mut c, "limited", 2, big), MESSAGE_TOO_LARGE);
+    drop(c);
+    server.shutdown().unwrap();
+}
