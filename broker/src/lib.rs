@@ -17,6 +17,7 @@ pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod metrics;
+pub mod migrate;
 pub mod partition;
 pub mod producer_ids;
 pub mod server;

@@ -21,6 +21,9 @@ use crate::segment::{file_name, Segment};
 use crate::txn_index::AbortedTxn;
 use crate::{now_ms, AppendOptions, AppendResult, Durability, LogConfig, ReadResult, StorageError};
 
+#[path = "log_raw.rs"]
+mod raw;
+
 /// Closed segments whose index entries stay in memory (an entry is 8 or 12 bytes; a full
 /// 10 MiB index is what a 1 GiB segment has, so this bounds a log's index memory near
 /// 16 x 20 MiB at worst, and to what its readers actually use).
@@ -142,23 +145,33 @@ impl Inner {
 
     /// Assigns offsets and queues the write; everything a caller must see happen in call
     /// order happens here, before any await.
+    /// `preserve`: the batches keep their base offsets (a mirror of another log; gaps as
+    /// compaction leaves them are kept), which must not go below the log end.
     fn start_append(
         self: &Rc<Self>,
         mut batches: BytesMut,
         opts: &AppendOptions,
+        preserve: bool,
     ) -> Result<(i64, AppendResult), StorageError> {
         self.check_failed()?;
         let mut headers: Vec<BatchHeader> = Vec::new();
         let mut at = 0;
         let mut max_ts = -1;
-        let base = self.log_end.get();
-        let mut next = base;
+        let mut base = self.log_end.get();
+        if preserve {
+            base = batch::frame(&batches)?.base_offset;
+        }
+        let mut next = self.log_end.get();
         while at < batches.len() {
             let b = &mut batches[at..];
             let h0 = batch::frame(b)?;
             let size = h0.total_size();
             let b = &mut b[..size];
-            batch::set_base_offset(b, next);
+            if !preserve {
+                batch::set_base_offset(b, next);
+            } else if h0.base_offset < next {
+                return Err(raw::below_end(h0.base_offset, next));
+            }
             batch::set_partition_leader_epoch(b, opts.leader_epoch);
             if let Some(t) = opts.log_append_time_ms {
                 batch::set_log_append_time(b, t);
@@ -519,12 +532,21 @@ impl PartitionLog {
         opts: AppendOptions,
     ) -> impl Future<Output = Result<AppendResult, StorageError>> + 'static {
         let epoch = self.inner.truncations.get();
-        let started = self.inner.start_append(batches, &opts);
+        let started = self.inner.start_append(batches, &opts, false);
+        self.finish_append(started, opts.durability, epoch)
+    }
+
+    fn finish_append(
+        &self,
+        started: Result<(i64, AppendResult), StorageError>,
+        durability: Durability,
+        epoch: u64,
+    ) -> impl Future<Output = Result<AppendResult, StorageError>> + 'static {
         let inner = self.inner.clone();
         async move {
             let (end, result) = started?;
             inner.wait_written(end, epoch).await?;
-            if opts.durability == Durability::Fsync || inner.needs_policy_flush() {
+            if durability == Durability::Fsync || inner.needs_policy_flush() {
                 inner.sync_upto(end, epoch).await?;
             }
             Ok(result)
