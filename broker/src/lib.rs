@@ -11,6 +11,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod coordinator_log;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;
@@ -19,6 +20,7 @@ pub mod partition;
 pub mod producer_ids;
 pub mod server;
 pub mod shard;
+pub mod txn;
 
 pub use server::Server;
 

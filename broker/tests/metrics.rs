@@ -173,6 +173,13 @@ fn given_known_workload_when_scraping_metrics_then_counters_and_lag_match_it() {
             records as f64,
             "p{p}"
         );
+        // No transactions: read_committed reads up to the high watermark.
+        assert_eq!(
+            sum(&s, "strom_partition_last_stable_offset", &l),
+            records as f64,
+            "p{p}"
+        );
+        assert_eq!(sum(&s, "strom_partition_open_transactions", &l), 0.0);
         assert!(
             sum(&s, "strom_partition_size_bytes", &l) >= bytes as f64,
             "p{p}"

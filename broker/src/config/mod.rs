@@ -82,6 +82,13 @@ pub struct BrokerConfig {
     pub offsets_topic_num_partitions: i32,
     /// Kafka `transaction.state.log.num.partitions`. Default 50.
     pub transaction_state_log_num_partitions: i32,
+    /// Kafka `transaction.max.timeout.ms`: the largest `transaction.timeout.ms` a producer may
+    /// ask for; larger gets INVALID_TRANSACTION_TIMEOUT. Default 900000, >= 1.
+    pub transaction_max_timeout_ms: i32,
+    /// Kafka `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often the
+    /// coordinator looks for transactions open longer than their timeout and aborts them.
+    /// Default 10000, >= 1. Needs a restart.
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: i64,
     /// Kafka `group.initial.rebalance.delay.ms`: how long a new (empty) group waits for more
     /// members before its first rebalance completes, ms. Default 3000, >= 0.
     pub group_initial_rebalance_delay_ms: i64,
@@ -148,6 +155,8 @@ impl Default for BrokerConfig {
             file_delete_delay_ms: 60_000,
             offsets_topic_num_partitions: 50,
             transaction_state_log_num_partitions: 50,
+            transaction_max_timeout_ms: 900_000,
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
             group_initial_rebalance_delay_ms: 3000,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
@@ -421,6 +430,15 @@ impl BrokerConfig {
         }
         if self.offsets_topic_num_partitions < 1 || self.transaction_state_log_num_partitions < 1 {
             return Err(bad("offsets_topic_num_partitions", "must be >= 1".into()));
+        }
+        if self.transaction_max_timeout_ms < 1 {
+            return Err(bad("transaction_max_timeout_ms", "must be >= 1".into()));
+        }
+        if self.transaction_abort_timed_out_transaction_cleanup_interval_ms < 1 {
+            return Err(bad(
+                "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+                "must be >= 1".into(),
+            ));
         }
         if self.group_initial_rebalance_delay_ms < 0 {
             return Err(bad(

@@ -7,10 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use bytes::Bytes;
 
 use super::classic::{
     CommittedOffset, Group, GroupConfig, GroupState, JoinParams, JoinReply, Member, Reply,
@@ -19,6 +16,7 @@ use super::classic::{
 use super::consumer::{ConsumerConfig, HeartbeatParams, HeartbeatResult};
 use super::records::{GroupMetadata, GroupRecord, MemberMetadata};
 use super::{offsets_partition, GroupError, OFFSETS_TOPIC};
+use crate::coordinator_log::{self, TxnProducer};
 use crate::shard::ShardState;
 
 /// How often session, rebalance and initial-delay timers are checked.
@@ -26,8 +24,6 @@ const TICK: Duration = Duration::from_millis(50);
 /// How often committed offsets are checked against `offsets.retention.minutes` (Kafka's
 /// `offsets.retention.check.interval.ms` default).
 const RETENTION_CHECK_MS: i64 = 600_000;
-/// Bytes read per step while replaying a coordinator partition.
-const LOAD_CHUNK: usize = 1 << 20;
 
 pub struct GroupShard {
     shard: Weak<ShardState>,
@@ -35,6 +31,19 @@ pub struct GroupShard {
     loaded: RefCell<HashSet<i32>>,
     pub cfg: GroupConfig,
     pub consumer_cfg: ConsumerConfig,
+    /// TxnOffsetCommit offsets by producer id, written to the log inside the producer's
+    /// transaction and applied only when its commit marker is (Kafka's pending offsets).
+    pending_txn: RefCell<HashMap<i64, Vec<PendingTxnOffset>>>,
+}
+
+/// An offset committed in a transaction that has not ended yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingTxnOffset {
+    pub partition_of_group: i32,
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    pub value: CommittedOffset,
 }
 
 thread_local! {
@@ -68,6 +77,7 @@ impl GroupShard {
                 shard: Rc::downgrade(state),
                 groups: RefCell::new(HashMap::new()),
                 loaded: RefCell::new(HashSet::new()),
+                pending_txn: RefCell::new(HashMap::new()),
                 cfg: GroupConfig::from_broker(&state.ctx.config),
                 consumer_cfg: ConsumerConfig {
                     session_timeout_ms: state.ctx.config.group_consumer_session_timeout_ms,
@@ -108,6 +118,7 @@ impl GroupShard {
     #[cfg(test)]
     pub fn forget_loaded(&self) {
         self.loaded.borrow_mut().clear();
+        self.pending_txn.borrow_mut().clear();
     }
 
     /// Replays `__consumer_offsets` partition `p` into memory, once per shard life.
@@ -122,48 +133,44 @@ impl GroupShard {
         let now = crate::now_ms();
         let catalog = shard.ctx.catalog.snapshot();
         let name_of = |id: &uuid::Uuid| catalog.by_id(id).map(|t| t.name.to_string());
-        let mut offset = part.log.log_start_offset();
         let mut applied = 0usize;
-        loop {
-            let read = part
-                .read(offset, LOAD_CHUNK, false)
-                .map_err(|e| GroupError::Storage(e.to_string()))?;
-            if read.data.chunks.is_empty() {
-                break;
+        coordinator_log::replay(&part, |r| {
+            if let Some(commit) = coordinator_log::control_commit(r) {
+                self.complete_txn(p, r.producer_id, commit);
+                return;
             }
-            let before = offset;
-            for chunk in read.data.chunks {
-                let headers = storage::batch::validate_batches(&chunk)
-                    .map_err(|e| GroupError::Storage(e.to_string()))?;
-                if let Some(last) = headers.last() {
-                    offset = offset.max(last.base_offset + last.last_offset_delta as i64 + 1);
+            let Some(key) = r.key.as_deref().filter(|_| !r.control) else {
+                return;
+            };
+            match GroupRecord::decode(key, r.value.as_deref()) {
+                // An offset written inside a transaction waits for its marker.
+                Ok(Some(GroupRecord::Offset {
+                    group,
+                    topic,
+                    partition,
+                    value: Some(value),
+                })) if r.transactional => {
+                    self.pending_txn
+                        .borrow_mut()
+                        .entry(r.producer_id)
+                        .or_default()
+                        .push(PendingTxnOffset {
+                            partition_of_group: p,
+                            group,
+                            topic,
+                            partition,
+                            value,
+                        });
                 }
-                let mut buf = chunk.clone();
-                let sets = RecordBatchDecoder::decode_all(&mut buf)
-                    .map_err(|e| GroupError::Storage(format!("{e:#}")))?;
-                for set in sets {
-                    for r in set.records {
-                        if r.control {
-                            continue;
-                        }
-                        let Some(key) = r.key.as_deref() else {
-                            continue;
-                        };
-                        match GroupRecord::decode(key, r.value.as_deref()) {
-                            Ok(Some(rec)) => {
-                                self.apply(rec, now, &name_of);
-                                applied += 1;
-                            }
-                            Ok(None) => {}
-                            Err(e) => tracing::warn!(partition = p, error = %e, "skipping record"),
-                        }
-                    }
+                Ok(Some(rec)) => {
+                    self.apply(rec, now, &name_of);
+                    applied += 1;
                 }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(partition = p, error = %e, "skipping record"),
             }
-            if offset <= before {
-                break;
-            }
-        }
+        })
+        .map_err(|e| GroupError::Storage(e.to_string()))?;
         for g in self.groups.borrow_mut().values_mut() {
             if self.partition_of(&g.id) == p && g.state != GroupState::Dead {
                 g.restore_state(now);
@@ -254,6 +261,16 @@ impl GroupShard {
 
     /// Appends records to coordinator partition `p` and waits until they are fsync'd.
     pub async fn append(&self, p: i32, recs: &[GroupRecord]) -> Result<(), GroupError> {
+        self.append_in(p, recs, None).await
+    }
+
+    /// `append`, inside a producer's transaction when `txn` is set (TxnOffsetCommit).
+    async fn append_in(
+        &self,
+        p: i32,
+        recs: &[GroupRecord],
+        txn: Option<TxnProducer>,
+    ) -> Result<(), GroupError> {
         if recs.is_empty() {
             return Ok(());
         }
@@ -261,50 +278,50 @@ impl GroupShard {
         let part = shard
             .partition(OFFSETS_TOPIC, p)
             .ok_or(GroupError::CoordinatorNotAvailable)?;
-        let now = crate::now_ms();
-        let records: Vec<Record> = recs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let (key, value) = r.encode();
-                Record {
-                    transactional: false,
-                    control: false,
-                    delete_horizon: false,
-                    partition_leader_epoch: -1,
-                    producer_id: -1,
-                    producer_epoch: -1,
-                    timestamp_type: TimestampType::Creation,
-                    offset: i as i64,
-                    // The encoder splits batches when offset - sequence changes: keep it fixed.
-                    sequence: (i as i32).wrapping_sub(1),
-                    timestamp: now,
-                    key: Some(key),
-                    value,
-                    headers: Default::default(),
-                }
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .map_err(|e| GroupError::Storage(format!("{e:#}")))?;
-        let bytes: Bytes = buf.freeze();
-        let headers = storage::batch::validate_batches(&bytes)
-            .map_err(|e| GroupError::Storage(e.to_string()))?;
-        let [header] = headers.as_slice() else {
-            return Err(GroupError::Storage("expected one batch".into()));
-        };
-        part.append(*header, bytes, -1, now)
+        let kvs: Vec<_> = recs.iter().map(|r| r.encode()).collect();
+        coordinator_log::append(&part, &kvs, txn)
             .await
-            .map_err(|e| GroupError::Storage(e.to_string()))?;
-        Ok(())
+            .map_err(|e| GroupError::Storage(e.to_string()))
+    }
+
+    /// The transaction of `producer_id` ended with its marker durable on coordinator partition
+    /// `p`: its pending offsets there become committed, or are dropped on abort.
+    pub fn complete_txn(&self, p: i32, producer_id: i64, commit: bool) {
+        let done: Vec<PendingTxnOffset> = {
+            let mut pending = self.pending_txn.borrow_mut();
+            let Some(all) = pending.get_mut(&producer_id) else {
+                return;
+            };
+            let (done, rest): (Vec<_>, Vec<_>) =
+                all.drain(..).partition(|o| o.partition_of_group == p);
+            *all = rest;
+            if all.is_empty() {
+                pending.remove(&producer_id);
+            }
+            done
+        };
+        if !commit {
+            return;
+        }
+        let now = crate::now_ms();
+        let mut groups = self.groups.borrow_mut();
+        for o in done {
+            groups
+                .entry(o.group.clone())
+                .or_insert_with(|| Group::new(&o.group, now))
+                .offsets
+                .insert((o.topic, o.partition), o.value);
+        }
+    }
+
+    /// Whether an open transaction holds an offset of this group's partition (OffsetFetch
+    /// with require_stable answers UNSTABLE_OFFSET_COMMIT for it).
+    pub fn has_pending_txn_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.pending_txn
+            .borrow()
+            .values()
+            .flatten()
+            .any(|o| o.group == group && o.topic == topic && o.partition == partition)
     }
 
     /// Writes the group's metadata if its state machine says it changed.
@@ -437,7 +454,9 @@ impl GroupShard {
     }
 
     /// OffsetCommit: validates the member, writes every offset with acks=all, then makes them
-    /// visible. Per-partition errors (metadata too large) do not fail the others.
+    /// visible. Per-partition errors (metadata too large) do not fail the others. With `txn`
+    /// (TxnOffsetCommit) they stay pending until the transaction's marker.
+    #[allow(clippy::too_many_arguments)]
     pub async fn commit(
         &self,
         group_id: &str,
@@ -446,6 +465,7 @@ impl GroupShard {
         generation: i32,
         version: i16,
         items: Vec<CommitItem>,
+        txn: Option<TxnProducer>,
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
@@ -462,8 +482,9 @@ impl GroupShard {
                 None if generation < 0 => {
                     groups.insert(group_id.to_string(), Group::new(group_id, now));
                 }
-                // v9+ says GROUP_ID_NOT_FOUND; older versions ILLEGAL_GENERATION (Kafka).
-                None if version >= 9 => return Err(GroupError::GroupIdNotFound),
+                // v9+ says GROUP_ID_NOT_FOUND; older versions (and TxnOffsetCommit)
+                // ILLEGAL_GENERATION (Kafka).
+                None if version >= 9 && txn.is_none() => return Err(GroupError::GroupIdNotFound),
                 None => return Err(GroupError::IllegalGeneration),
             }
         }
@@ -492,10 +513,44 @@ impl GroupShard {
             accepted.push(((it.topic, it.partition), value, results.len()));
             results.push(Ok(()));
         }
-        if let Err(e) = self.append(self.partition_of(group_id), &recs).await {
+        let p = self.partition_of(group_id);
+        if let Some(txn) = txn {
+            // Pending before the append starts: a marker of this transaction that is written
+            // while the append is in flight lands after it in the log, and must find it.
+            let mut pending = self.pending_txn.borrow_mut();
+            let list = pending.entry(txn.producer_id).or_default();
+            for ((topic, partition), value, _) in &accepted {
+                // A later commit of the same partition in this transaction replaces it.
+                list.retain(|o| {
+                    !(o.group == group_id && &o.topic == topic && o.partition == *partition)
+                });
+                list.push(PendingTxnOffset {
+                    partition_of_group: p,
+                    group: group_id.to_string(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                    value: value.clone(),
+                });
+            }
+        }
+        if let Err(e) = self.append_in(p, &recs, txn).await {
+            if let Some(txn) = txn {
+                if let Some(list) = self.pending_txn.borrow_mut().get_mut(&txn.producer_id) {
+                    list.retain(|o| {
+                        !accepted.iter().any(|(k, v, _)| {
+                            o.group == group_id
+                                && (&o.topic, o.partition) == (&k.0, k.1)
+                                && &o.value == v
+                        })
+                    });
+                }
+            }
             for (_, _, i) in &accepted {
                 results[*i] = Err(e.clone());
             }
+            return Ok(results);
+        }
+        if txn.is_some() {
             return Ok(results);
         }
         let mut groups = self.groups.borrow_mut();

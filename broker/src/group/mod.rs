@@ -22,7 +22,6 @@ pub mod topic_regex;
 #[cfg(test)]
 mod classic_tests;
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::rc::Rc;
 
@@ -137,34 +136,15 @@ pub fn offsets_partition(group_id: &str, partitions: i32) -> i32 {
 /// Creates `__consumer_offsets` on first use (compacted, as Kafka's) and returns its
 /// partition count (the existing topic's, when it exists already).
 pub async fn ensure_offsets_topic(ctx: &RequestContext) -> Result<i32, GroupError> {
-    let broker = ctx.ctx();
-    if let Some(t) = broker.catalog.snapshot().get(OFFSETS_TOPIC) {
-        return Ok(t.partitions);
-    }
-    let configs = BTreeMap::from([
-        ("cleanup.policy".to_string(), "compact".to_string()),
-        (
-            "segment.bytes".to_string(),
-            OFFSETS_SEGMENT_BYTES.to_string(),
-        ),
-    ]);
-    let n = broker.config.offsets_topic_num_partitions;
-    match crate::handlers::create_topics::create_topic(ctx, OFFSETS_TOPIC, n, configs).await {
-        Ok(meta) => Ok(meta.partitions),
-        Err(_) => {
-            // Lost a race with another shard creating it: make sure its logs are open.
-            let meta = broker
-                .catalog
-                .snapshot()
-                .get(OFFSETS_TOPIC)
-                .cloned()
-                .ok_or(GroupError::CoordinatorNotAvailable)?;
-            frontend::open_partitions(broker, &meta, 0..meta.partitions)
-                .await
-                .map_err(|e| GroupError::Storage(e.to_string()))?;
-            Ok(meta.partitions)
-        }
-    }
+    let n = ctx.ctx().config.offsets_topic_num_partitions;
+    crate::coordinator_log::ensure_topic(ctx, OFFSETS_TOPIC, n, OFFSETS_SEGMENT_BYTES)
+        .await
+        .map_err(|e| match e {
+            crate::coordinator_log::CoordinatorLogError::Unavailable(_) => {
+                GroupError::CoordinatorNotAvailable
+            }
+            other => GroupError::Storage(other.to_string()),
+        })
 }
 
 /// Runs `f` on the shard that coordinates `group_id`, with that shard's groups loaded.

@@ -1,6 +1,6 @@
-//! FindCoordinator (key 10): this single node coordinates every group. Finding a group's
-//! coordinator creates `__consumer_offsets` on first use, as Kafka does. Transaction
-//! coordinators answer COORDINATOR_NOT_AVAILABLE until transactions land. v4+ batches keys.
+//! FindCoordinator (key 10): this single node coordinates every group and transactional id.
+//! Finding a coordinator creates `__consumer_offsets` (groups) or `__transaction_state`
+//! (transactions, key type 1) on first use, as Kafka does. v4+ batches keys.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -9,6 +9,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::group::{self, GroupError};
+use crate::txn::{self, TxnError};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 6;
@@ -20,18 +21,18 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 pub enum FindError {
     #[error("key type {0} is not a group (0) or transaction (1) key")]
     InvalidKeyType(i8),
-    #[error("transaction coordinators are not available yet")]
-    TransactionsNotSupported,
     #[error(transparent)]
     Group(#[from] GroupError),
+    #[error(transparent)]
+    Txn(#[from] TxnError),
 }
 
 /// The one place FindCoordinator failures become Kafka error codes.
 pub fn error_code(e: &FindError) -> i16 {
     match e {
         FindError::InvalidKeyType(_) => ResponseError::InvalidRequest.code(),
-        FindError::TransactionsNotSupported => ResponseError::CoordinatorNotAvailable.code(),
         FindError::Group(g) => group::error_code(g),
+        FindError::Txn(t) => txn::error_code(t, 0, 0),
     }
 }
 
@@ -41,7 +42,10 @@ async fn find(ctx: &RequestContext, key_type: i8) -> Result<(), FindError> {
             group::ensure_offsets_topic(ctx).await?;
             Ok(())
         }
-        KEY_TYPE_TRANSACTION => Err(FindError::TransactionsNotSupported),
+        KEY_TYPE_TRANSACTION => {
+            txn::ensure_txn_topic(ctx).await?;
+            Ok(())
+        }
         other => Err(FindError::InvalidKeyType(other)),
     }
 }
@@ -88,7 +92,10 @@ mod tests {
     #[test]
     fn given_each_find_error_when_mapping_then_kafka_code() {
         assert_eq!(error_code(&FindError::InvalidKeyType(9)), 42);
-        assert_eq!(error_code(&FindError::TransactionsNotSupported), 15);
+        assert_eq!(
+            error_code(&FindError::Txn(TxnError::CoordinatorNotAvailable)),
+            15
+        );
         assert_eq!(
             error_code(&FindError::Group(GroupError::CoordinatorNotAvailable)),
             15
@@ -122,12 +129,22 @@ mod tests {
     }
 
     #[test]
-    fn given_transaction_key_when_finding_then_coordinator_not_available() {
+    fn given_transaction_key_when_finding_then_this_node_and_txn_topic_created() {
         let h = Harness::new();
         let req = FindCoordinatorRequest::default()
             .with_key(StrBytes::from_static_str("tx"))
             .with_key_type(1);
         let r: FindCoordinatorResponse = h.call(ApiKey::FindCoordinator, 3, req);
-        assert_eq!(r.error_code, 15);
+        assert_eq!((r.error_code, r.node_id.0), (0, 0));
+        let t = h
+            .state
+            .ctx
+            .catalog
+            .snapshot()
+            .get("__transaction_state")
+            .cloned()
+            .unwrap();
+        assert_eq!(t.partitions, 50);
+        assert!(t.internal);
     }
 }

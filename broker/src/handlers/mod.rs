@@ -8,6 +8,8 @@
 //! of an API other than ApiVersions) is a `FrameError`, and the connection is closed with a
 //! log line — what Kafka's own broker does.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod config_changes;
@@ -16,12 +18,15 @@ pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_transactions;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -31,12 +36,15 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 pub mod write_txn_markers;
 
 #[cfg(test)]
@@ -45,6 +53,8 @@ mod all_versions_tests;
 mod group_tests;
 #[cfg(test)]
 pub mod testing;
+#[cfg(test)]
+mod txn_coordinator_tests;
 #[cfg(test)]
 mod txn_tests;
 
@@ -193,6 +203,14 @@ api_table! {
     DeleteGroups => delete_groups;
     ConsumerGroupHeartbeat => consumer_group_heartbeat;
     ConsumerGroupDescribe => consumer_group_describe;
+    DeleteRecords => delete_records;
+    OffsetForLeaderEpoch => offset_for_leader_epoch;
+    AddPartitionsToTxn => add_partitions_to_txn;
+    AddOffsetsToTxn => add_offsets_to_txn;
+    EndTxn => end_txn;
+    TxnOffsetCommit => txn_offset_commit;
+    DescribeTransactions => describe_transactions;
+    ListTransactions => list_transactions;
     WriteTxnMarkers => write_txn_markers;
     DescribeProducers => describe_producers;
 }

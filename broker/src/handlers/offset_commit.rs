@@ -66,6 +66,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCom
                 generation,
                 version,
                 items,
+                None,
             )
             .await
         })

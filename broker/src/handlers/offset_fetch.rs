@@ -22,21 +22,45 @@ pub fn error_code(e: &GroupError) -> i16 {
 
 use crate::group::coordinator::FetchedOffsets as Fetched;
 
+/// Committed offsets, with `None` in place of those an open transaction is about to change
+/// when the client asked for stable offsets only (`require_stable`, v7+, KIP-447).
 async fn fetch_group(
     ctx: &RequestContext,
     group_id: String,
     member: Option<(String, i32)>,
     topics: Option<Vec<(String, Vec<i32>)>>,
-) -> Result<Fetched, GroupError> {
+    require_stable: bool,
+) -> Result<Vec<(String, Vec<(i32, Option<Option<CommittedOffset>>)>)>, GroupError> {
     let gid = group_id.clone();
     group::on_coordinator(ctx, &group_id, move |gs, _| async move {
-        gs.fetch_offsets(&gid, member, topics)
+        let fetched: Fetched = gs.fetch_offsets(&gid, member, topics)?;
+        Ok(fetched
+            .into_iter()
+            .map(|(t, ps)| {
+                let ps = ps
+                    .into_iter()
+                    .map(|(p, o)| {
+                        let unstable = require_stable && gs.has_pending_txn_offset(&gid, &t, p);
+                        (p, (!unstable).then_some(o))
+                    })
+                    .collect();
+                (t, ps)
+            })
+            .collect())
     })
     .await
 }
 
-fn parts(o: &Option<CommittedOffset>) -> (i64, i32, StrBytes) {
+/// UNSTABLE_OFFSET_COMMIT for an offset an open transaction holds (the client retries).
+fn unstable_code(o: &Option<Option<CommittedOffset>>) -> i16 {
     match o {
+        Some(_) => 0,
+        None => kafka_protocol::error::ResponseError::UnstableOffsetCommit.code(),
+    }
+}
+
+fn parts(o: &Option<Option<CommittedOffset>>) -> (i64, i32, StrBytes) {
+    match o.as_ref().and_then(|o| o.as_ref()) {
         Some(o) => (
             o.offset,
             o.leader_epoch,
@@ -62,7 +86,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
                 .as_ref()
                 .filter(|_| version >= 9)
                 .map(|m| (m.to_string(), g.member_epoch));
-            let r = fetch_group(ctx, group_id, member, topics).await;
+            let r = fetch_group(ctx, group_id, member, topics, req.require_stable).await;
             let mut out = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
             match r {
                 Ok(fetched) => {
@@ -76,6 +100,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
                                         .map(|(p, o)| {
                                             let (offset, epoch, md) = parts(o);
                                             OffsetFetchResponsePartitions::default()
+                                                .with_error_code(unstable_code(o))
                                                 .with_partition_index(*p)
                                                 .with_committed_offset(offset)
                                                 .with_committed_leader_epoch(epoch)
@@ -98,7 +123,8 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
             .collect()
     });
     let GroupId(group_id) = req.group_id;
-    match fetch_group(ctx, group_id.to_string(), None, topics).await {
+    let require_stable = version >= 7 && req.require_stable;
+    match fetch_group(ctx, group_id.to_string(), None, topics, require_stable).await {
         Ok(fetched) => OffsetFetchResponse::default().with_topics(
             fetched
                 .into_iter()
@@ -110,6 +136,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
                                 .map(|(p, o)| {
                                     let (offset, epoch, md) = parts(o);
                                     OffsetFetchResponsePartition::default()
+                                        .with_error_code(unstable_code(o))
                                         .with_partition_index(*p)
                                         .with_committed_offset(offset)
                                         .with_committed_leader_epoch(if version >= 5 {

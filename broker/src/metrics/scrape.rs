@@ -26,6 +26,8 @@ pub struct PartitionSnapshot {
     pub log_start: i64,
     pub log_end: i64,
     pub high_watermark: i64,
+    pub last_stable: i64,
+    pub open_transactions: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -63,6 +65,8 @@ fn snapshot(state: &Rc<ShardState>) -> ShardSnapshot {
             log_start: part.log.log_start_offset(),
             log_end: part.log.log_end_offset(),
             high_watermark: part.high_watermark(),
+            last_stable: part.last_stable_offset(),
+            open_transactions: part.open_transactions(),
         })
         .collect();
     let coordinator = crate::group::GroupShard::of(state);
@@ -321,6 +325,18 @@ fn families(shards: &[ShardSnapshot], ready: bool, shard_count: usize) -> Vec<Me
                 "Offset up to which consumers may read.",
                 pl(),
                 p.high_watermark as f64,
+            );
+            f.gauge(
+                "strom_partition_last_stable_offset",
+                "Offset up to which read_committed consumers may read: the first offset of the oldest open transaction, else the high watermark.",
+                pl(),
+                p.last_stable as f64,
+            );
+            f.gauge(
+                "strom_partition_open_transactions",
+                "Transactions open on the partition (data written, no marker yet).",
+                pl(),
+                p.open_transactions as f64,
             );
             high_watermarks.insert((p.topic.clone(), p.partition), p.high_watermark);
         }

@@ -407,6 +407,11 @@ impl Partition {
         });
     }
 
+    /// Transactions open here (metrics).
+    pub fn open_transactions(&self) -> usize {
+        self.txns.borrow().ongoing_count()
+    }
+
     /// KIP-890 verification: the coordinator added this partition to the transaction of
     /// (producer id, epoch), so its transactional batches may open one here.
     pub fn begin_txn(&self, producer_id: i64, epoch: i16) {

@@ -1,0 +1,40 @@
+//! AddOffsetsToTxn (key 25): adds the group's `__consumer_offsets` partition to the
+//! transaction, so the offsets the producer then commits with TxnOffsetCommit are part of it
+//! (and get its commit or abort marker).
+
+use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
+
+use super::RequestContext;
+use crate::group::{self, OFFSETS_TOPIC};
+use crate::txn::{self, TxnError};
+
+pub const MIN_VERSION: i16 = 0;
+pub const MAX_VERSION: i16 = 4;
+/// The first version whose clients understand PRODUCER_FENCED (KIP-588).
+const FENCED_SINCE: i16 = 2;
+
+pub async fn handle(ctx: &RequestContext, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+    let r = async {
+        let partitions = group::ensure_offsets_topic(ctx)
+            .await
+            .map_err(|_| TxnError::CoordinatorNotAvailable)?;
+        let p = group::offsets_partition(req.group_id.as_str(), partitions);
+        let tid = req.transactional_id.to_string();
+        let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
+        let id = tid.clone();
+        txn::on_coordinator(ctx, &tid, move |txns, _| async move {
+            txns.add_partitions(&id, pid, epoch, vec![(OFFSETS_TOPIC.to_string(), p)])
+                .await
+        })
+        .await
+    }
+    .await;
+    let code = match r {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::debug!(error = %e, "AddOffsetsToTxn failed");
+            txn::error_code(&e, ctx.version(), FENCED_SINCE)
+        }
+    };
+    AddOffsetsToTxnResponse::default().with_error_code(code)
+}

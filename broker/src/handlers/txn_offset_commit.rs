@@ -1,0 +1,158 @@
+//! TxnOffsetCommit (key 28): offsets committed inside a transaction. The group coordinator
+//! first checks with the transaction coordinator that the group's `__consumer_offsets`
+//! partition is in the producer's transaction (AddOffsetsToTxn came first), then writes the
+//! offsets into that partition as transactional records (acks=all). They stay pending, visible
+//! to no OffsetFetch, until the transaction's marker: applied on commit, dropped on abort.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+
+use super::RequestContext;
+use crate::coordinator_log::TxnProducer;
+use crate::group::coordinator::CommitItem;
+use crate::group::{self, OFFSETS_TOPIC};
+use crate::txn::{self, TxnError};
+
+pub const MIN_VERSION: i16 = 0;
+pub const MAX_VERSION: i16 = 5;
+/// The first version whose clients understand PRODUCER_FENCED (KIP-588).
+const FENCED_SINCE: i16 = 3;
+
+/// Asks the transaction coordinator whether `__consumer_offsets`-`p` is in the transaction.
+async fn verify(
+    ctx: &RequestContext,
+    req: &TxnOffsetCommitRequest,
+    p: i32,
+) -> Result<(), TxnError> {
+    let tid = req.transactional_id.to_string();
+    let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
+    let id = tid.clone();
+    let in_txn = txn::on_coordinator(ctx, &tid, move |txns, _| async move {
+        txns.verify(&id, pid, epoch, &[(OFFSETS_TOPIC.to_string(), p)])
+    })
+    .await?;
+    if in_txn.first() == Some(&true) {
+        Ok(())
+    } else {
+        Err(TxnError::InvalidTxnState(
+            "the group's offsets partition is not in the transaction (AddOffsetsToTxn first)"
+                .into(),
+        ))
+    }
+}
+
+pub async fn handle(ctx: &RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+    let version = ctx.version();
+    let catalog = ctx.ctx().catalog.snapshot();
+    let mut answers: Vec<Vec<i16>> = req
+        .topics
+        .iter()
+        .map(|t| vec![0; t.partitions.len()])
+        .collect();
+    let mut items = Vec::new();
+    let mut slots = Vec::new();
+    for (ti, t) in req.topics.iter().enumerate() {
+        let meta = catalog.get(t.name.as_str());
+        for (pi, p) in t.partitions.iter().enumerate() {
+            if !meta.is_some_and(|m| (0..m.partitions).contains(&p.partition_index)) {
+                answers[ti][pi] = ResponseError::UnknownTopicOrPartition.code();
+                continue;
+            }
+            items.push(CommitItem {
+                topic: t.name.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: if version >= 2 {
+                    p.committed_leader_epoch
+                } else {
+                    -1
+                },
+                metadata: p.committed_metadata.as_ref().map(|s| s.to_string()),
+            });
+            slots.push((ti, pi));
+        }
+    }
+    if !items.is_empty() {
+        let codes = commit(ctx, &req, items).await;
+        for ((ti, pi), code) in slots.into_iter().zip(codes) {
+            answers[ti][pi] = code;
+        }
+    }
+    let topics = req
+        .topics
+        .into_iter()
+        .zip(answers)
+        .map(|(t, codes)| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .zip(codes)
+                        .map(|(p, code)| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Error code per item, in order.
+async fn commit(
+    ctx: &RequestContext,
+    req: &TxnOffsetCommitRequest,
+    items: Vec<CommitItem>,
+) -> Vec<i16> {
+    let n = items.len();
+    let partitions = match group::ensure_offsets_topic(ctx).await {
+        Ok(p) => p,
+        Err(e) => return vec![group::error_code(&e); n],
+    };
+    let group_id = req.group_id.to_string();
+    if let Err(e) = verify(ctx, req, group::offsets_partition(&group_id, partitions)).await {
+        tracing::debug!(group = %group_id, error = %e, "TxnOffsetCommit outside the transaction");
+        return vec![txn::error_code(&e, ctx.version(), FENCED_SINCE); n];
+    }
+    let txn = TxnProducer {
+        producer_id: req.producer_id.0,
+        producer_epoch: req.producer_epoch,
+    };
+    // v3+ carries the member and generation; older ones commit as a generation-less admin.
+    let (member, instance, generation) = if ctx.version() >= 3 {
+        (
+            req.member_id.to_string(),
+            req.group_instance_id.as_ref().map(|s| s.to_string()),
+            req.generation_id,
+        )
+    } else {
+        (String::new(), None, -1)
+    };
+    let gid = group_id.clone();
+    let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+        gs.commit(
+            &gid,
+            &member,
+            instance.as_deref(),
+            generation,
+            0,
+            items,
+            Some(txn),
+        )
+        .await
+    })
+    .await;
+    match r {
+        Ok(results) => results
+            .into_iter()
+            .map(|r| r.err().map(|e| group::error_code(&e)).unwrap_or(0))
+            .collect(),
+        Err(e) => vec![group::error_code(&e); n],
+    }
+}
