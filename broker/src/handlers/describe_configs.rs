@@ -151,6 +151,7 @@ fn broker_entries(view: &BrokerView) -> Vec<BrokerEntry> {
             }
             toml::Value::Integer(_) => ConfigType::Long,
             toml::Value::Boolean(_) => ConfigType::Boolean,
+            toml::Value::Float(_) => ConfigType::Double,
             _ => ConfigType::String,
         };
         out.push(BrokerEntry {
