@@ -23,10 +23,12 @@
 pub mod batch;
 pub mod index;
 pub mod io;
+mod leader_epoch;
 mod log;
 mod log_recovery;
 pub mod logdir;
 pub mod producer_snapshot;
+pub mod retention;
 mod segment;
 pub mod txn_index;
 
@@ -34,7 +36,9 @@ use std::path::{Path, PathBuf};
 
 pub use bytes::Bytes;
 pub use io::{IoBackend, IoBackendKind};
+pub use leader_epoch::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use log::PartitionLog;
+pub use retention::{RetentionOutcome, RetentionPolicy, RetentionReason};
 pub use segment::SegmentProbe;
 
 /// Per-topic log config (Kafka names in comments). Changes need a reopen of the log.
@@ -53,8 +57,9 @@ pub struct LogConfig {
     pub flush_messages: u64,
     /// flush.ms: fdatasync when the last one is older than this. Default i64::MAX.
     pub flush_ms: u64,
-    /// file.delete.delay.ms: Kafka's delay before deleting files. Strom deletes at once:
-    /// mmap'd readers keep unlinked files alive, so the delay protects nothing here.
+    /// file.delete.delay.ms: how long files of deleted segments stay (renamed `.deleted`)
+    /// before they are unlinked. Default 60000. Readers' mmaps would survive an unlink too;
+    /// the delay is kept for tools and operators that expect Kafka's behaviour.
     pub file_delete_delay_ms: u64,
 }
 

@@ -15,6 +15,8 @@ use bytes::BytesMut;
 
 use crate::batch::{self, BatchHeader};
 use crate::io::IoBackend;
+use crate::leader_epoch::LeaderEpochCache;
+use crate::retention::{self, RetentionOutcome, RetentionPolicy, SegmentInfo};
 use crate::segment::{file_name, Segment};
 use crate::txn_index::AbortedTxn;
 use crate::{now_ms, AppendOptions, AppendResult, Durability, LogConfig, ReadResult, StorageError};
@@ -62,6 +64,11 @@ struct Inner {
     /// Set after a failed write or fdatasync: the on-disk state is unknown (a failed
     /// fdatasync may have dropped dirty pages), so the log refuses further work.
     failed: RefCell<Option<String>>,
+    /// Kafka's leader epoch cache (`leader-epoch-checkpoint`).
+    epochs: RefCell<LeaderEpochCache>,
+    /// Files of deleted segments, renamed `.deleted`, with the time (ms) from which they may
+    /// be unlinked (`file.delete.delay.ms`), oldest first.
+    retired: RefCell<VecDeque<(i64, Vec<PathBuf>)>>,
 }
 
 /// The log of one partition. Shard-local (`!Send`).
@@ -164,6 +171,11 @@ impl Inner {
         }
         if headers.is_empty() {
             return Err(batch::BatchError::Empty.into());
+        }
+        if self.epochs.borrow().latest_epoch() < Some(opts.leader_epoch) {
+            // A new leader epoch starts here (Kafka's `assign` on append); rare: once per
+            // epoch, and the broker assigns its epoch when it opens the partition.
+            self.epochs.borrow_mut().assign(opts.leader_epoch, base)?;
         }
         let len = batches.len() as u64;
         let now = now_ms();
@@ -391,6 +403,27 @@ impl Inner {
         }
     }
 
+    /// Takes segments out of the log and renames their files `.deleted`; they are unlinked
+    /// once `file.delete.delay.ms` has passed (`take_due_deletions`). Readers holding bytes
+    /// of them keep their mappings either way.
+    fn retire_segments(&self, bases: &[i64], now: i64) -> Result<u64, StorageError> {
+        let mut bytes = 0;
+        for base in bases {
+            let seg = self.segments.borrow_mut().remove(base);
+            let Some(seg) = seg else { continue };
+            self.dirty.borrow_mut().retain(|s| !Rc::ptr_eq(s, &seg));
+            self.warm.borrow_mut().retain(|s| !Rc::ptr_eq(s, &seg));
+            bytes += seg.size.get();
+            let paths = seg
+                .rename_deleted()
+                .map_err(|e| StorageError::io(e, seg.log_path()))?;
+            let due =
+                now.saturating_add(self.config.file_delete_delay_ms.min(i64::MAX as u64) as i64);
+            self.retired.borrow_mut().push_back((due, paths));
+        }
+        Ok(bytes)
+    }
+
     fn delete_segment(&self, base: i64) -> Result<(), StorageError> {
         let seg = self.segments.borrow_mut().remove(&base);
         if let Some(seg) = seg {
@@ -436,7 +469,16 @@ impl PartitionLog {
             .expect("at least one segment")
             .next_offset
             .get();
+        let first_epoch = || {
+            segments.get(&first).and_then(|s| {
+                s.with_written(|b| BatchHeader::parse(b).ok().map(|h| h.partition_leader_epoch))
+                    .ok()
+                    .flatten()
+            })
+        };
+        let epochs = LeaderEpochCache::load(dir.clone(), first, end, first_epoch)?;
         let inner = Inner {
+            epochs: RefCell::new(epochs),
             dir,
             config,
             io,
@@ -455,6 +497,7 @@ impl PartitionLog {
             last_flush_ms: Cell::new(now_ms()),
             warm: RefCell::new(VecDeque::new()),
             failed: RefCell::new(None),
+            retired: RefCell::new(VecDeque::new()),
         };
         Ok(PartitionLog {
             inner: Rc::new(inner),
@@ -752,12 +795,13 @@ impl PartitionLog {
         if inner.log_start.get() > end {
             inner.log_start.set(end);
         }
-        Ok(())
+        inner.epochs.borrow_mut().truncate_from_end(end)
     }
 
-    /// Advances the log start offset (DeleteRecords / retention) and deletes segments
-    /// wholly below it. The new start is not persisted here: the broker keeps it in
-    /// `log-start-offset-checkpoint` and re-applies it after `open`.
+    /// Advances the log start offset (DeleteRecords, restart) and retires segments wholly
+    /// below it (renamed `.deleted`, unlinked after `file.delete.delay.ms`). The new start is
+    /// not persisted here: the broker keeps it in `log-start-offset-checkpoint` and
+    /// re-applies it after `open`.
     pub fn advance_log_start(&self, offset: i64) -> Result<(), StorageError> {
         let inner = &self.inner;
         if offset > inner.log_end.get() {
@@ -767,33 +811,141 @@ impl PartitionLog {
             return Ok(());
         }
         inner.log_start.set(offset);
+        inner.epochs.borrow_mut().truncate_from_start(offset)?;
+        let now = now_ms();
         let active = inner.active();
         if offset == inner.log_end.get() && active.size.get() > 0 {
             // The active segment is wholly below the new start: roll so it can go.
-            inner.roll(offset, now_ms())?;
+            inner.roll(offset, now)?;
         }
-        let mut changed = false;
-        loop {
-            let (first, second) = {
-                let segs = inner.segments.borrow();
-                let mut it = segs.keys();
-                (it.next().copied(), it.next().copied())
-            };
-            match (first, second) {
-                (Some(f), Some(s)) if s <= offset => {
-                    inner.delete_segment(f)?;
-                    changed = true;
-                }
-                _ => break,
-            }
-        }
-        if changed || inner.dir_dirty.get() {
+        let doomed: Vec<i64> = {
+            let segs = inner.segments.borrow();
+            let bases: Vec<i64> = segs.keys().copied().collect();
+            bases
+                .windows(2)
+                .take_while(|w| w[1] <= offset)
+                .map(|w| w[0])
+                .collect()
+        };
+        inner.retire_segments(&doomed, now)?;
+        if !doomed.is_empty() || inner.dir_dirty.get() {
+            // A crash must not bring back segments a DeleteRecords answer said are gone.
             inner
                 .io
                 .sync_dir_blocking(&inner.dir)
                 .map_err(|e| StorageError::io(e, &inner.dir))?;
         }
         Ok(())
+    }
+
+    /// Retention (Kafka's `deleteOldSegments`, rules in `retention.rs`): deletes the oldest
+    /// segments that are below the log start offset, over `retention.bytes` or older than
+    /// `retention.ms`, never reaching `high_watermark`; rolls first when the active segment
+    /// goes too. The log start moves to the first remaining segment. Files are renamed
+    /// `.deleted` (no fsync: a segment that comes back after a crash is deleted again, as in
+    /// Kafka) and unlinked later by whoever calls [`Self::take_due_deletions`].
+    pub fn delete_old_segments(
+        &self,
+        policy: &RetentionPolicy,
+        high_watermark: i64,
+        now: i64,
+    ) -> Result<RetentionOutcome, StorageError> {
+        let inner = &self.inner;
+        inner.check_failed()?;
+        inner.io.poll_completions();
+        let segs: Vec<Rc<Segment>> = inner.segments.borrow().values().cloned().collect();
+        let infos: Vec<SegmentInfo> = segs
+            .iter()
+            .map(|s| SegmentInfo {
+                base_offset: s.base_offset,
+                size: s.size.get(),
+            })
+            .collect();
+        let (n, reasons) = retention::deletable_prefix(
+            &infos,
+            inner.log_start.get(),
+            inner.log_end.get(),
+            high_watermark.min(inner.written_end.get()),
+            now,
+            policy,
+            |i| {
+                let ts = segs[i].largest_timestamp();
+                inner.touched(&segs[i]);
+                ts
+            },
+        );
+        let mut out = RetentionOutcome {
+            reasons,
+            log_start_offset: inner.log_start.get(),
+            ..RetentionOutcome::default()
+        };
+        if n == 0 {
+            return Ok(out);
+        }
+        if n == segs.len() {
+            // Kafka rolls so that the log keeps a (new, empty) segment at its end.
+            inner.roll(inner.log_end.get(), now)?;
+        }
+        out.deleted = infos[..n].iter().map(|s| s.base_offset).collect();
+        let next_base = *inner
+            .segments
+            .borrow()
+            .range(out.deleted[n - 1] + 1..)
+            .next()
+            .map(|(b, _)| b)
+            .expect("a later segment exists (rolled if needed)");
+        if next_base > inner.log_start.get() {
+            inner.log_start.set(next_base);
+            inner.epochs.borrow_mut().truncate_from_start(next_base)?;
+        }
+        out.log_start_offset = inner.log_start.get();
+        out.bytes = inner.retire_segments(&out.deleted, now)?;
+        Ok(out)
+    }
+
+    /// Files of retired segments whose `file.delete.delay.ms` has passed as of `now`: the
+    /// caller unlinks them (off the shard's hot path). Files never taken are removed by the
+    /// next `open`.
+    pub fn take_due_deletions(&self, now: i64) -> Vec<PathBuf> {
+        let mut retired = self.inner.retired.borrow_mut();
+        let mut out = Vec::new();
+        while retired.front().is_some_and(|(due, _)| *due <= now) {
+            out.extend(retired.pop_front().expect("checked").1);
+        }
+        out
+    }
+
+    /// Retired segment files not yet handed out by `take_due_deletions`.
+    pub fn pending_deletions(&self) -> usize {
+        self.inner
+            .retired
+            .borrow()
+            .iter()
+            .map(|(_, p)| p.len())
+            .sum()
+    }
+
+    /// Records that leader `epoch` starts at the log end (Kafka's
+    /// `maybeAssignEpochStartOffset` when a replica becomes leader). No-op unless newer
+    /// than the latest epoch.
+    pub fn assign_leader_epoch(&self, epoch: i32) -> Result<(), StorageError> {
+        let end = self.inner.log_end.get();
+        self.inner
+            .epochs
+            .borrow_mut()
+            .assign(epoch, end)
+            .map(|_| ())
+    }
+
+    /// OffsetForLeaderEpoch: Kafka's `endOffsetFor(epoch, end)`, as (epoch, end offset);
+    /// (-1, -1) for an unknown epoch. `end` is what the caller treats as the log end.
+    pub fn end_offset_for_epoch(&self, epoch: i32, end: i64) -> (i32, i64) {
+        self.inner.epochs.borrow().end_offset_for(epoch, end)
+    }
+
+    /// The leader epoch cache's entries (epoch, start offset), oldest first.
+    pub fn leader_epochs(&self) -> Vec<(i32, i64)> {
+        self.inner.epochs.borrow().entries().to_vec()
     }
 
     /// Records an aborted transaction in the `.txnindex` of the segment holding its abort

@@ -665,6 +665,38 @@ impl Segment {
         Ok(self.next_offset.get())
     }
 
+    /// Renames the segment's files to `<name>.deleted` (Kafka's suffix for files waiting for
+    /// `file.delete.delay.ms`) and returns the new paths. Readers' mappings and the open file
+    /// keep working: only names change. Recovery removes `.deleted` files it finds.
+    pub fn rename_deleted(&self) -> io::Result<Vec<PathBuf>> {
+        *self.map.borrow_mut() = None;
+        let mut out = Vec::new();
+        for ext in ["log", "index", "timeindex", "txnindex"] {
+            let from = self.path(ext);
+            let to = self.path(&format!("{ext}.deleted"));
+            match std::fs::rename(&from, &to) {
+                Ok(()) => out.push(to),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Kafka's `LogSegment.largestTimestamp`: the largest record timestamp, or the file's
+    /// last-modified time when the segment has none.
+    pub fn largest_timestamp(&self) -> i64 {
+        let (ts, _) = self.max_ts();
+        if ts >= 0 {
+            return ts;
+        }
+        std::fs::metadata(self.log_path())
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(self.created_ms, |d| d.as_millis() as i64)
+    }
+
     pub fn delete_files(&self) -> io::Result<()> {
         *self.map.borrow_mut() = None;
         for ext in ["log", "index", "timeindex", "txnindex"] {

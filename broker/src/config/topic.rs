@@ -575,6 +575,9 @@ pub struct TopicSettings {
     /// to when the broker reads its records.
     pub max_decompressed_bytes: usize,
     pub log: storage::LogConfig,
+    /// `retention.ms`, `retention.bytes` and whether `cleanup.policy` has `delete`: read by
+    /// the shard's housekeeping at every check, so a changed topic config applies at once.
+    pub retention: storage::RetentionPolicy,
 }
 
 impl TopicSettings {
@@ -600,6 +603,11 @@ impl TopicSettings {
             timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
             max_decompressed_bytes: long("max.decompressed.message.bytes").max(0) as usize,
             log,
+            retention: storage::RetentionPolicy {
+                retention_ms: long("retention.ms"),
+                retention_bytes: long("retention.bytes"),
+                delete: get("cleanup.policy").contains("delete"),
+            },
         }
     }
 }

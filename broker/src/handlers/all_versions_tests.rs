@@ -90,6 +90,39 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                     assert_eq!(r.topics[0].partitions[0].error_code, 0, "{ctx}");
                     assert!(r.topics[0].partitions[0].offset >= 2, "{ctx}");
                 }
+                ApiKey::DeleteRecords => {
+                    use kafka_protocol::messages::delete_records_request::{
+                        DeleteRecordsPartition, DeleteRecordsTopic,
+                    };
+                    // Partition 0 holds nothing: deleting up to its high watermark (-1).
+                    let req = DeleteRecordsRequest::default().with_topics(vec![
+                        DeleteRecordsTopic::default()
+                            .with_name(name("t"))
+                            .with_partitions(vec![DeleteRecordsPartition::default()
+                                .with_partition_index(0)
+                                .with_offset(-1)]),
+                    ]);
+                    let r: DeleteRecordsResponse = h.call(key, v, req);
+                    let p = &r.topics[0].partitions[0];
+                    assert_eq!((p.error_code, p.low_watermark), (0, 0), "{ctx}");
+                }
+                ApiKey::OffsetForLeaderEpoch => {
+                    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+                        OffsetForLeaderPartition, OffsetForLeaderTopic,
+                    };
+                    let req = OffsetForLeaderEpochRequest::default().with_topics(vec![
+                        OffsetForLeaderTopic::default()
+                            .with_topic(name("t"))
+                            .with_partitions(vec![OffsetForLeaderPartition::default()
+                                .with_partition(1)
+                                .with_current_leader_epoch(0)
+                                .with_leader_epoch(0)]),
+                    ]);
+                    let r: OffsetForLeaderEpochResponse = h.call(key, v, req);
+                    let p = &r.topics[0].partitions[0];
+                    assert_eq!((p.error_code, p.leader_epoch), (0, 0), "{ctx}");
+                    assert!(p.end_offset >= 2, "{ctx}");
+                }
                 ApiKey::CreateTopics => {
                     let t = CreatableTopic::default()
                         .with_name(name(&format!("c{v}")))

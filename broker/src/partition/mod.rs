@@ -138,6 +138,17 @@ pub struct ProduceOutcome {
     pub log_start_offset: i64,
 }
 
+/// Why a DeleteRecords on one partition failed; mapped to Kafka codes by its handler.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteRecordsError {
+    #[error("records of {0} can not be deleted due to the configured policy (cleanup.policy without delete)")]
+    Policy(String),
+    #[error("offset {offset} is beyond the high watermark {high_watermark}")]
+    OffsetOutOfRange { offset: i64, high_watermark: i64 },
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
 pub struct FetchOutcome {
     pub data: ReadResult,
     pub high_watermark: i64,
@@ -228,6 +239,45 @@ impl Partition {
 
     pub fn high_watermark(&self) -> i64 {
         *self.high_watermark.borrow()
+    }
+
+    /// Kafka's `deleteRecordsOnLeader`: `offset` -1 means the high watermark; an offset below
+    /// the current log start changes nothing. Returns the low watermark (the log start on a
+    /// single node). The segments wholly below go at once; the rest waits for retention.
+    pub fn delete_records(&self, offset: i64) -> Result<i64, DeleteRecordsError> {
+        if !self.settings().retention.delete {
+            return Err(DeleteRecordsError::Policy(format!(
+                "{}-{}",
+                self.topic, self.index
+            )));
+        }
+        let hw = self.high_watermark();
+        let offset = if offset == -1 { hw } else { offset };
+        if offset < 0 || offset > hw {
+            return Err(DeleteRecordsError::OffsetOutOfRange {
+                offset,
+                high_watermark: hw,
+            });
+        }
+        self.log.advance_log_start(offset)?;
+        Ok(self.log.log_start_offset())
+    }
+
+    /// One retention pass with the topic's current settings (Kafka's `deleteOldSegments`).
+    pub fn delete_old_segments(
+        &self,
+        now_ms: i64,
+    ) -> Result<storage::RetentionOutcome, StorageError> {
+        let policy = self.settings().retention;
+        self.log
+            .delete_old_segments(&policy, self.high_watermark(), now_ms)
+    }
+
+    /// OffsetForLeaderEpoch on the leader: (epoch, end offset) as Kafka's
+    /// `endOffsetForEpoch`, the end of the latest epoch being the high watermark (what a
+    /// single node's log end is once appends complete).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.log.end_offset_for_epoch(epoch, self.high_watermark())
     }
 
     /// A receiver that changes whenever the high watermark moves: fetch long polls wait on it

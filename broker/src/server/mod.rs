@@ -318,6 +318,7 @@ fn run_shard(
             tokio::task::spawn_local(checkpoint_loop(ctx.clone(), shutdown.clone()));
         }
         tokio::task::spawn_local(flush_timer(state.clone(), shutdown.clone()));
+        tokio::task::spawn_local(shard::housekeeping::run(state.clone(), shutdown.clone()));
         // Transactions left prepared by the last run complete now, open ones time out, without
         // waiting for a client to touch their coordinator.
         crate::txn::TxnShard::of(&state).load_all();
@@ -413,32 +414,40 @@ async fn checkpoint_loop(ctx: Arc<BrokerContext>, mut shutdown: watch::Receiver<
             _ = shutdown.changed() => return,
             _ = tokio::time::sleep(every) => {}
         }
-        let mut entries = Vec::new();
-        for s in 0..ctx.shard_count() {
-            let r = shard::frontend::invoke_on(&ctx, s, |state| async move {
-                state
-                    .partitions
-                    .borrow()
-                    .iter()
-                    .map(|((t, p), part)| {
-                        (
-                            t.to_string(),
-                            *p,
-                            part.log.durable_end_offset(),
-                            part.log.log_start_offset(),
-                        )
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .await;
-            match r {
-                Ok(e) => entries.extend(e),
-                Err(_) => return,
-            }
-        }
-        let dir = ctx.config.data_dir.clone();
-        if let Err(e) = write_checkpoints(&dir, &entries) {
+        if let Err(e) = checkpoint_now(&ctx).await {
             tracing::warn!(error = %e, "writing checkpoints failed");
         }
     }
+}
+
+/// Gathers every shard's recovery points and log start offsets and writes Kafka's two
+/// checkpoint files. Besides the periodic loop, DeleteRecords calls it before answering, so
+/// a log start offset it reported survives a crash. One writer at a time: a writer that
+/// gathered earlier must not overwrite a newer file.
+pub async fn checkpoint_now(ctx: &BrokerContext) -> anyhow::Result<()> {
+    static WRITER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one = WRITER.lock().await;
+    let mut entries = Vec::new();
+    for s in 0..ctx.shard_count() {
+        let e = shard::frontend::invoke_on(ctx, s, |state| async move {
+            state
+                .partitions
+                .borrow()
+                .iter()
+                .map(|((t, p), part)| {
+                    (
+                        t.to_string(),
+                        *p,
+                        part.log.durable_end_offset(),
+                        part.log.log_start_offset(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .await?;
+        entries.extend(e);
+    }
+    let dir = ctx.config.data_dir.clone();
+    // fsyncs: off the shard thread.
+    tokio::task::spawn_blocking(move || write_checkpoints(&dir, &entries)).await?
 }

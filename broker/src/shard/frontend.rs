@@ -14,7 +14,9 @@ use tokio::sync::{oneshot, watch};
 use super::{current, home_shard, BrokerContext, ShardState};
 use crate::catalog::TopicMeta;
 use crate::partition::txn::{ControlType, ProducerInfo};
-use crate::partition::{FetchOutcome, Partition, PartitionError, ProduceOutcome};
+use crate::partition::{
+    DeleteRecordsError, FetchOutcome, Partition, PartitionError, ProduceOutcome,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrontendError {
@@ -188,6 +190,34 @@ pub async fn offset_for_timestamp(
         Ok(p.log
             .offset_for_timestamp(ts)?
             .filter(|(offset, _)| *offset < hw))
+    })
+    .await?
+}
+
+/// DeleteRecords on one partition: the low watermark after it, or why not.
+pub async fn delete_records(
+    ctx: &BrokerContext,
+    topic: Arc<str>,
+    partition: i32,
+    offset: i64,
+) -> Result<Result<i64, DeleteRecordsError>, FrontendError> {
+    let shard = home(ctx, &topic, partition);
+    invoke_on(ctx, shard, move |state| async move {
+        Ok(find(&state, &topic, partition)?.delete_records(offset))
+    })
+    .await?
+}
+
+/// OffsetForLeaderEpoch on one partition: (epoch, end offset), Kafka's answer.
+pub async fn end_offset_for_epoch(
+    ctx: &BrokerContext,
+    topic: Arc<str>,
+    partition: i32,
+    epoch: i32,
+) -> Result<(i32, i64), FrontendError> {
+    let shard = home(ctx, &topic, partition);
+    invoke_on(ctx, shard, move |state| async move {
+        Ok(find(&state, &topic, partition)?.end_offset_for_epoch(epoch))
     })
     .await?
 }

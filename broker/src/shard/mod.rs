@@ -6,6 +6,7 @@
 //! bounded channels (`frontend::invoke_on`), and read the topic catalog as an `Arc` snapshot.
 
 pub mod frontend;
+pub mod housekeeping;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -53,6 +54,9 @@ pub fn home_shard(topic: &str, partition: i32, shards: usize) -> usize {
 }
 
 pub type PartitionKey = (Arc<str>, i32);
+
+/// The leader epoch of every partition: a single node is the only leader there ever was.
+pub const LEADER_EPOCH: i32 = 0;
 
 pub struct ShardState {
     pub id: usize,
@@ -109,6 +113,9 @@ pub fn open_partition(
         recovery_point.unwrap_or(0),
     )?;
     storage::logdir::write_partition_metadata(log.dir(), *topic.id.as_bytes())?;
+    // Kafka's makeLeader: the leader's epoch starts at the log end. A single node is leader
+    // with epoch 0 forever (Metadata says so), so this writes leader-epoch-checkpoint once.
+    log.assign_leader_epoch(LEADER_EPOCH)?;
     let partition = Rc::new(Partition::new(
         topic.name.clone(),
         index,

@@ -1,0 +1,254 @@
+//! DeleteRecords (key 21): moves each partition's log start offset up to the requested
+//! offset (-1 = the high watermark) and answers the low watermark, as Kafka's
+//! `ReplicaManager.deleteRecords` / `Partition.deleteRecordsOnLeader` do. Segments wholly
+//! below the new start are deleted at once (renamed `.deleted`, unlinked after
+//! `file.delete.delay.ms`); records below it in the remaining first segment stop being
+//! readable at once and go with their segment later (retention). The new log start offsets are
+//! written to `log-start-offset-checkpoint` before the answer, so they survive a crash.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+
+use super::RequestContext;
+use crate::partition::DeleteRecordsError;
+use crate::shard::frontend::{self, FrontendError};
+
+pub const MIN_VERSION: i16 = 0;
+pub const MAX_VERSION: i16 = 2;
+
+/// Kafka's internal topics: their records are the broker's, not a client's to delete.
+const INTERNAL_TOPICS: [&str; 3] = [
+    "__consumer_offsets",
+    "__transaction_state",
+    "__share_group_state",
+];
+
+/// The one place DeleteRecords failures become Kafka error codes.
+pub fn error_code(e: &Result<DeleteRecordsError, FrontendError>) -> i16 {
+    match e {
+        Err(FrontendError::UnknownPartition(..)) => ResponseError::UnknownTopicOrPartition.code(),
+        Err(FrontendError::ShardGone(_)) => ResponseError::NotLeaderOrFollower.code(),
+        Err(FrontendError::Offline(..))
+        | Err(FrontendError::Storage(_))
+        | Err(FrontendError::Partition(_)) => ResponseError::KafkaStorageError.code(),
+        Ok(DeleteRecordsError::Policy(_)) => ResponseError::PolicyViolation.code(),
+        Ok(DeleteRecordsError::OffsetOutOfRange { .. })
+        | Ok(DeleteRecordsError::Storage(storage::StorageError::OffsetOutOfRange { .. })) => {
+            ResponseError::OffsetOutOfRange.code()
+        }
+        Ok(DeleteRecordsError::Storage(_)) => ResponseError::KafkaStorageError.code(),
+    }
+}
+
+pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let catalog = ctx.ctx().catalog.snapshot();
+    let mut topics = Vec::new();
+    let mut moved = false;
+    for t in req.topics {
+        let meta = catalog.get(t.name.as_str()).cloned();
+        let internal = INTERNAL_TOPICS.contains(&t.name.as_str());
+        let mut partitions = Vec::new();
+        for p in t.partitions {
+            let base = DeleteRecordsPartitionResult::default()
+                .with_partition_index(p.partition_index)
+                .with_low_watermark(-1);
+            let code = match &meta {
+                _ if internal => ResponseError::InvalidTopicException.code(),
+                Some(m) if p.partition_index >= 0 && p.partition_index < m.partitions => {
+                    let r = frontend::delete_records(
+                        ctx.ctx(),
+                        m.name.clone(),
+                        p.partition_index,
+                        p.offset,
+                    )
+                    .await;
+                    match r {
+                        Ok(Ok(low)) => {
+                            moved = true;
+                            partitions.push(base.with_low_watermark(low));
+                            continue;
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(topic = %m.name, partition = p.partition_index, error = %e, "delete records refused");
+                            error_code(&Ok(e))
+                        }
+                        Err(e) => {
+                            tracing::warn!(topic = %m.name, partition = p.partition_index, error = %e, "delete records failed");
+                            error_code(&Err(e))
+                        }
+                    }
+                }
+                _ => ResponseError::UnknownTopicOrPartition.code(),
+            };
+            partitions.push(base.with_error_code(code));
+        }
+        topics.push(
+            DeleteRecordsTopicResult::default()
+                .with_name(t.name)
+                .with_partitions(partitions),
+        );
+    }
+    if moved {
+        if let Err(e) = crate::server::checkpoint_now(ctx.ctx()).await {
+            // The start moved in memory (and segments below it are gone); only a crash
+            // before the next periodic checkpoint could bring records in the first
+            // remaining segment back.
+            tracing::warn!(error = %e, "writing log-start-offset-checkpoint after DeleteRecords failed");
+        }
+    }
+    DeleteRecordsResponse::default().with_topics(topics)
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::super::produce::tests::{batch, create, produce_req};
+    use super::super::testing::*;
+    use super::*;
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::{ApiKey, ProduceResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    pub fn delete(h: &Harness, v: i16, topic: &str, partition: i32, offset: i64) -> (i16, i64) {
+        let req = DeleteRecordsRequest::default()
+            .with_timeout_ms(1000)
+            .with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partitions(vec![DeleteRecordsPartition::default()
+                    .with_partition_index(partition)
+                    .with_offset(offset)])]);
+        let r: DeleteRecordsResponse = h.call(ApiKey::DeleteRecords, v, req);
+        let p = &r.topics[0].partitions[0];
+        (p.error_code, p.low_watermark)
+    }
+
+    /// A one-partition topic with config overrides.
+    pub fn create_with_configs(h: &Harness, topic: &str, configs: &[(&str, &str)]) {
+        use kafka_protocol::messages::create_topics_request::{
+            CreatableTopic, CreatableTopicConfig,
+        };
+        use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+        let configs = configs
+            .iter()
+            .map(|(k, v)| {
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_string(k.to_string()))
+                    .with_value(Some(StrBytes::from_string(v.to_string())))
+            })
+            .collect();
+        let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(configs)]);
+        let resp: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
+        assert_eq!(resp.topics[0].error_code, 0);
+    }
+
+    fn produce(h: &Harness, topic: &str, n: usize) {
+        let r: ProduceResponse = h.call(
+            ApiKey::Produce,
+            11,
+            produce_req(topic, 0, 1, batch(n, -1, -1, -1)),
+        );
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    }
+
+    #[test]
+    fn given_records_when_deleting_then_low_watermark_moves_and_errors_are_kafkas() {
+        let h = Harness::new();
+        create(&h, "t", 1);
+        for _ in 0..3 {
+            produce(&h, "t", 4);
+        }
+        assert_eq!(delete(&h, 2, "t", 0, 5), (0, 5));
+        // Below the current start: nothing changes, the low watermark is reported.
+        assert_eq!(delete(&h, 2, "t", 0, 2), (0, 5));
+        assert_eq!(
+            delete(&h, 1, "t", 0, 13),
+            (ResponseError::OffsetOutOfRange.code(), -1)
+        );
+        assert_eq!(
+            delete(&h, 0, "t", 0, -7),
+            (ResponseError::OffsetOutOfRange.code(), -1)
+        );
+        // -1: the high watermark.
+        assert_eq!(delete(&h, 2, "t", 0, -1), (0, 12));
+        assert_eq!(
+            delete(&h, 2, "t", 1, 0),
+            (ResponseError::UnknownTopicOrPartition.code(), -1)
+        );
+        assert_eq!(
+            delete(&h, 2, "nope", 0, 0),
+            (ResponseError::UnknownTopicOrPartition.code(), -1)
+        );
+        assert_eq!(
+            delete(&h, 2, "__consumer_offsets", 0, 0),
+            (ResponseError::InvalidTopicException.code(), -1)
+        );
+        // Persisted as Kafka's checkpoint file, before the answer.
+        let text = std::fs::read_to_string(
+            h.state
+                .ctx
+                .config
+                .data_dir
+                .join("log-start-offset-checkpoint"),
+        )
+        .unwrap();
+        assert_eq!(text, "0\n1\nt 0 12\n");
+    }
+
+    #[test]
+    fn given_compact_only_topic_when_deleting_then_policy_violation() {
+        let h = Harness::new();
+        create_with_configs(&h, "c", &[("cleanup.policy", "compact")]);
+        assert_eq!(
+            delete(&h, 2, "c", 0, 0),
+            (ResponseError::PolicyViolation.code(), -1)
+        );
+    }
+
+    #[test]
+    fn given_every_failure_when_mapping_then_kafka_codes() {
+        use storage::StorageError;
+        let table: Vec<(Result<DeleteRecordsError, FrontendError>, ResponseError)> = vec![
+            (
+                Err(FrontendError::UnknownPartition("t".into(), 0)),
+                ResponseError::UnknownTopicOrPartition,
+            ),
+            (
+                Err(FrontendError::Offline("t".into(), 0, "x".into())),
+                ResponseError::KafkaStorageError,
+            ),
+            (
+                Err(FrontendError::ShardGone(1)),
+                ResponseError::NotLeaderOrFollower,
+            ),
+            (
+                Ok(DeleteRecordsError::Policy("t-0".into())),
+                ResponseError::PolicyViolation,
+            ),
+            (
+                Ok(DeleteRecordsError::OffsetOutOfRange {
+                    offset: 9,
+                    high_watermark: 3,
+                }),
+                ResponseError::OffsetOutOfRange,
+            ),
+            (
+                Ok(DeleteRecordsError::Storage(StorageError::LogFailed {
+                    path: "p".into(),
+                    reason: "r".into(),
+                })),
+                ResponseError::KafkaStorageError,
+            ),
+        ];
+        for (e, want) in table {
+            assert_eq!(error_code(&e), want.code(), "{e:?}");
+        }
+    }
+}
