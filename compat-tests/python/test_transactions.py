@@ -257,26 +257,32 @@ def test_consume_transform_produce_exactly_once_across_kill9():
         assert p.flush(120) == 0
         ends = {q: len(range(q, CTP_RECORDS, partitions)) for q in range(partitions)}
 
-        done = threading.Event()
-        kills: list[float] = []
-
-        def killer():
-            for _ in range(KILL_CYCLES):
-                if done.wait(rng.uniform(1.0, 4.0)):
-                    return
-                b.kill9()
-                kills.append(time.monotonic())
-                b.start()
-
-        k = threading.Thread(target=killer, daemon=True)
-        k.start()
+        # The app runs in a thread and the kills in this one: a broker started from a thread
+        # that then ends would get its PR_SET_PDEATHSIG (brokers.py) with that thread.
         restarts: list[str] = []
-        try:
-            _transform_until_done(b.bootstrap, "ctp-in", "ctp-out", "ctp", partitions, ends,
-                                  time.monotonic() + 600, restarts)
-        finally:
-            done.set()
-            k.join(120)
+        failure: list[BaseException] = []
+
+        def app():
+            try:
+                _transform_until_done(b.bootstrap, "ctp-in", "ctp-out", "ctp", partitions, ends,
+                                      time.monotonic() + 600, restarts)
+            except BaseException as e:  # noqa: BLE001 - reported by the main thread
+                failure.append(e)
+
+        worker = threading.Thread(target=app, daemon=True)
+        worker.start()
+        kills: list[float] = []
+        for _ in range(KILL_CYCLES):
+            worker.join(rng.uniform(1.0, 4.0))
+            if not worker.is_alive():
+                break
+            b.kill9()
+            kills.append(time.monotonic())
+            b.start()
+        worker.join(620)
+        assert not worker.is_alive(), "the app did not finish"
+        if failure:
+            raise failure[0]
         assert len(kills) == KILL_CYCLES, f"the run ended after {len(kills)} of {KILL_CYCLES} kills; lengthen it"
 
         out = read_all(b.bootstrap, "ctp-out", partitions, "read_committed", timeout_s=120, expect=CTP_RECORDS)
