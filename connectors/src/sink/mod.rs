@@ -3,7 +3,9 @@
 //! whole-batch failures so one bad record goes to the DLQ instead of stopping the pipeline.
 
 pub mod chroma;
+pub mod http;
 pub mod pgvector;
+pub mod pinecone;
 pub mod weaviate;
 
 use std::collections::BTreeMap;
@@ -42,6 +44,7 @@ pub enum Sink {
     Pgvector(pgvector::PgSink),
     Chroma(chroma::ChromaSink),
     Weaviate(weaviate::WeaviateSink),
+    Pinecone(pinecone::PineconeSink),
 }
 
 impl Sink {
@@ -51,6 +54,7 @@ impl Sink {
             SinkType::Pgvector => Sink::Pgvector(pgvector::PgSink::connect(cfg).await?),
             SinkType::Chroma => Sink::Chroma(chroma::ChromaSink::connect(cfg).await?),
             SinkType::Weaviate => Sink::Weaviate(weaviate::WeaviateSink::connect(cfg).await?),
+            SinkType::Pinecone => Sink::Pinecone(pinecone::PineconeSink::connect(cfg).await?),
             other => return Err(SinkError::Unsupported(other.as_str())),
         })
     }
@@ -60,6 +64,7 @@ impl Sink {
             Sink::Pgvector(_) => "pgvector",
             Sink::Chroma(_) => "chroma",
             Sink::Weaviate(_) => "weaviate",
+            Sink::Pinecone(_) => "pinecone",
         }
     }
 
@@ -75,6 +80,7 @@ impl Sink {
             Sink::Pgvector(s) => s.schema(),
             Sink::Chroma(s) => s.schema(),
             Sink::Weaviate(s) => s.schema(),
+            Sink::Pinecone(s) => s.schema(),
         }
     }
 
@@ -83,7 +89,7 @@ impl Sink {
     pub fn stored_offsets(&self) -> Offsets {
         match self {
             Sink::Pgvector(s) => s.stored_offsets().clone(),
-            Sink::Chroma(_) | Sink::Weaviate(_) => Offsets::new(),
+            Sink::Chroma(_) | Sink::Weaviate(_) | Sink::Pinecone(_) => Offsets::new(),
         }
     }
 
@@ -101,6 +107,7 @@ impl Sink {
             Sink::Pgvector(s) => s.create(wanted).await,
             Sink::Chroma(s) => s.create(wanted).await,
             Sink::Weaviate(s) => s.create(wanted).await,
+            Sink::Pinecone(s) => s.create(wanted).await,
         }
     }
 
@@ -115,6 +122,7 @@ impl Sink {
             Sink::Pgvector(s) => s.write(ops, offsets).await,
             Sink::Chroma(s) => s.write(ops).await,
             Sink::Weaviate(s) => s.write(ops).await,
+            Sink::Pinecone(s) => s.write(ops).await,
         }
     }
 
@@ -124,6 +132,7 @@ impl Sink {
             Sink::Pgvector(s) => s.count().await,
             Sink::Chroma(s) => s.count().await,
             Sink::Weaviate(s) => s.count().await,
+            Sink::Pinecone(s) => s.count().await,
         }
     }
 
@@ -134,6 +143,7 @@ impl Sink {
             Sink::Pgvector(s) => s.all_vectors().await,
             Sink::Chroma(s) => s.all_vectors().await,
             Sink::Weaviate(s) => s.all_vectors().await,
+            Sink::Pinecone(s) => s.all_vectors().await,
         }
     }
 
@@ -143,8 +153,35 @@ impl Sink {
             Sink::Pgvector(s) => s.nearest(vector, k).await,
             Sink::Chroma(s) => s.nearest(vector, k).await,
             Sink::Weaviate(s) => s.nearest(vector, k).await,
+            Sink::Pinecone(s) => s.nearest(vector, k).await,
         }
     }
+}
+
+/// The ops in maximal runs of one kind (upserts or deletes), in order, each at most `max`
+/// long, with the index of its first op: sinks that write each kind in its own request keep
+/// the stream's order this way.
+pub(crate) fn runs(ops: &[Op], max: usize) -> Vec<(usize, &[Op])> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ops.len() {
+        let upsert = matches!(ops[i], Op::Upsert(_));
+        let mut j = i;
+        while j < ops.len() && j - i < max && matches!(ops[j], Op::Upsert(_)) == upsert {
+            j += 1;
+        }
+        out.push((i, &ops[i..j]));
+        i = j;
+    }
+    out
+}
+
+/// The last op of each id, in order: one request must not name an id twice.
+pub(crate) fn dedup_last(ops: &[Op]) -> Vec<&Op> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<&Op> = ops.iter().rev().filter(|o| seen.insert(o.id())).collect();
+    out.reverse();
+    out
 }
 
 /// Every way `existing` fails to hold documents of `wanted`, in words.
@@ -224,6 +261,29 @@ mod tests {
             mismatches(&have, &schema(768, &[]), true),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn given_mixed_ops_then_runs_keep_order_and_dedup_keeps_the_last() {
+        use crate::record::Doc;
+        let up = |id: &str, x: f32| {
+            Op::Upsert(Doc {
+                id: id.into(),
+                vector: vec![x],
+                fields: Default::default(),
+            })
+        };
+        let ops = [
+            up("a", 1.0),
+            up("b", 2.0),
+            up("a", 3.0),
+            Op::Delete("a".into()),
+            up("c", 4.0),
+        ];
+        let r = runs(&ops, 2);
+        let shape: Vec<(usize, usize)> = r.iter().map(|(i, run)| (*i, run.len())).collect();
+        assert_eq!(shape, vec![(0, 2), (2, 1), (3, 1), (4, 1)]);
+        assert_eq!(dedup_last(&ops[..3]), vec![&ops[1], &ops[2]]);
     }
 
     #[test]
