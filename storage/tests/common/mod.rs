@@ -127,3 +127,17 @@ pub fn compacted_batch(base_ts: i64, records: &[(i64, &[u8])], last_offset_delta
     b[17..21].copy_from_slice(&crc.to_be_bytes());
     b
 }
+
+/// xorshift64: a seeded, replayable generator for randomized tests (seed must be non-zero).
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
