@@ -71,6 +71,8 @@ transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+log.retention.check.interval.ms=1000
+log.initial.task.delay.ms=0
 EOF
     local cp cluster_id
     cp="$(classpath)"
