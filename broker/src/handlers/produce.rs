@@ -95,14 +95,22 @@ fn partition_error(
         .with_error_message(message.filter(|_| version >= 8).map(StrBytes::from_string))
 }
 
-/// Kafka's `RequestUtils.hasTransactionalRecords`: a partition's first batch is transactional.
-fn has_transactional_records(req: &ProduceRequest) -> bool {
-    req.topic_data
+/// The distinct (producer id, epoch) of the transactional batches in the request, as Kafka's
+/// `RequestUtils.hasTransactionalRecords` and `handleProduceAppend` look at them (one batch
+/// per partition since produce v3).
+fn transactional_producers(req: &ProduceRequest) -> Vec<(i64, i16)> {
+    let mut out: Vec<(i64, i16)> = req
+        .topic_data
         .iter()
         .flat_map(|t| &t.partition_data)
         .filter_map(|pd| pd.records.as_deref())
         .filter_map(|r| storage::batch::BatchHeader::parse(r).ok())
-        .any(|h| h.is_transactional())
+        .filter(|h| h.is_transactional())
+        .map(|h| (h.producer_id, h.producer_epoch))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// Every partition of the request answered with `code` (Kafka's whole-request error response).
@@ -126,9 +134,16 @@ fn refuse_all(version: i16, req: ProduceRequest, code: i16) -> ProduceResponse {
 }
 
 pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceResponse {
-    // Transactional data must name its transactional id (Kafka authorizes the write on it).
-    if req.transactional_id.is_none() && has_transactional_records(&req) {
+    // Transactional data must name its transactional id (Kafka authorizes the write on it)
+    // and come from one producer (Kafka: "Transactional records contained more than one
+    // producer ID"). Both refuse the whole request.
+    let txn_producers = transactional_producers(&req);
+    if !txn_producers.is_empty() && req.transactional_id.is_none() {
         let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return refuse_all(ctx.version(), req, code);
+    }
+    if txn_producers.len() > 1 {
+        let code = ResponseError::InvalidProducerIdMapping.code();
         return refuse_all(ctx.version(), req, code);
     }
     let broker = ctx.ctx();

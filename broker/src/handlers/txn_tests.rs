@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -14,11 +14,9 @@ use kafka_protocol::messages::write_txn_markers_request::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::RecordBatchDecoder;
 
-use super::produce::tests::{batch, create, produce_req};
+use super::produce::tests::{batch, create, produce_req, txn_batch};
 use super::testing::*;
 use super::RequestContext;
 use crate::shard::frontend;
@@ -27,34 +25,6 @@ const PID: i64 = 4242;
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.into()))
-}
-
-fn txn_batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
-    let now = crate::now_ms();
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: true,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: first_seq + i as i32,
-            timestamp: now,
-            key: None,
-            value: Some(Bytes::from(format!("t{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let opts = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &opts).expect("encodes");
-    buf.freeze()
 }
 
 fn produce(h: &Harness, records: Bytes) -> (i16, i64) {
@@ -173,8 +143,8 @@ fn describe(h: &Harness) -> Vec<(i64, i32, i32, i64)> {
 }
 
 #[test]
-fn given_transactional_records_without_transactional_id_when_producing_then_whole_request_refused()
-{
+fn given_transactional_records_without_id_or_of_two_producers_when_producing_then_whole_request_refused(
+) {
     let h = Harness::new();
     create(&h, "t", 1);
     begin(&h, PID, 0);
@@ -185,6 +155,22 @@ fn given_transactional_records_without_transactional_id_when_producing_then_whol
     );
     let p = &r.responses[0].partition_responses[0];
     assert_eq!((p.error_code, p.base_offset), (53, -1));
+    assert_eq!(fetch(&h, 0, 0).0, 0);
+
+    // Two transactional producers in one request: every partition refused, nothing written.
+    create(&h, "u", 1);
+    begin(&h, PID + 1, 0);
+    let mut req = produce_req("t", 0, -1, txn_batch(1, PID, 0, 0))
+        .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("tx"))));
+    let other = produce_req("u", 0, -1, txn_batch(1, PID + 1, 0, 0));
+    req.topic_data.extend(other.topic_data);
+    let r: ProduceResponse = h.call(ApiKey::Produce, 11, req);
+    let codes: Vec<i16> = r
+        .responses
+        .iter()
+        .map(|t| t.partition_responses[0].error_code)
+        .collect();
+    assert_eq!(codes, vec![49, 49]);
     assert_eq!(fetch(&h, 0, 0).0, 0);
 }
 

@@ -9,10 +9,25 @@ use kafka_protocol::records::{
 use super::super::testing::*;
 
 pub fn batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
+    producer_batch(n, producer_id, epoch, first_seq, false)
+}
+
+/// A batch of a transactional producer (the transactional attribute set).
+pub fn txn_batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
+    producer_batch(n, producer_id, epoch, first_seq, true)
+}
+
+fn producer_batch(
+    n: usize,
+    producer_id: i64,
+    epoch: i16,
+    first_seq: i32,
+    transactional: bool,
+) -> Bytes {
     let now = crate::now_ms();
     let records: Vec<Record> = (0..n)
         .map(|i| Record {
-            transactional: false,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
