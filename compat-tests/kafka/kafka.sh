@@ -73,6 +73,7 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 log.retention.check.interval.ms=1000
 log.initial.task.delay.ms=0
+log.cleaner.backoff.ms=1000
 EOF
     local cp cluster_id
     cp="$(classpath)"

@@ -161,6 +161,8 @@ def start_strom(shards: int = 2, data_dir: Path | None = None) -> BrokerProcess:
         "--data-dir", str(data_dir or workdir / "data"),
         "--metrics-listen", f"127.0.0.1:{metrics_port}",
         "--shards", str(shards),
+        # Compaction tests wait for the cleaner; Kafka's fixture sets the same (kafka.sh).
+        "--set", "log_cleaner_backoff_ms=1000",
     ]
     # Retention checked every second (Kafka's fixture sets log.retention.check.interval.ms
     # the same way), so short-retention tests see segments go within seconds.

@@ -399,6 +399,19 @@ impl ConnectorConfig {
                 ),
             ));
         }
+        let weaviate_class = |c: &str| {
+            c.as_bytes()[0].is_ascii_uppercase()
+                && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        };
+        if sink.kind == SinkType::Weaviate && !weaviate_class(&sink.collection) {
+            return Err(bad(
+                "sink.collection",
+                format!(
+                    "`{}`: a Weaviate class name starts with an upper-case letter, then letters, digits, _",
+                    sink.collection
+                ),
+            ));
+        }
         if !(1..=10_000).contains(&sink.batch_size) {
             return Err(bad(
                 "sink.batch_size",

@@ -1,5 +1,5 @@
 //! Strom's sink connectors: Kafka topics of JSON records carrying embeddings, into vector
-//! databases (pgvector and Chroma today; see README.md for the config reference).
+//! databases: pgvector, Chroma, Weaviate, Pinecone (see README.md for the config reference).
 //!
 //! Data flow, per connector: librdkafka consumer (group member, manual commits) →
 //! [`record::decode`] (JSON, vector, deterministic id) → schema check → [`sink::Sink`] write

@@ -4,6 +4,8 @@
 
 pub mod chroma;
 pub mod pgvector;
+pub mod pinecone;
+pub mod weaviate;
 
 use std::collections::BTreeMap;
 
@@ -40,6 +42,8 @@ pub type Rejections = Vec<(usize, String)>;
 pub enum Sink {
     Pgvector(pgvector::PgSink),
     Chroma(chroma::ChromaSink),
+    Weaviate(weaviate::WeaviateSink),
+    Pinecone(pinecone::PineconeSink),
 }
 
 impl Sink {
@@ -48,6 +52,8 @@ impl Sink {
         Ok(match cfg.sink.kind {
             SinkType::Pgvector => Sink::Pgvector(pgvector::PgSink::connect(cfg).await?),
             SinkType::Chroma => Sink::Chroma(chroma::ChromaSink::connect(cfg).await?),
+            SinkType::Weaviate => Sink::Weaviate(weaviate::WeaviateSink::connect(cfg).await?),
+            SinkType::Pinecone => Sink::Pinecone(pinecone::PineconeSink::connect(cfg).await?),
             other => return Err(SinkError::Unsupported(other.as_str())),
         })
     }
@@ -56,6 +62,8 @@ impl Sink {
         match self {
             Sink::Pgvector(_) => "pgvector",
             Sink::Chroma(_) => "chroma",
+            Sink::Weaviate(_) => "weaviate",
+            Sink::Pinecone(_) => "pinecone",
         }
     }
 
@@ -70,6 +78,8 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.schema(),
             Sink::Chroma(s) => s.schema(),
+            Sink::Weaviate(s) => s.schema(),
+            Sink::Pinecone(s) => s.schema(),
         }
     }
 
@@ -78,7 +88,7 @@ impl Sink {
     pub fn stored_offsets(&self) -> Offsets {
         match self {
             Sink::Pgvector(s) => s.stored_offsets().clone(),
-            Sink::Chroma(_) => Offsets::new(),
+            Sink::Chroma(_) | Sink::Weaviate(_) | Sink::Pinecone(_) => Offsets::new(),
         }
     }
 
@@ -95,6 +105,8 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.create(wanted).await,
             Sink::Chroma(s) => s.create(wanted).await,
+            Sink::Weaviate(s) => s.create(wanted).await,
+            Sink::Pinecone(s) => s.create(wanted).await,
         }
     }
 
@@ -108,6 +120,8 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.write(ops, offsets).await,
             Sink::Chroma(s) => s.write(ops).await,
+            Sink::Weaviate(s) => s.write(ops).await,
+            Sink::Pinecone(s) => s.write(ops).await,
         }
     }
 
@@ -116,6 +130,8 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.count().await,
             Sink::Chroma(s) => s.count().await,
+            Sink::Weaviate(s) => s.count().await,
+            Sink::Pinecone(s) => s.count().await,
         }
     }
 
@@ -125,6 +141,8 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.all_vectors().await,
             Sink::Chroma(s) => s.all_vectors().await,
+            Sink::Weaviate(s) => s.all_vectors().await,
+            Sink::Pinecone(s) => s.all_vectors().await,
         }
     }
 
@@ -133,6 +151,8 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.nearest(vector, k).await,
             Sink::Chroma(s) => s.nearest(vector, k).await,
+            Sink::Weaviate(s) => s.nearest(vector, k).await,
+            Sink::Pinecone(s) => s.nearest(vector, k).await,
         }
     }
 }

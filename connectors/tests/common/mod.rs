@@ -410,11 +410,7 @@ pub fn producer(bootstrap: &str) -> FutureProducer {
 
 /// Produces `records` (partition, key, value; None = tombstone) and returns where each
 /// landed, in order.
-pub async fn produce(
-    bootstrap: &str,
-    topic: &str,
-    records: Vec<Outgoing>,
-) -> Vec<(i32, i64)> {
+pub async fn produce(bootstrap: &str, topic: &str, records: Vec<Outgoing>) -> Vec<(i32, i64)> {
     let p = producer(bootstrap);
     let mut out = Vec::with_capacity(records.len());
     // Bounded in-flight window: enough to be quick, not 10k futures at once.
@@ -440,12 +436,7 @@ pub async fn produce(
 
 /// Every record of `topic` (all partitions), read from the start until `want` arrived or
 /// the timeout: (partition, headers, value).
-pub fn read_all(
-    bootstrap: &str,
-    topic: &str,
-    want: usize,
-    timeout: Duration,
-) -> Vec<Incoming> {
+pub fn read_all(bootstrap: &str, topic: &str, want: usize, timeout: Duration) -> Vec<Incoming> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", format!("reader-{}", free_port()))
@@ -515,9 +506,7 @@ where
     panic!("timed out after {secs} s waiting for {what}");
 }
 
-pub fn headers_kinds(
-    dlq: &[Incoming],
-) -> HashMap<String, String> {
+pub fn headers_kinds(dlq: &[Incoming]) -> HashMap<String, String> {
     dlq.iter()
         .map(|(h, _)| {
             (
