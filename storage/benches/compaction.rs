@@ -166,7 +166,7 @@ fn main() {
     let rows = [
         scenario("no cleaner", None, seconds),
         scenario("cleaner unthrottled", Some(f64::MAX), seconds),
-        scenario("cleaner 10 MB/s", Some(10e6), seconds),
+        scenario("cleaner 40 MB/s", Some(40e6), seconds),
     ];
     println!(
         "durable 1 KiB appends on log A while log B takes 3 MB/s of keyed data ({seconds} s each)"

