@@ -114,7 +114,7 @@ def test_disk_full_answers_storage_error_keeps_serving_and_recovers_after_restar
         # The failed partition keeps refusing writes (no silent half-state).
         assert _produce_one(p, full, b"x")[0] == KAFKA_STORAGE_ERROR
     finally:
-        b.stop()
+        b.cleanup()  # its data dir is on the tmpfs, kept for the restart
     # Recovery: free space, restart on the same data dir.
     filler.unlink()
     b2 = brokers.start_strom(shards=1, data_dir=data)
