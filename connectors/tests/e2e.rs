@@ -1,0 +1,290 @@
+//! End to end, per real server: 10k records of 384-dim embeddings (plus bad records) produced
+//! to a real `strom serve`, sunk by a real `strom connect` that is killed -9 mid-stream and
+//! restarted; then the database must hold exactly the 10k objects with their vectors, a top-10
+//! query by a cluster centre must return that cluster, the bad records must be in the DLQ
+//! naming their error, a replay from offset 0 (a new group) must leave the count unchanged,
+//! and a keyed tombstone must delete its object. See tests/common for the setup.
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+use strom_connectors::config::{self, ConnectorConfig};
+use strom_connectors::record::offset_id;
+use strom_connectors::sink::Sink;
+
+const TOPIC: &str = "embeddings";
+const KEYED: &str = "keyed";
+
+fn connect_toml(kind: &str, url: &str, bootstrap: &str, admin: u16, group: &str) -> String {
+    format!(
+        r#"
+admin_listen = "127.0.0.1:{admin}"
+
+[[connectors]]
+name = "main"
+[connectors.source]
+bootstrap = "{bootstrap}"
+topics = ["{TOPIC}"]
+group_id = "{group}"
+[connectors.sink]
+type = "{kind}"
+url = "{url}"
+collection = "documents"
+batch_size = 64
+linger_ms = 20
+embedding_field = "embedding_vector"
+
+[[connectors]]
+name = "keyed"
+[connectors.source]
+bootstrap = "{bootstrap}"
+topics = ["{KEYED}"]
+group_id = "keyed-sink"
+[connectors.sink]
+type = "{kind}"
+url = "{url}"
+collection = "keyed_docs"
+batch_size = 16
+linger_ms = 20
+embedding_field = "embedding_vector"
+id = "key"
+"#
+    )
+}
+
+fn connector(toml: &str, name: &str) -> ConnectorConfig {
+    config::parse(toml)
+        .expect("test config")
+        .connectors
+        .into_iter()
+        .find(|c| c.name == name)
+        .expect("connector in config")
+}
+
+/// The sink's count, or None while the collection does not exist yet.
+async fn count(cfg: &ConnectorConfig) -> Option<u64> {
+    let mut s = Sink::connect(cfg).await.ok()?;
+    s.count().await.ok()
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("admin port");
+    write!(s, "GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+async fn scenario(kind: &str, url: &str, dir: &Path, bootstrap: &str) {
+    create_topics(
+        bootstrap,
+        &[
+            (TOPIC, PARTITIONS),
+            ("embeddings-dlq", 1),
+            (KEYED, 1),
+            ("keyed-dlq", 1),
+        ],
+    )
+    .await;
+    let data = Dataset::new();
+    // 10k documents with the 15 bad records spread through them, round-robin on partitions.
+    enum Item {
+        Doc(usize),
+        Bad(&'static str),
+    }
+    let mut bad = bad_records().into_iter();
+    let mut items = Vec::new();
+    let mut records = Vec::new();
+    for i in 0..RECORDS {
+        if i % 600 == 300 {
+            if let Some((value, kind)) = bad.next() {
+                records.push((
+                    (records.len() % PARTITIONS as usize) as i32,
+                    None,
+                    Some(value),
+                ));
+                items.push(Item::Bad(kind));
+            }
+        }
+        records.push((
+            (records.len() % PARTITIONS as usize) as i32,
+            None,
+            Some(data.json(i)),
+        ));
+        items.push(Item::Doc(i));
+    }
+    assert!(bad.next().is_none(), "all bad records mixed in");
+    let landed = produce(bootstrap, TOPIC, records).await;
+    let mut doc_id = vec![String::new(); RECORDS];
+    let mut want_dlq = HashMap::new();
+    for (item, (p, o)) in items.iter().zip(&landed) {
+        match item {
+            Item::Doc(i) => doc_id[*i] = offset_id(TOPIC, *p, *o),
+            Item::Bad(kind) => {
+                want_dlq.insert(format!("{p}/{o}"), kind.to_string());
+            }
+        }
+    }
+
+    let admin = free_port();
+    let toml = connect_toml(kind, url, bootstrap, admin, "vector-sink");
+    let main = connector(&toml, "main");
+
+    // Run 1, killed -9 mid-stream.
+    let mut run = start_connector(dir, &toml, 1);
+    eventually(300, "the first 1500 objects", || async {
+        count(&main).await.is_some_and(|n| n >= 1500)
+    })
+    .await;
+    run.kill9();
+    let at_kill = count(&main).await.unwrap();
+    assert!(
+        at_kill < RECORDS as u64,
+        "killed after the end ({at_kill}): not mid-stream"
+    );
+    eprintln!("{kind}: killed the connector with {at_kill} objects written");
+
+    // Run 2 finishes the stream.
+    let mut run = start_connector(dir, &toml, 2);
+    eventually(600, "all records sunk and committed", || async {
+        count(&main).await == Some(RECORDS as u64)
+            && group_caught_up(bootstrap, "vector-sink", TOPIC, PARTITIONS)
+    })
+    .await;
+    let metrics = http_get(admin, "/metrics");
+    assert!(
+        metrics.contains("strom_connector_records_written_total{connector=\"main\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("strom_connector_dlq_records_total"),
+        "{metrics}"
+    );
+
+    // Exactly the 10k objects, each with its vector.
+    let mut sink = Sink::connect(&main).await.expect("sink");
+    let stored: HashMap<String, Vec<f32>> = sink
+        .all_vectors()
+        .await
+        .expect("vectors")
+        .into_iter()
+        .collect();
+    assert_eq!(stored.len(), RECORDS);
+    for (i, id) in doc_id.iter().enumerate() {
+        let v = stored
+            .get(id)
+            .unwrap_or_else(|| panic!("document {i} ({id}) missing"));
+        // Chroma hands vectors back a last bit off (its own float round trip); neighbouring
+        // documents differ by ~0.01 per element, so 1e-5 still names the one right vector.
+        let close = v.len() == DIM
+            && v.iter()
+                .zip(&data.docs[i])
+                .all(|(a, b)| (a - b).abs() <= 1e-5);
+        assert!(close, "document {i}: wrong vector");
+    }
+
+    // Top-10 by a cluster centre is that cluster.
+    for k in (0..CLUSTERS).step_by(97) {
+        let got: BTreeSet<String> = sink
+            .nearest(&data.centres[k], 10)
+            .await
+            .expect("query")
+            .into_iter()
+            .collect();
+        let want: BTreeSet<String> = (k * PER_CLUSTER..(k + 1) * PER_CLUSTER)
+            .map(|i| doc_id[i].clone())
+            .collect();
+        assert_eq!(got, want, "cluster {k}: top-10 neighbours");
+    }
+
+    // Every bad record in the DLQ, naming its error (a replayed tail may repeat some).
+    let dlq = read_all(
+        bootstrap,
+        "embeddings-dlq",
+        want_dlq.len(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        headers_kinds(&dlq),
+        want_dlq,
+        "DLQ records and their error kinds"
+    );
+    assert!(dlq
+        .iter()
+        .all(|(h, _)| h.get("__connect.errors.topic").map(String::as_str) == Some(TOPIC)));
+
+    // Tombstones delete by key.
+    let keyed = connector(&toml, "keyed");
+    let json = |i: usize| Some(data.json(i));
+    produce(
+        bootstrap,
+        KEYED,
+        vec![
+            (0, Some(b"a".to_vec()), json(0)),
+            (0, Some(b"b".to_vec()), json(1)),
+            (0, Some(b"c".to_vec()), json(2)),
+            (0, Some(b"b".to_vec()), None),
+            (0, Some(b"a".to_vec()), json(3)),
+        ],
+    )
+    .await;
+    eventually(120, "keyed records sunk", || async {
+        group_caught_up(bootstrap, "keyed-sink", KEYED, 1)
+    })
+    .await;
+    let mut ks = Sink::connect(&keyed).await.expect("keyed sink");
+    let kv: HashMap<String, Vec<f32>> = ks.all_vectors().await.unwrap().into_iter().collect();
+    assert_eq!(
+        kv.keys().cloned().collect::<BTreeSet<_>>(),
+        BTreeSet::from(["a".to_string(), "c".to_string()])
+    );
+    let near = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5);
+    assert!(
+        near(&kv["a"], &data.docs[3]),
+        "the later record of a key wins"
+    );
+
+    // Replay from offset 0 under a new group: the count does not move.
+    run.terminate();
+    let replay = connect_toml(kind, url, bootstrap, free_port(), "vector-sink-replay");
+    let mut run = start_connector(dir, &replay, 3);
+    eventually(600, "the replay committed to the end", || async {
+        group_caught_up(bootstrap, "vector-sink-replay", TOPIC, PARTITIONS)
+    })
+    .await;
+    assert_eq!(
+        sink.count().await.unwrap(),
+        RECORDS as u64,
+        "replay changed the count"
+    );
+    run.terminate();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_pgvector_when_sinking_10k_with_a_crash_and_a_replay_then_exactly_10k_and_right_neighbours(
+) {
+    if !enabled("pgvector end-to-end") {
+        return;
+    }
+    let dir = TestDir::new();
+    let (_strom, bootstrap) = start_strom(dir.path());
+    let (_pg, url) = start_postgres(dir.path());
+    scenario("pgvector", &url, dir.path(), &bootstrap).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_chroma_when_sinking_10k_with_a_crash_and_a_replay_then_exactly_10k_and_right_neighbours(
+) {
+    if !enabled("chroma end-to-end") {
+        return;
+    }
+    let dir = TestDir::new();
+    let (_strom, bootstrap) = start_strom(dir.path());
+    let (_chroma, url) = start_chroma(dir.path());
+    scenario("chroma", &url, dir.path(), &bootstrap).await;
+}
