@@ -44,6 +44,25 @@ pub async fn append(
         return Ok(());
     }
     let now = crate::now_ms();
+    let bytes = encode_batch(records, txn, now)?;
+    let headers = storage::batch::validate_batches(&bytes)
+        .map_err(|e| CoordinatorLogError::Encode(e.to_string()))?;
+    let [header] = headers.as_slice() else {
+        return Err(CoordinatorLogError::Encode("expected one batch".into()));
+    };
+    part.append(*header, bytes, -1, now)
+        .await
+        .map_err(|e| CoordinatorLogError::Append(e.to_string()))?;
+    Ok(())
+}
+
+/// `records` as one uncompressed v2 batch (offsets from 0, no sequence), as the coordinators
+/// append them; `strom migrate` writes copied group offsets with it too.
+pub fn encode_batch(
+    records: &[(Bytes, Option<Bytes>)],
+    txn: Option<TxnProducer>,
+    now: i64,
+) -> Result<Bytes, CoordinatorLogError> {
     let records: Vec<Record> = records
         .iter()
         .enumerate()
@@ -76,16 +95,7 @@ pub async fn append(
         },
     )
     .map_err(|e| CoordinatorLogError::Encode(format!("{e:#}")))?;
-    let bytes: Bytes = buf.freeze();
-    let headers = storage::batch::validate_batches(&bytes)
-        .map_err(|e| CoordinatorLogError::Encode(e.to_string()))?;
-    let [header] = headers.as_slice() else {
-        return Err(CoordinatorLogError::Encode("expected one batch".into()));
-    };
-    part.append(*header, bytes, -1, now)
-        .await
-        .map_err(|e| CoordinatorLogError::Append(e.to_string()))?;
-    Ok(())
+    Ok(buf.freeze())
 }
 
 /// Calls `visit` with every record of the partition from its log start, in offset order

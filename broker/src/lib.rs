@@ -10,12 +10,14 @@
 //! reads; they are immutable snapshots behind an `Arc`.
 
 pub mod catalog;
+pub mod cleaner;
 pub mod config;
 pub mod coordinator_log;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod metrics;
+pub mod migrate;
 pub mod partition;
 pub mod producer_ids;
 pub mod server;

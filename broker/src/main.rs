@@ -19,6 +19,9 @@ struct Cli {
 enum Command {
     /// Run the broker (embedded defaults; no config file needed).
     Serve(ServeArgs),
+    /// Move topics and group offsets from a Kafka cluster, offsets preserved (docs/migration.md).
+    #[command(subcommand)]
+    Migrate(strom::migrate::MigrateCommand),
     /// Run sink connectors (Kafka topics into vector databases) as a standalone process.
     Connect(ConnectArgs),
 }
@@ -69,6 +72,11 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Migrate(cmd) => {
+            raise_fd_limit();
+            let code = strom::migrate::run(cmd)?;
+            std::process::exit(code);
+        }
         Command::Connect(args) => connect(args),
     }
 }

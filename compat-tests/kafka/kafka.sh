@@ -71,6 +71,7 @@ transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+log.cleaner.backoff.ms=1000
 EOF
     local cp cluster_id
     cp="$(classpath)"

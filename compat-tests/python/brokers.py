@@ -158,6 +158,8 @@ def start_strom(shards: int = 2) -> BrokerProcess:
         "--data-dir", str(workdir / "data"),
         "--metrics-listen", f"127.0.0.1:{metrics_port}",
         "--shards", str(shards),
+        # Compaction tests wait for the cleaner; Kafka's fixture sets the same (kafka.sh).
+        "--set", "log_cleaner_backoff_ms=1000",
     ]
     b = _spawn("strom", argv, workdir, port, metrics_port=metrics_port, cmdline=argv)
     try:

@@ -33,7 +33,7 @@ pub use coordinator::GroupShard;
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Kafka's `offsets.topic.segment.bytes` default: the compacted topic rolls small.
-const OFFSETS_SEGMENT_BYTES: &str = "104857600";
+pub const OFFSETS_SEGMENT_BYTES: &str = "104857600";
 
 /// Everything a group operation can fail with; `error_code` turns it into Kafka's code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

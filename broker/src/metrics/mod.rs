@@ -53,6 +53,9 @@ pub struct ShardMetrics {
     request_duration: HistogramVec,
     pub cross_shard_sent: IntCounter,
     pub cross_shard_received: IntCounter,
+    /// Log cleaner passes completed on the shard, and the bytes they wrote.
+    pub log_cleaner_passes: IntCounter,
+    pub log_cleaner_bytes_written: IntCounter,
     /// Per (topic, partition): produced and fetched counters, so the hot path hashes one small
     /// key instead of the label strings.
     partitions: RefCell<HashMap<(Arc<str>, i32), PartitionPair>>,
@@ -105,6 +108,16 @@ impl ShardMetrics {
         r.register(Box::new(request_duration.clone()))
             .expect("unique metric");
         ShardMetrics {
+            log_cleaner_passes: counter(
+                &r,
+                "strom_log_cleaner_passes_total",
+                "Log cleaning passes completed on the shard (compacted topics).",
+            ),
+            log_cleaner_bytes_written: counter(
+                &r,
+                "strom_log_cleaner_bytes_written_total",
+                "Bytes of cleaned segments the shard's log cleaner wrote.",
+            ),
             connections_open,
             connections_accepted: counter(
                 &r,
