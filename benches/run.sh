@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs strom-bench against Strom, Apache Kafka (compat-tests/kafka/kafka.sh) and, when a
-# `tansu` binary is on PATH, tansu — one after the other on 127.0.0.1, each alone on the
-# machine — plus the machine's limits, and writes the results table into benches/README.md
-# (between the RESULTS markers) and the raw JSON into benches/results/.
+# Runs strom-bench against Strom, Apache Kafka (compat-tests/kafka/kafka.sh) with its default
+# page-cache acks, Kafka with log.flush.interval.messages=1 (durable, as Redpanda's published
+# comparisons run it) and, when a tansu binary is found, tansu — one after the other on
+# 127.0.0.1, each alone on the machine — plus the machine's limits, and writes the results
+# table into benches/README.md (between the RESULTS markers), the raw JSON and SVG charts
+# (throughput.svg, latency.svg) into benches/results/.
 #
 #   benches/run.sh [quick|full]
 #
@@ -10,7 +12,10 @@
 #   full             10 s per workload, latency at 1k, 10k, 50k msg/s, embeddings at 10k msg/s
 #
 # Environment: STROM_BIN (default target/release/strom, built if missing), STROM_SHARDS
-# (default: cores), BENCH_BROKERS (default "strom kafka tansu").
+# (default: cores), BENCH_BROKERS (default "strom kafka kafka-durable tansu"), TANSU_BIN
+# (default: `tansu` on PATH; built once outside CI with
+# `cargo install tansu --locked --features libsql,dynostore`), TANSU_STORAGE (default: a
+# libSQL file in the run's temp dir).
 # Every broker is started here and stopped by its PID; every step is bounded by `timeout`.
 set -euo pipefail
 
@@ -22,7 +27,7 @@ case "$mode" in
     full) args=(--seconds 10 --rates 1000,10000,50000 --embedding-rate 10000) ;;
     *) echo "usage: run.sh [quick|full]" >&2; exit 2 ;;
 esac
-brokers="${BENCH_BROKERS:-strom kafka tansu}"
+brokers="${BENCH_BROKERS:-strom kafka kafka-durable tansu}"
 results="$here/results"
 work="$(mktemp -d -t strom-bench-XXXXXX)"
 mkdir -p "$results"
@@ -81,10 +86,14 @@ for b in $brokers; do
         stop "$pid"
         files+=("$results/strom.json")
         ;;
-    kafka)
+    kafka | kafka-durable)
         bash "$root/compat-tests/kafka/kafka.sh" fetch
         port=$(free_port) cport=$(free_port)
-        bash "$root/compat-tests/kafka/kafka.sh" run "$port" "$cport" "$work/$b" >"$work/$b.log" 2>&1 &
+        # kafka-durable: fsync after every message batch appended, so acks=all means on disk.
+        extra=""
+        [[ "$b" == kafka-durable ]] && extra="log.flush.interval.messages=1"
+        KAFKA_EXTRA_PROPERTIES="$extra" \
+            bash "$root/compat-tests/kafka/kafka.sh" run "$port" "$cport" "$work/$b" >"$work/$b.log" 2>&1 &
         pid=$!; pids+=("$pid")
         wait_port "$port" "$pid" 180
         bench_one "$b" "$port" "$pid"
@@ -92,13 +101,15 @@ for b in $brokers; do
         files+=("$results/$b.json")
         ;;
     tansu)
-        if ! command -v tansu >/dev/null; then echo "==> tansu not on PATH: skipped"; continue; fi
+        tansu_bin="${TANSU_BIN:-$(command -v tansu || true)}"
+        if [[ ! -x "$tansu_bin" ]]; then echo "==> no tansu binary (TANSU_BIN or PATH): skipped"; continue; fi
         port=$(free_port)
-        # tansu reads its settings from the environment; libSQL (SQLite) storage in the work dir
-        # (TANSU_STORAGE overrides, e.g. memory://tansu/). See benches/README.md for the build.
-        LISTENER_URL="tcp://127.0.0.1:$port" ADVERTISED_LISTENER_URL="tcp://127.0.0.1:$port" \
-            STORAGE_ENGINE="${TANSU_STORAGE:-sqlite://$work/tansu.db}" \
-            tansu broker >"$work/tansu.log" 2>&1 &
+        mkdir -p "$work/tansu"
+        # Single node, libSQL (SQLite) storage: tansu resolves sqlite://NAME against its working
+        # directory, so it runs in the work dir (TANSU_STORAGE overrides, e.g. memory://tansu/).
+        (cd "$work/tansu" && exec "$tansu_bin" broker \
+            --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
+            --storage-engine "${TANSU_STORAGE:-sqlite://tansu.db}") >"$work/tansu.log" 2>&1 &
         pid=$!; pids+=("$pid")
         wait_port "$port" "$pid" 60
         bench_one tansu "$port" "$pid"
@@ -113,6 +124,7 @@ echo "==> machine limits"
 timeout 120 "$bench" limits --dir "$work" --out "$results/limits.json"
 
 table="$("$bench" report "${files[@]}")"
+"$bench" plot --dir "$results" "${files[@]}"
 printf '%s\n' "$table" >"$work/table.md"
 python3 - "$here/README.md" "$work/table.md" <<'PY'
 import sys
@@ -123,4 +135,4 @@ head, rest = text.split(start, 1)
 _, tail = rest.split(end, 1)
 open(readme, "w").write(f"{head}{start}\n{table}\n{end}{tail}")
 PY
-echo "==> results in benches/README.md and $results"
+echo "==> results in benches/README.md and $results (JSON, throughput.svg, latency.svg)"

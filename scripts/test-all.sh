@@ -185,10 +185,11 @@ if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
     phase build cargo build --release -j"$jobs" -p strom
 fi
 # Real strom serve + strom connect (release binary) into real pgvector and Chroma servers.
-# Bounded beyond the tests' own waits (about 10 minutes for both on a loaded 2-core machine).
+# Bounded beyond the tests' own waits (about 6 minutes for all three on a loaded 2-core
+# machine). --workspace, not -p: the same feature set as the `test` phase, so nothing rebuilds.
 if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
     phase connectors env STROM_CONNECTOR_E2E=1 timeout --kill-after=30 1800 \
-        cargo test -j"$jobs" -p strom-connectors --test e2e -- --test-threads=1
+        cargo test -j"$jobs" --workspace --test e2e -- --test-threads=1
 fi
 phase compat compat
 [[ "${STROM_COMPAT_CLIENTS:-}" == none ]] || phase clients clients

@@ -24,11 +24,15 @@ const TOPIC: &str = "metered";
 const PARTITIONS: i32 = 3;
 
 fn produce(c: &mut Client, partition: i32, records: Bytes) {
+    produce_to(c, TOPIC, partition, records)
+}
+
+fn produce_to(c: &mut Client, topic: &str, partition: i32, records: Bytes) {
     let req = ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(5000)
         .with_topic_data(vec![TopicProduceData::default()
-            .with_name(topic_name(TOPIC))
+            .with_name(topic_name(topic))
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
                 .with_records(Some(records))])]);
@@ -39,11 +43,15 @@ fn produce(c: &mut Client, partition: i32, records: Bytes) {
 
 /// Fetches the whole partition in one response; returns the bytes the broker sent.
 fn fetch_all(c: &mut Client, partition: i32) -> usize {
+    fetch_all_of(c, TOPIC, partition)
+}
+
+fn fetch_all_of(c: &mut Client, topic: &str, partition: i32) -> usize {
     let req = FetchRequest::default()
         .with_max_bytes(10 << 20)
         .with_session_epoch(-1)
         .with_topics(vec![FetchTopic::default()
-            .with_topic(topic_name(TOPIC))
+            .with_topic(topic_name(topic))
             .with_partitions(vec![FetchPartition::default()
                 .with_partition(partition)
                 .with_fetch_offset(0)
@@ -55,13 +63,17 @@ fn fetch_all(c: &mut Client, partition: i32) -> usize {
 }
 
 fn commit(c: &mut Client, group: &str, partition: i32, offset: i64) {
+    commit_to(c, group, TOPIC, partition, offset)
+}
+
+fn commit_to(c: &mut Client, group: &str, topic: &str, partition: i32, offset: i64) {
     let s = |v: &str| StrBytes::from_string(v.to_string());
     let req = OffsetCommitRequest::default()
         .with_group_id(GroupId(s(group)))
         .with_generation_id_or_member_epoch(-1)
         .with_member_id(s(""))
         .with_topics(vec![OffsetCommitRequestTopic::default()
-            .with_name(topic_name(TOPIC))
+            .with_name(topic_name(topic))
             .with_partitions(vec![OffsetCommitRequestPartition::default()
                 .with_partition_index(partition)
                 .with_committed_offset(offset)])]);
@@ -72,7 +84,10 @@ fn commit(c: &mut Client, group: &str, partition: i32, offset: i64) {
 fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
     let mut s = TcpStream::connect(addr).expect("connect admin");
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    // One write: `write!` on a socket sends each piece of the format separately, and the admin
+    // server answers whatever its first read got.
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).expect("read response");
     let (head, body) = out.split_once("\r\n\r\n").expect("http response");
@@ -99,6 +114,15 @@ fn sum(s: &Scrape, metric: &str, want: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
+fn create_topic(c: &mut Client, topic: &str, partitions: i32) {
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(topic_name(topic))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1)]);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
+    assert_eq!(r.topics[0].error_code, 0);
+}
+
 #[test]
 fn given_known_workload_when_scraping_metrics_then_counters_and_lag_match_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -107,12 +131,7 @@ fn given_known_workload_when_scraping_metrics_then_counters_and_lag_match_it() {
     assert_eq!(ready, "ready\n");
 
     let mut c = Client::connect(server.kafka_addr);
-    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(topic_name(TOPIC))
-        .with_num_partitions(PARTITIONS)
-        .with_replication_factor(1)]);
-    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
-    assert_eq!(r.topics[0].error_code, 0);
+    create_topic(&mut c, TOPIC, PARTITIONS);
 
     // Partition p gets p+1 batches of 10·(p+1) records: different counts per partition, so a
     // counter attributed to the wrong partition shows.
@@ -264,4 +283,108 @@ fn metric_names(text: &str) -> Vec<String> {
         out.push(name);
     }
     out
+}
+
+fn start_on(dir: &std::path::Path, io_backend: &str, listen: SocketAddr) -> strom::Server {
+    let config = strom::config::BrokerConfig {
+        listen,
+        metrics_listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.to_path_buf(),
+        shards: 2,
+        io_backend: io_backend.into(),
+        ..Default::default()
+    };
+    strom::Server::start(config, Default::default()).expect("broker starts")
+}
+
+/// Series of any metric carrying `label=value`.
+fn series_with(s: &Scrape, label: &str, value: &str) -> Vec<String> {
+    s.samples
+        .iter()
+        .filter(|x| x.labels.get(label) == Some(value))
+        .map(|x| x.metric.clone())
+        .collect()
+}
+
+#[test]
+fn given_io_uring_deleted_topic_and_restart_when_scraping_then_queue_depth_no_stale_series_and_lag_reloaded(
+) {
+    // io_uring where the kernel allows it (then its queue depth must be served), else sync.
+    let uring = io_uring::IoUring::new(8).is_ok();
+    let backend = if uring { "uring" } else { "sync" };
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_on(dir.path(), backend, "127.0.0.1:0".parse().unwrap());
+    let mut c = Client::connect(server.kafka_addr);
+    create_topic(&mut c, "doomed", 2);
+    create_topic(&mut c, "kept", 1);
+    for p in 0..2 {
+        produce_to(&mut c, "doomed", p, batch(5, "d"));
+        assert!(fetch_all_of(&mut c, "doomed", p) > 0);
+    }
+    for i in 0..3 {
+        produce_to(&mut c, "kept", 0, batch(10, &format!("k{i}")));
+    }
+    commit_to(&mut c, "g2", "doomed", 0, 2);
+    commit_to(&mut c, "g2", "kept", 0, 7);
+
+    let s = scrape(server.metrics_addr);
+    assert!(!series_with(&s, "topic", "doomed").is_empty());
+    let depth = sum(&s, "strom_io_uring_queue_depth", &[]);
+    if uring {
+        // Every acks=-1 produce submitted at least a write and an fdatasync on the ring.
+        assert!(depth >= 2.0 * 5.0, "queue depth observations: {depth}");
+        assert_eq!(
+            sum(&s, "strom_io_uring_in_flight", &[]),
+            0.0,
+            "all completed"
+        );
+    } else {
+        assert_eq!(depth, 0.0, "no ring, no queue depth series");
+    }
+
+    let req = DeleteTopicsRequest::default().with_topic_names(vec![topic_name("doomed")]);
+    let r: DeleteTopicsResponse = c.call(ApiKey::DeleteTopics, 4, &req);
+    assert_eq!(r.responses[0].error_code, 0);
+    let s = scrape(server.metrics_addr);
+    assert_eq!(
+        series_with(&s, "topic", "doomed"),
+        Vec::<String>::new(),
+        "a deleted topic's series are gone"
+    );
+    assert_eq!(
+        sum(&s, "strom_produced_records_total", &[("topic", "kept")]),
+        30.0
+    );
+    drop(c);
+    let addr = server.kafka_addr;
+    server.shutdown().unwrap();
+
+    // After a restart the group's offsets are loaded from __consumer_offsets; its lag must
+    // come back with them (polled: loading is asynchronous to the listener opening).
+    let server = start_on(dir.path(), backend, addr);
+    let want = [("group", "g2"), ("topic", "kept"), ("partition", "0")];
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let s = loop {
+        let s = scrape(server.metrics_addr);
+        if s.samples
+            .iter()
+            .any(|x| x.metric == "strom_consumer_group_lag" && x.labels.get("group") == Some("g2"))
+        {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "g2's lag never appeared after restart"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(sum(&s, "strom_consumer_group_lag", &want), 30.0 - 7.0);
+    assert_eq!(sum(&s, "strom_consumer_group_committed_offset", &want), 7.0);
+    assert!(series_with(&s, "topic", "doomed").is_empty());
+    // Counters are per process: the restarted broker has produced nothing yet.
+    assert_eq!(
+        sum(&s, "strom_produced_records_total", &[("topic", "kept")]),
+        0.0
+    );
+    server.shutdown().unwrap();
 }

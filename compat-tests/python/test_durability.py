@@ -39,7 +39,8 @@ class Restartable:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> None:
+    def start(self, *extra: str) -> None:
+        """Starts strom; `extra` are more `serve` flags (e.g. "--set", "steering=ebpf")."""
         self.starts += 1
         argv = [
             str(brokers.STROM_BIN), "serve",
@@ -47,6 +48,7 @@ class Restartable:
             "--data-dir", str(self.workdir / "data"),
             "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
             "--shards", "2",
+            *extra,
         ]
         run_dir = self.workdir / f"run{self.starts}"
         run_dir.mkdir()

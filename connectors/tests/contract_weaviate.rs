@@ -30,6 +30,20 @@ fn doc(id: &str, fields: Value) -> Op {
     })
 }
 
+/// Scripts the class lookup (missing) and its creation.
+fn expect_created(fake: &Fake) {
+    fake.expect(
+        "GET",
+        "/v1/schema/Document",
+        fixture("weaviate", "schema_get_missing.json", &[]),
+    );
+    fake.expect(
+        "POST",
+        "/v1/schema",
+        fixture("weaviate", "schema_post_created.json", &[]),
+    );
+}
+
 fn schema() -> Schema {
     Schema {
         dimension: 3,
@@ -47,16 +61,7 @@ fn schema() -> Schema {
 async fn given_missing_class_when_preparing_then_created_with_vectorizer_none_distance_and_property_types(
 ) {
     let fake = Fake::start().await;
-    fake.expect(
-        "GET",
-        "/v1/schema/Document",
-        fixture("weaviate", "schema_get_missing.json", &[]),
-    );
-    fake.expect(
-        "POST",
-        "/v1/schema",
-        fixture("weaviate", "schema_post_created.json", &[]),
-    );
+    expect_created(&fake);
     let mut sink = Sink::connect(&cfg(&fake.url, "Document"))
         .await
         .expect("connect");
@@ -116,16 +121,7 @@ async fn given_per_object_batch_errors_when_writing_then_only_those_records_reje
 ) {
     let fake = Fake::start().await;
     let (a, b) = (object_id("a"), object_id("b"));
-    fake.expect(
-        "GET",
-        "/v1/schema/Document",
-        fixture("weaviate", "schema_get_missing.json", &[]),
-    );
-    fake.expect(
-        "POST",
-        "/v1/schema",
-        fixture("weaviate", "schema_post_created.json", &[]),
-    );
+    expect_created(&fake);
     fake.expect(
         "POST",
         "/v1/batch/objects?consistency_level=QUORUM",
@@ -174,16 +170,7 @@ async fn given_per_object_batch_errors_when_writing_then_only_those_records_reje
 #[tokio::test]
 async fn given_unavailable_server_when_writing_then_transient_error_to_retry() {
     let fake = Fake::start().await;
-    fake.expect(
-        "GET",
-        "/v1/schema/Document",
-        fixture("weaviate", "schema_get_missing.json", &[]),
-    );
-    fake.expect(
-        "POST",
-        "/v1/schema",
-        fixture("weaviate", "schema_post_created.json", &[]),
-    );
+    expect_created(&fake);
     fake.expect(
         "POST",
         "/v1/batch/objects?consistency_level=QUORUM",

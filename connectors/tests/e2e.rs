@@ -288,3 +288,54 @@ async fn given_chroma_when_sinking_10k_with_a_crash_and_a_replay_then_exactly_10
     let (_chroma, url) = start_chroma(dir.path());
     scenario("chroma", &url, dir.path(), &bootstrap).await;
 }
+
+/// `strom serve` with `[[connectors]]` in its config runs them itself: records produced to the
+/// broker reach Chroma, and the connectors' metrics are on `connectors_admin_listen`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_serve_config_with_connectors_when_records_arrive_then_the_broker_process_sinks_them()
+{
+    if !enabled("strom serve [[connectors]]") {
+        return;
+    }
+    let dir = TestDir::new();
+    let (_chroma, url) = start_chroma(dir.path());
+    let (port, admin) = (free_port(), free_port());
+    let config = format!(
+        r#"
+num_partitions = 1
+connectors_admin_listen = "127.0.0.1:{admin}"
+
+[[connectors]]
+name = "served"
+[connectors.source]
+bootstrap = "127.0.0.1:{port}"
+topics = ["served"]
+group_id = "served-sink"
+[connectors.sink]
+type = "chroma"
+url = "{url}"
+collection = "served"
+linger_ms = 20
+embedding_field = "embedding_vector"
+"#
+    );
+    let (_strom, bootstrap) = start_strom_on(dir.path(), port, Some(&config));
+    create_topics(&bootstrap, &[("served", 1), ("served-dlq", 1)]).await;
+    let data = Dataset::new();
+    let records = (0..200).map(|i| (0, None, Some(data.json(i)))).collect();
+    produce(&bootstrap, "served", records).await;
+    let cfg = strom_connectors::config::from_serve_table(&toml::from_str(&config).unwrap())
+        .unwrap()
+        .unwrap()
+        .connectors
+        .remove(0);
+    eventually(300, "200 objects sunk by strom serve", || async {
+        count(&cfg).await == Some(200)
+    })
+    .await;
+    let metrics = http_get(admin, "/metrics");
+    assert!(
+        metrics.contains("strom_connector_records_written_total{connector=\"served\"} 200"),
+        "{metrics}"
+    );
+}

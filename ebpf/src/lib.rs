@@ -166,6 +166,9 @@ impl Steering {
                     tracing::info!(
                         mode = "ebpf",
                         shards,
+                        // The kernel's id of the program: `bpftool prog show id N`, and how
+                        // tests check it is gone after shutdown.
+                        prog_id = prog.program_id(),
                         load_attach_us = took.as_micros() as u64,
                         "connection steering: SK_REUSEPORT program attached"
                     );

@@ -41,6 +41,11 @@ impl SteeringProbe {
             .store(attach.as_micros() as u64, Ordering::Relaxed);
     }
 
+    /// Load + attach time of the steering program (zero for `hash`).
+    pub fn attach_time(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(self.attach_us.load(Ordering::Relaxed))
+    }
+
     pub fn mode(&self) -> ActiveMode {
         match self.mode.load(Ordering::Relaxed) {
             0 => ActiveMode::Ebpf,

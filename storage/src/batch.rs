@@ -329,7 +329,8 @@ pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
 }
 
-fn read_varint(buf: &[u8], at: &mut usize) -> Option<i64> {
+/// A zigzag varint (Kafka's record fields), at most 10 bytes; `at` moves past it.
+pub fn read_varint(buf: &[u8], at: &mut usize) -> Option<i64> {
     let mut raw: u64 = 0;
     for shift in (0..70).step_by(7) {
         let b = *buf.get(*at)?;

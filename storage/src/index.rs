@@ -97,6 +97,10 @@ impl IndexFile {
         }
     }
 
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
     fn write_entry(&self, n: usize, bytes: &[u8]) -> io::Result<()> {
         self.file.write_all_at(bytes, (n * self.entry_size) as u64)
     }
@@ -147,6 +151,11 @@ pub struct OffsetIndex {
 }
 
 impl OffsetIndex {
+    /// fdatasync of the file (only the cleaner's output is synced: see the module doc).
+    pub fn sync(&self) -> io::Result<()> {
+        self.f.sync()
+    }
+
     /// Opens (or creates empty) without reading it; entries are loaded on first use.
     pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> io::Result<OffsetIndex> {
         Ok(OffsetIndex {
@@ -321,6 +330,11 @@ pub struct TimeIndex {
 }
 
 impl TimeIndex {
+    /// fdatasync of the file (only the cleaner's output is synced: see the module doc).
+    pub fn sync(&self) -> io::Result<()> {
+        self.f.sync()
+    }
+
     /// Opens (or creates empty) without reading it; entries are loaded on first use.
     pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> io::Result<TimeIndex> {
         Ok(TimeIndex {

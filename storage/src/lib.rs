@@ -21,6 +21,7 @@
 //! partition.metadata, producer snapshots), so a Kafka log dir opens here and back.
 
 pub mod batch;
+pub mod cleaner;
 pub mod index;
 pub mod io;
 mod leader_epoch;

@@ -33,6 +33,9 @@ pub(crate) fn load_segments(
     cfg: &LogConfig,
     recovery_point: i64,
 ) -> Result<BTreeMap<i64, Rc<Segment>>, StorageError> {
+    // A log cleaning pass interrupted after its commit point is completed first, so the
+    // listing below sees the segments it left.
+    crate::cleaner::swap::recover(dir).map_err(|e| StorageError::io(e, dir))?;
     let mut bases = Vec::new();
     let mut others = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| StorageError::io(e, dir))?;
@@ -49,10 +52,6 @@ pub(crate) fn load_segments(
                 let p = entry.path();
                 tracing::info!(file = %p.display(), "removing leftover file");
                 std::fs::remove_file(&p).map_err(|e| StorageError::io(e, &p))?;
-            }
-            e if e.ends_with(".swap") => {
-                tracing::warn!(file = %entry.path().display(),
-                    "ignoring .swap file (interrupted Kafka compaction)");
             }
             "index" | "timeindex" | "txnindex" => others.push((base, entry.path())),
             _ => {}

@@ -48,6 +48,9 @@ impl AsRef<[u8]> for MapSlice {
 pub(crate) struct Segment {
     pub base_offset: i64,
     dir: PathBuf,
+    /// Appended to every file name: "" for a live segment, ".cleaned" for one the log
+    /// cleaner is writing.
+    suffix: &'static str,
     pub file: RefCell<Arc<File>>,
     /// Bytes assigned to appends, including writes still in flight.
     pub size: Cell<u64>,
@@ -101,7 +104,11 @@ pub struct SegmentProbe {
 
 impl Segment {
     fn path(&self, ext: &str) -> PathBuf {
-        self.dir.join(file_name(self.base_offset, ext))
+        self.dir.join(format!(
+            "{}{}",
+            file_name(self.base_offset, ext),
+            self.suffix
+        ))
     }
 
     pub fn log_path(&self) -> PathBuf {
@@ -111,27 +118,31 @@ impl Segment {
     /// Opens the segment's files, creating missing ones. State (size, indexes' meaning) is
     /// established afterwards by `restore_from_indexes` or `recover`.
     pub fn open(dir: &Path, base: i64, cfg: &LogConfig, now_ms: i64) -> io::Result<Segment> {
+        Self::open_suffixed(dir, base, cfg, now_ms, "")
+    }
+
+    fn open_suffixed(
+        dir: &Path,
+        base: i64,
+        cfg: &LogConfig,
+        now_ms: i64,
+        suffix: &'static str,
+    ) -> io::Result<Segment> {
+        let name = |ext| dir.join(format!("{}{suffix}", file_name(base, ext)));
         let log = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(dir.join(file_name(base, "log")))?;
+            .open(name("log"))?;
         let size = log.metadata()?.len();
-        let index = OffsetIndex::open(
-            &dir.join(file_name(base, "index")),
-            base,
-            cfg.segment_index_bytes,
-        )?;
-        let time_index = TimeIndex::open(
-            &dir.join(file_name(base, "timeindex")),
-            base,
-            cfg.segment_index_bytes,
-        )?;
-        let txn_index = TxnIndex::open(&dir.join(file_name(base, "txnindex")))?;
+        let index = OffsetIndex::open(&name("index"), base, cfg.segment_index_bytes)?;
+        let time_index = TimeIndex::open(&name("timeindex"), base, cfg.segment_index_bytes)?;
+        let txn_index = TxnIndex::open(&name("txnindex"))?;
         Ok(Segment {
             base_offset: base,
             dir: dir.to_path_buf(),
+            suffix,
             file: RefCell::new(Arc::new(log)),
             size: Cell::new(size),
             written_size: Cell::new(size),
@@ -230,15 +241,36 @@ impl Segment {
 
     /// A new, empty segment (files truncated if leftovers exist).
     pub fn create(dir: &Path, base: i64, cfg: &LogConfig, now_ms: i64) -> io::Result<Segment> {
+        Self::create_suffixed(dir, base, cfg, now_ms, "")
+    }
+
+    /// A new, empty segment whose file names end in `suffix` (the cleaner's ".cleaned").
+    pub fn create_suffixed(
+        dir: &Path,
+        base: i64,
+        cfg: &LogConfig,
+        now_ms: i64,
+        suffix: &'static str,
+    ) -> io::Result<Segment> {
         for ext in ["log", "index", "timeindex", "txnindex"] {
-            match std::fs::remove_file(dir.join(file_name(base, ext))) {
+            let p = dir.join(format!("{}{suffix}", file_name(base, ext)));
+            match std::fs::remove_file(p) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
                 _ => {}
             }
         }
-        let seg = Segment::open(dir, base, cfg, now_ms)?;
+        let seg = Segment::open_suffixed(dir, base, cfg, now_ms, suffix)?;
         seg.set_active(true)?;
         Ok(seg)
+    }
+
+    /// fsyncs the log and its offset and time indexes (the cleaner's output must be
+    /// durable before it replaces anything).
+    pub fn sync_all(&self) -> io::Result<()> {
+        self.file.borrow().sync_data()?;
+        self.index.borrow().sync()?;
+        self.time_index.borrow().sync()?;
+        self.txn_index.borrow().sync()
     }
 
     /// Kafka keeps the active segment's indexes preallocated and trims them otherwise.

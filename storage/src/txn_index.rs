@@ -114,6 +114,14 @@ impl TxnIndex {
         &self.path
     }
 
+    /// fdatasync of the file, if there is one.
+    pub fn sync(&self) -> io::Result<()> {
+        match &self.file {
+            Some(f) => f.sync_data(),
+            None => Ok(()),
+        }
+    }
+
     pub fn entries(&self) -> &[AbortedTxn] {
         &self.entries
     }

@@ -64,16 +64,6 @@ fn crash_child() {
     });
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 #[test]
 fn given_child_killed_at_random_moments_when_reopening_then_every_acked_batch_is_intact() {
     let root = tempfile::tempdir().unwrap();

@@ -10,19 +10,6 @@ use bytes::BytesMut;
 use common::*;
 use storage::{Durability, LogConfig, PartitionLog, StorageError};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// What the log must contain: batches as (base offset, bytes from the magic on).
 #[derive(Default)]
 struct Model {

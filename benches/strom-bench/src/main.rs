@@ -4,11 +4,13 @@
 //!   strom-bench run --bootstrap 127.0.0.1:9092 --name strom [--pid PID] --out strom.json
 //!   strom-bench limits --dir /path/on/the/data/disk --out limits.json
 //!   strom-bench report limits.json strom.json kafka.json > table.md
+//!   strom-bench plot --dir results/ limits.json strom.json kafka.json   # SVG charts
 //!
 //! Every workload is bounded in time (`--seconds`); progress goes to stderr. benches/run.sh
 //! starts the brokers and runs all three steps.
 
 mod limits;
+mod plot;
 mod proc;
 mod workloads;
 
@@ -43,6 +45,25 @@ enum Cmd {
     },
     /// Renders result files (from `run` and `limits`) as markdown tables.
     Report { files: Vec<PathBuf> },
+    /// Draws result files as SVG charts (throughput.svg, latency.svg) into `--dir`.
+    Plot {
+        #[arg(long)]
+        dir: PathBuf,
+        files: Vec<PathBuf>,
+    },
+}
+
+/// Broker runs (in the order given) and the limits, from result files.
+fn load(files: &[PathBuf]) -> anyhow::Result<(Vec<BrokerRun>, Option<LimitsRun>)> {
+    let mut brokers = Vec::new();
+    let mut lims = None;
+    for f in files {
+        match serde_json::from_slice::<ResultFile>(&std::fs::read(f)?)? {
+            ResultFile::Broker(b) => brokers.push(b),
+            ResultFile::Limits(l) => lims = Some(l),
+        }
+    }
+    Ok((brokers, lims))
 }
 
 #[derive(Parser)]
@@ -141,16 +162,13 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Report { files } => {
-            let mut brokers = Vec::new();
-            let mut lims = None;
-            for f in files {
-                match serde_json::from_slice::<ResultFile>(&std::fs::read(&f)?)? {
-                    ResultFile::Broker(b) => brokers.push(b),
-                    ResultFile::Limits(l) => lims = Some(l),
-                }
-            }
+            let (brokers, lims) = load(&files)?;
             print!("{}", report(&brokers, lims.as_ref()));
             Ok(())
+        }
+        Cmd::Plot { dir, files } => {
+            let (brokers, lims) = load(&files)?;
+            plot::write(&dir, &brokers, lims.as_ref())
         }
     }
 }
@@ -373,6 +391,51 @@ fn report(brokers: &[BrokerRun], lims: Option<&LimitsRun>) -> String {
                 .unwrap_or_else(|| "–".into());
             out += &format!("| {} | {:.0} | {ops} |\n", x.name, x.mb_per_s);
         }
+        out += &ratios(brokers, l);
+    }
+    out
+}
+
+/// Each broker's best figures as a share of the limit that bounds them: produce and consume
+/// against one loopback TCP stream (every byte crosses it), acks=all produce against the
+/// fdatasync write rate at 1 MiB per sync (a durable broker's ceiling on this disk when
+/// group commit gathers ~1 MiB per sync).
+fn ratios(brokers: &[BrokerRun], l: &LimitsRun) -> String {
+    let limit = |prefix: &str| {
+        l.limits
+            .iter()
+            .find(|x| x.name.starts_with(prefix))
+            .map(|x| x.mb_per_s)
+    };
+    let (Some(tcp), Some(sync)) = (limit("loopback"), limit("fdatasync write, 1 MiB")) else {
+        return String::new();
+    };
+    let best = |b: &BrokerRun, f: &dyn Fn(&str) -> bool| {
+        b.rows
+            .iter()
+            .filter(|r| f(&r.workload))
+            .filter_map(|r| r.mb_per_s)
+            .fold(0.0f64, f64::max)
+    };
+    let mut out = format!(
+        "\nBest figures as a share of the machine's limits (loopback {tcp:.0} MB/s, fdatasync \
+         at 1 MiB per sync {sync:.0} MB/s):\n\n| broker | produce acks=1 / loopback | \
+         produce acks=all / loopback | produce acks=all / fdatasync 1 MiB | consume / loopback |\n\
+         |---|---|---|---|---|\n"
+    );
+    for b in brokers {
+        let p1 = best(b, &|w| w.starts_with("produce") && w.contains("acks=1 "));
+        let pall = best(b, &|w| w.starts_with("produce") && w.contains("acks=all"));
+        let cons = best(b, &|w| w.starts_with("consume"));
+        let pct = |v: f64, lim: f64| format!("{:.0}% ({v:.0} MB/s)", 100.0 * v / lim);
+        out += &format!(
+            "| {} | {} | {} | {} | {} |\n",
+            b.broker,
+            pct(p1, tcp),
+            pct(pall, tcp),
+            pct(pall, sync),
+            pct(cons, tcp)
+        );
     }
     out
 }

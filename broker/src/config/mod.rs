@@ -74,6 +74,17 @@ pub struct BrokerConfig {
     pub log_flush_offset_checkpoint_interval_ms: i64,
     /// Kafka `log.cleanup.policy`. Default "delete".
     pub log_cleanup_policy: String,
+    /// Kafka `log.cleaner.enable`: run the log cleaner for compacted topics. Default true.
+    pub log_cleaner_enable: bool,
+    /// Kafka `log.cleaner.backoff.ms`: how long each shard's cleaner sleeps when no log
+    /// needs cleaning. Default 15000.
+    pub log_cleaner_backoff_ms: i64,
+    /// Kafka `log.cleaner.io.max.bytes.per.second`: read plus write rate of each shard's
+    /// cleaner. Default unlimited (Kafka's Double.MAX_VALUE).
+    pub log_cleaner_io_max_bytes_per_second: f64,
+    /// Kafka `log.cleaner.dedupe.buffer.size`: memory for the key map of one cleaning
+    /// pass, split across shards (Kafka splits it across cleaner threads). Default 128 MiB.
+    pub log_cleaner_dedupe_buffer_size: i64,
     /// Kafka `log.message.timestamp.type`. "CreateTime" (default) or "LogAppendTime".
     pub log_message_timestamp_type: String,
     /// Kafka `file.delete.delay.ms`. Default 60000.
@@ -151,6 +162,10 @@ impl Default for BrokerConfig {
             log_flush_interval_ms: i64::MAX,
             log_flush_offset_checkpoint_interval_ms: 60_000,
             log_cleanup_policy: "delete".into(),
+            log_cleaner_enable: true,
+            log_cleaner_backoff_ms: 15_000,
+            log_cleaner_io_max_bytes_per_second: f64::MAX,
+            log_cleaner_dedupe_buffer_size: 128 * 1024 * 1024,
             log_message_timestamp_type: "CreateTime".into(),
             file_delete_delay_ms: 60_000,
             offsets_topic_num_partitions: 50,
@@ -248,6 +263,10 @@ pub(crate) fn typed_value(key: &str, raw: &str) -> toml::Value {
         Some(toml::Value::Boolean(_)) => raw
             .parse::<bool>()
             .map(toml::Value::Boolean)
+            .unwrap_or_else(|_| toml::Value::String(raw.into())),
+        Some(toml::Value::Float(_)) => raw
+            .parse::<f64>()
+            .map(toml::Value::Float)
             .unwrap_or_else(|_| toml::Value::String(raw.into())),
         _ => toml::Value::String(raw.into()),
     }
@@ -411,6 +430,23 @@ impl BrokerConfig {
         }
         if self.max_in_flight_per_connection == 0 {
             return Err(bad("max_in_flight_per_connection", "must be >= 1".into()));
+        }
+        if self.log_cleaner_backoff_ms < 0 {
+            return Err(bad("log_cleaner_backoff_ms", "must be >= 0".into()));
+        }
+        if self.log_cleaner_io_max_bytes_per_second.is_nan()
+            || self.log_cleaner_io_max_bytes_per_second <= 0.0
+        {
+            return Err(bad(
+                "log_cleaner_io_max_bytes_per_second",
+                "must be > 0".into(),
+            ));
+        }
+        if self.log_cleaner_dedupe_buffer_size < 1024 * 1024 {
+            return Err(bad(
+                "log_cleaner_dedupe_buffer_size",
+                "must be >= 1048576".into(),
+            ));
         }
         if self.log_segment_bytes < 14 {
             return Err(bad("log_segment_bytes", "must be >= 14".into()));

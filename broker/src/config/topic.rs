@@ -575,6 +575,8 @@ pub struct TopicSettings {
     /// to when the broker reads its records.
     pub max_decompressed_bytes: usize,
     pub log: storage::LogConfig,
+    /// delete.retention.ms, min/max.compaction.lag.ms, min.cleanable.dirty.ratio.
+    pub cleaner: storage::cleaner::CleanerConfig,
     /// `retention.ms`, `retention.bytes` and whether `cleanup.policy` has `delete`: read by
     /// the shard's housekeeping at every check, so a changed topic config applies at once.
     pub retention: storage::RetentionPolicy,
@@ -603,6 +605,16 @@ impl TopicSettings {
             timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
             max_decompressed_bytes: long("max.decompressed.message.bytes").max(0) as usize,
             log,
+            cleaner: storage::cleaner::CleanerConfig {
+                delete_retention_ms: long("delete.retention.ms").max(0),
+                min_compaction_lag_ms: long("min.compaction.lag.ms").max(0),
+                max_compaction_lag_ms: long("max.compaction.lag.ms").max(1),
+                min_cleanable_dirty_ratio: get("min.cleanable.dirty.ratio")
+                    .trim()
+                    .parse::<f64>()
+                    .unwrap_or(0.5),
+                dedupe_buffer_bytes: broker.config.log_cleaner_dedupe_buffer_size.max(0) as usize,
+            },
             retention: storage::RetentionPolicy {
                 retention_ms: long("retention.ms"),
                 retention_bytes: long("retention.bytes"),

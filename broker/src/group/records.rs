@@ -15,8 +15,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use super::classic::CommittedOffset;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
-#[error("malformed __consumer_offsets record: {0}")]
-pub struct RecordError(String);
+#[error("malformed coordinator record: {0}")]
+pub struct RecordError(pub String);
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MemberMetadata {
@@ -104,7 +104,7 @@ pub struct CurrentAssignment {
 const OFFSET_VALUE_VERSION: i16 = 3;
 const GROUP_VALUE_VERSION: i16 = 3;
 
-fn put_str(b: &mut BytesMut, s: &str) {
+pub(crate) fn put_str(b: &mut BytesMut, s: &str) {
     b.put_i16(s.len() as i16);
     b.put_slice(s.as_bytes());
 }
@@ -468,14 +468,15 @@ fn decode_group_value(v: &[u8]) -> Result<GroupMetadata, RecordError> {
     })
 }
 
-/// Reads Kafka's primitive types, classic or flexible (compact) encoding.
-struct Reader<'a> {
+/// Reads Kafka's primitive types, classic or flexible (compact) encoding (also used for
+/// `__transaction_state` records).
+pub(crate) struct Reader<'a> {
     b: &'a [u8],
-    flexible: bool,
+    pub(crate) flexible: bool,
 }
 
 impl<'a> Reader<'a> {
-    fn new(b: &'a [u8], flexible: bool) -> Self {
+    pub(crate) fn new(b: &'a [u8], flexible: bool) -> Self {
         Reader { b, flexible }
     }
     fn need(&self, n: usize) -> Result<(), RecordError> {
@@ -494,7 +495,7 @@ impl<'a> Reader<'a> {
         r.flexible = true;
         Ok(r)
     }
-    fn i8(&mut self) -> Result<i8, RecordError> {
+    pub(crate) fn i8(&mut self) -> Result<i8, RecordError> {
         self.need(1)?;
         Ok(self.b.get_i8())
     }
@@ -514,15 +515,15 @@ impl<'a> Reader<'a> {
         }
         Ok(out)
     }
-    fn i16(&mut self) -> Result<i16, RecordError> {
+    pub(crate) fn i16(&mut self) -> Result<i16, RecordError> {
         self.need(2)?;
         Ok(self.b.get_i16())
     }
-    fn i32(&mut self) -> Result<i32, RecordError> {
+    pub(crate) fn i32(&mut self) -> Result<i32, RecordError> {
         self.need(4)?;
         Ok(self.b.get_i32())
     }
-    fn i64(&mut self) -> Result<i64, RecordError> {
+    pub(crate) fn i64(&mut self) -> Result<i64, RecordError> {
         self.need(8)?;
         Ok(self.b.get_i64())
     }
@@ -539,7 +540,7 @@ impl<'a> Reader<'a> {
         Err(RecordError("varint too long".into()))
     }
     /// Length of a string/bytes/array; `None` for null.
-    fn len(&mut self, wide: bool) -> Result<Option<usize>, RecordError> {
+    pub(crate) fn len(&mut self, wide: bool) -> Result<Option<usize>, RecordError> {
         if self.flexible {
             let n = self.uvarint()?;
             return Ok(n.checked_sub(1).map(|n| n as usize));
@@ -551,7 +552,7 @@ impl<'a> Reader<'a> {
         };
         Ok((n >= 0).then_some(n as usize))
     }
-    fn raw(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
+    pub(crate) fn raw(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
         self.need(n)?;
         let (head, tail) = self.b.split_at(n);
         self.b = tail;
@@ -568,7 +569,7 @@ impl<'a> Reader<'a> {
             }
         }
     }
-    fn string(&mut self) -> Result<String, RecordError> {
+    pub(crate) fn string(&mut self) -> Result<String, RecordError> {
         Ok(self.nullable_string()?.unwrap_or_default())
     }
     fn bytes(&mut self) -> Result<Bytes, RecordError> {
@@ -577,18 +578,25 @@ impl<'a> Reader<'a> {
             Some(n) => Ok(Bytes::copy_from_slice(self.raw(n)?)),
         }
     }
-    fn array_len(&mut self) -> Result<usize, RecordError> {
+    pub(crate) fn array_len(&mut self) -> Result<usize, RecordError> {
         Ok(self.len(true)?.unwrap_or(0))
     }
-    fn tagged_fields(&mut self) -> Result<(), RecordError> {
+    pub(crate) fn tagged_fields(&mut self) -> Result<(), RecordError> {
+        self.tagged_fields_with(|_, _| Ok(()))
+    }
+    /// Tagged fields, each (tag, data) given to `f`; nothing in classic encoding.
+    pub(crate) fn tagged_fields_with(
+        &mut self,
+        mut f: impl FnMut(u64, &[u8]) -> Result<(), RecordError>,
+    ) -> Result<(), RecordError> {
         if !self.flexible {
             return Ok(());
         }
         let n = self.uvarint()?;
         for _ in 0..n {
-            let _tag = self.uvarint()?;
+            let tag = self.uvarint()?;
             let size = self.uvarint()? as usize;
-            self.raw(size)?;
+            f(tag, self.raw(size)?)?;
         }
         Ok(())
     }

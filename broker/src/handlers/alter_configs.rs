@@ -4,7 +4,6 @@
 
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
-use kafka_protocol::protocol::StrBytes;
 
 use super::config_changes::{self as changes, AlterError, Change, Op};
 use super::RequestContext;
@@ -36,33 +35,25 @@ async fn alter(
 }
 
 pub async fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
-    let duplicates = changes::duplicate_resources(
-        req.resources
-            .iter()
-            .map(|r| (r.resource_type, r.resource_name.as_str())),
-    );
-    let mut responses = Vec::with_capacity(req.resources.len());
-    for r in &req.resources {
-        let key = (r.resource_type, r.resource_name.to_string());
-        let outcome = if duplicates.contains(&key) {
-            Err(AlterError::InvalidRequest(
-                changes::DUPLICATE_RESOURCE.into(),
-            ))
-        } else {
-            alter(ctx, r, req.validate_only).await
-        };
-        let (code, message) = match outcome {
-            Ok(()) => (0, None),
-            Err(e) => (e.code(), Some(StrBytes::from_string(e.to_string()))),
-        };
-        responses.push(
+    let validate_only = req.validate_only;
+    let outcomes = changes::answer_each(
+        &req.resources,
+        |r| (r.resource_type, r.resource_name.as_str()),
+        async |r| alter(ctx, r, validate_only).await,
+    )
+    .await;
+    let responses = req
+        .resources
+        .iter()
+        .zip(outcomes)
+        .map(|(r, (code, message))| {
             AlterConfigsResourceResponse::default()
                 .with_error_code(code)
                 .with_error_message(message)
                 .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name.clone()),
-        );
-    }
+                .with_resource_name(r.resource_name.clone())
+        })
+        .collect();
     AlterConfigsResponse::default().with_responses(responses)
 }
 
@@ -73,6 +64,7 @@ mod tests {
     use super::*;
     use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
     use kafka_protocol::messages::ApiKey;
+    use kafka_protocol::protocol::StrBytes;
 
     fn set(
         kind: i8,

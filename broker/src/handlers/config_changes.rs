@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::catalog::CatalogError;
@@ -107,18 +108,35 @@ pub struct Change {
     pub value: Option<String>,
 }
 
-/// The (type, name) pairs that appear more than once: Kafka fails every copy.
-pub fn duplicate_resources<'a>(
-    resources: impl Iterator<Item = (i8, &'a str)>,
-) -> HashSet<(i8, String)> {
+/// Runs `alter` on each resource in request order and gives (error code, message) per
+/// resource. A (type, name) pair that appears more than once fails every copy, as in Kafka.
+pub async fn answer_each<R>(
+    resources: &[R],
+    id: impl Fn(&R) -> (i8, &str),
+    mut alter: impl AsyncFnMut(&R) -> Result<(), AlterError>,
+) -> Vec<(i16, Option<StrBytes>)> {
     let mut seen = HashSet::new();
-    resources
-        .filter(|(t, n)| !seen.insert((*t, n.to_string())))
-        .map(|(t, n)| (t, n.to_string()))
-        .collect()
+    let duplicates: HashSet<(i8, &str)> = resources
+        .iter()
+        .map(&id)
+        .filter(|k| !seen.insert(*k))
+        .collect();
+    let mut out = Vec::with_capacity(resources.len());
+    for r in resources {
+        let outcome = if duplicates.contains(&id(r)) {
+            Err(AlterError::InvalidRequest(
+                "Each resource must appear at most once.".into(),
+            ))
+        } else {
+            alter(r).await
+        };
+        out.push(match outcome {
+            Ok(()) => (0, None),
+            Err(e) => (e.code(), Some(StrBytes::from_string(e.to_string()))),
+        });
+    }
+    out
 }
-
-pub const DUPLICATE_RESOURCE: &str = "Each resource must appear at most once.";
 
 /// Kafka's broker-side preprocessing: duplicate keys, null values, resource type and name.
 /// `entries` are the config names, each with whether its value is a null Kafka refuses (any

@@ -151,6 +151,7 @@ fn broker_entries(view: &BrokerView) -> Vec<BrokerEntry> {
             }
             toml::Value::Integer(_) => ConfigType::Long,
             toml::Value::Boolean(_) => ConfigType::Boolean,
+            toml::Value::Float(_) => ConfigType::Double,
             _ => ConfigType::String,
         };
         out.push(BrokerEntry {
@@ -364,6 +365,79 @@ mod tests {
         assert_eq!(
             resp.results[0].configs[0].value.as_deref(),
             Some("604800000")
+        );
+    }
+
+    #[test]
+    fn given_dynamic_broker_values_when_describing_then_levels_as_synonyms_and_read_only_flags() {
+        let h = Harness::new();
+        create(&h, "t", 1);
+        let cat = &h.state.ctx.catalog;
+        cat.set_broker_dynamic(false, [("log.retention.ms".into(), "1000".into())].into())
+            .unwrap();
+        cat.set_broker_dynamic(true, [("log.retention.ms".into(), "2000".into())].into())
+            .unwrap();
+        let req = DescribeConfigsRequest::default()
+            .with_resources(vec![resource(2, "t"), resource(4, "0"), resource(4, "")])
+            .with_include_synonyms(true)
+            .with_include_documentation(true);
+        let resp: DescribeConfigsResponse = h.call(ApiKey::DescribeConfigs, 4, req);
+        let find = |i: usize, name: &str| {
+            resp.results[i]
+                .configs
+                .iter()
+                .find(|c| c.name.as_str() == name)
+                .unwrap_or_else(|| panic!("{name} in result {i}"))
+                .clone()
+        };
+        let syns = |c: &DescribeConfigsResourceResult| -> Vec<(String, String, i8)> {
+            c.synonyms
+                .iter()
+                .map(|s| {
+                    (
+                        s.name.to_string(),
+                        s.value.as_deref().unwrap_or("").to_string(),
+                        s.source,
+                    )
+                })
+                .collect()
+        };
+        let r = find(0, "retention.ms");
+        assert_eq!((r.value.as_deref(), r.config_source), (Some("2000"), 2));
+        assert_eq!(
+            syns(&r),
+            vec![
+                ("log.retention.ms".into(), "2000".into(), 2),
+                ("log.retention.ms".into(), "1000".into(), 3)
+            ]
+        );
+        let b = find(1, "log.retention.ms");
+        assert_eq!(
+            (b.value.as_deref(), b.config_source, b.read_only),
+            (Some("2000"), 2, false)
+        );
+        assert_eq!(syns(&b).len(), 3, "per-broker, cluster default, default");
+        assert!(b.documentation.is_some());
+        assert!(find(1, "log.dirs").read_only);
+        // Broker defaults of topic configs Strom has no field for are listed with Kafka's
+        // default and are dynamic.
+        let d = find(1, "log.cleaner.delete.retention.ms");
+        assert_eq!(
+            (d.value.as_deref(), d.config_source, d.read_only),
+            (Some("86400000"), 5, false)
+        );
+        // The cluster-default resource lists only the cluster-wide dynamic values.
+        let names: Vec<&str> = resp.results[2]
+            .configs
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["log.retention.ms"]);
+        assert_eq!(resp.results[2].configs[0].config_source, 3);
+        assert_eq!(
+            syns(&resp.results[2].configs[0]).len(),
+            2,
+            "cluster default, default"
         );
     }
 }

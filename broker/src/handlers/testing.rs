@@ -53,6 +53,7 @@ impl Harness {
             shard_senders: vec![tx],
             started_ms: crate::now_ms(),
             steering: Default::default(),
+            cleaner_checkpoints: Arc::new(crate::cleaner::Checkpoints::load(dir.path())),
             config,
         });
         let state = local.block_on(&rt, async {

@@ -53,6 +53,9 @@ pub struct ShardMetrics {
     request_duration: HistogramVec,
     pub cross_shard_sent: IntCounter,
     pub cross_shard_received: IntCounter,
+    /// Log cleaner passes completed on the shard, and the bytes they wrote.
+    pub log_cleaner_passes: IntCounter,
+    pub log_cleaner_bytes_written: IntCounter,
     /// Per (topic, partition): produced and fetched counters, so the hot path hashes one small
     /// key instead of the label strings.
     partitions: RefCell<HashMap<(Arc<str>, i32), PartitionPair>>,
@@ -105,6 +108,16 @@ impl ShardMetrics {
         r.register(Box::new(request_duration.clone()))
             .expect("unique metric");
         ShardMetrics {
+            log_cleaner_passes: counter(
+                &r,
+                "strom_log_cleaner_passes_total",
+                "Log cleaning passes completed on the shard (compacted topics).",
+            ),
+            log_cleaner_bytes_written: counter(
+                &r,
+                "strom_log_cleaner_bytes_written_total",
+                "Bytes of cleaned segments the shard's log cleaner wrote.",
+            ),
             connections_open,
             connections_accepted: counter(
                 &r,
@@ -198,6 +211,30 @@ impl ShardMetrics {
         f.records.inc_by(records);
     }
 
+    /// Drops the series of a deleted topic's partitions, so a scrape no longer shows them (and
+    /// a topic re-created under the same name starts its counters at zero, as a new series).
+    pub fn forget_topic(&self, topic: &str) {
+        self.partitions
+            .borrow_mut()
+            .retain(|(t, p), _| t.as_ref() != topic || !self.remove_partition(topic, *p));
+    }
+
+    /// Removes one partition's series from the four families; always true (for `retain`).
+    fn remove_partition(&self, topic: &str, partition: i32) -> bool {
+        let p = partition.to_string();
+        let labels = [topic, p.as_str()];
+        for family in [
+            &self.produced_bytes,
+            &self.produced_records,
+            &self.fetched_bytes,
+            &self.fetched_records,
+        ] {
+            // Err only when the series was never created (e.g. never fetched): nothing to do.
+            let _ = family.remove_label_values(&labels);
+        }
+        true
+    }
+
     pub fn observe_request(&self, api: kafka_protocol::messages::ApiKey, version: i16, secs: f64) {
         let key = (api as i16, version);
         if let Some(h) = self.requests.borrow().get(&key) {
@@ -264,6 +301,33 @@ mod tests {
         data.extend(&torn[..40]);
         assert_eq!(records_in_batches(&data), 8);
         assert_eq!(records_in_batches(&[]), 0);
+    }
+
+    #[test]
+    fn given_a_deleted_topic_when_forgotten_then_only_its_series_are_gone() {
+        let m = ShardMetrics::new();
+        let gone: Arc<str> = "gone".into();
+        let kept: Arc<str> = "kept".into();
+        m.count_produced(&gone, 0, 10, 1);
+        m.count_produced(&gone, 1, 10, 1);
+        m.count_fetched(&gone, 1, 10, 1);
+        m.count_produced(&kept, 0, 10, 1);
+        m.forget_topic("gone");
+        let topics: Vec<String> = m
+            .registry
+            .gather()
+            .iter()
+            .flat_map(|f| f.get_metric().to_vec())
+            .flat_map(|m| m.get_label().to_vec())
+            .filter(|l| l.name() == "topic")
+            .map(|l| l.value().to_string())
+            .collect();
+        // kept's partition 0 has its four series (produced and fetched bytes and records).
+        assert_eq!(topics, vec!["kept".to_string(); 4], "only kept's series");
+        // Counting again after a re-create starts a fresh series at zero.
+        m.count_produced(&gone, 0, 5, 1);
+        let (p, _) = m.partition(&gone, 0);
+        assert_eq!(p.bytes.get(), 5);
     }
 
     #[test]

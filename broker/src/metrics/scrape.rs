@@ -46,6 +46,8 @@ pub struct ShardSnapshot {
     pub groups: Vec<GroupSnapshot>,
     pub sync: storage::io::SyncStatsSnapshot,
     pub syncs_in_flight: u64,
+    /// `None` on the pwrite+fdatasync backend.
+    pub ring: Option<storage::io::RingStatsSnapshot>,
     pub busy_seconds: f64,
     pub cpu_seconds: f64,
     pub inflight_bytes: u64,
@@ -70,6 +72,21 @@ fn snapshot(state: &Rc<ShardState>) -> ShardSnapshot {
         })
         .collect();
     let coordinator = crate::group::GroupShard::of(state);
+    // Groups load lazily, on the first group request after a start; the lag of groups whose
+    // consumers are down must show anyway, so a scrape loads this shard's coordinator
+    // partitions (once per shard life, as a group request would).
+    let offsets_partitions: Vec<i32> = state
+        .partitions
+        .borrow()
+        .keys()
+        .filter(|(t, _)| t.as_ref() == crate::group::OFFSETS_TOPIC)
+        .map(|(_, p)| *p)
+        .collect();
+    for p in offsets_partitions {
+        if let Err(e) = coordinator.ensure_loaded(p) {
+            tracing::warn!(partition = p, error = %e, "loading group offsets for metrics");
+        }
+    }
     let groups = coordinator
         .groups
         .borrow()
@@ -99,6 +116,7 @@ fn snapshot(state: &Rc<ShardState>) -> ShardSnapshot {
         groups,
         sync: state.io.sync_stats(),
         syncs_in_flight: state.io.syncs_in_flight(),
+        ring: state.io.ring_stats(),
         busy_seconds,
         cpu_seconds: thread_cpu_seconds(),
         inflight_bytes: bound.saturating_sub(state.inflight_bytes.available_permits() as u64),
@@ -285,6 +303,21 @@ fn families(shards: &[ShardSnapshot], ready: bool, shard_count: usize) -> Vec<Me
             sl(),
             s.syncs_in_flight as f64,
         );
+        if let Some(ring) = &s.ring {
+            f.gauge(
+                "strom_io_uring_in_flight",
+                "Operations (writes, fdatasyncs) on the shard's io_uring not completed yet.",
+                sl(),
+                ring.in_flight as f64,
+            );
+            f.histogram(
+                "strom_io_uring_queue_depth",
+                "io_uring queue depth at each submission (operations in flight, the new one included).",
+                sl(),
+                &ring.depth,
+                1.0,
+            );
+        }
         f.histogram(
             "strom_fdatasync_duration_seconds",
             "fdatasync latency of the shard's segment files.",
@@ -350,6 +383,11 @@ fn families(shards: &[ShardSnapshot], ready: bool, shard_count: usize) -> Vec<Me
                 g.members as f64,
             );
             for (topic, partition, committed) in &g.offsets {
+                // Offsets of a deleted topic's partitions (or of one whose shard did not
+                // answer) get no series: there is nothing to lag behind.
+                let Some(hw) = high_watermarks.get(&(topic.clone(), *partition)) else {
+                    continue;
+                };
                 let ps = partition.to_string();
                 let l = || labels(&[("group", &g.group), ("topic", topic), ("partition", &ps)]);
                 f.gauge(
@@ -358,14 +396,12 @@ fn families(shards: &[ShardSnapshot], ready: bool, shard_count: usize) -> Vec<Me
                     l(),
                     *committed as f64,
                 );
-                if let Some(hw) = high_watermarks.get(&(topic.clone(), *partition)) {
-                    f.gauge(
-                        "strom_consumer_group_lag",
-                        "High watermark minus the group's committed offset: records left to consume.",
-                        l(),
-                        (hw - committed).max(0) as f64,
-                    );
-                }
+                f.gauge(
+                    "strom_consumer_group_lag",
+                    "High watermark minus the group's committed offset: records left to consume.",
+                    l(),
+                    (hw - committed).max(0) as f64,
+                );
             }
         }
     }

@@ -210,6 +210,16 @@ impl Partition {
         })
     }
 
+    /// The last offset of each known idempotent producer's last batch: the log cleaner
+    /// keeps those batches (emptied if need be) so producer state survives a reload.
+    pub fn producer_last_offsets(&self) -> std::collections::HashSet<i64> {
+        self.producers
+            .borrow()
+            .iter()
+            .filter_map(|(_, e)| e.batches.back().map(|b| b.last_offset))
+            .collect()
+    }
+
     pub fn settings(&self) -> Arc<TopicSettings> {
         self.settings.borrow().clone()
     }

@@ -18,6 +18,9 @@ const SNAPPY: u8 = 2;
 const LZ4: u8 = 3;
 const ZSTD: u8 = 4;
 
+/// xerial's snappy framing magic (what the Java client writes).
+const XERIAL: &[u8] = b"\x82SNAPPY\x00";
+
 /// Offset of the first record in a v2 batch.
 const RECORDS_OFFSET: usize = 61;
 
@@ -51,21 +54,26 @@ pub fn validate(
     let owned;
     let records: &[u8] = match codec {
         NONE => body,
-        GZIP => {
-            owned = read_bounded(flate2::read::GzDecoder::new(body), "gzip", max_decompressed)?;
+        _ => {
+            owned = decompress(codec, body, max_decompressed)?;
             &owned
         }
-        SNAPPY => {
-            owned = snappy(body, max_decompressed)?;
-            &owned
-        }
+    };
+    walk(records, records_count, require_keys)
+}
+
+/// The records section of a compressed batch (`codec` != 0), inflated to at most `limit`
+/// bytes.
+pub fn decompress(codec: u8, body: &[u8], limit: usize) -> Result<Vec<u8>, RecordsError> {
+    match codec {
+        GZIP => read_bounded(flate2::read::GzDecoder::new(body), "gzip", limit),
+        SNAPPY => snappy(body, limit),
         LZ4 => {
             let decoder = lz4::Decoder::new(body).map_err(|e| RecordsError::Decompress {
                 codec: "lz4",
                 reason: e.to_string(),
             })?;
-            owned = read_bounded(decoder, "lz4", max_decompressed)?;
-            &owned
+            read_bounded(decoder, "lz4", limit)
         }
         ZSTD => {
             let decoder =
@@ -73,12 +81,45 @@ pub fn validate(
                     codec: "zstd",
                     reason: e.to_string(),
                 })?;
-            owned = read_bounded(decoder, "zstd", max_decompressed)?;
-            &owned
+            read_bounded(decoder, "zstd", limit)
         }
-        other => return Err(RecordsError::UnknownCodec(other)),
-    };
-    walk(records, records_count, require_keys)
+        other => Err(RecordsError::UnknownCodec(other)),
+    }
+}
+
+/// Compresses a records section with Kafka codec `codec` (snappy in xerial framing, as
+/// the Java client writes it; lz4 as an LZ4 frame). None for an unknown codec or an
+/// encoder error.
+pub fn compress(codec: u8, data: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Write;
+    match codec {
+        GZIP => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(data).ok()?;
+            e.finish().ok()
+        }
+        SNAPPY => {
+            // xerial: magic, version 1, compatible version 1, then length-prefixed blocks.
+            let mut out = XERIAL.to_vec();
+            out.extend_from_slice(&1i32.to_be_bytes());
+            out.extend_from_slice(&1i32.to_be_bytes());
+            let mut enc = snap::raw::Encoder::new();
+            for chunk in data.chunks(32 * 1024) {
+                let block = enc.compress_vec(chunk).ok()?;
+                out.extend_from_slice(&(block.len() as u32).to_be_bytes());
+                out.extend_from_slice(&block);
+            }
+            Some(out)
+        }
+        LZ4 => {
+            let mut e = lz4::EncoderBuilder::new().build(Vec::new()).ok()?;
+            e.write_all(data).ok()?;
+            let (out, r) = e.finish();
+            r.ok().map(|_| out)
+        }
+        ZSTD => zstd::encode_all(data, 3).ok(),
+        _ => None,
+    }
 }
 
 fn read_bounded(r: impl Read, codec: &'static str, limit: usize) -> Result<Vec<u8>, RecordsError> {
@@ -98,7 +139,6 @@ fn read_bounded(r: impl Read, codec: &'static str, limit: usize) -> Result<Vec<u
 /// Kafka's snappy is either raw snappy or xerial's framing (magic header, then
 /// big-endian-length-prefixed raw blocks), which the Java client writes.
 fn snappy(body: &[u8], limit: usize) -> Result<Vec<u8>, RecordsError> {
-    const XERIAL: &[u8] = b"\x82SNAPPY\x00";
     let err = |reason: String| RecordsError::Decompress {
         codec: "snappy",
         reason,

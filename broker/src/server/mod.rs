@@ -117,6 +117,7 @@ impl Server {
             producer_ids,
             started_ms: crate::now_ms(),
             steering: steering_probe,
+            cleaner_checkpoints: Arc::new(crate::cleaner::Checkpoints::load(&data_dir)),
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready_flag = Arc::new(AtomicBool::new(false));
@@ -318,6 +319,7 @@ fn run_shard(
             tokio::task::spawn_local(checkpoint_loop(ctx.clone(), shutdown.clone()));
         }
         tokio::task::spawn_local(flush_timer(state.clone(), shutdown.clone()));
+        tokio::task::spawn_local(crate::cleaner::run(state.clone(), shutdown.clone()));
         tokio::task::spawn_local(shard::housekeeping::run(state.clone(), shutdown.clone()));
         // Transactions left prepared by the last run complete now, open ones time out, without
         // waiting for a client to touch their coordinator.

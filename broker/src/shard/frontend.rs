@@ -279,6 +279,18 @@ pub async fn delete_partitions(ctx: &BrokerContext, topic: &Arc<TopicMeta>) {
             tracing::warn!(error = %e, "delete partition");
         }
     }
+    // Produced counters live on the home shards, fetched ones on whichever shard served the
+    // fetch: every shard drops the topic's series.
+    for shard in 0..ctx.shard_count() {
+        let name = topic.name.clone();
+        let r = invoke_on(ctx, shard, move |state| async move {
+            state.metrics.forget_topic(&name);
+        })
+        .await;
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "dropping a deleted topic's metrics");
+        }
+    }
 }
 
 /// Pushes new settings (after a config change) to the partitions' home shards.

@@ -37,6 +37,8 @@ pub struct BrokerContext {
     pub started_ms: i64,
     /// Connection steering in use and accepts per shard (`server::steering`).
     pub steering: Arc<strom_ebpf::SteeringProbe>,
+    /// `cleaner-offset-checkpoint`: where each compacted log's dirty section starts.
+    pub cleaner_checkpoints: Arc<crate::cleaner::Checkpoints>,
 }
 
 impl BrokerContext {

@@ -10,21 +10,15 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::txn_stm::{TxnMetadata, TxnState};
+use crate::group::records::{put_str, Reader};
 
-#[derive(Debug, thiserror::Error, PartialEq)]
-#[error("malformed __transaction_state record: {0}")]
-pub struct RecordError(String);
+pub use crate::group::records::RecordError;
 
 /// One record of the transaction log: a transactional id and its state (`None`: removed).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TxnRecord {
     pub transactional_id: String,
     pub value: Option<TxnMetadata>,
-}
-
-fn put_str(b: &mut BytesMut, s: &str) {
-    b.put_i16(s.len() as i16);
-    b.put_slice(s.as_bytes());
 }
 
 impl TxnRecord {
@@ -69,10 +63,7 @@ impl TxnRecord {
 
     /// `Ok(None)` for a key that is not a transaction log key (skipped, as Kafka skips).
     pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<TxnRecord>, RecordError> {
-        let mut k = Reader {
-            b: key,
-            flexible: false,
-        };
+        let mut k = Reader::new(key, false);
         if k.i16()? != 0 {
             return Ok(None);
         }
@@ -83,10 +74,7 @@ impl TxnRecord {
                 value: None,
             }));
         };
-        let mut r = Reader {
-            b: v,
-            flexible: false,
-        };
+        let mut r = Reader::new(v, false);
         let version = r.i16()?;
         if !(0..=1).contains(&version) {
             return Err(RecordError(format!("unknown value version {version}")));
@@ -105,13 +93,13 @@ impl TxnRecord {
                 for _ in 0..parts {
                     m.partitions.insert((topic.clone(), r.i32()?));
                 }
-                r.skip_tagged_fields(|_, _| Ok(()))?;
+                r.tagged_fields_with(|_, _| Ok(()))?;
             }
         }
         m.last_update_ms = r.i64()?;
         m.start_ms = r.i64()?;
         if r.flexible {
-            r.skip_tagged_fields(|tag, mut data: &[u8]| {
+            r.tagged_fields_with(|tag, mut data: &[u8]| {
                 match tag {
                     0 if data.len() == 8 => m.prev_producer_id = data.get_i64(),
                     1 if data.len() == 8 => m.next_producer_id = data.get_i64(),
@@ -125,89 +113,6 @@ impl TxnRecord {
             transactional_id,
             value: Some(m),
         }))
-    }
-}
-
-/// Kafka's primitive types, classic or flexible.
-struct Reader<'a> {
-    b: &'a [u8],
-    flexible: bool,
-}
-
-impl<'a> Reader<'a> {
-    fn need(&self, n: usize) -> Result<(), RecordError> {
-        if self.b.len() < n {
-            return Err(RecordError(format!(
-                "needs {n} bytes, {} left",
-                self.b.len()
-            )));
-        }
-        Ok(())
-    }
-    fn i8(&mut self) -> Result<i8, RecordError> {
-        self.need(1)?;
-        Ok(self.b.get_i8())
-    }
-    fn i16(&mut self) -> Result<i16, RecordError> {
-        self.need(2)?;
-        Ok(self.b.get_i16())
-    }
-    fn i32(&mut self) -> Result<i32, RecordError> {
-        self.need(4)?;
-        Ok(self.b.get_i32())
-    }
-    fn i64(&mut self) -> Result<i64, RecordError> {
-        self.need(8)?;
-        Ok(self.b.get_i64())
-    }
-    fn uvarint(&mut self) -> Result<u64, RecordError> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            self.need(1)?;
-            let byte = self.b.get_u8();
-            v |= ((byte & 0x7f) as u64) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(RecordError("varint too long".into()))
-    }
-    /// Length of a string or array; `None` for null.
-    fn len(&mut self, wide: bool) -> Result<Option<usize>, RecordError> {
-        if self.flexible {
-            return Ok(self.uvarint()?.checked_sub(1).map(|n| n as usize));
-        }
-        let n = if wide {
-            self.i32()? as i64
-        } else {
-            self.i16()? as i64
-        };
-        Ok((n >= 0).then_some(n as usize))
-    }
-    fn raw(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
-        self.need(n)?;
-        let (head, tail) = self.b.split_at(n);
-        self.b = tail;
-        Ok(head)
-    }
-    fn string(&mut self) -> Result<String, RecordError> {
-        let n = self.len(false)?.unwrap_or(0);
-        String::from_utf8(self.raw(n)?.to_vec())
-            .map_err(|_| RecordError("string is not UTF-8".into()))
-    }
-    fn skip_tagged_fields(
-        &mut self,
-        mut f: impl FnMut(u64, &[u8]) -> Result<(), RecordError>,
-    ) -> Result<(), RecordError> {
-        if !self.flexible {
-            return Ok(());
-        }
-        for _ in 0..self.uvarint()? {
-            let tag = self.uvarint()?;
-            let size = self.uvarint()? as usize;
-            f(tag, self.raw(size)?)?;
-        }
-        Ok(())
     }
 }
 

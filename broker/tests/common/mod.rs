@@ -48,11 +48,25 @@ impl Client {
 
     pub fn encode<Req: Encodable>(&mut self, key: ApiKey, version: i16, req: &Req) -> BytesMut {
         self.correlation += 1;
+        Self::encode_with(self.correlation, key, version, req)
+    }
+
+    /// A request frame (size prefix included) without a connection, e.g. for benchmarks.
+    pub fn encode_detached<Req: Encodable>(key: ApiKey, version: i16, req: &Req) -> BytesMut {
+        Self::encode_with(1, key, version, req)
+    }
+
+    fn encode_with<Req: Encodable>(
+        correlation: i32,
+        key: ApiKey,
+        version: i16,
+        req: &Req,
+    ) -> BytesMut {
         let mut body = BytesMut::new();
         RequestHeader::default()
             .with_request_api_key(key as i16)
             .with_request_api_version(version)
-            .with_correlation_id(self.correlation)
+            .with_correlation_id(correlation)
             .with_client_id(Some(StrBytes::from_static_str("strom-it")))
             .encode(&mut body, key.request_header_version(version))
             .unwrap();

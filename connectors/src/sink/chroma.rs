@@ -6,14 +6,14 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{http_error, Rejections, SinkError};
+use super::http::{floats, JsonApi};
+use super::{dedup_last, http_error, runs, Rejections, SinkError};
 use crate::config::{ConnectorConfig, Metric};
 use crate::record::{Op, Schema};
 
 pub struct ChromaSink {
-    http: reqwest::Client,
-    /// `.../tenants/{t}/databases/{d}/collections`
-    base: String,
+    /// Rooted at `.../tenants/{t}/databases/{d}/collections`.
+    api: JsonApi,
     name: String,
     metric: Metric,
     /// Collection id once known.
@@ -31,19 +31,17 @@ fn space(m: Metric) -> &'static str {
 
 impl ChromaSink {
     pub async fn connect(cfg: &ConnectorConfig) -> Result<ChromaSink, SinkError> {
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(60))
-            .build()
-            .map_err(|e| SinkError::Permanent(format!("http client: {e}")))?;
         let s = &cfg.sink;
         let mut sink = ChromaSink {
-            http,
-            base: format!(
-                "{}/api/v2/tenants/{}/databases/{}/collections",
-                s.url.trim_end_matches('/'),
-                s.tenant,
-                s.database
-            ),
+            api: JsonApi::new(
+                format!(
+                    "{}/api/v2/tenants/{}/databases/{}/collections",
+                    s.url.trim_end_matches('/'),
+                    s.tenant,
+                    s.database
+                ),
+                &[],
+            )?,
             name: s.collection.clone(),
             metric: s.metric,
             id: None,
@@ -51,6 +49,7 @@ impl ChromaSink {
         };
         // An existing collection: its id, and its dimension if it holds vectors.
         let (status, body) = sink
+            .api
             .call(reqwest::Method::GET, &format!("/{}", sink.name), None)
             .await?;
         if status.is_success() {
@@ -89,47 +88,11 @@ impl ChromaSink {
         self.schema.as_ref()
     }
 
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<(reqwest::StatusCode, Value), SinkError> {
-        let mut req = self.http.request(method, format!("{}{path}", self.base));
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| http_error(path, None, e.to_string()))?;
-        let status = resp.status();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| http_error(path, None, e.to_string()))?;
-        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Ok((status, value))
-    }
-
-    async fn ok(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Value,
-    ) -> Result<Value, SinkError> {
-        let (status, v) = self.call(method, path, Some(body)).await?;
-        if status.is_success() {
-            Ok(v)
-        } else {
-            Err(http_error(path, Some(status), v.to_string()))
-        }
-    }
-
     pub async fn create(&mut self, wanted: &Schema) -> Result<Schema, SinkError> {
         if self.id.is_none() {
             let c = self
-                .ok(
+                .api
+                .send(
                     reqwest::Method::POST,
                     "",
                     json!({
@@ -173,15 +136,9 @@ impl ChromaSink {
             return Ok(Vec::new());
         }
         // Runs of the same kind, in order, so a delete after an upsert of one id still wins.
-        let mut i = 0;
-        while i < ops.len() {
-            let upsert = matches!(ops[i], Op::Upsert(_));
-            let mut j = i;
-            while j < ops.len() && matches!(ops[j], Op::Upsert(_)) == upsert {
-                j += 1;
-            }
-            let run = dedup_last(&ops[i..j]);
-            if upsert {
+        for (_, run) in runs(ops, usize::MAX) {
+            let run = dedup_last(run);
+            if matches!(run[0], Op::Upsert(_)) {
                 let mut ids = Vec::new();
                 let mut embeddings = Vec::new();
                 let mut metadatas = Vec::new();
@@ -192,26 +149,27 @@ impl ChromaSink {
                     metadatas.push(metadata(&d.fields));
                 }
                 let path = self.collection_path("upsert")?;
-                self.ok(
-                    reqwest::Method::POST,
-                    &path,
-                    json!({"ids": ids, "embeddings": embeddings, "metadatas": metadatas}),
-                )
-                .await?;
+                self.api
+                    .send(
+                        reqwest::Method::POST,
+                        &path,
+                        json!({"ids": ids, "embeddings": embeddings, "metadatas": metadatas}),
+                    )
+                    .await?;
             } else {
                 let ids: Vec<&str> = run.iter().map(|o| o.id()).collect();
                 let path = self.collection_path("delete")?;
-                self.ok(reqwest::Method::POST, &path, json!({"ids": ids}))
+                self.api
+                    .send(reqwest::Method::POST, &path, json!({"ids": ids}))
                     .await?;
             }
-            i = j;
         }
         Ok(Vec::new())
     }
 
     pub async fn count(&mut self) -> Result<u64, SinkError> {
         let path = self.collection_path("count")?;
-        let (status, v) = self.call(reqwest::Method::GET, &path, None).await?;
+        let (status, v) = self.api.call(reqwest::Method::GET, &path, None).await?;
         if !status.is_success() {
             return Err(http_error("count", Some(status), v.to_string()));
         }
@@ -224,7 +182,8 @@ impl ChromaSink {
         let mut out = Vec::new();
         loop {
             let v = self
-                .ok(
+                .api
+                .send(
                     reqwest::Method::POST,
                     &path,
                     json!({"limit": 1000, "offset": out.len(), "include": ["embeddings"]}),
@@ -238,15 +197,7 @@ impl ChromaSink {
                 .iter()
                 .zip(v["embeddings"].as_array().into_iter().flatten())
             {
-                let vector = e
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|x| x.as_f64().map(|f| f as f32))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                out.push((id.as_str().unwrap_or_default().to_string(), vector));
+                out.push((id.as_str().unwrap_or_default().to_string(), floats(e)));
             }
         }
     }
@@ -254,7 +205,8 @@ impl ChromaSink {
     pub async fn nearest(&mut self, vector: &[f32], k: usize) -> Result<Vec<String>, SinkError> {
         let path = self.collection_path("query")?;
         let v = self
-            .ok(
+            .api
+            .send(
                 reqwest::Method::POST,
                 &path,
                 json!({"query_embeddings": [vector], "n_results": k, "include": ["distances"]}),
@@ -269,14 +221,6 @@ impl ChromaSink {
             })
             .unwrap_or_default())
     }
-}
-
-/// Chroma refuses two records with one id in a request: keep the last of each id.
-fn dedup_last(ops: &[Op]) -> Vec<&Op> {
-    let mut seen = std::collections::HashSet::new();
-    let mut out: Vec<&Op> = ops.iter().rev().filter(|o| seen.insert(o.id())).collect();
-    out.reverse();
-    out
 }
 
 /// Chroma metadata values are scalars (or arrays of one scalar type): nested objects and mixed
@@ -313,21 +257,6 @@ fn homogeneous_scalars(a: &[Value]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Doc;
-
-    #[test]
-    fn given_repeated_ids_in_a_run_then_last_kept_in_order() {
-        let up = |id: &str, x: f32| {
-            Op::Upsert(Doc {
-                id: id.into(),
-                vector: vec![x],
-                fields: Map::new(),
-            })
-        };
-        let ops = [up("a", 1.0), up("b", 2.0), up("a", 3.0)];
-        let got = dedup_last(&ops);
-        assert_eq!(got, vec![&ops[1], &ops[2]]);
-    }
 
     #[test]
     fn given_nested_fields_then_metadata_is_scalars() {

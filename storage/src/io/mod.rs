@@ -16,7 +16,10 @@
 mod stats;
 mod uring;
 
-pub use stats::{Buckets, SyncStatsSnapshot, GROUP_COMMIT_BOUNDS, SYNC_LATENCY_BOUNDS_US};
+pub use stats::{
+    Buckets, RingStatsSnapshot, SyncStatsSnapshot, GROUP_COMMIT_BOUNDS, QUEUE_DEPTH_BOUNDS,
+    SYNC_LATENCY_BOUNDS_US,
+};
 
 use std::cell::Cell;
 use std::fs::File;
@@ -117,6 +120,11 @@ impl IoBackend {
     /// fdatasyncs issued and not completed yet: the sync queue depth on this shard's ring.
     pub fn syncs_in_flight(&self) -> u64 {
         self.stats.in_flight()
+    }
+
+    /// The io_uring's queue depth: `None` on the pwrite+fdatasync backend, which has no queue.
+    pub fn ring_stats(&self) -> Option<RingStatsSnapshot> {
+        self.ring.as_ref().map(|r| r.stats())
     }
 
     /// Records how many offsets one group-commit fdatasync made durable.

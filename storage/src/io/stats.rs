@@ -17,6 +17,10 @@ pub const GROUP_COMMIT_BOUNDS: &[u64] = &[
     1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536,
 ];
 
+/// Upper bounds of the io_uring queue depth buckets (operations in flight on the ring, the
+/// new one included, at each submission): powers of two up to the ring's 256 entries.
+pub const QUEUE_DEPTH_BOUNDS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256];
+
 /// A fixed-bucket histogram: per-bucket (not cumulative) counts, the last one is +Inf.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Buckets {
@@ -27,7 +31,7 @@ pub struct Buckets {
 }
 
 impl Buckets {
-    fn new(bounds: &'static [u64]) -> Buckets {
+    pub(crate) fn new(bounds: &'static [u64]) -> Buckets {
         Buckets {
             bounds,
             counts: vec![0; bounds.len() + 1],
@@ -36,7 +40,7 @@ impl Buckets {
         }
     }
 
-    fn record(&mut self, v: u64) {
+    pub(crate) fn record(&mut self, v: u64) {
         let i = self.bounds.partition_point(|&b| b < v);
         self.counts[i] += 1;
         self.sum = self.sum.saturating_add(v);
@@ -51,6 +55,15 @@ pub struct SyncStatsSnapshot {
     pub latency_us: Buckets,
     /// Offsets made durable per leading fdatasync of a log (group commit).
     pub batch_offsets: Buckets,
+}
+
+/// The io_uring's queue, for the broker's metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingStatsSnapshot {
+    /// Operations submitted (or queued to submit) and not completed yet.
+    pub in_flight: u64,
+    /// Operations in flight seen by each submission, the new one included.
+    pub depth: Buckets,
 }
 
 pub(crate) struct SyncStats {

@@ -23,6 +23,7 @@ use bytes::Bytes;
 use io_uring::{opcode, squeue, types, IoUring};
 use tokio::io::unix::AsyncFd;
 
+use super::stats::{Buckets, RingStatsSnapshot, QUEUE_DEPTH_BOUNDS};
 use super::WriteCallback;
 
 const RING_ENTRIES: u32 = 256;
@@ -57,6 +58,8 @@ pub(crate) struct Ring {
     eventfd: AsyncFd<OwnedFd>,
     /// Why submitting failed for good, once it has.
     broken: RefCell<Option<String>>,
+    /// Queue depth seen by each submission (for metrics).
+    depth: RefCell<Buckets>,
     /// Tests: the errno every submit fails with (0: none).
     #[cfg(test)]
     pub(crate) inject_submit_errno: Cell<i32>,
@@ -87,6 +90,7 @@ impl Ring {
             next_id: Cell::new(1),
             eventfd,
             broken: RefCell::new(None),
+            depth: RefCell::new(Buckets::new(QUEUE_DEPTH_BOUNDS)),
             #[cfg(test)]
             inject_submit_errno: Cell::new(0),
         })
@@ -158,9 +162,19 @@ impl Ring {
             .map(|r| io::Error::other(format!("io_uring unusable: {r}")))
     }
 
+    pub(crate) fn stats(&self) -> RingStatsSnapshot {
+        RingStatsSnapshot {
+            in_flight: self.ops.borrow().len() as u64,
+            depth: self.depth.borrow().clone(),
+        }
+    }
+
     /// Queues and submits one entry. The op it refers to is already in `ops`, so the
     /// buffer and fd outlive the kernel's use of them.
     fn push(&self, sqe: squeue::Entry) {
+        // `ops` holds every operation not completed, this one included: the queue depth.
+        let depth = self.ops.borrow().len() as u64;
+        self.depth.borrow_mut().record(depth);
         let r = {
             let mut ring = self.ring.borrow_mut();
             loop {

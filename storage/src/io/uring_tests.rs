@@ -80,3 +80,41 @@ fn given_failed_log_when_reading_then_refuses_with_log_failed() {
         assert!(log.batch_headers_from(0).is_err());
     });
 }
+
+#[test]
+fn given_writes_submitted_together_when_reading_ring_stats_then_depth_counts_each_submission() {
+    run(async {
+        let Ok(io) = IoBackend::new(IoBackendKind::Uring) else {
+            eprintln!("io_uring unavailable here; nothing to test");
+            return;
+        };
+        let sync = IoBackend::new(IoBackendKind::Sync).unwrap();
+        assert!(sync.ring_stats().is_none(), "no ring, no queue depth");
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::sync::Arc::new(std::fs::File::create(dir.path().join("f")).unwrap());
+        // Eight writes queued before anything is reaped: the k-th sees k in flight.
+        let done = std::rc::Rc::new(std::cell::Cell::new(0));
+        for i in 0..8u64 {
+            let d = done.clone();
+            io.write_at(
+                file.clone(),
+                i * 4096,
+                bytes::Bytes::from(vec![1u8; 4096]),
+                Box::new(move |r| {
+                    r.unwrap();
+                    d.set(d.get() + 1);
+                }),
+            );
+        }
+        let queued = io.ring_stats().unwrap();
+        assert_eq!(queued.depth.count, 8);
+        assert_eq!(queued.depth.sum, (1..=8).sum::<u64>());
+        // Bounds 1, 2, 4, 8: one submission at depth 1, one at 2, two at 3-4, four at 5-8.
+        assert_eq!(&queued.depth.counts[..4], &[1, 1, 2, 4]);
+        let d = done.clone();
+        tokio::time::timeout(Duration::from_secs(10), io.wait_until(|| d.get() == 8))
+            .await
+            .expect("writes complete");
+        assert_eq!(io.ring_stats().unwrap().in_flight, 0);
+    });
+}

@@ -35,15 +35,21 @@ pub fn opts(d: Durability) -> AppendOptions {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    loop {
-        if z < 0x80 {
-            out.push(z as u8);
-            return;
-        }
-        out.push((z as u8 & 0x7f) | 0x80);
-        z >>= 7;
+use storage::cleaner::records::put_varint;
+
+/// xorshift64: deterministic randomness for workload generators (seed must be non-zero).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
     }
 }
 
@@ -126,4 +132,76 @@ pub fn compacted_batch(base_ts: i64, records: &[(i64, &[u8])], last_offset_delta
     let crc = storage::batch::compute_crc(&b);
     b[17..21].copy_from_slice(&crc.to_be_bytes());
     b
+}
+
+/// An uncompressed batch of keyed records as a producer sends it: record i has
+/// timestamp `base_ts + i`; a `None` value is a tombstone.
+pub fn keyed_batch(base_ts: i64, records: &[(&[u8], Option<&[u8]>)]) -> BytesMut {
+    let mut body_all = Vec::new();
+    for (i, (k, v)) in records.iter().enumerate() {
+        let mut body = vec![0u8];
+        put_varint(&mut body, i as i64);
+        put_varint(&mut body, i as i64);
+        put_varint(&mut body, k.len() as i64);
+        body.extend_from_slice(k);
+        match v {
+            Some(v) => {
+                put_varint(&mut body, v.len() as i64);
+                body.extend_from_slice(v);
+            }
+            None => put_varint(&mut body, -1),
+        }
+        put_varint(&mut body, 0);
+        put_varint(&mut body_all, body.len() as i64);
+        body_all.extend_from_slice(&body);
+    }
+    let n = records.len() as i32;
+    let mut b = batch(base_ts, &[b"x"]);
+    b.truncate(61);
+    b[8..12].copy_from_slice(&((49 + body_all.len()) as i32).to_be_bytes());
+    b[23..27].copy_from_slice(&(n - 1).to_be_bytes());
+    b[35..43].copy_from_slice(&(base_ts + n as i64 - 1).to_be_bytes());
+    b[57..61].copy_from_slice(&n.to_be_bytes());
+    b.extend_from_slice(&body_all);
+    let crc = storage::batch::compute_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    BytesMut::from(&b[..])
+}
+
+/// Every record readable from the log: (offset, timestamp, key, value), batches' CRCs
+/// checked on the way.
+pub type KeyedRecord = (i64, i64, Vec<u8>, Option<Vec<u8>>);
+
+pub fn read_records(log: &PartitionLog) -> Vec<KeyedRecord> {
+    let r = log
+        .read(log.log_start_offset(), usize::MAX, i64::MAX)
+        .unwrap();
+    let mut out = Vec::new();
+    for c in &r.chunks {
+        out.extend(records_of_chunk(c));
+    }
+    out
+}
+
+pub fn records_of_chunk(c: &[u8]) -> Vec<KeyedRecord> {
+    let mut out = Vec::new();
+    for item in storage::batch::BatchIter::validating(c) {
+        let (h, b) = item.unwrap();
+        let recs = storage::cleaner::records::parse_records(&b[61..], h.records_count)
+            .expect("well-formed records");
+        for r in recs {
+            let offset = h.base_offset + r.offset_delta;
+            assert!(
+                offset <= h.last_offset(),
+                "record past its batch's last offset"
+            );
+            out.push((
+                offset,
+                h.base_timestamp + r.timestamp_delta,
+                r.key.map(|k| k.to_vec()).unwrap_or_default(),
+                r.value.map(|v| v.to_vec()),
+            ));
+        }
+    }
+    out
 }

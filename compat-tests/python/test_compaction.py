@@ -1,0 +1,110 @@
+"""Log compaction: a compacted topic read from the beginning by a real client yields the
+latest value per key, at the offsets the records were produced at.
+
+Both brokers run their cleaner with a 1 s backoff (brokers.py / kafka.sh); the topic rolls
+segments every 100 ms of record time and is cleaned at any dirty ratio, so several values
+per key and tombstones are cleaned within seconds.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import admin
+from clients import confluent_consumer, unique_topic
+
+KEYS = 40
+ROUNDS = 5
+DELETED = {f"k{i:02d}" for i in range(0, KEYS, 7)}
+
+
+def _produce(bootstrap: str, topic: str, codec: str) -> dict[tuple[bytes, bytes | None], int]:
+    """Rounds of one value per key, the last round's tombstones for DELETED; each round in
+    its own segment. Returns the offset every record was written at."""
+    from confluent_kafka import Producer
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "compression.type": codec,
+            "linger.ms": 5,
+        }
+    )
+    offsets: dict[tuple[bytes, bytes | None], int] = {}
+
+    def report(err, msg):
+        assert err is None, err
+        offsets[(msg.key(), msg.value())] = msg.offset()
+
+    for r in range(ROUNDS):
+        for i in range(KEYS):
+            key = f"k{i:02d}"
+            last = r == ROUNDS - 1
+            value = None if last and key in DELETED else f"{key}-v{r}".encode()
+            p.produce(topic, key=key.encode(), value=value, on_delivery=report)
+        assert p.flush(30) == 0
+        # segment.ms counts record time: the next round rolls a new segment.
+        time.sleep(0.3)
+    # Rolls the last round's segment closed, so all of it is cleanable.
+    p.produce(topic, key=b"zz-trigger", value=b"t", on_delivery=report)
+    assert p.flush(30) == 0
+    return offsets
+
+
+def _read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    c = confluent_consumer(bootstrap)
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    got = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            for m in c.consume(num_messages=1000, timeout=0.5):
+                assert not m.error(), m.error()
+                got.append((m.offset(), m.key(), m.value()))
+            if got and got[-1][0] >= high - 1:
+                break
+    finally:
+        c.close()
+    return got
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_compacted_topic_read_from_beginning_yields_latest_value_per_key(broker, codec):
+    topic = unique_topic("compact")
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.ms": "100",
+        "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "100",
+        "min.compaction.lag.ms": "0",
+    }
+    assert admin.create_topic("confluent", broker.bootstrap, topic, 1, configs) == admin.NONE
+    offsets = _produce(broker.bootstrap, topic, codec)
+    latest = {}
+    for (k, v), o in offsets.items():
+        if k not in latest or o > latest[k][0]:
+            latest[k] = (o, v)
+
+    state = {}
+
+    def compacted():
+        got = _read_all(broker.bootstrap, topic)
+        state["got"] = got
+        keys = [k for _, k, _ in got]
+        # One record per key, and no value of a deleted key (its tombstone may be gone).
+        return len(keys) == len(set(keys)) and all(v is None for _, k, v in got if k.decode() in DELETED)
+
+    admin.wait_for(compacted, f"{broker.name} to compact {topic}", timeout_s=90, interval_s=1.0)
+    got = state["got"]
+    for o, k, v in got:
+        # Offsets never change: each survivor sits where it was produced.
+        assert offsets[(k, v)] == o, (k, v, o)
+        assert latest[k] == (o, v), f"{k!r}: got {(o, v)}, latest {latest[k]}"
+    survivors = {k for _, k, v in got if v is not None}
+    assert survivors == {k for k, (_, v) in latest.items() if v is not None}
