@@ -71,6 +71,8 @@ transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+log.retention.check.interval.ms=1000
+log.initial.task.delay.ms=0
 log.cleaner.backoff.ms=1000
 EOF
     # Extra broker settings, one per line (benches/run.sh: log.flush.interval.messages=1).

@@ -123,10 +123,11 @@ def _die_with_parent() -> None:
         pass
 
 
-def _spawn(name: str, argv: list[str], workdir: Path, port: int, **extra) -> BrokerProcess:
+def _spawn(name: str, argv: list[str], workdir: Path, port: int, env_extra: dict | None = None, **extra) -> BrokerProcess:
     log_path = workdir / f"{name}.log"
     log = open(log_path, "wb")
     env = dict(os.environ)
+    env.update(env_extra or {})
     env.setdefault("RUST_LOG", "info")
     proc = subprocess.Popen(
         argv,
@@ -143,7 +144,9 @@ def _spawn(name: str, argv: list[str], workdir: Path, port: int, **extra) -> Bro
     return BrokerProcess(name=name, port=port, workdir=workdir, log_path=log_path, proc=proc, extra=extra)
 
 
-def start_strom(shards: int = 2) -> BrokerProcess:
+def start_strom(shards: int = 2, data_dir: Path | None = None) -> BrokerProcess:
+    """A Strom broker in a new temp workdir; its data in `data_dir` when given (e.g. a
+    size-limited mount, or the dir of a previous run to restart on)."""
     if not STROM_BIN.is_file():
         raise BrokerStartError(
             f"{STROM_BIN.relative_to(REPO_ROOT) if STROM_BIN.is_relative_to(REPO_ROOT) else STROM_BIN}"
@@ -155,13 +158,16 @@ def start_strom(shards: int = 2) -> BrokerProcess:
         str(STROM_BIN),
         "serve",
         "--listen", f"127.0.0.1:{port}",
-        "--data-dir", str(workdir / "data"),
+        "--data-dir", str(data_dir or workdir / "data"),
         "--metrics-listen", f"127.0.0.1:{metrics_port}",
         "--shards", str(shards),
         # Compaction tests wait for the cleaner; Kafka's fixture sets the same (kafka.sh).
         "--set", "log_cleaner_backoff_ms=1000",
     ]
-    b = _spawn("strom", argv, workdir, port, metrics_port=metrics_port, cmdline=argv)
+    # Retention checked every second (Kafka's fixture sets log.retention.check.interval.ms
+    # the same way), so short-retention tests see segments go within seconds.
+    env_extra = {"STROM_LOG_RETENTION_CHECK_INTERVAL_MS": "1000"}
+    b = _spawn("strom", argv, workdir, port, env_extra, metrics_port=metrics_port, cmdline=argv)
     try:
         b.wait_ready()
     except BaseException:

@@ -262,33 +262,32 @@ def consume_group(bootstrap: str, group: str, topic: str, total: int) -> list[cl
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                   "auto.offset.reset": "latest"})
-    got = []
     try:
         c.subscribe([topic])
-        progress = clients.Progress(total)
-        while progress.more(len(got)):
-            for m in c.consume(num_messages=1000, timeout=0.5):
-                assert not m.error(), m.error()
-                got.append(to_rec(m))
+        return drain(c, total)
     finally:
         c.close()
-    return got
 
 
 def consume_from(bootstrap: str, topic: str, offset: int, total: int) -> list[clients.Rec]:
     from confluent_kafka import TopicPartition
 
     c = clients.confluent_consumer(bootstrap)
-    got = []
     try:
         c.assign([TopicPartition(topic, 0, offset)])
-        progress = clients.Progress(total)
-        while progress.more(len(got)):
-            for m in c.consume(num_messages=1000, timeout=0.5):
-                assert not m.error(), m.error()
-                got.append(to_rec(m))
+        return drain(c, total)
     finally:
         c.close()
+
+
+def drain(c, total: int) -> list[clients.Rec]:
+    """Reads until `total` records arrived or the consumer stalls (clients.Progress)."""
+    got = []
+    progress = clients.Progress(total)
+    while progress.more(len(got)):
+        for m in c.consume(num_messages=1000, timeout=0.5):
+            assert not m.error(), m.error()
+            got.append(to_rec(m))
     return got
 
 

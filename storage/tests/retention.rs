@@ -192,19 +192,6 @@ fn crate_now() -> i64 {
         .as_millis() as i64
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 #[test]
 fn given_random_workload_with_retention_when_checked_against_model_then_offsets_stable_and_start_only_advances(
 ) {
