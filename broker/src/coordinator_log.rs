@@ -152,6 +152,32 @@ pub fn control_commit(r: &Record) -> Option<bool> {
     }
 }
 
+/// Partition `p` of coordinator topic `topic` on this (its home) shard, opened here when the
+/// catalog has the topic but its creator has not opened this partition yet: creation opens
+/// the partitions one after the other, and a coordinator request for a later one can arrive
+/// in between. Answering that request COORDINATOR_NOT_AVAILABLE would be wrong (librdkafka
+/// does not retry an OffsetFetch on it, and its assigned partitions then never start).
+pub fn partition_on_shard(
+    state: &crate::shard::ShardState,
+    topic: &str,
+    p: i32,
+) -> Option<std::rc::Rc<Partition>> {
+    if let Some(part) = state.partition(topic, p) {
+        return Some(part);
+    }
+    let meta = state.ctx.catalog.snapshot().get(topic).cloned()?;
+    if !(0..meta.partitions).contains(&p) {
+        return None;
+    }
+    match crate::shard::open_partition(state, &meta, p, None) {
+        Ok(part) => Some(part),
+        Err(e) => {
+            tracing::warn!(topic, partition = p, error = %e, "opening a coordinator partition failed");
+            None
+        }
+    }
+}
+
 /// Creates an internal coordinator topic on first use (compacted, as Kafka's) and returns its
 /// partition count (the existing topic's, when it exists already).
 pub async fn ensure_topic(

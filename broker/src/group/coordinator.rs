@@ -127,8 +127,7 @@ impl GroupShard {
             return Ok(());
         }
         let shard = self.shard()?;
-        let part = shard
-            .partition(OFFSETS_TOPIC, p)
+        let part = coordinator_log::partition_on_shard(&shard, OFFSETS_TOPIC, p)
             .ok_or(GroupError::CoordinatorNotAvailable)?;
         let now = crate::now_ms();
         let catalog = shard.ctx.catalog.snapshot();
@@ -275,8 +274,7 @@ impl GroupShard {
             return Ok(());
         }
         let shard = self.shard()?;
-        let part = shard
-            .partition(OFFSETS_TOPIC, p)
+        let part = coordinator_log::partition_on_shard(&shard, OFFSETS_TOPIC, p)
             .ok_or(GroupError::CoordinatorNotAvailable)?;
         let kvs: Vec<_> = recs.iter().map(|r| r.encode()).collect();
         coordinator_log::append(&part, &kvs, txn)

@@ -113,6 +113,37 @@ fn transactional_producers(req: &ProduceRequest) -> Vec<(i64, i16)> {
     out
 }
 
+/// Kafka's produce-time verification (KIP-890 part 1, `AddPartitionsToTxnManager`): a
+/// transactional batch reached a partition that holds no guard for its transaction. The
+/// coordinator pushes that guard when AddPartitionsToTxn adds the partition, but a restarted
+/// broker has lost it while the transaction lives on in `__transaction_state`; so the
+/// partition's leader asks the coordinator, as Kafka's always does, and re-arms the guard when
+/// the partition is in the producer's ongoing transaction at that epoch.
+async fn verify_with_coordinator(
+    ctx: &RequestContext,
+    transactional_id: &str,
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+    epoch: i16,
+) -> bool {
+    let (id, t) = (transactional_id.to_string(), topic.to_string());
+    let verified = crate::txn::on_coordinator(ctx, transactional_id, move |txns, _| async move {
+        txns.verify(&id, producer_id, epoch, &[(t, partition)])
+    })
+    .await;
+    if verified.as_deref() != Ok(&[true][..]) {
+        return false;
+    }
+    match frontend::begin_txn_on_partition(ctx.ctx(), topic, partition, producer_id, epoch).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(topic, partition, error = %e, "re-arming a verified transaction failed");
+            false
+        }
+    }
+}
+
 /// Every partition of the request answered with `code` (Kafka's whole-request error response).
 fn refuse_all(version: i16, req: ProduceRequest, code: i16) -> ProduceResponse {
     let topics = req
@@ -150,6 +181,8 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceRespons
     let catalog = broker.catalog.snapshot();
     let now = super::now_ms();
     let acks = req.acks;
+    let txn_id = req.transactional_id.as_ref().map(|s| s.to_string());
+    let txn_id = &txn_id;
     let version = ctx.version();
     let mut topics = Vec::new();
     for td in req.topic_data {
@@ -184,7 +217,12 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceRespons
                         return partition_error(version, pd.index, error_code(&e), Some(e.to_string()));
                     }
                 };
-                let r = frontend::produce(broker, Arc::clone(&meta.name), pd.index, header, records, acks, now).await;
+                let mut r = frontend::produce(broker, Arc::clone(&meta.name), pd.index, header.clone(), records.clone(), acks, now).await;
+                if let (Err(FrontendError::Partition(PartitionError::Txn(TxnError::NotAddedToTxn { producer_id, epoch }))), Some(tid)) = (&r, txn_id.as_deref()) {
+                    if verify_with_coordinator(ctx, tid, &meta.name, pd.index, *producer_id, *epoch).await {
+                        r = frontend::produce(broker, Arc::clone(&meta.name), pd.index, header, records, acks, now).await;
+                    }
+                }
                 match r {
                     Ok(o) => PartitionProduceResponse::default()
                         .with_index(pd.index)

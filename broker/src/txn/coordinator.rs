@@ -120,8 +120,7 @@ impl TxnShard {
             return Ok(());
         }
         let shard = self.shard()?;
-        let part = shard
-            .partition(TXN_TOPIC, p)
+        let part = coordinator_log::partition_on_shard(&shard, TXN_TOPIC, p)
             .ok_or(TxnError::CoordinatorNotAvailable)?;
         let mut loaded: HashMap<String, Option<TxnMetadata>> = HashMap::new();
         coordinator_log::replay(&part, |r| {
@@ -207,8 +206,7 @@ impl TxnShard {
 
     async fn append(&self, p: i32, rec: TxnRecord) -> Result<(), TxnError> {
         let shard = self.shard()?;
-        let part = shard
-            .partition(TXN_TOPIC, p)
+        let part = coordinator_log::partition_on_shard(&shard, TXN_TOPIC, p)
             .ok_or(TxnError::CoordinatorNotAvailable)?;
         let (k, v) = rec.encode();
         coordinator_log::append(&part, &[(k, v)], None).await?;
