@@ -217,7 +217,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceRespons
                         return partition_error(version, pd.index, error_code(&e), Some(e.to_string()));
                     }
                 };
-                let mut r = frontend::produce(broker, Arc::clone(&meta.name), pd.index, header.clone(), records.clone(), acks, now).await;
+                let mut r = frontend::produce(broker, Arc::clone(&meta.name), pd.index, header, records.clone(), acks, now).await;
                 if let (Err(FrontendError::Partition(PartitionError::Txn(TxnError::NotAddedToTxn { producer_id, epoch }))), Some(tid)) = (&r, txn_id.as_deref()) {
                     if verify_with_coordinator(ctx, tid, &meta.name, pd.index, *producer_id, *epoch).await {
                         r = frontend::produce(broker, Arc::clone(&meta.name), pd.index, header, records, acks, now).await;
