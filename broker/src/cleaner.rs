@@ -193,7 +193,7 @@ async fn clean_partition(
     let checkpoint = ctx.cleaner_checkpoints.get(&key.0, key.1);
     let Some(task) = part
         .log
-        .clean_task(checkpoint, &cfg, now, part.producer_last_offsets())?
+        .clean_task(checkpoint, &cfg, now, part.cleaner_producer_state())?
     else {
         cs.horizons.remove(key);
         return Ok(());

@@ -12,13 +12,12 @@
 mod common;
 
 use std::cell::Cell;
-use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use storage::cleaner::{CleanerConfig, Throttle};
+use storage::cleaner::{CleanerConfig, ProducerState, Throttle};
 use storage::{Durability, LogConfig, PartitionLog};
 
 struct Row {
@@ -107,7 +106,7 @@ fn scenario(name: &'static str, cleaner: Option<f64>, seconds: u64) -> Row {
                 let mut checkpoint = 0;
                 while !done.get() {
                     let Some(task) = b
-                        .clean_task(checkpoint, &cfg, i64::MAX / 2, HashSet::new())
+                        .clean_task(checkpoint, &cfg, i64::MAX / 2, ProducerState::default())
                         .unwrap()
                     else {
                         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -992,10 +992,10 @@ impl PartitionLog {
     /// `collectAbortedTransactions`.
     pub fn collect_aborted_txns(&self, fetch_offset: i64, upper_bound: i64) -> Vec<AbortedTxn> {
         let mut out = Vec::new();
+        // No stop at the first segment past `upper_bound`: a transaction that started
+        // below it may have its abort marker there (another producer's open transaction
+        // holds the LSO back), as Kafka's `collectAbortedTransactions` knows.
         for seg in self.inner.segments_from(fetch_offset) {
-            if seg.base_offset >= upper_bound {
-                break;
-            }
             let (found, complete) = seg
                 .txn_index
                 .borrow()
@@ -1156,19 +1156,23 @@ impl PartitionLog {
     }
 
     /// A cleaning pass over every closed segment below the first uncleanable offset, or
-    /// None when there is no closed segment to clean. `producer_last_offsets`: the last
-    /// offset of each idempotent producer's last batch (kept, emptied if need be, so
-    /// producer state survives a reload as in Kafka).
+    /// None when there is no closed segment to clean. `producers`: the active producers
+    /// (the batch holding each one's last record is kept, emptied if need be, so producer
+    /// state survives a reload as in Kafka) and the last stable offset, past which the
+    /// pass does not go (Kafka's `cleanableOffsets`): every transaction it reads is decided.
     pub fn clean_task(
         &self,
         checkpoint: i64,
         cfg: &crate::cleaner::CleanerConfig,
         now: i64,
-        producer_last_offsets: std::collections::HashSet<i64>,
+        producers: crate::cleaner::ProducerState,
     ) -> Result<Option<crate::cleaner::CleanTask>, StorageError> {
         self.inner.check_failed()?;
         self.inner.io.poll_completions();
-        let cleanable = self.cleanable(checkpoint, cfg, now);
+        let mut cleanable = self.cleanable(checkpoint, cfg, now);
+        cleanable.first_uncleanable = cleanable
+            .first_uncleanable
+            .min(producers.last_stable_offset);
         let mut sources = Vec::new();
         for (seg, next) in self.closed_segments() {
             if next > cleanable.first_uncleanable {
@@ -1181,16 +1185,27 @@ impl PartitionLog {
                 seg.slice(0, size)
                     .map_err(|e| StorageError::io(e, seg.log_path()))?
             };
-            let txns = seg.txn_index.borrow().entries().to_vec();
             sources.push(crate::cleaner::SourceSegment {
                 base: seg.base_offset,
                 next,
                 data,
-                txns,
             });
         }
         if sources.is_empty() {
             return Ok(None);
+        }
+        // Markers may lie past the cleaned range (even in the active segment): every
+        // entry of a transaction that starts below it.
+        let mut aborted = Vec::new();
+        for seg in self.inner.segments.borrow().values() {
+            aborted.extend(
+                seg.txn_index
+                    .borrow()
+                    .entries()
+                    .iter()
+                    .filter(|t| t.first_offset < cleanable.first_uncleanable)
+                    .copied(),
+            );
         }
         Ok(Some(crate::cleaner::CleanTask {
             dir: self.inner.dir.clone(),
@@ -1199,7 +1214,8 @@ impl PartitionLog {
             now_ms: now,
             sources,
             cleanable,
-            producer_last_offsets,
+            producers,
+            aborted,
         }))
     }
 

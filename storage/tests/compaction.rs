@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 
 use common::*;
-use storage::cleaner::{CleanerConfig, Throttle};
+use storage::cleaner::{CleanerConfig, ProducerState, Throttle};
 use storage::{Durability, LogConfig, PartitionLog};
 
 fn small() -> LogConfig {
@@ -72,7 +72,7 @@ async fn clean(
     model: &Model,
 ) -> Pass {
     let task = log
-        .clean_task(checkpoint, cfg, now, HashSet::new())
+        .clean_task(checkpoint, cfg, now, ProducerState::default())
         .unwrap()
         .expect("closed segments to clean");
     let before = log
@@ -335,7 +335,7 @@ fn crash_case(at: CrashAt, reopen_point: Option<i64>) {
         }
         let _ = first;
         let task = log
-            .clean_task(0, &cfg, 2_000_000, HashSet::new())
+            .clean_task(0, &cfg, 2_000_000, ProducerState::default())
             .unwrap()
             .unwrap();
         let stop = AtomicBool::new(false);

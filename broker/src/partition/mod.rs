@@ -210,14 +210,26 @@ impl Partition {
         })
     }
 
-    /// The last offset of each known idempotent producer's last batch: the log cleaner
-    /// keeps those batches (emptied if need be) so producer state survives a reload.
-    pub fn producer_last_offsets(&self) -> std::collections::HashSet<i64> {
-        self.producers
+    /// What the log cleaner must respect (Kafka's `lastRecordsOfActiveProducers` and
+    /// the LSO): the batch holding each known producer's last record is kept (emptied if
+    /// need be) so producer state survives a reload, and nothing past the LSO is cleaned.
+    pub fn cleaner_producer_state(&self) -> storage::cleaner::ProducerState {
+        let last_records = self
+            .producers
             .borrow()
             .iter()
-            .filter_map(|(_, e)| e.batches.back().map(|b| b.last_offset))
-            .collect()
+            .map(|(pid, e)| {
+                let last = storage::cleaner::LastRecord {
+                    last_data_offset: e.batches.back().map(|b| b.last_offset),
+                    producer_epoch: e.epoch,
+                };
+                (*pid, last)
+            })
+            .collect();
+        storage::cleaner::ProducerState {
+            last_records,
+            last_stable_offset: self.last_stable_offset(),
+        }
     }
 
     pub fn settings(&self) -> Arc<TopicSettings> {

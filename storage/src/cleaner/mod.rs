@@ -19,21 +19,26 @@
 //!    files get their final names. `open` completes a committed swap and discards
 //!    uncommitted `.cleaned` files ([`swap::recover`]).
 //!
-//! Transactions: transactional batches and control batches are kept untouched and their
-//! records are not entered in the map (Kafka removes aborted data and, once safe, the
-//! markers; that is not done here yet). Keeping them whole is always safe: an aborted
-//! record never hides a committed one.
+//! Transactions ([`txn`], as Kafka's cleaner): a pass never goes past the last stable
+//! offset. Records of aborted transactions (known from the `.txnindex`) are neither
+//! mapped nor kept; committed transactional records are mapped and compacted like any
+//! other; control records are never mapped. A marker is kept while the pass sees data of
+//! its transaction, then gets a delete horizon (now + `delete.retention.ms`) and goes at
+//! the first pass after it. A cleaned segment's `.txnindex` keeps only the aborted
+//! transactions whose marker and data it still holds.
 //!
-//! Holes: the last batch of each group is always kept, emptied of records if none
-//! survive (Kafka keeps empty batches the same way for an idempotent producer's last
-//! batch), so a cleaned segment ends exactly where the next one starts and recovery's
-//! check for lost writes between segments never mistakes cleaning for a crash.
+//! Holes and producer state: the batch holding an active producer's last record (its
+//! last data batch, or its last marker when it has written no data since its epoch)
+//! is kept, emptied of records if none survive, as Kafka does so that producer state
+//! rebuilt from the log keeps sequence numbers and epochs. The last batch of each group
+//! is kept the same way, so a cleaned segment ends exactly where the next one starts and
+//! recovery's check for lost writes between segments never mistakes cleaning for a crash.
 
 pub mod offset_map;
 pub mod records;
 pub mod swap;
+pub mod txn;
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -46,6 +51,8 @@ use crate::txn_index::AbortedTxn;
 use crate::{LogConfig, StorageError};
 use offset_map::OffsetMap;
 use records::{delete_horizon, encode_batch, parse_records, with_codec, write_record};
+use txn::{aborted_in, control_kind, TxnMeta};
+pub use txn::{LastRecord, ProducerState};
 
 /// Kafka's per-data-dir file of (topic, partition) -> offset where the dirty section starts.
 pub const CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
@@ -115,7 +122,6 @@ pub(crate) struct SourceSegment {
     /// Where the next segment starts.
     pub next: i64,
     pub data: Bytes,
-    pub txns: Vec<AbortedTxn>,
 }
 
 /// One cleaning pass, ready to run off the shard (`Send`).
@@ -126,8 +132,11 @@ pub struct CleanTask {
     pub(crate) now_ms: i64,
     pub(crate) sources: Vec<SourceSegment>,
     pub(crate) cleanable: Cleanable,
-    /// Last offsets of each idempotent producer's last batch: kept even when emptied.
-    pub(crate) producer_last_offsets: HashSet<i64>,
+    /// Active producers (their last batches are kept even when emptied) and the LSO.
+    pub(crate) producers: ProducerState,
+    /// Every `.txnindex` entry of the log whose transaction starts below the first
+    /// uncleanable offset, in marker order.
+    pub(crate) aborted: Vec<AbortedTxn>,
 }
 
 /// A rewritten group of segments, in `.cleaned` files, waiting for the swap.
@@ -264,8 +273,11 @@ impl CleanTask {
             .iter()
             .filter(|s| s.next <= clean_end)
             .collect();
+        // One transaction walk for the whole pass, as Kafka's `doClean`: a marker in a
+        // later group must know about its data in an earlier one.
+        let mut txns = TxnMeta::default();
         for group in self.groups(&cleanable) {
-            match self.clean_group(&group, &map, codec, throttle, &mut out) {
+            match self.clean_group(&group, &map, codec, throttle, &mut txns, &mut out) {
                 Ok(g) => out.groups.push(g),
                 Err(e) => {
                     swap::discard(&self.dir, group[0].base);
@@ -287,6 +299,12 @@ impl CleanTask {
         let first_dirty = self.cleanable.first_dirty;
         let mut map = OffsetMap::new();
         let mut end = first_dirty;
+        let mut txns = TxnMeta::default();
+        txns.add_aborted(aborted_in(
+            &self.aborted,
+            first_dirty,
+            self.cleanable.first_uncleanable,
+        ));
         for seg in self.sources.iter().filter(|s| s.next > first_dirty) {
             if map.memory_bytes() >= self.config.dedupe_buffer_bytes {
                 break;
@@ -295,14 +313,20 @@ impl CleanTask {
                 let (h, b) = item.map_err(|e| corrupt(&self.dir, seg.base, e))?;
                 throttle.charge(h.total_size())?;
                 stats.bytes_read += h.total_size() as u64;
-                if h.last_offset() < first_dirty || h.is_control() || h.is_transactional() {
+                let mut owned = Vec::new();
+                // Control records are never mapped, nor are aborted ones.
+                if h.is_control() {
+                    let recs = records_of(b, &h, codec, &mut owned)
+                        .and_then(|r| parse_records(r, h.records_count));
+                    txns.on_control_batch_read(&h, control_kind(recs.as_deref()));
                     continue;
                 }
-                let mut owned = Vec::new();
-                let Some(recs) = records_of(b, &h, codec, &mut owned) else {
+                if txns.on_batch_read(&h) || h.last_offset() < first_dirty {
                     continue;
-                };
-                let Some(recs) = parse_records(recs, h.records_count) else {
+                }
+                let Some(recs) = records_of(b, &h, codec, &mut owned)
+                    .and_then(|r| parse_records(r, h.records_count))
+                else {
                     continue;
                 };
                 for r in recs {
@@ -344,6 +368,7 @@ impl CleanTask {
         map: &OffsetMap,
         codec: Option<&dyn Codec>,
         throttle: &mut Throttle<'_>,
+        txns: &mut TxnMeta,
         out: &mut CleanOutcome,
     ) -> Result<CleanedGroup, StorageError> {
         let base = group[0].base;
@@ -369,13 +394,17 @@ impl CleanTask {
             })
             .unwrap_or(-1);
         let mut pos = 0u64;
+        txns.cleaned_index.clear();
         for s in group {
+            // Kafka's `cleanSegments`: the aborted transactions of the segment's whole
+            // range, so the cleaned `.txnindex` is complete.
+            txns.add_aborted(aborted_in(&self.aborted, s.base, s.next));
             for item in batch::BatchIter::new(&s.data) {
                 let (h, b) = item.map_err(|e| corrupt(&self.dir, s.base, e))?;
                 throttle.charge(h.total_size())?;
-                let keep_empty = h.last_offset() == group_last
-                    || self.producer_last_offsets.contains(&h.last_offset());
-                let Some(new) = self.filter_batch(&h, b, map, codec, keep_empty, out) else {
+                let keep_empty =
+                    h.last_offset() == group_last || self.producers.is_last_of_producer(&h);
+                let Some(new) = self.filter_batch(&h, b, map, codec, keep_empty, txns, out) else {
                     continue;
                 };
                 let bytes: &[u8] = match &new {
@@ -391,9 +420,19 @@ impl CleanTask {
                 seg.written_size.set(pos);
                 out.stats.bytes_written += bytes.len() as u64;
             }
-            let mut txns = seg.txn_index.borrow_mut();
-            for t in &s.txns {
-                txns.append(*t).map_err(io)?;
+        }
+        if txns.cleaned_index.is_empty() {
+            // An empty `.txnindex` all the same: a swap completed at open then replaces
+            // the old base segment's entries, which may name markers this pass removed.
+            let path = swap::cleaned_path(&self.dir, base, "txnindex");
+            std::fs::File::create(&path)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| StorageError::io(e, path))?;
+        }
+        {
+            let mut index = seg.txn_index.borrow_mut();
+            for t in txns.cleaned_index.drain(..) {
+                index.append(t).map_err(io)?;
             }
         }
         seg.seal().map_err(io)?;
@@ -409,7 +448,9 @@ impl CleanTask {
     }
 
     /// What to write for one batch: None drops it, Some(None) keeps its bytes as they
-    /// are, Some(Some(v)) writes `v` instead (Kafka's `MemoryRecords.filterTo`).
+    /// are, Some(Some(v)) writes `v` instead (Kafka's `cleanInto` filter and
+    /// `MemoryRecords.filterTo`). `keep_empty`: kept, emptied if no record survives.
+    #[allow(clippy::too_many_arguments)]
     fn filter_batch(
         &self,
         h: &BatchHeader,
@@ -417,24 +458,43 @@ impl CleanTask {
         map: &OffsetMap,
         codec: Option<&dyn Codec>,
         keep_empty: bool,
+        txns: &mut TxnMeta,
         out: &mut CleanOutcome,
     ) -> Option<Option<Vec<u8>>> {
-        if h.is_control() || h.is_transactional() {
-            return Some(None);
-        }
+        let control = h.is_control();
         let mut owned = Vec::new();
-        let Some(body) = records_of(b, h, codec, &mut owned) else {
-            return Some(None);
-        };
-        let Some(recs) = parse_records(body, h.records_count) else {
-            return Some(None);
+        // Data of an aborted transaction, or a marker whose transaction has no data left.
+        let can_discard = if control {
+            let recs =
+                records_of(b, h, codec, &mut owned).and_then(|r| parse_records(r, h.records_count));
+            txns.on_control_batch_read(h, control_kind(recs.as_deref()))
+        } else {
+            txns.on_batch_read(h)
         };
         let now = self.now_ms;
         let horizon = delete_horizon(h);
         let deletes_expired = horizon.is_some_and(|t| t <= now);
+        // A marker goes only once its delete horizon has passed (KIP-534).
+        let discard_records = can_discard && (!control || deletes_expired);
+        if discard_records && !keep_empty {
+            return None;
+        }
+        let recs =
+            records_of(b, h, codec, &mut owned).and_then(|r| parse_records(r, h.records_count));
+        let Some(recs) = recs else {
+            // Unreadable: kept whole, unless it is to go anyway (then kept empty).
+            return Some(discard_records.then(|| empty_batch(h)));
+        };
         out.stats.records_read += recs.len() as u64;
         let mut kept = Vec::with_capacity(recs.len());
         for r in &recs {
+            if discard_records {
+                break;
+            }
+            if control {
+                kept.push(r);
+                continue;
+            }
             let Some(key) = r.key else {
                 // Kafka drops keyless records from compacted logs (`invalidMessage`).
                 continue;
@@ -450,29 +510,19 @@ impl CleanTask {
             kept.push(r);
         }
         out.stats.records_kept += kept.len() as u64;
-        let has_tombstone = kept.iter().any(|r| !r.has_value);
-        if has_tombstone {
+        if kept.is_empty() {
+            return keep_empty.then(|| Some(empty_batch(h)));
+        }
+        // A kept tombstone, or a marker that may go, needs a delete horizon.
+        let needs_horizon_eventually =
+            (!control && kept.iter().any(|r| !r.has_value)) || (control && can_discard);
+        if needs_horizon_eventually {
             let t = horizon.unwrap_or(now.saturating_add(self.config.delete_retention_ms));
             out.next_delete_horizon = Some(out.next_delete_horizon.map_or(t, |m| m.min(t)));
         }
-        let need_horizon = has_tombstone && horizon.is_none();
+        let need_horizon = needs_horizon_eventually && horizon.is_none();
         if kept.len() == recs.len() && !need_horizon {
             return Some(None);
-        }
-        let no_codec_attrs = with_codec(h.attributes, 0);
-        if kept.is_empty() {
-            if !keep_empty {
-                return None;
-            }
-            let attrs = no_codec_attrs & !records::ATTR_DELETE_HORIZON;
-            return Some(Some(encode_batch(
-                h,
-                attrs,
-                h.max_timestamp,
-                h.max_timestamp,
-                0,
-                &[],
-            )));
         }
         let (base_ts, attrs) = if need_horizon {
             let t = now.saturating_add(self.config.delete_retention_ms);
@@ -506,6 +556,13 @@ impl CleanTask {
             &body,
         )))
     }
+}
+
+/// `h` with no records (Kafka's `writeEmptyHeader`): offsets, producer fields and the
+/// transactional and control bits stay, timestamps become the max timestamp.
+fn empty_batch(h: &BatchHeader) -> Vec<u8> {
+    let attrs = with_codec(h.attributes, 0) & !records::ATTR_DELETE_HORIZON;
+    encode_batch(h, attrs, h.max_timestamp, h.max_timestamp, 0, &[])
 }
 
 fn corrupt(dir: &std::path::Path, base: i64, e: batch::BatchError) -> StorageError {

@@ -125,7 +125,9 @@ pub fn recover(dir: &Path) -> io::Result<bool> {
             if replaced && matches!(ext, "log" | "index" | "timeindex") {
                 remove_if_exists(&dir.join(n))?;
             }
-            // The old txnindex goes only where the swap brings its own.
+            // The old txnindex goes only where the swap brings its own (every cleaned
+            // group writes one, maybe empty; a missing one means `finish` already
+            // renamed it to its final name).
             if replaced
                 && ext == "txnindex"
                 && (b != base || swap_path(dir, base, "txnindex").exists())
