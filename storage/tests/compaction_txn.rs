@@ -49,10 +49,16 @@ enum Outcome {
     Aborted,
 }
 
+/// (key, value, transaction id if transactional)
+type ModelRec = (Vec<u8>, Option<Vec<u8>>, Option<usize>);
+
+/// (offset, key, value, producer id, transactional)
+type SeenRec = (i64, Vec<u8>, Option<Vec<u8>>, i64, bool);
+
 #[derive(Default)]
 struct Model {
     /// offset -> (key, value, transaction id if transactional)
-    data: BTreeMap<i64, (Vec<u8>, Option<Vec<u8>>, Option<usize>)>,
+    data: BTreeMap<i64, ModelRec>,
     /// marker offset -> transaction id
     markers: BTreeMap<i64, usize>,
     /// transaction id -> (producer id, first offset, outcome)
@@ -129,7 +135,7 @@ async fn end_txn(log: &PartitionLog, m: &mut Model, ts: i64, pid: i64, commit: b
 /// and markers (offset -> (producer id, delete horizon, commit)).
 #[derive(Debug, Default, PartialEq)]
 struct Seen {
-    data: Vec<(i64, Vec<u8>, Option<Vec<u8>>, i64, bool)>,
+    data: Vec<SeenRec>,
     markers: BTreeMap<i64, (i64, Option<i64>, bool)>,
 }
 
