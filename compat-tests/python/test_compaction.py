@@ -108,3 +108,106 @@ def test_compacted_topic_read_from_beginning_yields_latest_value_per_key(broker,
         assert latest[k] == (o, v), f"{k!r}: got {(o, v)}, latest {latest[k]}"
     survivors = {k for _, k, v in got if v is not None}
     assert survivors == {k for k, (_, v) in latest.items() if v is not None}
+
+
+TXN_KEYS = 12
+TXN_ROUNDS = 4
+
+
+def _read_isolated(bootstrap: str, topic: str, isolation: str) -> list[tuple[int, bytes, bytes | None]]:
+    """Every record from the beginning up to the end, at the given isolation level."""
+    import uuid
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"compat-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": isolation,
+        }
+    )
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    got = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            for m in c.consume(num_messages=1000, timeout=0.5):
+                assert not m.error(), m.error()
+                got.append((m.offset(), m.key(), m.value()))
+            if got and got[-1][0] >= high - 1:
+                break
+    finally:
+        c.close()
+    return got
+
+
+def test_compacted_topic_with_transactions_drops_aborted_data_and_keeps_committed(broker):
+    """Committed and aborted keyed transactions interleaved with plain writes, each round in
+    its own segment: once cleaned, even a read_uncommitted consumer sees no aborted record
+    and one record per key, and read_committed sees the latest committed value per key."""
+    from confluent_kafka import Producer
+
+    topic = unique_topic("compact-txn")
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.ms": "100",
+        "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "100",
+        "min.compaction.lag.ms": "0",
+    }
+    assert admin.create_topic("confluent", broker.bootstrap, topic, 1, configs) == admin.NONE
+    tx = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "transactional.id": f"{topic}-tx",
+            "linger.ms": 5,
+        }
+    )
+    tx.init_transactions(30)
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5})
+    committed: dict[bytes, bytes] = {}
+    for r in range(TXN_ROUNDS):
+        # A committed transaction over every key, then an aborted one over half of them
+        # plus keys nothing else writes, then plain writes to a few keys.
+        tx.begin_transaction()
+        for i in range(TXN_KEYS):
+            tx.produce(topic, key=f"k{i:02d}".encode(), value=f"commit-{r}-{i}".encode())
+        tx.commit_transaction(30)
+        for i in range(TXN_KEYS):
+            committed[f"k{i:02d}".encode()] = f"commit-{r}-{i}".encode()
+        tx.begin_transaction()
+        for i in range(0, TXN_KEYS, 2):
+            tx.produce(topic, key=f"k{i:02d}".encode(), value=f"abort-{r}-{i}".encode())
+        tx.produce(topic, key=f"aborted-only-{r}".encode(), value=f"abort-{r}".encode())
+        assert tx.flush(30) == 0  # the aborted records reach the log before the abort
+        tx.abort_transaction(30)
+        for i in range(0, TXN_KEYS, 3):
+            plain.produce(topic, key=f"k{i:02d}".encode(), value=f"plain-{r}-{i}".encode())
+            committed[f"k{i:02d}".encode()] = f"plain-{r}-{i}".encode()
+        assert plain.flush(30) == 0
+        # segment.ms counts record time: the next round rolls a new segment.
+        time.sleep(0.3)
+    # Rolls the last round's segment closed, so all of it is cleanable.
+    plain.produce(topic, key=b"zz-trigger", value=b"t")
+    assert plain.flush(30) == 0
+    committed[b"zz-trigger"] = b"t"
+
+    state = {}
+
+    def compacted():
+        got = _read_isolated(broker.bootstrap, topic, "read_uncommitted")
+        state["got"] = got
+        keys = [k for _, k, _ in got]
+        return len(keys) == len(set(keys)) and not any(v.startswith(b"abort") for _, _, v in got)
+
+    admin.wait_for(compacted, f"{broker.name} to compact {topic}", timeout_s=90, interval_s=1.0)
+    uncommitted = {k: v for _, k, v in state["got"]}
+    assert uncommitted == committed
+    got = _read_isolated(broker.bootstrap, topic, "read_committed")
+    assert {k: v for _, k, v in got} == committed
+    offsets = [o for o, _, _ in got]
+    assert offsets == sorted(offsets)
