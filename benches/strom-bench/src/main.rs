@@ -271,6 +271,8 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
                 }));
                 if size == 1024 && acks == "1" && parts > 1 {
                     consume_source = Some((topic, parts, delivered));
+                } else {
+                    target.delete_topic(&topic);
                 }
             }
         }
@@ -285,6 +287,7 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
                 Ok(throughput_row(&r))
             },
         ));
+        target.delete_topic(&topic);
     }
     eprintln!("{}: end-to-end latency", a.name);
     for &rate in &a.rates {
