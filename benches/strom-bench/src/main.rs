@@ -110,8 +110,11 @@ struct Row {
     cpu_s: Option<f64>,
     /// Broker CPU seconds per GB moved (ingested or served).
     cpu_s_per_gb: Option<f64>,
-    /// Broker resident memory at the end of the workload.
+    /// Broker resident memory at the end of the workload (file-backed pages included).
     rss_mb: Option<f64>,
+    /// Broker resident anonymous memory at the end of the workload.
+    #[serde(default)]
+    rss_anon_mb: Option<f64>,
     /// Failures, shortfalls: anything that makes the figure not the whole story.
     note: String,
 }
@@ -187,6 +190,7 @@ fn measured(pid: Option<u32>, name: String, f: impl FnOnce() -> anyhow::Result<R
         let cpu = a.cpu_seconds - b.cpu_seconds;
         row.cpu_s = Some(cpu);
         row.rss_mb = Some(a.rss_bytes as f64 / 1e6);
+        row.rss_anon_mb = a.rss_anon_bytes.map(|b| b as f64 / 1e6);
         if let Some(mb) = row.mb_per_s {
             let gb = mb * started.elapsed().as_secs_f64() / 1e3;
             if gb > 0.0 {
@@ -271,6 +275,8 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
                 }));
                 if size == 1024 && acks == "1" && parts > 1 {
                     consume_source = Some((topic, parts, delivered));
+                } else {
+                    target.delete_topic(&topic);
                 }
             }
         }
@@ -285,6 +291,7 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
                 Ok(throughput_row(&r))
             },
         ));
+        target.delete_topic(&topic);
     }
     eprintln!("{}: end-to-end latency", a.name);
     for &rate in &a.rates {
@@ -360,9 +367,12 @@ fn report(brokers: &[BrokerRun], lims: Option<&LimitsRun>) -> String {
     }
     out += "\nThroughput cells: MB/s (messages/s). Latency cells: p50 / p99 / p99.9 / max in ms, \
             from the intended send time (coordinated-omission corrected).\n\n";
-    out += "Broker cost over the whole suite (CPU seconds per GB produced or consumed, peak RSS):\n\n| broker | CPU s / GB | peak RSS MB |\n|---|---|---|\n";
+    out += "Broker cost over the whole suite (CPU seconds per GB produced or consumed; peak \
+            resident memory: all of it, and the anonymous part, without the file pages a broker \
+            that reads through mmap has mapped):\n\n| broker | CPU s / GB | peak RSS MB | peak anon RSS MB |\n|---|---|---|---|\n";
     for b in brokers {
         let (mut cpu, mut gb, mut rss) = (0.0, 0.0, 0.0f64);
+        let anon = b.rows.iter().filter_map(|r| r.rss_anon_mb).fold(0.0f64, f64::max);
         for r in &b.rows {
             if let (Some(c), Some(per)) = (r.cpu_s, r.cpu_s_per_gb) {
                 cpu += c;
@@ -380,7 +390,12 @@ fn report(brokers: &[BrokerRun], lims: Option<&LimitsRun>) -> String {
         } else {
             "–".into()
         };
-        out += &format!("| {} | {per} | {rss} |\n", b.broker);
+        let anon = if anon > 0.0 {
+            format!("{anon:.0}")
+        } else {
+            "–".into()
+        };
+        out += &format!("| {} | {per} | {rss} | {anon} |\n", b.broker);
     }
     if let Some(l) = lims {
         out += "\nMachine limits, same run:\n\n| limit | MB/s | ops/s |\n|---|---|---|\n";

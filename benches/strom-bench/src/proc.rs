@@ -4,7 +4,13 @@
 
 pub struct ProcSample {
     pub cpu_seconds: f64,
+    /// Resident memory, file-backed pages included: for a broker that reads its segments
+    /// through mmap (Strom) that counts the page cache it has touched, which the kernel
+    /// reclaims under pressure.
     pub rss_bytes: u64,
+    /// Resident anonymous memory (`RssAnon` of /proc/<pid>/status): heap, buffers, the JVM's
+    /// heap; what the process itself holds.
+    pub rss_anon_bytes: Option<u64>,
 }
 
 pub fn sample(pid: u32) -> Option<ProcSample> {
@@ -24,9 +30,18 @@ pub fn sample(pid: u32) -> Option<ProcSample> {
     let stime: f64 = f.get(12)?.parse().ok()?;
     // rss (pages) is stat field 24: index 21 here.
     let rss: u64 = f.get(21)?.parse().ok()?;
+    let rss_anon_bytes = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|st| {
+            st.lines()
+                .find_map(|l| l.strip_prefix("RssAnon:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024);
     Some(ProcSample {
         cpu_seconds: (utime + stime) / ticks.max(1) as f64,
         rss_bytes: rss * page.max(1) as u64,
+        rss_anon_bytes,
     })
 }
 

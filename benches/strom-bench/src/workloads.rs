@@ -30,13 +30,36 @@ impl Target {
         format!("bench-{}-{what}", self.run_id)
     }
 
-    pub fn create_topic(&self, topic: &str, partitions: i32) -> anyhow::Result<()> {
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+    /// Deletes a measured workload's topic: a full run writes tens of GB at disk speed, and
+    /// keeping every workload's data until the broker stops fills a small disk. A failure
+    /// only costs disk space, so it is reported and the run goes on.
+    pub fn delete_topic(&self, topic: &str) {
+        let r = (|| -> anyhow::Result<()> {
+            let (admin, opts) = self.admin()?;
+            for r in block_on(admin.delete_topics(&[topic], &opts))? {
+                if let Err((t, code)) = r {
+                    anyhow::bail!("DeleteTopics {t}: {code:?}");
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = r {
+            eprintln!("  (could not delete {topic}: {e:#})");
+        }
+    }
+
+    fn admin(&self) -> anyhow::Result<(AdminClient<DefaultClientContext>, AdminOptions)> {
+        let admin = ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .create()?;
         let opts = AdminOptions::new()
             .operation_timeout(Some(ADMIN_TIMEOUT))
             .request_timeout(Some(ADMIN_TIMEOUT));
+        Ok((admin, opts))
+    }
+
+    pub fn create_topic(&self, topic: &str, partitions: i32) -> anyhow::Result<()> {
+        let (admin, opts) = self.admin()?;
         let nt = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
         for r in block_on(admin.create_topics(&[nt], &opts))? {
             if let Err((t, code)) = r {
