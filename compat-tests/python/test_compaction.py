@@ -1,5 +1,7 @@
 """Log compaction: a compacted topic read from the beginning by a real client yields the
-latest value per key, at the offsets the records were produced at.
+latest value per key, at the offsets the records were produced at; with transactions,
+aborted records are removed (even read_uncommitted no longer sees them) and
+read_committed sees the latest committed value per key.
 
 Both brokers run their cleaner with a 1 s backoff (brokers.py / kafka.sh); the topic rolls
 segments every 100 ms of record time and is cleaned at any dirty ratio, so several values
@@ -13,7 +15,7 @@ import time
 import pytest
 
 import admin
-from clients import confluent_consumer, unique_topic
+from clients import unique_topic
 
 KEYS = 40
 ROUNDS = 5
@@ -54,29 +56,9 @@ def _produce(bootstrap: str, topic: str, codec: str) -> dict[tuple[bytes, bytes 
     return offsets
 
 
-def _read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
-    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-
-    c = confluent_consumer(bootstrap)
-    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-    got = []
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            for m in c.consume(num_messages=1000, timeout=0.5):
-                assert not m.error(), m.error()
-                got.append((m.offset(), m.key(), m.value()))
-            if got and got[-1][0] >= high - 1:
-                break
-    finally:
-        c.close()
-    return got
-
-
-@pytest.mark.parametrize("codec", ["none", "lz4"])
-def test_compacted_topic_read_from_beginning_yields_latest_value_per_key(broker, codec):
-    topic = unique_topic("compact")
+def _create_compacted(bootstrap: str, topic: str) -> None:
+    """One partition, segments rolled every 100 ms of record time, cleaned at any dirty
+    ratio, tombstones and markers kept 100 ms."""
     configs = {
         "cleanup.policy": "compact",
         "segment.ms": "100",
@@ -84,38 +66,14 @@ def test_compacted_topic_read_from_beginning_yields_latest_value_per_key(broker,
         "delete.retention.ms": "100",
         "min.compaction.lag.ms": "0",
     }
-    assert admin.create_topic("confluent", broker.bootstrap, topic, 1, configs) == admin.NONE
-    offsets = _produce(broker.bootstrap, topic, codec)
-    latest = {}
-    for (k, v), o in offsets.items():
-        if k not in latest or o > latest[k][0]:
-            latest[k] = (o, v)
-
-    state = {}
-
-    def compacted():
-        got = _read_all(broker.bootstrap, topic)
-        state["got"] = got
-        keys = [k for _, k, _ in got]
-        # One record per key, and no value of a deleted key (its tombstone may be gone).
-        return len(keys) == len(set(keys)) and all(v is None for _, k, v in got if k.decode() in DELETED)
-
-    admin.wait_for(compacted, f"{broker.name} to compact {topic}", timeout_s=90, interval_s=1.0)
-    got = state["got"]
-    for o, k, v in got:
-        # Offsets never change: each survivor sits where it was produced.
-        assert offsets[(k, v)] == o, (k, v, o)
-        assert latest[k] == (o, v), f"{k!r}: got {(o, v)}, latest {latest[k]}"
-    survivors = {k for _, k, v in got if v is not None}
-    assert survivors == {k for k, (_, v) in latest.items() if v is not None}
+    assert admin.create_topic("confluent", bootstrap, topic, 1, configs) == admin.NONE
 
 
-TXN_KEYS = 12
-TXN_ROUNDS = 4
-
-
-def _read_isolated(bootstrap: str, topic: str, isolation: str) -> list[tuple[int, bytes, bytes | None]]:
-    """Every record from the beginning up to the end, at the given isolation level."""
+def _read_all(
+    bootstrap: str, topic: str, isolation: str = "read_committed"
+) -> list[tuple[int, bytes, bytes | None]]:
+    """Every record from the beginning up to the end, at the given isolation level
+    (librdkafka's default is read_committed)."""
     import uuid
 
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -145,6 +103,39 @@ def _read_isolated(bootstrap: str, topic: str, isolation: str) -> list[tuple[int
     return got
 
 
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_compacted_topic_read_from_beginning_yields_latest_value_per_key(broker, codec):
+    topic = unique_topic("compact")
+    _create_compacted(broker.bootstrap, topic)
+    offsets = _produce(broker.bootstrap, topic, codec)
+    latest = {}
+    for (k, v), o in offsets.items():
+        if k not in latest or o > latest[k][0]:
+            latest[k] = (o, v)
+
+    state = {}
+
+    def compacted():
+        got = _read_all(broker.bootstrap, topic)
+        state["got"] = got
+        keys = [k for _, k, _ in got]
+        # One record per key, and no value of a deleted key (its tombstone may be gone).
+        return len(keys) == len(set(keys)) and all(v is None for _, k, v in got if k.decode() in DELETED)
+
+    admin.wait_for(compacted, f"{broker.name} to compact {topic}", timeout_s=90, interval_s=1.0)
+    got = state["got"]
+    for o, k, v in got:
+        # Offsets never change: each survivor sits where it was produced.
+        assert offsets[(k, v)] == o, (k, v, o)
+        assert latest[k] == (o, v), f"{k!r}: got {(o, v)}, latest {latest[k]}"
+    survivors = {k for _, k, v in got if v is not None}
+    assert survivors == {k for k, (_, v) in latest.items() if v is not None}
+
+
+TXN_KEYS = 12
+TXN_ROUNDS = 4
+
+
 def test_compacted_topic_with_transactions_drops_aborted_data_and_keeps_committed(broker):
     """Committed and aborted keyed transactions interleaved with plain writes, each round in
     its own segment: once cleaned, even a read_uncommitted consumer sees no aborted record
@@ -152,14 +143,7 @@ def test_compacted_topic_with_transactions_drops_aborted_data_and_keeps_committe
     from confluent_kafka import Producer
 
     topic = unique_topic("compact-txn")
-    configs = {
-        "cleanup.policy": "compact",
-        "segment.ms": "100",
-        "min.cleanable.dirty.ratio": "0.01",
-        "delete.retention.ms": "100",
-        "min.compaction.lag.ms": "0",
-    }
-    assert admin.create_topic("confluent", broker.bootstrap, topic, 1, configs) == admin.NONE
+    _create_compacted(broker.bootstrap, topic)
     tx = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
@@ -199,7 +183,7 @@ def test_compacted_topic_with_transactions_drops_aborted_data_and_keeps_committe
     state = {}
 
     def compacted():
-        got = _read_isolated(broker.bootstrap, topic, "read_uncommitted")
+        got = _read_all(broker.bootstrap, topic, "read_uncommitted")
         state["got"] = got
         keys = [k for _, k, _ in got]
         return len(keys) == len(set(keys)) and not any(v.startswith(b"abort") for _, _, v in got)
@@ -207,7 +191,7 @@ def test_compacted_topic_with_transactions_drops_aborted_data_and_keeps_committe
     admin.wait_for(compacted, f"{broker.name} to compact {topic}", timeout_s=90, interval_s=1.0)
     uncommitted = {k: v for _, k, v in state["got"]}
     assert uncommitted == committed
-    got = _read_isolated(broker.bootstrap, topic, "read_committed")
+    got = _read_all(broker.bootstrap, topic, "read_committed")
     assert {k: v for _, k, v in got} == committed
     offsets = [o for o, _, _ in got]
     assert offsets == sorted(offsets)
