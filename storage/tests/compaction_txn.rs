@@ -432,3 +432,95 @@ fn run_model(seed: u64) {
         }
     });
 }
+
+/// Kafka's `lastRecordsOfActiveProducers`: the batch holding an active producer's last
+/// data is kept (emptied) when its records are compacted away, and a producer whose last
+/// write was a marker keeps that marker's batch (emptied once the marker may go), so
+/// producer state rebuilt from the log keeps its sequence and epoch.
+#[test]
+fn given_active_producers_when_their_last_batches_are_compacted_then_kept_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let cfg = CleanerConfig {
+            delete_retention_ms: 100,
+            min_cleanable_dirty_ratio: 0.0,
+            ..Default::default()
+        };
+        let log = open(dir.path(), small(), 0);
+        let rec = |k: &str, v: &str| vec![(k.as_bytes().to_vec(), Some(v.as_bytes().to_vec()))];
+        let marker = |commit: bool| vec![(vec![0, 0, 0, commit as u8], Some(vec![0u8; 6]))];
+        // pid 5: idempotent, its last batch overwritten by a later plain write.
+        let idem = append(&log, 1, &rec("a", "1"), 5, 0).await;
+        // pid 6: a committed transaction whose data is overwritten; its marker is its
+        // last write.
+        append(&log, 2, &rec("b", "1"), 6, ATTR_TXN).await;
+        let commit = append(&log, 3, &marker(true), 6, ATTR_TXN | ATTR_CONTROL).await;
+        append(&log, 4, &rec("a", "2"), -1, 0).await;
+        append(&log, 5, &rec("b", "2"), -1, 0).await;
+        for i in 0..40 {
+            append(&log, 6, &rec(&format!("f{i}"), &"x".repeat(60)), -1, 0).await;
+        }
+        let mut producers = ProducerState::default();
+        producers.last_records.insert(
+            5,
+            storage::cleaner::LastRecord {
+                last_data_offset: Some(idem),
+                producer_epoch: 0,
+            },
+        );
+        producers.last_records.insert(
+            6,
+            storage::cleaner::LastRecord {
+                last_data_offset: None,
+                producer_epoch: 0,
+            },
+        );
+        let batch_at = |log: &PartitionLog, o: i64| {
+            let r = log.read(0, usize::MAX, i64::MAX).unwrap();
+            r.chunks
+                .iter()
+                .flat_map(|c| {
+                    BatchIter::validating(c)
+                        .map(|i| i.unwrap().0)
+                        .collect::<Vec<_>>()
+                })
+                .find(|h| h.base_offset == o)
+        };
+        let mut checkpoint = 0;
+        // Pass 1 drops the overwritten records (the marker still sees its data), pass 2
+        // gives the marker its horizon, pass 3 (past it) would remove it.
+        for now in [1_000, 1_000, 2_000] {
+            let task = log
+                .clean_task(checkpoint, &cfg, now, producers.clone())
+                .unwrap()
+                .unwrap();
+            let stop = AtomicBool::new(false);
+            let out = task
+                .run(None, &mut Throttle::new(f64::INFINITY, &stop))
+                .unwrap();
+            checkpoint = out.clean_end;
+            log.install_cleaned(out).await.unwrap();
+        }
+        let h = batch_at(&log, idem).expect("the idempotent producer's last batch is kept");
+        assert_eq!((h.records_count, h.producer_id), (0, 5));
+        let h = batch_at(&log, commit).expect("the producer's last marker batch is kept");
+        assert_eq!((h.records_count, h.producer_id), (0, 6));
+        assert!(h.is_control());
+        assert!(
+            batch_at(&log, commit - 1).is_none(),
+            "overwritten data goes"
+        );
+        // Without those producers the same batches go.
+        let task = log
+            .clean_task(checkpoint, &cfg, 3_000, ProducerState::default())
+            .unwrap()
+            .unwrap();
+        let stop = AtomicBool::new(false);
+        let out = task
+            .run(None, &mut Throttle::new(f64::INFINITY, &stop))
+            .unwrap();
+        log.install_cleaned(out).await.unwrap();
+        assert!(batch_at(&log, idem).is_none());
+        assert!(batch_at(&log, commit).is_none());
+    });
+}
