@@ -542,6 +542,39 @@ fn given_aborted_txns_when_truncating_below_marker_then_entry_gone_after_reopen(
     });
 }
 
+/// A transaction that started below the LSO may have its abort marker in a segment past
+/// it (another producer's open transaction holds the LSO back): a read_committed fetch
+/// up to the LSO still needs it, as Kafka's `collectAbortedTransactions` finds it.
+#[test]
+fn given_abort_marker_in_a_segment_past_the_upper_bound_when_collecting_then_found() {
+    use storage::txn_index::AbortedTxn;
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), small_segments(), 0);
+        for i in 0..12 {
+            log.append(batch_n(i, 2, 500, b'x'), opts(Durability::None))
+                .await
+                .unwrap();
+        }
+        let txn = AbortedTxn {
+            producer_id: 7,
+            first_offset: 1,
+            last_offset: 21,
+            last_stable_offset: 4,
+        };
+        log.append_aborted_txn(txn).unwrap();
+        let upper = 4;
+        assert!(
+            log.segment_base_offsets()
+                .iter()
+                .any(|&b| b > upper && b <= 21),
+            "the marker's segment starts past the upper bound"
+        );
+        assert_eq!(log.collect_aborted_txns(0, upper), vec![txn]);
+        assert_eq!(log.collect_aborted_txns(22, 30), vec![]);
+    });
+}
+
 #[test]
 fn given_new_segment_cannot_be_created_when_truncating_below_first_segment_then_log_keeps_a_segment_and_fails(
 ) {
