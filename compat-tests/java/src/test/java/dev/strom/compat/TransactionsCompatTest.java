@@ -136,6 +136,9 @@ class TransactionsCompatTest {
             for (int t = 0; t < sizes.length; t++) {
                 p.beginTransaction();
                 for (int i = 0; i < sizes[t]; i++) p.send(new ProducerRecord<>(topic, 0, null, bytes("t" + t + "-" + i)));
+                // On the broker before the abort: the client drops unsent records of an aborted
+                // transaction, and then there is nothing for the abort to hide.
+                p.flush();
                 if (commit[t]) p.commitTransaction();
                 else p.abortTransaction();
             }
