@@ -157,9 +157,12 @@ fn pick(state: &ShardState, cs: &mut CleanerState) -> Option<(PartitionKey, Rc<P
         if !settings.compact || cs.failed.contains_key(&key) {
             continue;
         }
-        let info = part
-            .log
-            .cleanable(ckpt.get(&key.0, key.1), &settings.cleaner, now);
+        let info = part.log.cleanable(
+            ckpt.get(&key.0, key.1),
+            &settings.cleaner,
+            now,
+            part.last_stable_offset(),
+        );
         let ratio = info.dirty_ratio();
         let dirty = info.dirty_bytes > 0
             && (ratio >= settings.cleaner.min_cleanable_dirty_ratio || info.overdue);

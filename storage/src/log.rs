@@ -1113,12 +1113,14 @@ impl PartitionLog {
     /// How much of the log is dirty, given the cleaner checkpoint (Kafka's
     /// `cleanableOffsets`): from the checkpoint (or the log start, if the checkpoint is
     /// out of the log) to the active segment, or to the first segment holding a record
-    /// younger than `min.compaction.lag.ms`.
+    /// younger than `min.compaction.lag.ms` or reaching past the last stable offset
+    /// `lso` (an open transaction's data is not cleaned, nor counted as dirty).
     pub fn cleanable(
         &self,
         checkpoint: i64,
         cfg: &crate::cleaner::CleanerConfig,
         now: i64,
+        lso: i64,
     ) -> crate::cleaner::Cleanable {
         let inner = &self.inner;
         let log_start = inner.log_start.get();
@@ -1139,9 +1141,9 @@ impl PartitionLog {
                 continue;
             }
             let (max_ts, _) = seg.max_ts();
-            if cfg.min_compaction_lag_ms > 0
-                && max_ts > now.saturating_sub(cfg.min_compaction_lag_ms)
-            {
+            let too_young = cfg.min_compaction_lag_ms > 0
+                && max_ts > now.saturating_sub(cfg.min_compaction_lag_ms);
+            if too_young || next > lso {
                 first_uncleanable = first_uncleanable.min(seg.base_offset.max(first_dirty));
                 break;
             }
@@ -1169,10 +1171,7 @@ impl PartitionLog {
     ) -> Result<Option<crate::cleaner::CleanTask>, StorageError> {
         self.inner.check_failed()?;
         self.inner.io.poll_completions();
-        let mut cleanable = self.cleanable(checkpoint, cfg, now);
-        cleanable.first_uncleanable = cleanable
-            .first_uncleanable
-            .min(producers.last_stable_offset);
+        let cleanable = self.cleanable(checkpoint, cfg, now, producers.last_stable_offset);
         let mut sources = Vec::new();
         for (seg, next) in self.closed_segments() {
             if next > cleanable.first_uncleanable {
