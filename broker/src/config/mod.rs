@@ -127,8 +127,13 @@ pub struct BrokerConfig {
     /// "hash". Steering sends each connection to the shard on the CPU that received its
     /// SYN. Default "auto". A mode that cannot be attached never stops the broker.
     pub steering: String,
-    /// Kafka `producer.id.expiration.ms`. Default 86400000.
+    /// Kafka `producer.id.expiration.ms`: a producer's state on a partition (its last
+    /// sequences, for de-duplication) is forgotten this long after its last write, unless it
+    /// has a transaction open. Default 86400000.
     pub producer_id_expiration_ms: i64,
+    /// Kafka `producer.id.expiration.check.interval.ms`: how often each shard looks for
+    /// expired producers. Default 600000.
+    pub producer_id_expiration_check_interval_ms: i64,
     /// Kafka `max.incremental.fetch.session.cache.slots`: fetch sessions kept, split evenly
     /// across shards. Default 1000; 0 disables sessions.
     pub max_incremental_fetch_session_cache_slots: usize,
@@ -183,6 +188,7 @@ impl Default for BrokerConfig {
             io_backend: "auto".into(),
             steering: "auto".into(),
             producer_id_expiration_ms: 86_400_000,
+            producer_id_expiration_check_interval_ms: 600_000,
             max_incremental_fetch_session_cache_slots: 1000,
         }
     }

@@ -507,6 +507,12 @@ fn load_snapshot_batch(producers: &mut ProducerStateTable, e: &ProducerSnapshotE
 }
 
 impl Partition {
+    /// Forgets the state of producers idle for `expiration_ms` (none with a transaction
+    /// open); returns how many.
+    pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producers.borrow_mut().expire(now_ms, expiration_ms)
+    }
+
     /// Writes the producer state as of the log end in Kafka's snapshot format and removes
     /// older snapshots; called at clean shutdown so the next open replays nothing.
     pub fn write_producer_snapshot(&self) -> Result<(), StorageError> {

@@ -244,11 +244,14 @@ impl ProducerStateTable {
 
     /// Forgets producers whose last write is older than `producer.id.expiration.ms`; never
     /// one with a transaction open (Kafka's `isProducerExpired`).
-    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) {
+    /// Returns how many were forgotten.
+    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let before = self.producers.len();
         self.producers.retain(|_, e| {
             e.current_txn_first_offset.is_some()
                 || now_ms.saturating_sub(e.last_timestamp) < expiration_ms
         });
+        before - self.producers.len()
     }
 
     /// Drops state of batches at or past `offset` (after a truncation), and transactions

@@ -1,6 +1,8 @@
 //! Per-shard background log maintenance, one task per shard over the partitions it homes:
 //! - **retention** every `log.retention.check.interval.ms` (Kafka's `kafka-log-retention`
 //!   scheduler task): `Partition::delete_old_segments` with each topic's current settings;
+//! - **producer expiration** every `producer.id.expiration.check.interval.ms`: producer
+//!   state idle for `producer.id.expiration.ms` is dropped (`Partition::expire_producers`);
 //! - **file deletion**: files of deleted segments (renamed `.deleted`) are unlinked once their
 //!   `file.delete.delay.ms` has passed. Unlinking a large file can take milliseconds of
 //!   filesystem work, so it runs on tokio's blocking pool, never on the shard thread.
@@ -32,11 +34,37 @@ struct Job {
 
 fn jobs(state: &ShardState) -> Vec<Job> {
     let retention_ms = state.ctx.config.log_retention_check_interval_ms.max(1) as u64;
-    vec![Job {
-        name: "retention",
-        every: Duration::from_millis(retention_ms),
-        run: retention_pass,
-    }]
+    let expiration_ms = state
+        .ctx
+        .config
+        .producer_id_expiration_check_interval_ms
+        .max(1) as u64;
+    vec![
+        Job {
+            name: "retention",
+            every: Duration::from_millis(retention_ms),
+            run: retention_pass,
+        },
+        Job {
+            name: "producer-expiration",
+            every: Duration::from_millis(expiration_ms),
+            run: producer_expiration_pass,
+        },
+    ]
+}
+
+/// Kafka's `removeExpiredProducers` over every partition of the shard: without it the
+/// producer state of every short-lived producer would stay in memory for good.
+fn producer_expiration_pass(state: &Rc<ShardState>, now_ms: i64) {
+    // Dynamic (AlterConfigs on the broker), so read at each pass.
+    let expiration_ms = state.ctx.catalog.broker().config.producer_id_expiration_ms;
+    let partitions: Vec<_> = state.partitions.borrow().values().cloned().collect();
+    for p in partitions {
+        let removed = p.expire_producers(now_ms, expiration_ms);
+        if removed > 0 {
+            tracing::debug!(topic = %p.topic, partition = p.index, removed, "expired producer state");
+        }
+    }
 }
 
 /// Runs until shutdown.

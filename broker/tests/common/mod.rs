@@ -136,6 +136,18 @@ pub fn transactional_batch(
     producer_batch(n, tag, producer_id, epoch, first_seq, true)
 }
 
+/// Like `idempotent_batch`, with record timestamps from `timestamp_ms` on (the batch's
+/// max timestamp is what producer-state expiration looks at, as in Kafka).
+pub fn idempotent_batch_at(
+    n: usize,
+    tag: &str,
+    producer_id: i64,
+    first_seq: i32,
+    timestamp_ms: i64,
+) -> Bytes {
+    encode_batch(n, tag, producer_id, 0, first_seq, false, timestamp_ms)
+}
+
 fn producer_batch(
     n: usize,
     tag: &str,
@@ -143,6 +155,26 @@ fn producer_batch(
     epoch: i16,
     first_seq: i32,
     transactional: bool,
+) -> Bytes {
+    encode_batch(
+        n,
+        tag,
+        producer_id,
+        epoch,
+        first_seq,
+        transactional,
+        1_700_000_000_000,
+    )
+}
+
+fn encode_batch(
+    n: usize,
+    tag: &str,
+    producer_id: i64,
+    epoch: i16,
+    first_seq: i32,
+    transactional: bool,
+    timestamp_ms: i64,
 ) -> Bytes {
     let records: Vec<Record> = (0..n)
         .map(|i| Record {
@@ -155,7 +187,7 @@ fn producer_batch(
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             sequence: first_seq + i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
+            timestamp: timestamp_ms + i as i64,
             key: Some(Bytes::from(format!("{tag}-k{i}"))),
             value: Some(Bytes::from(format!("{tag}-v{i}"))),
             headers: Default::default(),
