@@ -220,6 +220,7 @@ fn consumer_view(log: &PartitionLog, seen: &Seen, lso: i64) -> BTreeMap<Vec<u8>,
     view
 }
 
+/// One cleaning pass with no active producer and the given LSO; the new checkpoint.
 async fn clean(
     log: &PartitionLog,
     checkpoint: i64,
@@ -231,6 +232,17 @@ async fn clean(
         last_stable_offset: lso,
         ..Default::default()
     };
+    clean_with(log, checkpoint, cfg, now, producers).await
+}
+
+async fn clean_with(
+    log: &PartitionLog,
+    checkpoint: i64,
+    cfg: &CleanerConfig,
+    now: i64,
+    producers: ProducerState,
+) -> Option<i64> {
+    let lso = producers.last_stable_offset;
     let task = log.clean_task(checkpoint, cfg, now, producers).unwrap()?;
     let stop = AtomicBool::new(false);
     let out = tokio::task::spawn_blocking(move || {
@@ -490,16 +502,9 @@ fn given_active_producers_when_their_last_batches_are_compacted_then_kept_empty(
         // Pass 1 drops the overwritten records (the marker still sees its data), pass 2
         // gives the marker its horizon, pass 3 (past it) would remove it.
         for now in [1_000, 1_000, 2_000] {
-            let task = log
-                .clean_task(checkpoint, &cfg, now, producers.clone())
-                .unwrap()
+            checkpoint = clean_with(&log, checkpoint, &cfg, now, producers.clone())
+                .await
                 .unwrap();
-            let stop = AtomicBool::new(false);
-            let out = task
-                .run(None, &mut Throttle::new(f64::INFINITY, &stop))
-                .unwrap();
-            checkpoint = out.clean_end;
-            log.install_cleaned(out).await.unwrap();
         }
         let h = batch_at(&log, idem).expect("the idempotent producer's last batch is kept");
         assert_eq!((h.records_count, h.producer_id), (0, 5));
@@ -511,15 +516,9 @@ fn given_active_producers_when_their_last_batches_are_compacted_then_kept_empty(
             "overwritten data goes"
         );
         // Without those producers the same batches go.
-        let task = log
-            .clean_task(checkpoint, &cfg, 3_000, ProducerState::default())
-            .unwrap()
+        clean_with(&log, checkpoint, &cfg, 3_000, ProducerState::default())
+            .await
             .unwrap();
-        let stop = AtomicBool::new(false);
-        let out = task
-            .run(None, &mut Throttle::new(f64::INFINITY, &stop))
-            .unwrap();
-        log.install_cleaned(out).await.unwrap();
         assert!(batch_at(&log, idem).is_none());
         assert!(batch_at(&log, commit).is_none());
     });
