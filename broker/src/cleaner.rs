@@ -107,13 +107,14 @@ struct CleanerState {
 
 /// The shard's cleaner task; returns at shutdown.
 pub async fn run(state: Rc<ShardState>, mut shutdown: watch::Receiver<bool>) {
-    let config = &state.ctx.config;
-    if !config.log_cleaner_enable {
+    if !state.ctx.config.log_cleaner_enable {
         return;
     }
-    let backoff = Duration::from_millis(config.log_cleaner_backoff_ms.max(1) as u64);
     let mut cs = CleanerState::default();
     loop {
+        // Dynamic (AlterConfigs on the broker, as in Kafka): read at every round.
+        let backoff_ms = state.ctx.catalog.broker().config.log_cleaner_backoff_ms;
+        let backoff = Duration::from_millis(backoff_ms.max(1) as u64);
         let cleaned = match pick(&state, &mut cs) {
             Some((key, part)) => {
                 let r = tokio::select! {
@@ -206,7 +207,11 @@ async fn clean_partition(
     drop(part);
     let stop = Arc::new(AtomicBool::new(false));
     let _guard = StopOnDrop(stop.clone());
-    let rate = ctx.config.log_cleaner_io_max_bytes_per_second;
+    let rate = ctx
+        .catalog
+        .broker()
+        .config
+        .log_cleaner_io_max_bytes_per_second;
     let started = Instant::now();
     let outcome = tokio::task::spawn_blocking(move || run_task(task, rate, &stop)).await??;
     let Some(part) = weak.upgrade() else {

@@ -74,11 +74,9 @@ pub const KAFKA_DYNAMIC_NOT_APPLIED: &[&str] = &[
     "advertised.listeners",
     "background.threads",
     "listeners",
-    "log.cleaner.backoff.ms",
     "log.cleaner.dedupe.buffer.size",
     "log.cleaner.io.buffer.load.factor",
     "log.cleaner.io.buffer.size",
-    "log.cleaner.io.max.bytes.per.second",
     "log.cleaner.threads",
     "max.connection.creation.rate",
     "max.connections",
@@ -88,7 +86,6 @@ pub const KAFKA_DYNAMIC_NOT_APPLIED: &[&str] = &[
     "num.network.threads",
     "num.recovery.threads.per.data.dir",
     "num.replica.fetchers",
-    "producer.id.expiration.ms",
     "transaction.partition.verification.enable",
 ];
 
@@ -97,6 +94,44 @@ pub fn dynamic_topic_default(name: &str) -> Option<&'static TopicConfigDef> {
     topic::TOPIC_CONFIGS
         .iter()
         .find(|d| topic::broker_synonym(d.name).is_some_and(|s| s.name == name))
+}
+
+/// Kafka's dynamic broker configs that are not topic defaults and that Strom applies live:
+/// each shard's cleaner and producer-expiration pass read them from the current broker view
+/// at every pass. Each checked as Kafka's `ConfigDef` does.
+pub const APPLIED_BROKER_DYNAMIC: &[&str] = &[
+    "log.cleaner.backoff.ms",
+    "log.cleaner.io.max.bytes.per.second",
+    "producer.id.expiration.ms",
+];
+
+/// Kafka's type and range check of an applied broker-only dynamic config; `None` for
+/// another name.
+fn validate_applied(name: &str, value: &str) -> Option<Result<(), BrokerConfigError>> {
+    let invalid = |reason: &str| BrokerConfigError::Invalid {
+        name: name.into(),
+        value: value.into(),
+        reason: reason.into(),
+    };
+    let v = value.trim();
+    Some(match name {
+        "log.cleaner.backoff.ms" => match v.parse::<i64>() {
+            Ok(n) if n >= 0 => Ok(()),
+            Ok(_) => Err(invalid("Value must be at least 0")),
+            Err(_) => Err(invalid("Expected value to be a 64-bit integer (long)")),
+        },
+        // Kafka's ConfigDef has no range here; a rate must still be a positive number.
+        "log.cleaner.io.max.bytes.per.second" => match v.parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 => Ok(()),
+            _ => Err(invalid("Expected value to be a positive number (double)")),
+        },
+        "producer.id.expiration.ms" => match v.parse::<i32>() {
+            Ok(n) if n >= 1 => Ok(()),
+            Ok(_) => Err(invalid("Value must be at least 1")),
+            Err(_) => Err(invalid("Expected value to be a 32-bit integer")),
+        },
+        _ => return None,
+    })
 }
 
 /// Whether Kafka knows `name` as a broker config that cannot change at runtime. A name Kafka
@@ -282,6 +317,9 @@ pub fn validate_value(name: &str, value: &str) -> Result<(), BrokerConfigError> 
             topic::TopicConfigError::Unknown(n) => BrokerConfigError::NotDynamic(vec![n]),
         });
     }
+    if let Some(r) = validate_applied(name, value) {
+        return r;
+    }
     if is_kafka_static(name) {
         return Err(BrokerConfigError::NotDynamic(vec![name.into()]));
     }
@@ -293,7 +331,11 @@ pub fn validate_value(name: &str, value: &str) -> Result<(), BrokerConfigError> 
 pub fn validate_all(values: &BTreeMap<String, String>) -> Result<(), BrokerConfigError> {
     let not_dynamic: Vec<String> = values
         .keys()
-        .filter(|k| dynamic_topic_default(k).is_none() && is_kafka_static(k))
+        .filter(|k| {
+            dynamic_topic_default(k).is_none()
+                && !APPLIED_BROKER_DYNAMIC.contains(&k.as_str())
+                && is_kafka_static(k)
+        })
         .cloned()
         .collect();
     if !not_dynamic.is_empty() {
@@ -392,6 +434,45 @@ mod tests {
             validate_value("num.io.threads", "8"),
             Err(BrokerConfigError::NotDynamic(_))
         ));
+    }
+
+    #[test]
+    fn given_applied_broker_only_configs_when_altered_then_validated_and_layered() {
+        assert!(validate_value("log.cleaner.backoff.ms", "250").is_ok());
+        assert!(validate_value("log.cleaner.io.max.bytes.per.second", "4.0E7").is_ok());
+        assert!(validate_value("producer.id.expiration.ms", "60000").is_ok());
+        for (name, bad) in [
+            ("log.cleaner.backoff.ms", "-1"),
+            ("log.cleaner.backoff.ms", "soon"),
+            ("log.cleaner.io.max.bytes.per.second", "0"),
+            ("log.cleaner.io.max.bytes.per.second", "NaN"),
+            ("producer.id.expiration.ms", "0"),
+            ("producer.id.expiration.ms", "3000000000"),
+        ] {
+            assert!(
+                matches!(
+                    validate_value(name, bad),
+                    Err(BrokerConfigError::Invalid { .. })
+                ),
+                "{name}={bad}"
+            );
+        }
+        let m: BTreeMap<String, String> = APPLIED_BROKER_DYNAMIC
+            .iter()
+            .map(|n| (n.to_string(), "1000".to_string()))
+            .collect();
+        assert!(validate_all(&m).is_ok());
+        // Kafka's other cleaner settings are dynamic there but not applied here: refused.
+        assert!(matches!(
+            validate_value("log.cleaner.threads", "2"),
+            Err(BrokerConfigError::NotDynamic(_))
+        ));
+        let mut stored = StoredDynamic::default();
+        stored.cluster.extend(m);
+        let v = BrokerView::with_dynamic(BrokerConfig::default(), BTreeMap::new(), &stored);
+        assert_eq!(v.config.log_cleaner_backoff_ms, 1000);
+        assert_eq!(v.config.log_cleaner_io_max_bytes_per_second, 1000.0);
+        assert_eq!(v.config.producer_id_expiration_ms, 1000);
     }
 
     #[test]

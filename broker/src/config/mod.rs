@@ -261,16 +261,18 @@ pub fn normalise_key(k: &str) -> String {
 /// A raw string from the environment or a flag, typed the way the field expects.
 pub(crate) fn typed_value(key: &str, raw: &str) -> toml::Value {
     let defaults = toml::Table::try_from(BrokerConfig::default()).unwrap_or_default();
+    // Kafka's ConfigDef trims numbers and booleans before parsing them.
+    let trimmed = raw.trim();
     match defaults.get(key) {
-        Some(toml::Value::Integer(_)) => raw
+        Some(toml::Value::Integer(_)) => trimmed
             .parse::<i64>()
             .map(toml::Value::Integer)
             .unwrap_or_else(|_| toml::Value::String(raw.into())),
-        Some(toml::Value::Boolean(_)) => raw
+        Some(toml::Value::Boolean(_)) => trimmed
             .parse::<bool>()
             .map(toml::Value::Boolean)
             .unwrap_or_else(|_| toml::Value::String(raw.into())),
-        Some(toml::Value::Float(_)) => raw
+        Some(toml::Value::Float(_)) => trimmed
             .parse::<f64>()
             .map(toml::Value::Float)
             .unwrap_or_else(|_| toml::Value::String(raw.into())),
