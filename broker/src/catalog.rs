@@ -221,13 +221,26 @@ impl CatalogHandle {
         configs: BTreeMap<String, String>,
         internal: bool,
     ) -> Result<Arc<TopicMeta>, CatalogError> {
+        self.create_with_id(name, Uuid::new_v4(), partitions, configs, internal)
+    }
+
+    /// `create` keeping a given topic id (`strom migrate import` adopts Kafka's, so the
+    /// partition dirs' `partition.metadata` and clients that cache ids stay valid).
+    pub fn create_with_id(
+        &self,
+        name: &str,
+        id: Uuid,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        internal: bool,
+    ) -> Result<Arc<TopicMeta>, CatalogError> {
         self.update(|topics| {
             if topics.iter().any(|t| t.name == name) {
                 return Err(CatalogError::AlreadyExists(name.into()));
             }
             topics.push(StoredTopic {
                 name: name.into(),
-                id: Uuid::new_v4(),
+                id,
                 partitions,
                 configs,
                 internal,

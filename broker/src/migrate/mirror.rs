@@ -182,19 +182,8 @@ impl Mirror {
         Ok(())
     }
 
-    /// The source topic's own configs that Strom knows; others are reported and left out.
     async fn configs(&mut self, topic: &str) -> Result<BTreeMap<String, String>, MigrateError> {
-        let mut out = BTreeMap::new();
-        for (k, v) in self.client.topic_configs(topic).await? {
-            match crate::config::topic::validate(&k, &v) {
-                Ok(()) => {
-                    out.insert(k, v);
-                }
-                Err(e) => tracing::warn!(topic, key = %k, value = %v, error = %e,
-                    "topic config not carried over"),
-            }
-        }
-        Ok(out)
+        source_configs(&mut self.client, topic).await
     }
 
     /// Refuses a partition whose Strom log is not a prefix of the source's: its first and
@@ -516,4 +505,22 @@ impl Progress {
             "mirror stopped"
         );
     }
+}
+
+/// The source topic's own configs that Strom knows; others are reported and left out.
+pub(super) async fn source_configs(
+    client: &mut SourceClient,
+    topic: &str,
+) -> Result<BTreeMap<String, String>, MigrateError> {
+    let mut out = BTreeMap::new();
+    for (k, v) in client.topic_configs(topic).await? {
+        match crate::config::topic::validate(&k, &v) {
+            Ok(()) => {
+                out.insert(k, v);
+            }
+            Err(e) => tracing::warn!(topic, key = %k, value = %v, error = %e,
+                "topic config not carried over"),
+        }
+    }
+    Ok(out)
 }

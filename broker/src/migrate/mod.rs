@@ -8,9 +8,11 @@
 //! same record on both sides.
 //!
 //! `client` talks to the source, `target` writes Strom's data dir, `mirror` is the copy loop,
+//! `import` adopts a stopped Kafka broker's log dir offline,
 //! `state` the progress file that `strom migrate status` compares with the source.
 
 pub mod client;
+pub mod import;
 pub mod mirror;
 pub mod state;
 pub mod target;
@@ -87,8 +89,33 @@ pub struct StatusArgs {
     pub timeout_secs: u64,
 }
 
+#[derive(clap::Args, Debug, Clone)]
+pub struct ImportArgs {
+    /// The stopped Kafka broker's log dir (one of its `log.dirs`).
+    #[arg(long)]
+    pub from: PathBuf,
+    /// Topics to import (whole-name regular expression; internal topics never are).
+    #[arg(long, default_value = ".*")]
+    pub topics: String,
+    /// Consumer groups whose committed offsets are carried over (whole-name regular expression).
+    #[arg(long, default_value = ".*")]
+    pub groups: String,
+    /// A running Kafka cluster (HOST:PORT) to read the topics' configs from (DescribeConfigs);
+    /// without it the imported topics get Strom's defaults.
+    #[arg(long)]
+    pub configs_from: Option<String>,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Request timeout towards `--configs-from`, seconds.
+    #[arg(long, default_value_t = 30)]
+    pub timeout_secs: u64,
+}
+
 #[derive(clap::Subcommand, Debug)]
 pub enum MigrateCommand {
+    /// Offline: adopt the partitions, producer state and group offsets of a stopped Kafka
+    /// broker's log dir (every batch verified first).
+    Import(ImportArgs),
     /// Copy topics, batches (at their original offsets) and group offsets from Kafka.
     Mirror(MirrorArgs),
     /// Per partition: source end, copied, lag; per group: offsets copied. Exit code 0
@@ -123,6 +150,11 @@ pub fn run(cmd: MigrateCommand) -> anyhow::Result<i32> {
     match cmd {
         MigrateCommand::Mirror(args) => {
             local.block_on(&rt, mirror::run(args))?;
+            Ok(0)
+        }
+        MigrateCommand::Import(args) => {
+            let report = local.block_on(&rt, import::run(args))?;
+            print!("{report}");
             Ok(0)
         }
         MigrateCommand::Status(args) => {

@@ -118,6 +118,21 @@ impl Target {
         Ok(())
     }
 
+    /// Creates a topic keeping the source's topic id (offline import).
+    pub fn create_topic_with_id(
+        &self,
+        name: &str,
+        id: [u8; 16],
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), MigrateError> {
+        crate::catalog::validate_topic_name(name).map_err(MigrateError::Target)?;
+        self.catalog
+            .create_with_id(name, uuid::Uuid::from_bytes(id), partitions, configs, false)
+            .map_err(|e| MigrateError::Target(e.to_string()))?;
+        Ok(())
+    }
+
     /// Partitions added on the source while mirroring are added on Strom too.
     pub fn grow_topic(&self, name: &str, partitions: i32) -> Result<(), MigrateError> {
         self.catalog
@@ -405,13 +420,13 @@ fn read_producer_ids(data_dir: &Path) -> Result<i64, MigrateError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };
 
-    fn batch(base: i64, n: i64, pid: i64, txn: bool, control: Option<i16>) -> BytesMut {
+    pub(crate) fn batch(base: i64, n: i64, pid: i64, txn: bool, control: Option<i16>) -> BytesMut {
         let records: Vec<Record> = (0..n)
             .map(|i| Record {
                 transactional: txn,
