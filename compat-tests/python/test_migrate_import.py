@@ -8,6 +8,7 @@ next sequence (and refuse a gap) as Kafka would. A corrupt segment is refused by
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import struct
@@ -151,6 +152,10 @@ def test_import_of_a_stopped_kafka_log_dir_serves_the_same_data_offsets_and_prod
         assert f"{codecs_topic}: 3 partitions" in r.stdout, r.stdout
         assert "configs Strom's defaults" in r.stdout, r.stdout
         assert "committed offsets of 1 groups" in r.stdout, r.stdout
+        # Kafka's clean shutdown wrote producer snapshots; they were carried over.
+        snapshots = int(re.search(r"(\d+) producer snapshots", r.stdout).group(1))
+        assert snapshots >= 1, r.stdout
+        assert list((target / f"{codecs_topic}-0").glob("*.snapshot")), r.stdout
         for t, n in topics.items():
             for p in range(n):
                 assert_same_partition(kafka, target, t, p)

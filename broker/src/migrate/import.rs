@@ -350,7 +350,7 @@ fn carry_snapshot(
 fn read_group_offsets(
     parts: &[SourcePartition],
     groups_re: &crate::group::topic_regex::TopicRegex,
-) -> Result<BTreeMap<String, BTreeMap<(String, i32), Committed>>, MigrateError> {
+) -> Result<BTreeMap<String, GroupOffsets>, MigrateError> {
     let mut fold = OffsetsFold::default();
     for p in parts {
         let mut r = BatchReader::open(&p.dir)?;
@@ -375,12 +375,17 @@ fn read_group_offsets(
     Ok(out)
 }
 
+/// One group's committed offsets by (topic, partition).
+type GroupOffsets = BTreeMap<(String, i32), Committed>;
+type PendingCommit = (String, (String, i32), Option<Committed>);
+
 /// Kafka's offset-commit replay: the last value per (group, topic, partition) wins, a
 /// tombstone deletes, transactional commits count only once their commit marker is seen.
 #[derive(Default)]
 struct OffsetsFold {
-    committed: BTreeMap<String, BTreeMap<(String, i32), Committed>>,
-    pending: BTreeMap<i64, Vec<(String, (String, i32), Option<Committed>)>>,
+    committed: BTreeMap<String, GroupOffsets>,
+    /// Per producer id: (group, topic-partition, commit or tombstone) awaiting the marker.
+    pending: BTreeMap<i64, Vec<PendingCommit>>,
     unknown: BTreeSet<i16>,
 }
 
