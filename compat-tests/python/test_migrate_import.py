@@ -103,7 +103,7 @@ def recv_exact(s: socket.socket, n: int) -> bytes:
     return out
 
 
-def test_import_of_a_stopped_kafka_log_dir_serves_the_same_data_offsets_and_producer_state():
+def test_import_of_a_stopped_kafka_log_dir_serves_the_same_data_offsets_and_producer_state(kafka_broker):
     kafka = brokers.start_kafka()
     work = Path(tempfile.mkdtemp(prefix="strom-import-"))
     strom = None
@@ -111,8 +111,13 @@ def test_import_of_a_stopped_kafka_log_dir_serves_the_same_data_offsets_and_prod
         bs = kafka.bootstrap
         prefix = f"imp{uuid.uuid4().hex[:6]}"
         codecs_topic, txn_topic = f"{prefix}-codecs", f"{prefix}-txn"
-        assert admin.create_topic("confluent", bs, codecs_topic, 3, {}) == admin.NONE
-        assert admin.create_topic("confluent", bs, txn_topic, 2, {}) == admin.NONE
+        configs = {codecs_topic: {"retention.ms": "604800001"}, txn_topic: {"max.message.bytes": "2000000"}}
+        assert admin.create_topic("confluent", bs, codecs_topic, 3, configs[codecs_topic]) == admin.NONE
+        assert admin.create_topic("confluent", bs, txn_topic, 2, configs[txn_topic]) == admin.NONE
+        # `--configs-from` reads a running broker of the source cluster; the session's other
+        # Kafka stands in for it, holding the same topics with the same configs.
+        for t, n in ((codecs_topic, 3), (txn_topic, 2)):
+            assert admin.create_topic("confluent", kafka_broker.bootstrap, t, n, configs[t]) == admin.NONE
         recs = clients.make_records(1500, 3, null_header_values=True)
         for i, codec in enumerate(clients.CODECS):
             # acks=all, idempotent: every batch carries a producer id and sequences.
@@ -126,6 +131,10 @@ def test_import_of_a_stopped_kafka_log_dir_serves_the_same_data_offsets_and_prod
         assert len(before_rc) == 20 and all(r.value.startswith(b"commit") for r in before_rc)
         before_groups = group_offsets(bs, group)
         assert before_groups
+        # While Kafka runs, its log dir is locked: refused.
+        r = migrate("import", "--from", str(kafka_dir(kafka)), "--data-dir", str(work / "early"))
+        assert r.returncode != 0 and "stop the Kafka broker first" in r.stderr, r.stderr[-2000:]
+        assert not (work / "early").exists()
         assert kafka.stop() in (0, 143), kafka.log_tail()
         src = kafka_dir(kafka)
 
@@ -147,10 +156,11 @@ def test_import_of_a_stopped_kafka_log_dir_serves_the_same_data_offsets_and_prod
         assert r.returncode != 0 and "not a Kafka log dir" in r.stderr, r.stderr[-2000:]
 
         target = work / "strom"
-        r = migrate("import", "--from", str(src), "--data-dir", str(target), "--topics", f"{prefix}.*")
+        r = migrate("import", "--from", str(src), "--data-dir", str(target), "--topics", f"{prefix}.*",
+                    "--configs-from", kafka_broker.bootstrap)
         assert r.returncode == 0, r.stderr[-3000:]
         assert f"{codecs_topic}: 3 partitions" in r.stdout, r.stdout
-        assert "configs Strom's defaults" in r.stdout, r.stdout
+        assert "configs from the source" in r.stdout, r.stdout
         assert "committed offsets of 1 groups" in r.stdout, r.stdout
         # Kafka's clean shutdown wrote producer snapshots; they were carried over.
         snapshots = int(re.search(r"(\d+) producer snapshots", r.stdout).group(1))
@@ -173,6 +183,10 @@ def test_import_of_a_stopped_kafka_log_dir_serves_the_same_data_offsets_and_prod
             assert got == before_ru[t], f"{t}: records differ after the import"
         assert clients.confluent_consume(strom.bootstrap, txn_topic, 2, 20) == before_rc
         assert group_offsets(strom.bootstrap, group) == before_groups
+        for t, want in configs.items():
+            got = admin.describe_topic_configs(strom.bootstrap, t)
+            for k, v in want.items():
+                assert got[k][0] == v, f"{t} {k}: {got[k]} on Strom, {v} on Kafka"
 
         # The idempotent producer from before continues: a gap is refused as on Kafka, the
         # next sequence is appended at the next offset.

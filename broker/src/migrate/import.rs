@@ -150,6 +150,11 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
         }
     }
 
+    // Kafka's log start offsets (DeleteRecords, or retention inside a batch): a start inside
+    // the first batch cannot be kept, Strom's log starts at that batch (reported).
+    let log_starts =
+        storage::logdir::read_checkpoint(&args.from.join("log-start-offset-checkpoint"))
+            .unwrap_or_default();
     let mut target = Target::open(config, origins)?;
     for (name, (_, parts)) in &topics {
         let Some(meta) = target.topic(name) else {
@@ -195,6 +200,17 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
             let (b, s) = adopt_partition(&mut target, p).await?;
             batches += b;
             bytes += s;
+            let ours = target.logs[&(p.topic.clone(), p.partition)]
+                .log
+                .log_start_offset();
+            if let Some(&start) = log_starts.get(&(p.topic.clone(), p.partition)) {
+                if start > ours {
+                    report.not_carried.push(format!(
+                        "{}-{}: Kafka's log start offset {start}; Strom's log starts at {ours}",
+                        p.topic, p.partition
+                    ));
+                }
+            }
             match carry_snapshot(&target, p)? {
                 Ok(()) => report.snapshots += 1,
                 Err(why) => report
@@ -740,6 +756,9 @@ mod tests {
         let report = local.block_on(&rt, run(args.clone())).unwrap();
         assert_eq!(report.topics["t"].0, 2);
         assert_eq!(report.topics["t"].1, 4);
+        assert!(report
+            .to_string()
+            .contains("configs Strom's defaults (no --configs-from)"));
         assert_eq!((report.groups, report.offsets), (1, 1));
         // A second import refuses: the topic has data on Strom now.
         let err = local.block_on(&rt, run(args)).unwrap_err().to_string();
