@@ -111,10 +111,15 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
             }
             t.1.push(p);
         } else if p.partition == 0 {
-            report.not_carried.push(format!(
-                "topic {}: internal or not matching --topics",
-                p.topic
-            ));
+            let why = match p.topic.as_str() {
+                "__transaction_state" => {
+                    "transactional ids are not carried: a transactional producer calls \
+                     InitProducerId again on Strom"
+                }
+                t if t.starts_with("__") => "internal topic",
+                _ => "does not match --topics",
+            };
+            report.not_carried.push(format!("topic {}: {why}", p.topic));
         }
     }
     for (name, (_, parts)) in &topics {
@@ -210,6 +215,13 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
                         p.topic, p.partition
                     ));
                 }
+            }
+            for (pid, first) in target.logs[&(p.topic.clone(), p.partition)].open_transactions() {
+                report.not_carried.push(format!(
+                    "{}-{}: the transaction of producer {pid} open since offset {first} \
+                     (Kafka stopped before its marker): read_committed consumers stop there",
+                    p.topic, p.partition
+                ));
             }
             match carry_snapshot(&target, p)? {
                 Ok(()) => report.snapshots += 1,
@@ -726,6 +738,13 @@ mod tests {
             id,
             &[(0, concat(&[batch(0, 4, -1, false, None)])), (10, seg2)],
         );
+        // Kafka stopped in the middle of a transaction of producer 9.
+        partition(
+            src.path(),
+            "u-0",
+            [8; 16],
+            &[(0, batch(0, 2, 9, true, None).to_vec())],
+        );
         // Kafka has 3 offsets partitions; the group's commit is in whichever, Strom re-keys.
         let rec = offset_record("grp", 1, Some(4), -1);
         let kv = [(rec.key.clone().unwrap(), rec.value.clone())];
@@ -756,9 +775,15 @@ mod tests {
         let report = local.block_on(&rt, run(args.clone())).unwrap();
         assert_eq!(report.topics["t"].0, 2);
         assert_eq!(report.topics["t"].1, 4);
-        assert!(report
-            .to_string()
-            .contains("configs Strom's defaults (no --configs-from)"));
+        let text = report.to_string();
+        assert!(
+            text.contains("configs Strom's defaults (no --configs-from)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("u-0: the transaction of producer 9 open since offset 0"),
+            "{text}"
+        );
         assert_eq!((report.groups, report.offsets), (1, 1));
         // A second import refuses: the topic has data on Strom now.
         let err = local.block_on(&rt, run(args)).unwrap_err().to_string();

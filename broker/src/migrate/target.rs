@@ -353,6 +353,11 @@ pub fn batch_at(
 }
 
 impl PartitionTarget {
+    /// (producer id, first offset) of every transaction the copied log leaves open.
+    pub fn open_transactions(&self) -> Vec<(i64, i64)> {
+        self.ongoing.iter().map(|(&p, &o)| (p, o)).collect()
+    }
+
     /// Replays the log's batch headers: open transactions, and the aborted-transaction index
     /// entries of abort markers that the index lacks (entries are not fsynced, so a crash
     /// may lose the newest ones). Returns the largest producer id seen.
