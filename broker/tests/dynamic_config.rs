@@ -4,10 +4,9 @@
 mod common;
 
 use bytes::Bytes;
-use common::{batch, idempotent_batch_at, start, topic_name, Client};
+use common::{batch, idempotent_batch_at, producer_ids, start, start_with, topic_name, Client};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
@@ -126,32 +125,14 @@ fn given_altered_configs_when_broker_restarts_then_they_still_apply() {
     server.shutdown().unwrap();
 }
 
-fn producers(c: &mut Client, name: &str) -> Vec<i64> {
-    let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
-        .with_name(topic_name(name))
-        .with_partition_indexes(vec![0])]);
-    let r: DescribeProducersResponse = c.call(ApiKey::DescribeProducers, 0, &req);
-    r.topics[0].partitions[0]
-        .active_producers
-        .iter()
-        .map(|s| s.producer_id.0)
-        .collect()
-}
-
 /// `producer.id.expiration.ms` is a dynamic broker config in Kafka; lowering it on a running
 /// broker expires producer state at the next check, without a restart.
 #[test]
 fn given_running_broker_when_producer_expiration_lowered_then_next_check_applies_it() {
     let dir = tempfile::tempdir().unwrap();
-    let config = strom::config::BrokerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.path().to_path_buf(),
-        shards: 2,
-        producer_id_expiration_check_interval_ms: 100,
-        ..Default::default()
-    };
-    let server = strom::Server::start(config, Default::default()).expect("broker starts");
+    let server = start_with(dir.path(), 2, |c| {
+        c.producer_id_expiration_check_interval_ms = 100;
+    });
     let mut c = Client::connect(server.kafka_addr);
     create(&mut c, "idle", 1);
     let now = std::time::SystemTime::now()
@@ -162,14 +143,18 @@ fn given_running_broker_when_producer_expiration_lowered_then_next_check_applies
     let old = idempotent_batch_at(3, "idle", 5, 0, now - 7_200_000);
     assert_eq!(produce(&mut c, "idle", 0, old), 0);
     std::thread::sleep(std::time::Duration::from_millis(400));
-    assert_eq!(producers(&mut c, "idle"), [5], "expired under the default");
+    assert_eq!(
+        producer_ids(&mut c, "idle"),
+        [5],
+        "expired under the default"
+    );
     set(&mut c, 4, "", "producer.id.expiration.ms", Some("3600000"));
     assert_eq!(
         describe(&mut c, 4, "", "producer.id.expiration.ms"),
         ("3600000".into(), DYNAMIC_DEFAULT_BROKER_CONFIG)
     );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !producers(&mut c, "idle").is_empty() {
+    while !producer_ids(&mut c, "idle").is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "not expired after the change"

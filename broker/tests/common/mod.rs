@@ -96,14 +96,70 @@ impl Client {
 
 /// Starts a broker on ephemeral ports with a temp data dir (kept by the returned guard).
 pub fn start(dir: &std::path::Path, shards: usize) -> strom::Server {
-    let config = strom::config::BrokerConfig {
+    start_with(dir, shards, |_| {})
+}
+
+/// `start`, with `tune` changing the config first (intervals, limits).
+pub fn start_with(
+    dir: &std::path::Path,
+    shards: usize,
+    tune: impl FnOnce(&mut strom::config::BrokerConfig),
+) -> strom::Server {
+    let mut config = strom::config::BrokerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.to_path_buf(),
         shards,
         ..Default::default()
     };
+    tune(&mut config);
     strom::Server::start(config, Default::default()).expect("broker starts")
+}
+
+/// CreateTopics v7 of one topic; panics unless it succeeds.
+pub fn create_topic(c: &mut Client, name: &str, partitions: i32) {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(topic_name(name))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1)]);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
+    assert_eq!(r.topics[0].error_code, 0, "creating {name}");
+}
+
+/// Produce v11, acks=all, one batch to one partition: (error code, base offset).
+pub fn produce(c: &mut Client, name: &str, partition: i32, records: Bytes) -> (i16, i64) {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic_name(name))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 11, &req);
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// The producer ids DescribeProducers lists on partition 0 of `name`, sorted.
+pub fn producer_ids(c: &mut Client, name: &str) -> Vec<i64> {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse};
+    let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+        .with_name(topic_name(name))
+        .with_partition_indexes(vec![0])]);
+    let r: DescribeProducersResponse = c.call(ApiKey::DescribeProducers, 0, &req);
+    let mut v: Vec<i64> = r.topics[0].partitions[0]
+        .active_producers
+        .iter()
+        .map(|s| s.producer_id.0)
+        .collect();
+    v.sort();
+    v
 }
 
 pub fn topic_name(s: &str) -> kafka_protocol::messages::TopicName {
