@@ -3,14 +3,13 @@
 
 mod common;
 
-use bytes::Bytes;
-use common::{batch, idempotent_batch_at, producer_ids, start, start_with, topic_name, Client};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use common::{
+    batch, create_topic, idempotent_batch_at, produce, producer_ids, start, start_with, Client,
+};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -18,28 +17,6 @@ const MESSAGE_TOO_LARGE: i16 = 10;
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const DYNAMIC_BROKER_CONFIG: i8 = 2;
 const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
-
-fn create(c: &mut Client, name: &str, partitions: i32) {
-    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(topic_name(name))
-        .with_num_partitions(partitions)
-        .with_replication_factor(1)]);
-    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
-    assert_eq!(r.topics[0].error_code, 0);
-}
-
-fn produce(c: &mut Client, name: &str, partition: i32, records: Bytes) -> i16 {
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(topic_name(name))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])]);
-    let r: ProduceResponse = c.call(ApiKey::Produce, 11, &req);
-    r.responses[0].partition_responses[0].error_code
-}
 
 fn set(c: &mut Client, kind: i8, name: &str, key: &str, value: Option<&str>) {
     let op = if value.is_some() { 0 } else { 1 };
@@ -75,24 +52,27 @@ fn given_altered_configs_when_broker_restarts_then_they_still_apply() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), 2);
     let mut c = Client::connect(server.kafka_addr);
-    create(&mut c, "limited", 4);
-    create(&mut c, "plain", 4);
+    create_topic(&mut c, "limited", 4);
+    create_topic(&mut c, "plain", 4);
     let big = batch(50, "x"); // well over 100 bytes
     for p in 0..4 {
-        assert_eq!(produce(&mut c, "limited", p, big.clone()), 0);
+        assert_eq!(produce(&mut c, "limited", p, big.clone()).0, 0);
     }
     set(&mut c, 2, "limited", "max.message.bytes", Some("100"));
     // Every partition, on whichever shard it lives, refuses at once.
     for p in 0..4 {
         assert_eq!(
-            produce(&mut c, "limited", p, big.clone()),
+            produce(&mut c, "limited", p, big.clone()).0,
             MESSAGE_TOO_LARGE
         );
-        assert_eq!(produce(&mut c, "plain", p, big.clone()), 0);
+        assert_eq!(produce(&mut c, "plain", p, big.clone()).0, 0);
     }
     set(&mut c, 4, "", "message.max.bytes", Some("200"));
     set(&mut c, 4, "0", "log.retention.ms", Some("3600000"));
-    assert_eq!(produce(&mut c, "plain", 1, big.clone()), MESSAGE_TOO_LARGE);
+    assert_eq!(
+        produce(&mut c, "plain", 1, big.clone()).0,
+        MESSAGE_TOO_LARGE
+    );
     drop(c);
     server.shutdown().unwrap();
 
@@ -100,10 +80,13 @@ fn given_altered_configs_when_broker_restarts_then_they_still_apply() {
     let mut c = Client::connect(server.kafka_addr);
     for p in 0..4 {
         assert_eq!(
-            produce(&mut c, "limited", p, big.clone()),
+            produce(&mut c, "limited", p, big.clone()).0,
             MESSAGE_TOO_LARGE
         );
-        assert_eq!(produce(&mut c, "plain", p, big.clone()), MESSAGE_TOO_LARGE);
+        assert_eq!(
+            produce(&mut c, "plain", p, big.clone()).0,
+            MESSAGE_TOO_LARGE
+        );
     }
     assert_eq!(
         describe(&mut c, 2, "limited", "max.message.bytes"),
@@ -119,8 +102,8 @@ fn given_altered_configs_when_broker_restarts_then_they_still_apply() {
     );
     // Removing the broker default lets the topic without an override accept big batches.
     set(&mut c, 4, "", "message.max.bytes", None);
-    assert_eq!(produce(&mut c, "plain", 2, big.clone()), 0);
-    assert_eq!(produce(&mut c, "limited", 2, big), MESSAGE_TOO_LARGE);
+    assert_eq!(produce(&mut c, "plain", 2, big.clone()).0, 0);
+    assert_eq!(produce(&mut c, "limited", 2, big).0, MESSAGE_TOO_LARGE);
     drop(c);
     server.shutdown().unwrap();
 }
@@ -134,14 +117,14 @@ fn given_running_broker_when_producer_expiration_lowered_then_next_check_applies
         c.producer_id_expiration_check_interval_ms = 100;
     });
     let mut c = Client::connect(server.kafka_addr);
-    create(&mut c, "idle", 1);
+    create_topic(&mut c, "idle", 1);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
     // Two hours idle: within the default day, past an hour.
     let old = idempotent_batch_at(3, "idle", 5, 0, now - 7_200_000);
-    assert_eq!(produce(&mut c, "idle", 0, old), 0);
+    assert_eq!(produce(&mut c, "idle", 0, old).0, 0);
     std::thread::sleep(std::time::Duration::from_millis(400));
     assert_eq!(
         producer_ids(&mut c, "idle"),

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use common::{batch, idempotent_batch, start, topic_name, Client};
+use common::{batch, idempotent_batch, produce, start, topic_name, Client};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -20,20 +20,6 @@ fn create(c: &mut Client, name: &str, partitions: i32) {
         .with_replication_factor(1)]);
     let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
     assert_eq!(r.topics[0].error_code, 0);
-}
-
-fn produce(c: &mut Client, name: &str, partition: i32, records: Bytes) -> (i16, i64) {
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(topic_name(name))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])]);
-    let r: ProduceResponse = c.call(ApiKey::Produce, 11, &req);
-    let p = &r.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
 }
 
 fn fetch_values(c: &mut Client, name: &str, partition: i32) -> Vec<(i64, Bytes)> {
