@@ -37,6 +37,9 @@ pytestmark = pytest.mark.skipif(
 
 MIGRATE_TIMEOUT_S = 120
 KILL_CYCLES = int(os.environ.get("STROM_MIGRATE_KILL_CYCLES", "4"))
+# Records of 1000 B in the kill -9 test: 20 MB in CI; STROM_MIGRATE_KILL_RECORDS=1100000 (with
+# STROM_MIGRATE_KILL_CYCLES=6) makes it the issue's >= 1 GB run.
+KILL_RECORDS = int(os.environ.get("STROM_MIGRATE_KILL_RECORDS", "20000"))
 
 
 # ---------------------------------------------------------------- segment files
@@ -307,7 +310,7 @@ def test_mirror_resumes_after_kill9_without_duplicates_or_gaps(kafka_broker):
     topic = f"{prefix}-bulk"
     assert admin.create_topic("confluent", bs, topic, 2, {}) == admin.NONE
     rng = random.Random(5)
-    recs = [clients.Out(i % 2, f"k{i}".encode(), rng.randbytes(1000), (), clients.BASE_TS + i) for i in range(20000)]
+    recs = [clients.Out(i % 2, f"k{i}".encode(), rng.randbytes(1000), (), clients.BASE_TS + i) for i in range(KILL_RECORDS)]
     produce(bs, topic, recs, "none")
     total = sum(p.stat().st_size for p in kafka_dir(kafka_broker).glob(f"{topic}-*/*.log"))
     data = Path(tempfile.mkdtemp(prefix="strom-migrate-kill-")) / "data"

@@ -204,22 +204,29 @@ impl ChromaSink {
 
     pub async fn nearest(&mut self, vector: &[f32], k: usize) -> Result<Vec<String>, SinkError> {
         let path = self.collection_path("query")?;
+        // Chroma's HNSW search explores max(ef_search, n_results) candidates; after a replay
+        // has upserted every id again, the graph is full of replaced nodes and a top-10
+        // search missed 4 of 10 true neighbours (CI, Chroma 1.5.9). Asking for many more
+        // candidates widens the search; their distances are exact and come sorted, so the
+        // first k are the true top-k whenever they are among the candidates.
+        let n = (k * 20).max(200);
         let v = self
             .api
             .send(
                 reqwest::Method::POST,
                 &path,
-                json!({"query_embeddings": [vector], "n_results": k, "include": ["distances"]}),
+                json!({"query_embeddings": [vector], "n_results": n, "include": ["distances"]}),
             )
             .await?;
-        Ok(v["ids"][0]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default())
+        let ids = v["ids"][0].as_array().cloned().unwrap_or_default();
+        let distances = v["distances"][0].as_array().cloned().unwrap_or_default();
+        let mut hits: Vec<(f64, String)> = ids
+            .iter()
+            .zip(distances.iter())
+            .filter_map(|(id, d)| Some((d.as_f64()?, id.as_str()?.to_string())))
+            .collect();
+        hits.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Ok(hits.into_iter().take(k).map(|(_, id)| id).collect())
     }
 }
 

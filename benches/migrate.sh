@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Issue 10's benchmark: how fast `strom migrate mirror` copies a Kafka topic, next to how fast
+# a plain client (kcat, librdkafka) consumes the same topic from the same broker.
+#
+#   benches/migrate.sh [MB]        (default 1024: a 1 GiB topic of 1 KiB records, 4 partitions)
+#
+# Starts Apache Kafka 4.4 (compat-tests/kafka/kafka.sh) on 127.0.0.1, fills the topic with
+# kcat, then times (1) kcat consuming it to the end, (2) `strom migrate mirror
+# --until-caught-up` from an empty data dir (the time to catch up the whole topic), and (3) a
+# second `--until-caught-up` with nothing new (the cost of a final sync). Needs
+# target/release/strom (built if missing), kcat, Java 17, and compat-tests/.venv (confluent-kafka). Kafka is stopped by its PID;
+# everything is bounded by `timeout`. Figures: benches/README.md, "Migration".
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+mb="${1:-1024}"
+work="$(mktemp -d -t strom-migrate-bench-XXXXXX)"
+kafka_pid=""
+cleanup() {
+    if [[ -n "$kafka_pid" ]]; then
+        kill "$kafka_pid" 2>/dev/null || true
+        wait "$kafka_pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+now() { date +%s.%N; }
+rate() { python3 -c "import sys; b,t=float(sys.argv[1]),float(sys.argv[2]); print(f'{t:.1f} s, {b/1e6/t:.0f} MB/s')" "$1" "$2"; }
+
+strom="${STROM_BIN:-$root/target/release/strom}"
+[[ -x "$strom" ]] || (cd "$root" && cargo build --release -q -p strom)
+
+bash "$root/compat-tests/kafka/kafka.sh" fetch >/dev/null
+port=$(free_port) cport=$(free_port)
+bash "$root/compat-tests/kafka/kafka.sh" run "$port" "$cport" "$work/kafka" >"$work/kafka.log" 2>&1 &
+kafka_pid=$!
+bs="127.0.0.1:$port"
+for _ in $(seq 180); do
+    kcat -b "$bs" -L -m 2 >/dev/null 2>&1 && break
+    kill -0 "$kafka_pid" || { echo "kafka exited; see $work/kafka.log" >&2; exit 1; }
+    sleep 1
+done
+
+topic=mig-bench
+records=$((mb * 1024))
+echo "==> filling $topic: $records records of 1 KiB (${mb} MiB), 4 partitions"
+# kcat cannot create topics (Kafka's auto-create would make one partition): confluent-kafka
+# from the compat suite's venv (scripts/test-all.sh makes it) creates it.
+py="$root/compat-tests/.venv/bin/python"
+[[ -x "$py" ]] || py=python3
+timeout 120 "$py" - "$bs" "$topic" <<'PY'
+import sys
+from confluent_kafka.admin import AdminClient, NewTopic
+a = AdminClient({"bootstrap.servers": sys.argv[1]})
+for f in a.create_topics([NewTopic(sys.argv[2], 4, 1)]).values():
+    f.result(60)
+PY
+payload="$(head -c 1024 /dev/zero | tr '\0' 'x')"
+t0=$(now)
+yes "$payload" | head -n "$records" | timeout 900 kcat -P -b "$bs" -t "$topic" -X linger.ms=20 -X batch.size=1048576 -z lz4
+t1=$(now)
+bytes=$(du -sb "$work"/kafka/data/"$topic"-* | awk '{s+=$1} END {print s}')
+echo "    produced in $(rate "$bytes" "$(echo "$t1 - $t0" | bc)") (on-disk ${bytes} bytes, lz4)"
+
+echo "==> plain consumer (kcat, librdkafka) to the end"
+t0=$(now)
+n=$(timeout 900 kcat -C -b "$bs" -t "$topic" -o beginning -e -q -f '.' | wc -c)
+t1=$(now)
+echo "    $n records in $(rate "$bytes" "$(echo "$t1 - $t0" | bc)")"
+
+echo "==> strom migrate mirror --until-caught-up, from empty"
+t0=$(now)
+timeout 1800 "$strom" migrate mirror --source "$bs" --data-dir "$work/strom" --topics "$topic" \
+    --until-caught-up >"$work/mirror.log" 2>&1
+t1=$(now)
+echo "    caught up in $(rate "$bytes" "$(echo "$t1 - $t0" | bc)")"
+
+echo "==> final sync with nothing new"
+t0=$(now)
+timeout 600 "$strom" migrate mirror --source "$bs" --data-dir "$work/strom" --topics "$topic" \
+    --until-caught-up >>"$work/mirror.log" 2>&1
+t1=$(now)
+echo "    $(echo "$t1 - $t0" | bc) s"
+timeout 120 "$strom" migrate status --source "$bs" --data-dir "$work/strom" | tail -3 || true
