@@ -4,6 +4,10 @@
 #
 #   benches/migrate.sh [MB]        (default 1024: a 1 GiB topic of 1 KiB records, 4 partitions)
 #
+# NOT YET WORKING (2026-11-30): with a 4-partition topic filled by kcat, `strom migrate mirror
+# --until-caught-up` copied every batch and then never exited (and recorded no migration
+# state); see the session-3 note. Fix that before taking figures.
+#
 # Starts Apache Kafka 4.4 (compat-tests/kafka/kafka.sh) on 127.0.0.1, fills the topic with
 # kcat, then times (1) kcat consuming it to the end, (2) `strom migrate mirror
 # --until-caught-up` from an empty data dir (the time to catch up the whole topic), and (3) a
@@ -58,12 +62,18 @@ a = AdminClient({"bootstrap.servers": sys.argv[1]})
 for f in a.create_topics([NewTopic(sys.argv[2], 4, 1)]).values():
     f.result(60)
 PY
-payload="$(head -c 1024 /dev/zero | tr '\0' 'x')"
 t0=$(now)
-yes "$payload" | head -n "$records" | timeout 900 kcat -P -b "$bs" -t "$topic" -X linger.ms=20 -X batch.size=1048576 -z lz4
+# Incompressible 1 KiB lines (base64 of random bytes), sent uncompressed: the topic's bytes on
+# disk are the MB the figures speak of.
+python3 -c '
+import base64, os, sys
+out = sys.stdout.buffer
+for _ in range(int(sys.argv[1])):
+    out.write(base64.b64encode(os.urandom(767))[:1023] + b"\n")
+' "$records" | timeout 900 kcat -P -b "$bs" -t "$topic" -X linger.ms=20 -X batch.size=1048576 -z none
 t1=$(now)
 bytes=$(du -sb "$work"/kafka/data/"$topic"-* | awk '{s+=$1} END {print s}')
-echo "    produced in $(rate "$bytes" "$(echo "$t1 - $t0" | bc)") (on-disk ${bytes} bytes, lz4)"
+echo "    produced in $(rate "$bytes" "$(echo "$t1 - $t0" | bc)") (${bytes} bytes on disk)"
 
 echo "==> plain consumer (kcat, librdkafka) to the end"
 t0=$(now)
