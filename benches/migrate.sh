@@ -4,9 +4,8 @@
 #
 #   benches/migrate.sh [MB]        (default 1024: a 1 GiB topic of 1 KiB records, 4 partitions)
 #
-# NOT YET WORKING (2026-11-30): with a 4-partition topic filled by kcat, `strom migrate mirror
-# --until-caught-up` copied every batch and then never exited (and recorded no migration
-# state); see the session-3 note. Fix that before taking figures.
+# Its first run (2026-11-30) found the io_uring completion-queue overflow hang (the mirror's
+# final flush waited forever; fixed in storage/src/io/uring.rs); figures are still to take.
 #
 # Starts Apache Kafka 4.4 (compat-tests/kafka/kafka.sh) on 127.0.0.1, fills the topic with
 # kcat, then times (1) kcat consuming it to the end, (2) `strom migrate mirror

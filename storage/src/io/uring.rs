@@ -276,6 +276,30 @@ impl Ring {
                 Ok(())
             };
             done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+            // Completions the completion queue had no room for wait in the kernel's overflow
+            // list: they reach the queue only on the next io_uring_enter, and nothing signals
+            // the eventfd for them. Without a submission to come (the last writes of a burst
+            // of more operations than the queue holds) they would wait forever, and with
+            // them every waiter of those writes. Flush them here.
+            while r.is_ok() && ring.submission().cq_overflow() {
+                // SAFETY: submits nothing, waits for nothing; flushes the overflow list.
+                let e = unsafe {
+                    ring.submitter()
+                        .enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None)
+                };
+                if let Err(e) = e {
+                    if e.raw_os_error() != Some(libc::EINTR)
+                        && e.raw_os_error() != Some(libc::EBUSY)
+                    {
+                        break;
+                    }
+                }
+                let before = done.len();
+                done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+                if done.len() == before {
+                    break;
+                }
+            }
             r
         };
         if let Err(e) = r {
