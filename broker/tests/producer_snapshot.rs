@@ -13,12 +13,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{batch, idempotent_batch, produce, start_with, topic_name, Client};
+use common::{
+    batch, child_ready, idempotent_batch, kill_child_when_ready, produce, start_with, topic_name,
+    Client,
+};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
@@ -103,11 +104,7 @@ fn child(dir: &str) -> ! {
         assert!(Instant::now() < deadline, "checkpoints never reached 8 / 6");
         std::thread::sleep(Duration::from_millis(20));
     }
-    println!("READY");
-    std::io::stdout().flush().unwrap();
-    loop {
-        std::thread::sleep(Duration::from_secs(60));
-    }
+    child_ready()
 }
 
 #[test]
@@ -117,27 +114,7 @@ fn given_log_start_past_a_producers_batches_when_killed_and_restarted_then_its_s
         child(&dir);
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut proc = Command::new(std::env::current_exe().unwrap())
-        .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, dir.path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("child broker starts");
-    let stdout = proc.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.contains("READY") {
-                let _ = tx.send(());
-                return;
-            }
-        }
-    });
-    let ready = rx.recv_timeout(Duration::from_secs(120));
-    proc.kill().expect("SIGKILL"); // std's kill is SIGKILL: no shutdown code runs
-    proc.wait().unwrap();
-    ready.expect("child broker wrote its batches");
-    assert!(!dir.path().join(".kafka_cleanshutdown").exists());
+    kill_child_when_ready(TEST_NAME, CHILD_ENV, dir.path());
     // Written at rolls, not at shutdown; none below the log start is kept.
     let snaps = snapshots(dir.path());
     assert!(
