@@ -1046,10 +1046,31 @@ impl PartitionLog {
         self.inner.sync_upto(end, epoch).await
     }
 
+    /// The `.txnindex` files written since the last call, whose entries must be synced
+    /// before a recovery point above them is checkpointed (see `txn_index`): the caller
+    /// fsyncs them, off the shard thread.
+    pub fn take_dirty_txn_indexes(&self) -> Vec<PathBuf> {
+        self.inner
+            .segments
+            .borrow()
+            .values()
+            .filter_map(|s| {
+                let mut idx = s.txn_index.borrow_mut();
+                idx.take_dirty().then(|| idx.path().to_path_buf())
+            })
+            .collect()
+    }
+
     /// Flush, trim indexes, write nothing else; the log can be reopened without a scan
     /// when the broker checkpoints `log_end_offset()` as its recovery point.
     pub async fn close(self) -> Result<(), StorageError> {
         self.flush().await?;
+        for seg in self.inner.segments.borrow().values() {
+            let mut idx = seg.txn_index.borrow_mut();
+            if idx.take_dirty() {
+                idx.sync().map_err(|e| StorageError::io(e, idx.path()))?;
+            }
+        }
         let seg = self.inner.active();
         seg.seal().map_err(|e| StorageError::io(e, seg.log_path()))
     }
@@ -1087,6 +1108,11 @@ impl PartitionLog {
             .values()
             .map(|s| s.probe())
             .collect()
+    }
+
+    /// Base offset of the active (last) segment: it changes exactly when the log rolls.
+    pub fn active_segment_base(&self) -> i64 {
+        self.inner.active().base_offset
     }
 
     /// Which segments exist, as base offsets (for tests and tools).
