@@ -337,34 +337,19 @@ pub fn serve(
         }
     };
     let io = |e: std::io::Error| MigrateError::Usage(format!("admin listener {addr}: {e}"));
-    listener.set_nonblocking(true).map_err(io)?;
     let addr = listener.local_addr().map_err(io)?;
     let (shutdown, rx) = watch::channel(false);
-    let thread = std::thread::Builder::new()
-        .name("migrate-admin".into())
-        .spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("admin runtime");
-            let local = tokio::task::LocalSet::new();
-            local.block_on(&rt, async move {
-                let listener = match tokio::net::TcpListener::from_std(listener) {
-                    Ok(l) => l,
-                    Err(e) => return tracing::error!(error = %e, "admin listener"),
-                };
-                admin::serve_routes(listener, rx, move |path| {
-                    let answer: Answer = match path.as_str() {
-                        "/health" => ("200 OK", "text/plain", "ok\n".to_string()),
-                        "/metrics" => ("200 OK", admin::PROMETHEUS_TEXT, render(&registry)),
-                        _ => admin::not_found(),
-                    };
-                    std::future::ready(answer)
-                })
-                .await
-            });
+    let thread = admin::spawn_thread("migrate-admin", listener, move |l| {
+        admin::serve_routes(l, rx, move |path| {
+            let answer: Answer = match path.as_str() {
+                "/health" => ("200 OK", "text/plain", "ok\n".to_string()),
+                "/metrics" => ("200 OK", admin::PROMETHEUS_TEXT, render(&registry)),
+                _ => admin::not_found(),
+            };
+            std::future::ready(answer)
         })
-        .map_err(io)?;
+    })
+    .map_err(io)?;
     tracing::info!(%addr, "migration metrics on http://{addr}/metrics");
     Ok(Some(AdminServer {
         addr,

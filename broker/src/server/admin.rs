@@ -62,6 +62,36 @@ pub async fn serve(
     .await
 }
 
+/// Runs `serve` on `listener` on a thread of its own (a current-thread runtime and a
+/// `LocalSet`, because a broker scrape awaits `invoke_on`, whose future is not `Send`), so a
+/// slow scraper or a busy caller never delays the other.
+pub fn spawn_thread<S, F>(
+    name: &str,
+    listener: std::net::TcpListener,
+    serve: S,
+) -> std::io::Result<std::thread::JoinHandle<()>>
+where
+    S: FnOnce(TcpListener) -> F + Send + 'static,
+    F: Future<Output = ()> + 'static,
+{
+    listener.set_nonblocking(true)?;
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("admin runtime");
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async move {
+                match TcpListener::from_std(listener) {
+                    Ok(l) => serve(l).await,
+                    Err(e) => tracing::error!(error = %e, "admin listener"),
+                }
+            });
+        })
+}
+
 /// Accepts until `shutdown` changes; answers each connection's one request with what
 /// `route` gives for its path. Runs inside a `LocalSet`.
 pub async fn serve_routes<R, F>(
