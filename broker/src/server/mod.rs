@@ -99,7 +99,6 @@ impl Server {
         let (steer, steering_probe) = steering::attach(&config, &listeners);
         let metrics_std = std::net::TcpListener::bind(config.metrics_listen)
             .with_context(|| format!("binding admin listener {}", config.metrics_listen))?;
-        metrics_std.set_nonblocking(true)?;
         let metrics_addr = metrics_std.local_addr()?;
 
         let mut senders = Vec::new();
@@ -125,23 +124,9 @@ impl Server {
             let ready = ready_flag.clone();
             let ctx = ctx.clone();
             let shutdown = shutdown_rx.clone();
-            std::thread::Builder::new()
-                .name("admin".into())
-                .spawn(move || {
-                    let rt = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .expect("admin runtime");
-                    // A LocalSet, because a scrape awaits `invoke_on`, whose future is not
-                    // `Send`.
-                    let local = tokio::task::LocalSet::new();
-                    local.block_on(&rt, async move {
-                        match tokio::net::TcpListener::from_std(metrics_std) {
-                            Ok(l) => admin::serve(l, ready, ctx, shutdown).await,
-                            Err(e) => tracing::error!(error = %e, "admin listener"),
-                        }
-                    });
-                })?
+            admin::spawn_thread("admin", metrics_std, move |l| {
+                admin::serve(l, ready, ctx, shutdown)
+            })?
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
         let recovery_points = Arc::new((recovery_points, log_starts));
@@ -430,11 +415,18 @@ pub async fn checkpoint_now(ctx: &BrokerContext) -> anyhow::Result<()> {
     static WRITER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _one = WRITER.lock().await;
     let mut entries = Vec::new();
+    let mut txn_indexes = Vec::new();
     for s in 0..ctx.shard_count() {
-        let e = shard::frontend::invoke_on(ctx, s, |state| async move {
-            state
-                .partitions
-                .borrow()
+        let (e, dirty) = shard::frontend::invoke_on(ctx, s, |state| async move {
+            let parts = state.partitions.borrow();
+            // Aborted-transaction index entries written so far lie below the log end; the
+            // ones below the recovery point gathered here must be synced before it is
+            // checkpointed (storage's txn_index: above it, reopening rebuilds them).
+            let dirty: Vec<_> = parts
+                .values()
+                .flat_map(|part| part.log.take_dirty_txn_indexes())
+                .collect();
+            let e: Vec<_> = parts
                 .iter()
                 .map(|((t, p), part)| {
                     (
@@ -444,12 +436,27 @@ pub async fn checkpoint_now(ctx: &BrokerContext) -> anyhow::Result<()> {
                         part.log.log_start_offset(),
                     )
                 })
-                .collect::<Vec<_>>()
+                .collect();
+            (e, dirty)
         })
         .await?;
         entries.extend(e);
+        txn_indexes.extend(dirty);
     }
     let dir = ctx.config.data_dir.clone();
     // fsyncs: off the shard thread.
-    tokio::task::spawn_blocking(move || write_checkpoints(&dir, &entries)).await?
+    tokio::task::spawn_blocking(move || {
+        for path in &txn_indexes {
+            match std::fs::File::open(path).and_then(|f| f.sync_data()) {
+                Ok(()) => {}
+                // Deleted by retention or replaced by the cleaner (which syncs its output).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(anyhow::anyhow!("syncing {}: {e}", path.display()));
+                }
+            }
+        }
+        write_checkpoints(&dir, &entries)
+    })
+    .await?
 }
