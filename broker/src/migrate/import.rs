@@ -21,6 +21,7 @@ use storage::producer_snapshot;
 
 use super::client::{Committed, SourceClient};
 use super::import_configs::{carry_broker_configs, metadata_topic_configs, read_metadata};
+use super::metrics::ImportMetrics;
 use super::source::{self, BatchReader, SourcePartition};
 use super::state::{copied_topic, pattern};
 use super::target::Target;
@@ -98,7 +99,7 @@ struct LinkPlan {
     rest: Vec<(i64, PathBuf)>,
 }
 
-pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
+pub async fn run(args: ImportArgs, metrics: &ImportMetrics) -> anyhow::Result<Report> {
     let (config, origins) = super::broker_config(&args.target)?;
     let topics_re = pattern(&args.topics)?;
     let groups_re = pattern(&args.groups)?;
@@ -177,11 +178,14 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
     if args.link {
         check_same_filesystem(&args.from, &config.data_dir)?;
     }
+    metrics
+        .partitions
+        .set(topics.values().map(|(_, ps)| ps.len() as i64).sum());
     // First pass: verify everything before Strom's data dir is touched.
     let mut links = BTreeMap::new();
     for (_, parts) in topics.values() {
         for p in parts {
-            let plan = verify_partition(&p.dir, args.link)?;
+            let plan = verify_partition(p, args.link, metrics)?;
             links.insert((p.topic.clone(), p.partition), plan);
         }
     }
@@ -249,7 +253,7 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
                 // An empty partition Strom had already: appended into, not linked.
                 plan = LinkPlan::default();
             }
-            let (b, s) = adopt_partition(&mut target, p, plan, &mut report).await?;
+            let (b, s) = adopt_partition(&mut target, p, plan, &mut report, metrics).await?;
             batches += b;
             bytes += s;
             let ours = target.logs[&key].log.log_start_offset();
@@ -269,7 +273,10 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
                 ));
             }
             match carry_snapshot(&target, p)? {
-                Ok(()) => report.snapshots += 1,
+                Ok(()) => {
+                    report.snapshots += 1;
+                    metrics.producer_snapshots.inc();
+                }
                 Err(why) => report
                     .not_carried
                     .push(format!("{}-{}: {why}", p.topic, p.partition)),
@@ -295,6 +302,8 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
         target.commit_offsets(&group, &kept).await?;
         report.groups += 1;
         report.offsets += kept.len();
+        metrics.groups.inc();
+        metrics.group_offsets.inc_by(kept.len() as u64);
     }
     report.not_carried.push(
         "leader-epoch-checkpoint: Strom's copy starts at leader epoch 0, as the mirror's".into(),
@@ -340,8 +349,12 @@ fn check_same_filesystem(from: &[PathBuf], data_dir: &Path) -> Result<(), Migrat
 /// (what Strom's own copy writes: Strom is leader at epoch 0, and a batch of a later epoch
 /// would make clients' epoch validation see the epoch go back). The last segment is never
 /// linked, it is Kafka's active one: Strom appends its batches into its own file.
-fn verify_partition(dir: &Path, link: bool) -> Result<LinkPlan, MigrateError> {
-    let mut r = BatchReader::open(dir)?;
+fn verify_partition(
+    p: &SourcePartition,
+    link: bool,
+    metrics: &ImportMetrics,
+) -> Result<LinkPlan, MigrateError> {
+    let mut r = BatchReader::open(&p.dir)?;
     // Per segment: (batches, bytes, offset after the last batch, all at epoch 0).
     let mut segs = vec![(0usize, 0u64, 0i64, true); r.segments().len()];
     while let Some((h, b)) = r.next_batch()? {
@@ -350,7 +363,9 @@ fn verify_partition(dir: &Path, link: bool) -> Result<LinkPlan, MigrateError> {
         s.1 += b.len() as u64;
         s.2 = h.last_offset() + 1;
         s.3 &= h.partition_leader_epoch == 0;
+        metrics.verified(&p.topic, 1, b.len());
     }
+    metrics.partition_verified(&p.topic);
     let mut plan = LinkPlan::default();
     let n = r.segments().len();
     for (i, seg) in r.segments().iter().enumerate() {
@@ -374,6 +389,7 @@ async fn adopt_partition(
     p: &SourcePartition,
     plan: LinkPlan,
     report: &mut Report,
+    metrics: &ImportMetrics,
 ) -> Result<(usize, u64), MigrateError> {
     let mut r = if plan.linked.is_empty() {
         target.open_partition(&p.topic, p.partition)?;
@@ -382,6 +398,7 @@ async fn adopt_partition(
         target.link_segments(&p.topic, p.partition, &plan.linked, plan.end)?;
         report.linked.0 += plan.linked.len();
         report.linked.1 += plan.bytes;
+        metrics.appended(&p.topic, plan.batches, plan.bytes as usize);
         BatchReader::files(plan.rest)
     };
     let (mut batches, mut bytes) = (0usize, 0u64);
@@ -397,6 +414,7 @@ async fn adopt_partition(
                 .await?;
             batches += done.batches;
             bytes += done.bytes as u64;
+            metrics.appended(&p.topic, done.batches, done.bytes);
         }
         if next.is_none() {
             break;
@@ -408,6 +426,7 @@ async fn adopt_partition(
             p.topic, p.partition, r.batches
         )));
     }
+    metrics.partition_appended(&p.topic);
     Ok((batches + plan.batches, bytes + plan.bytes))
 }
 
@@ -629,6 +648,7 @@ mod tests {
                 data_dir: Some(data.to_string_lossy().into_owned()),
                 config: None,
             },
+            admin: Default::default(),
             timeout_secs: 5,
         }
     }
@@ -638,7 +658,8 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        tokio::task::LocalSet::new().block_on(&rt, run(args))
+        let metrics = ImportMetrics::new(&prometheus::Registry::new());
+        tokio::task::LocalSet::new().block_on(&rt, run(args, &metrics))
     }
 
     /// A test batch at leader epoch 0, as a single Kafka broker writes them (the epoch is
@@ -873,7 +894,9 @@ mod tests {
             .build()
             .unwrap();
         let local = tokio::task::LocalSet::new();
-        let report = local.block_on(&rt, run(args.clone())).unwrap();
+        let registry = prometheus::Registry::new();
+        let metrics = ImportMetrics::new(&registry);
+        let report = local.block_on(&rt, run(args.clone(), &metrics)).unwrap();
         assert_eq!(report.topics["t"].0, 2);
         assert_eq!(report.topics["t"].1, 4);
         let text = report.to_string();
@@ -887,8 +910,40 @@ mod tests {
             "{text}"
         );
         assert_eq!((report.groups, report.offsets), (1, 1));
+        let sample = |name: &str, labels: &[(&str, &str)]| {
+            super::super::metrics::tests::sample(&registry, name, labels)
+        };
+        let t = [("topic", "t")];
+        assert_eq!(sample("strom_migrate_import_partitions", &[]), Some(3.0));
+        for (what, n) in [("partitions", 2.0), ("batches", 4.0)] {
+            for step in ["verified", "appended"] {
+                let name = format!("strom_migrate_import_{what}_{step}_total");
+                assert_eq!(sample(&name, &t), Some(n), "{name}");
+            }
+        }
+        let bytes = report.topics["t"].2 as f64;
+        assert!(bytes > 0.0);
+        assert_eq!(
+            sample("strom_migrate_import_bytes_verified_total", &t),
+            Some(bytes)
+        );
+        assert_eq!(
+            sample("strom_migrate_import_bytes_appended_total", &t),
+            Some(bytes)
+        );
+        assert_eq!(sample("strom_migrate_import_groups_total", &[]), Some(1.0));
+        assert_eq!(
+            sample("strom_migrate_import_group_offsets_total", &[]),
+            Some(1.0)
+        );
         // A second import refuses: the topic has data on Strom now.
-        let err = local.block_on(&rt, run(args)).unwrap_err().to_string();
+        let err = local
+            .block_on(
+                &rt,
+                run(args, &ImportMetrics::new(&prometheus::Registry::new())),
+            )
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("exists on Strom with data"), "{err}");
         local.block_on(&rt, async {
             let (config, origins) = crate::migrate::broker_config(&TargetArgs {
