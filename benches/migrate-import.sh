@@ -13,8 +13,9 @@
 # (default 2; the page cache holds Kafka's files after the first read, so both see the same
 # cache state from the second round on). Reports each run's wall time and what the import
 # added on disk (allocated blocks, `du` of Kafka's dir and the target together minus Kafka's
-# alone: hard links are counted once; Strom's preallocated index files are sparse). Needs target/release/strom (built if missing), kcat, Java 17 and
-# compat-tests/.venv (confluent-kafka). Kafka is stopped by its PID. Figures:
+# alone: hard links are counted once; Strom's preallocated index files are sparse). Needs
+# target/release/strom (built if missing), kcat, Java 17 and compat-tests/.venv
+# (confluent-kafka). Kafka is stopped by its PID (benches/kafka-lib.sh). Figures:
 # docs/migration.md, "Offline import".
 set -euo pipefail
 
@@ -22,33 +23,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 mb="${1:-400}"
 rounds="${ROUNDS:-2}"
-work="$(mktemp -d -t strom-import-bench-XXXXXX)"
-kafka_pid=""
-cleanup() {
-    if [[ -n "$kafka_pid" ]]; then
-        kill "$kafka_pid" 2>/dev/null || true
-        wait "$kafka_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-now() { date +%s.%N; }
-
-strom="${STROM_BIN:-$root/target/release/strom}"
-[[ -x "$strom" ]] || (cd "$root" && cargo build --release -q -p strom)
-
-bash "$root/compat-tests/kafka/kafka.sh" fetch >/dev/null
-port=$(free_port) cport=$(free_port)
-bash "$root/compat-tests/kafka/kafka.sh" run "$port" "$cport" "$work/kafka" >"$work/kafka.log" 2>&1 &
-kafka_pid=$!
-bs="127.0.0.1:$port"
-for _ in $(seq 180); do
-    kcat -b "$bs" -L -m 2 >/dev/null 2>&1 && break
-    kill -0 "$kafka_pid" || { echo "kafka exited; see $work/kafka.log" >&2; exit 1; }
-    sleep 1
-done
+# shellcheck source=benches/kafka-lib.sh
+source "$here/kafka-lib.sh"
+bench_setup strom-import-bench
+start_kafka
 
 topic=import-bench
 py="$root/compat-tests/.venv/bin/python"
@@ -68,9 +46,7 @@ out = sys.stdout.buffer
 for _ in range(int(sys.argv[1])):
     out.write(base64.b64encode(os.urandom(767))[:1023] + b"\n")
 ' "$((mb * 1024))" | timeout 900 kcat -P -b "$bs" -t "$topic" -X linger.ms=20 -X batch.size=1048576 -z none
-kill -TERM "$kafka_pid"
-wait "$kafka_pid" || true
-kafka_pid=""
+stop_kafka
 src="$work/kafka/data"
 kafka_bytes=$(du -sB1 "$src" | cut -f1)
 echo "    Kafka's log dir: $kafka_bytes bytes, $(ls "$src"/"$topic"-*/*.log | wc -l) segments"

@@ -804,6 +804,35 @@ mod tests {
     }
 
     #[test]
+    fn given_link_across_filesystems_when_importing_then_refused_before_writing() {
+        use std::os::unix::fs::MetadataExt;
+        let src = kafka_dir();
+        partition(
+            src.path(),
+            "t-0",
+            [1; 16],
+            &[(0, batch(0, 1, -1, false, None).to_vec())],
+        );
+        // /dev/shm is a tmpfs on Linux; the test needs it on another filesystem than /tmp.
+        let shm = Path::new("/dev/shm");
+        let other = std::fs::metadata(shm).map(|m| m.dev()).ok();
+        assert_ne!(
+            other,
+            Some(std::fs::metadata(src.path()).unwrap().dev()),
+            "/dev/shm and the temp dir share a filesystem: this test needs two"
+        );
+        let data = tempfile::tempdir_in(shm).unwrap();
+        let target = data.path().join("strom");
+        let mut args = import_args(vec![src.path().into()], &target);
+        args.link = true;
+        let err = import(args.clone()).unwrap_err().to_string();
+        assert!(err.contains("on different filesystems"), "{err}");
+        assert!(!target.exists());
+        args.link = false;
+        assert_eq!(import(args).unwrap().topics["t"].1, 1);
+    }
+
+    #[test]
     fn given_flipped_byte_or_backwards_offsets_when_reading_then_refused_naming_file_and_position()
     {
         let d = kafka_dir();
