@@ -45,6 +45,8 @@ pub struct Report {
     pub linked: (usize, u64),
     /// Dynamic broker configs carried from Kafka's metadata log.
     pub broker_configs: Vec<String>,
+    /// What of Kafka's metadata log was read for the configs.
+    pub metadata: Option<String>,
     pub not_carried: Vec<String>,
 }
 
@@ -76,6 +78,9 @@ impl fmt::Display for Report {
                 "hard-linked: {} segments, {} bytes (the rest copied)",
                 self.linked.0, self.linked.1
             )?;
+        }
+        if let Some(m) = &self.metadata {
+            writeln!(f, "configs read from Kafka's metadata log: {m}")?;
         }
         for c in &self.broker_configs {
             writeln!(f, "broker config carried: {c}")?;
