@@ -5,7 +5,7 @@
 #   benches/migrate.sh [MB]        (default 1024: a 1 GiB topic of 1 KiB records, 4 partitions)
 #
 # Its first run (2026-11-30) found the io_uring completion-queue overflow hang (the mirror's
-# final flush waited forever; fixed in storage/src/io/uring.rs); figures are still to take.
+# final flush waited forever; fixed in storage/src/io/uring.rs). Figures: benches/README.md.
 #
 # Starts Apache Kafka 4.4 (compat-tests/kafka/kafka.sh) on 127.0.0.1, fills the topic with
 # kcat, then times (1) kcat consuming it to the end, (2) `strom migrate mirror

@@ -10,12 +10,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
 use bytes::Bytes;
-use common::{batch, start, topic_name, transactional_batch, Client};
+use common::{
+    batch, child_ready, kill_child_when_ready, start, topic_name, transactional_batch, Client,
+};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -185,11 +183,7 @@ fn child(dir: &str) -> ! {
     assert_eq!(produce(&mut c, batch(1, "after")), (0, 10));
     let before = fetch_committed(&mut c);
     assert_eq!((before.hw, before.lso), (11, 8));
-    println!("READY");
-    std::io::stdout().flush().unwrap();
-    loop {
-        std::thread::sleep(Duration::from_secs(60));
-    }
+    child_ready()
 }
 
 #[test]
@@ -198,27 +192,7 @@ fn given_broker_killed_mid_transaction_when_restarted_then_lso_and_aborted_index
         child(&dir);
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut proc = Command::new(std::env::current_exe().unwrap())
-        .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, dir.path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("child broker starts");
-    let stdout = proc.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.contains("READY") {
-                let _ = tx.send(());
-                return;
-            }
-        }
-    });
-    let ready = rx.recv_timeout(Duration::from_secs(120));
-    proc.kill().expect("SIGKILL"); // std's kill is SIGKILL: no shutdown code runs
-    proc.wait().unwrap();
-    ready.expect("child broker wrote its transactions");
-    assert!(!dir.path().join(".kafka_cleanshutdown").exists());
+    kill_child_when_ready(TEST_NAME, CHILD_ENV, dir.path());
 
     let server = start(dir.path(), 2);
     let mut c = Client::connect(server.kafka_addr);

@@ -21,8 +21,12 @@ use crate::segment::{file_name, Segment};
 use crate::txn_index::AbortedTxn;
 use crate::{now_ms, AppendOptions, AppendResult, Durability, LogConfig, ReadResult, StorageError};
 
+#[path = "log_clean.rs"]
+mod clean;
 #[path = "log_raw.rs"]
 mod raw;
+#[path = "log_retention.rs"]
+mod retention_ops;
 
 /// Closed segments whose index entries stay in memory (an entry is 8 or 12 bytes; a full
 /// 10 MiB index is what a 1 GiB segment has, so this bounds a log's index memory near
@@ -738,215 +742,6 @@ impl PartitionLog {
             .sum()
     }
 
-    fn ensure_quiescent(&self) -> Result<(), StorageError> {
-        let inner = &self.inner;
-        inner.check_failed()?;
-        inner.io.poll_completions();
-        let pending = inner.log_end.get() - inner.written_end.get();
-        if pending > 0 {
-            return Err(StorageError::WritesInFlight { pending });
-        }
-        Ok(())
-    }
-
-    /// Removes every batch from the one containing `offset` on. Needs all appends
-    /// completed (await them first). If `offset` falls inside a batch, the whole batch
-    /// goes and the log end becomes that batch's base offset.
-    pub fn truncate_to(&self, offset: i64) -> Result<(), StorageError> {
-        self.ensure_quiescent()?;
-        let r = self.truncate_files(offset);
-        if let Err(e) = &r {
-            // Some segments may be gone and others not: the log's state is unknown.
-            self.inner
-                .fail(format!("truncate_to({offset}) failed: {e}"));
-        }
-        r
-    }
-
-    fn truncate_files(&self, offset: i64) -> Result<(), StorageError> {
-        let inner = &self.inner;
-        if offset >= inner.log_end.get() {
-            return Ok(());
-        }
-        let first_base = *inner.segments.borrow().keys().next().expect("segment");
-        let doomed: Vec<i64> = inner
-            .segments
-            .borrow()
-            .range(offset.max(first_base + 1)..)
-            .map(|(b, _)| *b)
-            .collect();
-        for b in doomed {
-            inner.delete_segment(b)?;
-        }
-        let end = if offset < first_base {
-            // Everything goes: start afresh at `offset`, like Kafka's truncateFullyAndStartAt.
-            // The new segment exists before the old one goes, so that a failure leaves the
-            // log with a segment (an empty log cannot say where to append).
-            let seg = Segment::create(&inner.dir, offset, &inner.config, now_ms())
-                .map_err(|e| StorageError::io(e, &inner.dir))?;
-            inner.segments.borrow_mut().insert(offset, Rc::new(seg));
-            inner.delete_segment(first_base)?;
-            inner.log_start.set(offset);
-            offset
-        } else {
-            // Includes offset == first_base: the only segment left is emptied in place.
-            let seg = inner.active();
-            seg.set_active(true)
-                .map_err(|e| StorageError::io(e, seg.log_path()))?;
-            seg.truncate_to(offset)?
-        };
-        // Unlinked segments must stay unlinked: one resurrected by a crash would make
-        // recovery cut the current segment at its base.
-        inner
-            .io
-            .sync_dir_blocking(&inner.dir)
-            .map_err(|e| StorageError::io(e, &inner.dir))?;
-        let epoch = inner.truncations.get() + 1;
-        inner.truncations.set(epoch);
-        {
-            let mut cuts = inner.truncated_to.borrow_mut();
-            cuts.push_back((epoch, end));
-            if cuts.len() > 64 {
-                cuts.pop_front();
-            }
-        }
-        inner.log_end.set(end);
-        inner.written_end.set(end);
-        inner.durable_end.set(inner.durable_end.get().min(end));
-        inner.io.notify();
-        if inner.log_start.get() > end {
-            inner.log_start.set(end);
-        }
-        inner.epochs.borrow_mut().truncate_from_end(end)
-    }
-
-    /// Advances the log start offset (DeleteRecords, restart) and retires segments wholly
-    /// below it (renamed `.deleted`, unlinked after `file.delete.delay.ms`). The new start is
-    /// not persisted here: the broker keeps it in `log-start-offset-checkpoint` and
-    /// re-applies it after `open`.
-    pub fn advance_log_start(&self, offset: i64) -> Result<(), StorageError> {
-        let inner = &self.inner;
-        if offset > inner.log_end.get() {
-            return Err(inner.out_of_range(offset));
-        }
-        if offset <= inner.log_start.get() {
-            return Ok(());
-        }
-        inner.log_start.set(offset);
-        inner.epochs.borrow_mut().truncate_from_start(offset)?;
-        let now = now_ms();
-        let active = inner.active();
-        if offset == inner.log_end.get() && active.size.get() > 0 {
-            // The active segment is wholly below the new start: roll so it can go.
-            inner.roll(offset, now)?;
-        }
-        let doomed: Vec<i64> = {
-            let segs = inner.segments.borrow();
-            let bases: Vec<i64> = segs.keys().copied().collect();
-            bases
-                .windows(2)
-                .take_while(|w| w[1] <= offset)
-                .map(|w| w[0])
-                .collect()
-        };
-        inner.retire_segments(&doomed, now)?;
-        if !doomed.is_empty() || inner.dir_dirty.get() {
-            // A crash must not bring back segments a DeleteRecords answer said are gone.
-            inner
-                .io
-                .sync_dir_blocking(&inner.dir)
-                .map_err(|e| StorageError::io(e, &inner.dir))?;
-        }
-        Ok(())
-    }
-
-    /// Retention (Kafka's `deleteOldSegments`, rules in `retention.rs`): deletes the oldest
-    /// segments that are below the log start offset, over `retention.bytes` or older than
-    /// `retention.ms`, never reaching `high_watermark`; rolls first when the active segment
-    /// goes too. The log start moves to the first remaining segment. Files are renamed
-    /// `.deleted` (no fsync: a segment that comes back after a crash is deleted again, as in
-    /// Kafka) and unlinked later by whoever calls [`Self::take_due_deletions`].
-    pub fn delete_old_segments(
-        &self,
-        policy: &RetentionPolicy,
-        high_watermark: i64,
-        now: i64,
-    ) -> Result<RetentionOutcome, StorageError> {
-        let inner = &self.inner;
-        inner.check_failed()?;
-        inner.io.poll_completions();
-        let segs: Vec<Rc<Segment>> = inner.segments.borrow().values().cloned().collect();
-        let infos: Vec<SegmentInfo> = segs
-            .iter()
-            .map(|s| SegmentInfo {
-                base_offset: s.base_offset,
-                size: s.size.get(),
-            })
-            .collect();
-        let (n, reasons) = retention::deletable_prefix(
-            &infos,
-            inner.log_start.get(),
-            inner.log_end.get(),
-            high_watermark.min(inner.written_end.get()),
-            now,
-            policy,
-            |i| {
-                let ts = segs[i].largest_timestamp();
-                inner.touched(&segs[i]);
-                ts
-            },
-        );
-        let mut out = RetentionOutcome {
-            reasons,
-            log_start_offset: inner.log_start.get(),
-            ..RetentionOutcome::default()
-        };
-        if n == 0 {
-            return Ok(out);
-        }
-        if n == segs.len() {
-            // Kafka rolls so that the log keeps a (new, empty) segment at its end.
-            inner.roll(inner.log_end.get(), now)?;
-        }
-        out.deleted = infos[..n].iter().map(|s| s.base_offset).collect();
-        let next_base = *inner
-            .segments
-            .borrow()
-            .range(out.deleted[n - 1] + 1..)
-            .next()
-            .map(|(b, _)| b)
-            .expect("a later segment exists (rolled if needed)");
-        if next_base > inner.log_start.get() {
-            inner.log_start.set(next_base);
-            inner.epochs.borrow_mut().truncate_from_start(next_base)?;
-        }
-        out.log_start_offset = inner.log_start.get();
-        out.bytes = inner.retire_segments(&out.deleted, now)?;
-        Ok(out)
-    }
-
-    /// Files of retired segments whose `file.delete.delay.ms` has passed as of `now`: the
-    /// caller unlinks them (off the shard's hot path). Files never taken are removed by the
-    /// next `open`.
-    pub fn take_due_deletions(&self, now: i64) -> Vec<PathBuf> {
-        let mut retired = self.inner.retired.borrow_mut();
-        let mut out = Vec::new();
-        while retired.front().is_some_and(|(due, _)| *due <= now) {
-            out.extend(retired.pop_front().expect("checked").1);
-        }
-        out
-    }
-
-    /// Retired segment files not yet handed out by `take_due_deletions`.
-    pub fn pending_deletions(&self) -> usize {
-        self.inner
-            .retired
-            .borrow()
-            .iter()
-            .map(|(_, p)| p.len())
-            .sum()
-    }
-
     /// Records that leader `epoch` starts at the log end (Kafka's
     /// `maybeAssignEpochStartOffset` when a replica becomes leader). No-op unless newer
     /// than the latest epoch.
@@ -1046,10 +841,31 @@ impl PartitionLog {
         self.inner.sync_upto(end, epoch).await
     }
 
+    /// The `.txnindex` files written since the last call, whose entries must be synced
+    /// before a recovery point above them is checkpointed (see `txn_index`): the caller
+    /// fsyncs them, off the shard thread.
+    pub fn take_dirty_txn_indexes(&self) -> Vec<PathBuf> {
+        self.inner
+            .segments
+            .borrow()
+            .values()
+            .filter_map(|s| {
+                let mut idx = s.txn_index.borrow_mut();
+                idx.take_dirty().then(|| idx.path().to_path_buf())
+            })
+            .collect()
+    }
+
     /// Flush, trim indexes, write nothing else; the log can be reopened without a scan
     /// when the broker checkpoints `log_end_offset()` as its recovery point.
     pub async fn close(self) -> Result<(), StorageError> {
         self.flush().await?;
+        for seg in self.inner.segments.borrow().values() {
+            let mut idx = seg.txn_index.borrow_mut();
+            if idx.take_dirty() {
+                idx.sync().map_err(|e| StorageError::io(e, idx.path()))?;
+            }
+        }
         let seg = self.inner.active();
         seg.seal().map_err(|e| StorageError::io(e, seg.log_path()))
     }
@@ -1089,6 +905,11 @@ impl PartitionLog {
             .collect()
     }
 
+    /// Base offset of the active (last) segment: it changes exactly when the log rolls.
+    pub fn active_segment_base(&self) -> i64 {
+        self.inner.active().base_offset
+    }
+
     /// Which segments exist, as base offsets (for tests and tools).
     pub fn segment_base_offsets(&self) -> Vec<i64> {
         self.inner.segments.borrow().keys().copied().collect()
@@ -1097,221 +918,5 @@ impl PartitionLog {
     /// fdatasyncs issued by this log's backend so far (to observe group commit).
     pub fn io_backend(&self) -> &Rc<IoBackend> {
         &self.inner.io
-    }
-}
-
-/// Log compaction (see `crate::cleaner`): planning and the swap run here, on the shard,
-/// because they read and change the segment list; the rewrite runs off the shard.
-impl PartitionLog {
-    /// Closed segments with the offset where each one's successor starts, first to last.
-    fn closed_segments(&self) -> Vec<(Rc<Segment>, i64)> {
-        let segs = self.inner.segments.borrow();
-        let list: Vec<_> = segs.iter().map(|(b, s)| (*b, s.clone())).collect();
-        list.windows(2).map(|w| (w[0].1.clone(), w[1].0)).collect()
-    }
-
-    /// How much of the log is dirty, given the cleaner checkpoint (Kafka's
-    /// `cleanableOffsets`): from the checkpoint (or the log start, if the checkpoint is
-    /// out of the log) to the active segment, or to the first segment holding a record
-    /// younger than `min.compaction.lag.ms` or reaching past the last stable offset
-    /// `lso` (an open transaction's data is not cleaned, nor counted as dirty).
-    pub fn cleanable(
-        &self,
-        checkpoint: i64,
-        cfg: &crate::cleaner::CleanerConfig,
-        now: i64,
-        lso: i64,
-    ) -> crate::cleaner::Cleanable {
-        let inner = &self.inner;
-        let log_start = inner.log_start.get();
-        let first_dirty = if checkpoint < log_start || checkpoint > inner.log_end.get() {
-            log_start
-        } else {
-            checkpoint
-        };
-        let mut first_uncleanable = inner.active().base_offset;
-        let mut out = crate::cleaner::Cleanable {
-            first_dirty,
-            ..Default::default()
-        };
-        let mut first_dirty_ts = None;
-        for (seg, next) in self.closed_segments() {
-            if next <= first_dirty {
-                out.clean_bytes += seg.size.get();
-                continue;
-            }
-            let (max_ts, _) = seg.max_ts();
-            let too_young = cfg.min_compaction_lag_ms > 0
-                && max_ts > now.saturating_sub(cfg.min_compaction_lag_ms);
-            if too_young || next > lso {
-                first_uncleanable = first_uncleanable.min(seg.base_offset.max(first_dirty));
-                break;
-            }
-            first_dirty_ts.get_or_insert(max_ts);
-            out.dirty_bytes += seg.size.get();
-        }
-        out.first_uncleanable = first_uncleanable;
-        out.overdue = cfg.max_compaction_lag_ms < i64::MAX
-            && first_dirty_ts
-                .is_some_and(|t| t >= 0 && t < now.saturating_sub(cfg.max_compaction_lag_ms));
-        out
-    }
-
-    /// A cleaning pass over every closed segment below the first uncleanable offset, or
-    /// None when there is no closed segment to clean. `producers`: the active producers
-    /// (the batch holding each one's last record is kept, emptied if need be, so producer
-    /// state survives a reload as in Kafka) and the last stable offset, past which the
-    /// pass does not go (Kafka's `cleanableOffsets`): every transaction it reads is decided.
-    pub fn clean_task(
-        &self,
-        checkpoint: i64,
-        cfg: &crate::cleaner::CleanerConfig,
-        now: i64,
-        producers: crate::cleaner::ProducerState,
-    ) -> Result<Option<crate::cleaner::CleanTask>, StorageError> {
-        self.inner.check_failed()?;
-        self.inner.io.poll_completions();
-        let cleanable = self.cleanable(checkpoint, cfg, now, producers.last_stable_offset);
-        let mut sources = Vec::new();
-        for (seg, next) in self.closed_segments() {
-            if next > cleanable.first_uncleanable {
-                break;
-            }
-            let size = seg.written_size.get();
-            let data = if size == 0 {
-                bytes::Bytes::new()
-            } else {
-                seg.slice(0, size)
-                    .map_err(|e| StorageError::io(e, seg.log_path()))?
-            };
-            sources.push(crate::cleaner::SourceSegment {
-                base: seg.base_offset,
-                next,
-                data,
-            });
-        }
-        if sources.is_empty() {
-            return Ok(None);
-        }
-        // Markers may lie past the cleaned range (even in the active segment): every
-        // entry of a transaction that starts below it.
-        let mut aborted = Vec::new();
-        for seg in self.inner.segments.borrow().values() {
-            aborted.extend(
-                seg.txn_index
-                    .borrow()
-                    .entries()
-                    .iter()
-                    .filter(|t| t.first_offset < cleanable.first_uncleanable)
-                    .copied(),
-            );
-        }
-        Ok(Some(crate::cleaner::CleanTask {
-            dir: self.inner.dir.clone(),
-            log_config: self.inner.config.clone(),
-            config: cfg.clone(),
-            now_ms: now,
-            sources,
-            cleanable,
-            producers,
-            aborted,
-        }))
-    }
-
-    /// Whether the segments a group replaces are still the ones it read.
-    fn group_current(&self, g: &crate::cleaner::CleanedGroup) -> bool {
-        let segs = self.inner.segments.borrow();
-        let active = segs.keys().next_back().copied();
-        g.old.iter().all(|&(base, size)| {
-            Some(base) != active && segs.get(&base).is_some_and(|s| s.size.get() == size)
-        })
-    }
-
-    /// Swaps the cleaned segments in (module doc of `crate::cleaner::swap`). A group whose
-    /// old segments changed meanwhile (retention, truncation) is discarded. Readers
-    /// holding data of replaced segments keep reading it (their mmaps stay valid).
-    pub async fn install_cleaned(
-        &self,
-        outcome: crate::cleaner::CleanOutcome,
-    ) -> Result<(), StorageError> {
-        use crate::cleaner::swap;
-        let inner = &self.inner;
-        let dir = inner.dir.clone();
-        let groups = outcome.groups;
-        for (i, g) in groups.iter().enumerate() {
-            let r = self.install_group(g).await;
-            if r.is_err() {
-                // Their `.cleaned` files would otherwise wait for the next open.
-                for later in &groups[i + 1..] {
-                    swap::discard(&dir, later.base);
-                }
-            }
-            r?;
-        }
-        Ok(())
-    }
-
-    async fn install_group(&self, g: &crate::cleaner::CleanedGroup) -> Result<(), StorageError> {
-        use crate::cleaner::swap;
-        let inner = &self.inner;
-        let dir = inner.dir.clone();
-        {
-            let stale = || {
-                tracing::info!(dir = %dir.display(), base = g.base,
-                    "segments changed while cleaning; dropping the cleaned group");
-                swap::discard(&dir, g.base);
-            };
-            if inner.check_failed().is_err() || !self.group_current(g) {
-                stale();
-                return Ok(());
-            }
-            swap::commit(&dir, g.base).map_err(|e| StorageError::io(e, &dir))?;
-            inner
-                .io
-                .sync_dir(&dir)
-                .await
-                .map_err(|e| StorageError::io(e, &dir))?;
-            if inner.check_failed().is_err() || !self.group_current(g) {
-                stale();
-                return Ok(());
-            }
-            // From here to the new segment's insertion nothing awaits: no reader or
-            // writer sees the segment list half swapped.
-            let r = (|| -> Result<(), StorageError> {
-                // As Kafka's replaceSegments: the old files are renamed `.deleted` and
-                // unlinked after file.delete.delay.ms by the shard's housekeeping.
-                let bases: Vec<i64> = g.old.iter().map(|&(b, _)| b).collect();
-                inner.retire_segments(&bases, now_ms())?;
-                swap::finish(&dir, g.base).map_err(|e| StorageError::io(e, &dir))?;
-                let seg = Segment::open(&dir, g.base, &inner.config, now_ms())
-                    .map_err(|e| StorageError::io(e, &dir))?;
-                let next = inner
-                    .segments
-                    .borrow()
-                    .range(g.base..)
-                    .next()
-                    .map(|(b, _)| *b)
-                    .expect("the active segment follows");
-                seg.open_trusted(next);
-                seg.set_active(false)
-                    .map_err(|e| StorageError::io(e, seg.log_path()))?;
-                inner.segments.borrow_mut().insert(g.base, Rc::new(seg));
-                Ok(())
-            })();
-            if let Err(e) = r {
-                // Recovery at the next open completes the swap from the files.
-                inner.fail(format!(
-                    "swapping in cleaned segment {} failed: {e}",
-                    g.base
-                ));
-                return Err(e);
-            }
-            inner
-                .io
-                .sync_dir(&dir)
-                .await
-                .map_err(|e| StorageError::io(e, &dir))?;
-        }
-        Ok(())
     }
 }

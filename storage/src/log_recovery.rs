@@ -170,12 +170,16 @@ pub(crate) fn load_segments(
             }
             i += 1;
         }
-        // Everything recovered is made durable now, so durable_end = log_end holds.
+        // Everything recovered is made durable now, so durable_end = log_end holds. That
+        // includes the `.txnindex` entries the crashed process left in the page cache: the
+        // broker's replay treats the entries it finds as known and does not write them again.
         for seg in segments.range(bases[start]..).map(|(_, s)| s) {
             seg.file
                 .borrow()
                 .sync_data()
                 .map_err(|e| StorageError::io(e, seg.log_path()))?;
+            let idx = seg.txn_index.borrow();
+            idx.sync().map_err(|e| StorageError::io(e, idx.path()))?;
         }
     }
     // Kafka's layout: only the active segment keeps preallocated indexes.

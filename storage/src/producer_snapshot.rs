@@ -112,6 +112,22 @@ pub fn write(
     Ok(path)
 }
 
+/// Writes `<dir>/<offset>.snapshot` through a rename but without fdatasync: for the snapshot
+/// taken at a segment roll on the append path, where two fsyncs would stall the shard. After a
+/// power loss such a file may be empty or torn; its CRC then fails and the reader falls back
+/// to an older snapshot or to the log's batch headers, which is always correct, only slower.
+pub fn write_unsynced(
+    dir: &Path,
+    offset: i64,
+    entries: &[ProducerSnapshotEntry],
+) -> Result<PathBuf, StorageError> {
+    let path = snapshot_path(dir, offset);
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, encode(entries)).map_err(|e| StorageError::io(e, &tmp))?;
+    std::fs::rename(&tmp, &path).map_err(|e| StorageError::io(e, &path))?;
+    Ok(path)
+}
+
 pub fn read(path: &Path) -> Result<Vec<ProducerSnapshotEntry>, StorageError> {
     let b = std::fs::read(path).map_err(|e| StorageError::io(e, path))?;
     decode(path, &b)

@@ -16,7 +16,9 @@
 //!
 //! As in Kafka, the file is created on the first entry only, entries are written through
 //! (`pwrite`) and not fsynced on their own: the transactions code rebuilds the entries
-//! above the recovery point from control batches at open, as Kafka's recovery does.
+//! above the recovery point from control batches at open, as Kafka's recovery does. Entries
+//! below it must be durable before the recovery point passes them (the broker fsyncs the
+//! files `take_dirty` names before it checkpoints; `PartitionLog::close` syncs them).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -68,6 +70,8 @@ pub struct TxnIndex {
     path: PathBuf,
     file: Option<File>,
     entries: Vec<AbortedTxn>,
+    /// Entries were written since the file was last synced (or `take_dirty` last asked).
+    dirty: bool,
 }
 
 impl TxnIndex {
@@ -79,6 +83,7 @@ impl TxnIndex {
             path: path.to_path_buf(),
             file: None,
             entries: Vec::new(),
+            dirty: false,
         };
         let file = match OpenOptions::new().read(true).write(true).open(path) {
             Ok(f) => f,
@@ -105,6 +110,7 @@ impl TxnIndex {
         let keep = (idx.entries.len() * ENTRY_SIZE) as u64;
         if keep != len {
             file.set_len(keep)?;
+            idx.dirty = true;
         }
         idx.file = Some(file);
         Ok(idx)
@@ -120,6 +126,12 @@ impl TxnIndex {
             Some(f) => f.sync_data(),
             None => Ok(()),
         }
+    }
+
+    /// Whether entries were written since the last call, and clears that: the caller takes
+    /// on syncing the file.
+    pub fn take_dirty(&mut self) -> bool {
+        std::mem::take(&mut self.dirty)
     }
 
     pub fn entries(&self) -> &[AbortedTxn] {
@@ -159,6 +171,7 @@ impl TxnIndex {
         let file = self.file.as_ref().expect("just set");
         file.write_all_at(&txn.encode(), (self.entries.len() * ENTRY_SIZE) as u64)?;
         self.entries.push(txn);
+        self.dirty = true;
         Ok(())
     }
 
@@ -219,6 +232,20 @@ mod tests {
         assert_eq!(&raw[2..10], &4i64.to_be_bytes());
         let again = TxnIndex::open(&p).unwrap();
         assert_eq!(again.entries(), &[txn(4, 4, 6, 7), txn(9, 8, 12, 13)]);
+    }
+
+    #[test]
+    fn given_appends_when_taking_dirty_then_reported_once_until_the_next_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut idx = TxnIndex::open(&dir.path().join("a.txnindex")).unwrap();
+        assert!(!idx.take_dirty(), "nothing written yet");
+        idx.append(txn(1, 0, 5, 6)).unwrap();
+        assert!(idx.take_dirty());
+        assert!(!idx.take_dirty(), "the caller took on the sync");
+        assert!(idx.append(txn(2, 3, 5, 6)).is_err());
+        assert!(!idx.take_dirty(), "a refused entry writes nothing");
+        idx.append(txn(2, 6, 9, 10)).unwrap();
+        assert!(idx.take_dirty());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::cell::Cell;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use common::*;
@@ -81,11 +81,12 @@ fn given_child_killed_at_random_moments_when_reopening_then_every_acked_batch_is
     eprintln!("crash test seed {seed}");
     let mut rng = Rng(seed);
     let exe = std::env::current_exe().unwrap();
-    let started = Instant::now();
     let mut acked: Vec<(u64, i64)> = Vec::new();
     let mut cycles = 0;
     let mut recovery_point = 0i64;
-    while cycles < 60 && started.elapsed() < Duration::from_secs(40) {
+    // A fixed number of cycles, not a time budget: on a loaded machine a cycle is slower, and
+    // a count of cycles done in time would be a timing assertion (flaky in CI, proves nothing).
+    while cycles < 60 {
         let first_seq = cycles as u64 * 1_000_000;
         let mut child = Command::new(&exe)
             .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
@@ -146,7 +147,6 @@ fn given_child_killed_at_random_moments_when_reopening_then_every_acked_batch_is
             }
         });
     }
-    assert!(cycles >= 50, "only {cycles} cycles in time");
     assert!(!acked.is_empty());
     eprintln!(
         "{cycles} crash cycles, {} acked batches verified",

@@ -100,6 +100,15 @@ pub struct BrokerConfig {
     /// coordinator looks for transactions open longer than their timeout and aborts them.
     /// Default 10000, >= 1. Needs a restart.
     pub transaction_abort_timed_out_transaction_cleanup_interval_ms: i64,
+    /// Kafka `transactional.id.expiration.ms`: a transactional id with no transaction open
+    /// (Empty, CompleteCommit, CompleteAbort) and no update for this long is removed from the
+    /// coordinator (a tombstone in `__transaction_state`), so idle ids do not hold memory
+    /// forever; its producer then starts afresh with InitProducerId. Default 604800000
+    /// (7 days), 1..=2147483647.
+    pub transactional_id_expiration_ms: i64,
+    /// Kafka `transaction.remove.expired.transaction.cleanup.interval.ms`: how often the
+    /// coordinator looks for expired transactional ids. Default 3600000, >= 1. Needs a restart.
+    pub transaction_remove_expired_transaction_cleanup_interval_ms: i64,
     /// Kafka `group.initial.rebalance.delay.ms`: how long a new (empty) group waits for more
     /// members before its first rebalance completes, ms. Default 3000, >= 0.
     pub group_initial_rebalance_delay_ms: i64,
@@ -177,6 +186,8 @@ impl Default for BrokerConfig {
             transaction_state_log_num_partitions: 50,
             transaction_max_timeout_ms: 900_000,
             transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
+            transactional_id_expiration_ms: 604_800_000,
+            transaction_remove_expired_transaction_cleanup_interval_ms: 3_600_000,
             group_initial_rebalance_delay_ms: 3000,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
@@ -489,6 +500,18 @@ impl BrokerConfig {
         if self.transaction_abort_timed_out_transaction_cleanup_interval_ms < 1 {
             return Err(bad(
                 "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+                "must be >= 1".into(),
+            ));
+        }
+        if !(1..=i32::MAX as i64).contains(&self.transactional_id_expiration_ms) {
+            return Err(bad(
+                "transactional_id_expiration_ms",
+                "must be 1..=2147483647".into(),
+            ));
+        }
+        if self.transaction_remove_expired_transaction_cleanup_interval_ms < 1 {
+            return Err(bad(
+                "transaction_remove_expired_transaction_cleanup_interval_ms",
                 "must be >= 1".into(),
             ));
         }

@@ -40,6 +40,9 @@ const KAFKA_INT_BROKER_CONFIGS: &[&str] = &[
     "offsets.topic.num.partitions",
     "transaction.state.log.num.partitions",
     "producer.id.expiration.ms",
+    "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
 ];
 
 fn wanted(keys: &Option<Vec<StrBytes>>, name: &str) -> bool {

@@ -424,6 +424,41 @@ fn given_prepared_commit_when_a_new_shard_loads_then_state_restored_and_complete
     );
 }
 
+#[test]
+fn given_idle_transactional_ids_when_expiring_then_removed_durably_and_open_ones_kept() {
+    let h = harness();
+    create(&h, "t", 1);
+    let idle = init(&h, "idle", 60_000);
+    let done = init(&h, "done", 60_000);
+    assert_eq!(add(&h, "done", done, "t", &[0]), vec![0]);
+    assert_eq!(end(&h, 3, "done", done, true).error_code, 0);
+    wait_state(&h, "done", TxnState::CompleteCommit);
+    let open = init(&h, "open", 60_000);
+    assert_eq!(add(&h, "open", open, "t", &[0]), vec![0]);
+
+    let txns = crate::txn::TxnShard::of(&h.state);
+    let later = crate::now_ms() + 10_000;
+    // Not idle long enough: nothing goes.
+    assert_eq!(h.block_on(txns.remove_expired(later, 3_600_000)), 0);
+    // Idle for 10 s with a 5 s expiration: the Empty and the CompleteCommit ids go; the one
+    // with a transaction open stays whatever its age.
+    assert_eq!(h.block_on(txns.remove_expired(later, 5_000)), 2);
+    let present = |txns: &crate::txn::TxnShard| {
+        ["idle", "done", "open"].map(|id| txns.describe(id).is_some())
+    };
+    assert_eq!(present(&txns), [false, false, true]);
+
+    // The tombstones are in `__transaction_state`: a reloading shard forgets them too.
+    txns.forget_loaded();
+    txns.load_all();
+    assert_eq!(present(&txns), [false, false, true]);
+
+    // The expired id starts afresh: a new producer id at epoch 0, as Kafka gives.
+    let again = init(&h, "idle", 60_000);
+    assert_ne!(again.0, idle.0);
+    assert_eq!(again.1, 0);
+}
+
 pub fn is_txn_api(key: ApiKey) -> bool {
     matches!(
         key,

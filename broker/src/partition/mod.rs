@@ -169,21 +169,27 @@ pub struct Partition {
     settings: RefCell<Arc<TopicSettings>>,
     /// When unflushed data was last made durable by the `flush.ms` timer (or found clean).
     last_flush: Cell<Instant>,
+    /// The active segment's base offset when the producer state was last snapshotted: a
+    /// different one means the log rolled and a new snapshot is due (Kafka snapshots at
+    /// every roll, so recovery after a crash replays one segment's batch headers, not all).
+    snapshot_segment: Cell<i64>,
 }
 
 impl Partition {
-    /// Wraps an opened log and rebuilds producer state: from the newest producer snapshot
-    /// (Kafka's `.snapshot` format, written at clean shutdown) plus the batches after it, or
-    /// from the whole log when there is no usable snapshot.
+    /// Wraps an opened log and rebuilds producer state: from the newest usable producer
+    /// snapshot (Kafka's `.snapshot` format, written at clean shutdown and at segment rolls)
+    /// plus the batches after it, or from the whole log when there is none. `recovery_point`
+    /// is the one the log was opened from (see `load_snapshot`).
     pub fn new(
         topic: Arc<str>,
         index: i32,
         log: PartitionLog,
         settings: Arc<TopicSettings>,
+        recovery_point: i64,
     ) -> Result<Partition, StorageError> {
         let mut producers = ProducerStateTable::default();
         let mut txns = TxnState::default();
-        let replay_from = load_snapshot(&log, &mut producers, &mut txns)?;
+        let replay_from = load_snapshot(&log, recovery_point, &mut producers, &mut txns)?;
         for h in log.batch_headers_from(replay_from)? {
             if h.producer_id >= 0 && !h.is_control() {
                 producers.record(
@@ -195,6 +201,7 @@ impl Partition {
             txn::replay(&log, &mut producers, &mut txns, &h)?;
         }
         let hw = log.written_end_offset();
+        let snapshot_segment = Cell::new(log.active_segment_base());
         let (high_watermark, _) = watch::channel(hw);
         let (last_stable, _) = watch::channel(txns.last_stable_offset(hw));
         Ok(Partition {
@@ -207,6 +214,7 @@ impl Partition {
             last_stable,
             settings: RefCell::new(settings),
             last_flush: Cell::new(Instant::now()),
+            snapshot_segment,
         })
     }
 
@@ -352,7 +360,9 @@ impl Partition {
             log_append_time_ms: settings.log_append_time.then_some(now_ms),
             leader_epoch: 0,
         };
-        let result = self.log.append(BytesMut::from(&records[..]), opts).await;
+        let append = self.log.append(BytesMut::from(&records[..]), opts);
+        self.snapshot_if_rolled();
+        let result = append.await;
         self.publish_offsets();
         match result {
             Ok(r) => {
@@ -429,56 +439,64 @@ impl Partition {
     }
 }
 
-/// Loads the newest snapshot at or below the log end into `producers` and returns the offset
-/// to replay batch headers from. Snapshots past the log end (the log was truncated by
-/// recovery after they were written) describe data that is gone: they are deleted.
+/// Loads the newest usable snapshot into `producers` and returns the offset to replay batch
+/// headers from. Usable: at or above the log start, and at or below both the log end and
+/// the recovery point the log was opened from. Snapshots past the log end (recovery cut the
+/// log below them) describe data that is gone: they are deleted. One past the recovery point
+/// is kept but not used: the replay must cover every abort marker above the recovery point,
+/// because their `.txnindex` entries were not yet synced and a power loss may have taken
+/// them (the replay writes missing ones again). After a clean shutdown the recovery point is
+/// the log end, so the shutdown's snapshot is used and nothing is replayed. A snapshot that
+/// fails its CRC (one written at a roll is not fsynced) gives way to the one before it.
 fn load_snapshot(
     log: &PartitionLog,
+    recovery_point: i64,
     producers: &mut ProducerStateTable,
     txns: &mut TxnState,
 ) -> Result<i64, StorageError> {
     let dir = log.dir();
     let start = log.log_start_offset();
     let end = log.log_end_offset();
-    let mut usable = None;
+    let mut usable = Vec::new();
     for offset in producer_snapshot::list(dir)? {
         if offset > end {
             let path = producer_snapshot::snapshot_path(dir, offset);
             tracing::warn!(path = %path.display(), log_end = end, "dropping producer snapshot past the log end");
             let _ = std::fs::remove_file(path);
-        } else if offset >= start {
-            usable = Some(offset);
+        } else if offset >= start && offset <= recovery_point {
+            usable.push(offset);
         }
     }
-    let Some(offset) = usable else {
-        return Ok(start);
-    };
-    let path = producer_snapshot::snapshot_path(dir, offset);
-    let entries = match producer_snapshot::read(&path) {
-        Ok(e) => e,
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "unreadable producer snapshot; rebuilding from the log");
-            return Ok(start);
+    for &offset in usable.iter().rev() {
+        let path = producer_snapshot::snapshot_path(dir, offset);
+        let entries = match producer_snapshot::read(&path) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "unreadable producer snapshot; trying an older one");
+                continue;
+            }
+        };
+        for e in entries {
+            // An entry made by a marker alone has no batch (Kafka writes last offset -1).
+            if e.last_offset >= 0 {
+                load_snapshot_batch(producers, &e);
+            }
+            let open = (e.current_txn_first_offset >= 0).then_some(e.current_txn_first_offset);
+            producers.restore_txn(
+                e.producer_id,
+                e.producer_epoch,
+                e.coordinator_epoch,
+                open,
+                e.timestamp,
+            );
+            if let Some(first) = open {
+                txns.begin(e.producer_id, first);
+            }
         }
-    };
-    for e in entries {
-        // An entry made by a marker alone has no batch (Kafka writes last offset -1).
-        if e.last_offset >= 0 {
-            load_snapshot_batch(producers, &e);
-        }
-        let open = (e.current_txn_first_offset >= 0).then_some(e.current_txn_first_offset);
-        producers.restore_txn(
-            e.producer_id,
-            e.producer_epoch,
-            e.coordinator_epoch,
-            open,
-            e.timestamp,
-        );
-        if let Some(first) = open {
-            txns.begin(e.producer_id, first);
-        }
+        tracing::debug!(path = %path.display(), replay = end - offset, "producer state from snapshot");
+        return Ok(offset);
     }
-    Ok(offset)
+    Ok(start)
 }
 
 fn load_snapshot_batch(producers: &mut ProducerStateTable, e: &ProducerSnapshotEntry) {
@@ -517,8 +535,48 @@ impl Partition {
     /// older snapshots; called at clean shutdown so the next open replays nothing.
     pub fn write_producer_snapshot(&self) -> Result<(), StorageError> {
         let end = self.log.log_end_offset();
-        let entries: Vec<ProducerSnapshotEntry> = self
-            .producers
+        producer_snapshot::write(self.log.dir(), end, &self.snapshot_entries())?;
+        self.remove_snapshots_below(end)
+    }
+
+    /// Called right after an append was handed to the log (its offset assigned) and before
+    /// its first await: if that append rolled the log, snapshots the producer state as of
+    /// the log end. The snapshot is consistent at exactly this point because every state
+    /// change (batches' sequences, transaction starts and ends) is made synchronously with
+    /// its offset assignment, before any await. It may cover batches still being written: a
+    /// crash that loses them leaves the log end below the snapshot's offset, and the next
+    /// open drops it for an older one or replays the log. Written without fsync: a torn one
+    /// fails its CRC and an older one serves (see `load_snapshot`).
+    pub(super) fn snapshot_if_rolled(&self) {
+        let base = self.log.active_segment_base();
+        if base == self.snapshot_segment.replace(base) {
+            return;
+        }
+        let end = self.log.log_end_offset();
+        let written =
+            producer_snapshot::write_unsynced(self.log.dir(), end, &self.snapshot_entries())
+                .and_then(|_| self.remove_snapshots_below(self.log.log_start_offset()));
+        if let Err(e) = written {
+            // Only recovery time depends on it: the next open replays more of the log.
+            tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "producer snapshot at segment roll failed");
+        }
+    }
+
+    /// Removes the snapshots below `offset`. Rolls keep one per segment above the log start,
+    /// as Kafka does: after a crash the newest at or below the checkpointed recovery point
+    /// is the one used, and that may be several rolls back.
+    fn remove_snapshots_below(&self, offset: i64) -> Result<(), StorageError> {
+        let dir = self.log.dir();
+        for o in producer_snapshot::list(dir)? {
+            if o < offset {
+                let _ = std::fs::remove_file(producer_snapshot::snapshot_path(dir, o));
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot_entries(&self) -> Vec<ProducerSnapshotEntry> {
+        self.producers
             .borrow()
             .iter()
             .map(|(&producer_id, e)| {
@@ -534,15 +592,7 @@ impl Partition {
                     current_txn_first_offset: e.current_txn_first_offset.unwrap_or(-1),
                 }
             })
-            .collect();
-        let dir = self.log.dir();
-        producer_snapshot::write(dir, end, &entries)?;
-        for offset in producer_snapshot::list(dir)? {
-            if offset != end {
-                let _ = std::fs::remove_file(producer_snapshot::snapshot_path(dir, offset));
-            }
-        }
-        Ok(())
+            .collect()
     }
 }
 

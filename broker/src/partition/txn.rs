@@ -473,6 +473,7 @@ impl Partition {
                 leader_epoch: 0,
             },
         );
+        self.snapshot_if_rolled();
         if let (Some(first), ControlType::Abort) = (first, kind) {
             // Appended in marker order (offsets are assigned at the call above).
             self.log.append_aborted_txn(AbortedTxn {

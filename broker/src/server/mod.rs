@@ -430,11 +430,18 @@ pub async fn checkpoint_now(ctx: &BrokerContext) -> anyhow::Result<()> {
     static WRITER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _one = WRITER.lock().await;
     let mut entries = Vec::new();
+    let mut txn_indexes = Vec::new();
     for s in 0..ctx.shard_count() {
-        let e = shard::frontend::invoke_on(ctx, s, |state| async move {
-            state
-                .partitions
-                .borrow()
+        let (e, dirty) = shard::frontend::invoke_on(ctx, s, |state| async move {
+            let parts = state.partitions.borrow();
+            // Aborted-transaction index entries written so far lie below the log end; the
+            // ones below the recovery point gathered here must be synced before it is
+            // checkpointed (storage's txn_index: above it, reopening rebuilds them).
+            let dirty: Vec<_> = parts
+                .values()
+                .flat_map(|part| part.log.take_dirty_txn_indexes())
+                .collect();
+            let e: Vec<_> = parts
                 .iter()
                 .map(|((t, p), part)| {
                     (
@@ -444,12 +451,27 @@ pub async fn checkpoint_now(ctx: &BrokerContext) -> anyhow::Result<()> {
                         part.log.log_start_offset(),
                     )
                 })
-                .collect::<Vec<_>>()
+                .collect();
+            (e, dirty)
         })
         .await?;
         entries.extend(e);
+        txn_indexes.extend(dirty);
     }
     let dir = ctx.config.data_dir.clone();
     // fsyncs: off the shard thread.
-    tokio::task::spawn_blocking(move || write_checkpoints(&dir, &entries)).await?
+    tokio::task::spawn_blocking(move || {
+        for path in &txn_indexes {
+            match std::fs::File::open(path).and_then(|f| f.sync_data()) {
+                Ok(()) => {}
+                // Deleted by retention or replaced by the cleaner (which syncs its output).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(anyhow::anyhow!("syncing {}: {e}", path.display()));
+                }
+            }
+        }
+        write_checkpoints(&dir, &entries)
+    })
+    .await?
 }

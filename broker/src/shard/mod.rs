@@ -123,6 +123,7 @@ pub fn open_partition(
         index,
         log,
         topic.settings.clone(),
+        recovery_point.unwrap_or(0),
     )?);
     state.partitions.borrow_mut().insert(key, partition.clone());
     Ok(partition)

@@ -1,7 +1,8 @@
 //! One shard's transaction coordinator: the transactional ids whose `__transaction_state`
 //! partition this shard is home to, loading them from the log, persisting every transition
 //! before installing it, writing the markers of finished transactions and aborting the ones
-//! that outlive their timeout.
+//! that outlive their timeout, and removing transactional ids idle longer than
+//! `transactional.id.expiration.ms`.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -55,14 +56,16 @@ impl TxnShard {
                 txns: RefCell::new(HashMap::new()),
                 loaded: RefCell::new(HashSet::new()),
             });
-            let interval = state
-                .ctx
-                .config
-                .transaction_abort_timed_out_transaction_cleanup_interval_ms
-                .max(1) as u64;
+            let config = &state.ctx.config;
+            let every = |ms: i64| Duration::from_millis(ms.max(1) as u64);
             tokio::task::spawn_local(timeout_loop(
                 Rc::downgrade(&txns),
-                Duration::from_millis(interval),
+                every(config.transaction_abort_timed_out_transaction_cleanup_interval_ms),
+            ));
+            tokio::task::spawn_local(expiration_loop(
+                Rc::downgrade(&txns),
+                every(config.transaction_remove_expired_transaction_cleanup_interval_ms),
+                config.transactional_id_expiration_ms,
             ));
             *t = Some((Rc::downgrade(state), txns.clone()));
             txns
@@ -411,6 +414,56 @@ impl TxnShard {
         }
     }
 
+    /// Removes the transactional ids with no transaction open (Empty, CompleteCommit,
+    /// CompleteAbort) whose last update is at least `expiration_ms` old, as Kafka's
+    /// `removeExpiredTransactionalIds`: each gets a tombstone in `__transaction_state` (so a
+    /// reload forgets it too, and compaction drops its history), and only once that is
+    /// durable leaves memory. Meanwhile the id is pending Dead: requests for it get
+    /// CONCURRENT_TRANSACTIONS, and one that changed it first keeps it. Returns how many
+    /// were removed.
+    pub async fn remove_expired(&self, now: i64, expiration_ms: i64) -> usize {
+        let expired: Vec<String> = {
+            let mut txns = self.txns.borrow_mut();
+            txns.values_mut()
+                .filter(|e| {
+                    e.pending.is_none()
+                        && matches!(
+                            e.meta.state,
+                            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                        )
+                        && e.meta.last_update_ms <= now - expiration_ms
+                })
+                .map(|e| {
+                    e.pending = Some(TxnState::Dead);
+                    e.meta.transactional_id.clone()
+                })
+                .collect()
+        };
+        let mut removed = 0;
+        for id in expired {
+            let tombstone = TxnRecord {
+                transactional_id: id.clone(),
+                value: None,
+            };
+            let r = self.append(self.partition_of(&id), tombstone).await;
+            let mut txns = self.txns.borrow_mut();
+            match r {
+                Ok(()) => {
+                    txns.remove(&id);
+                    removed += 1;
+                    tracing::info!(transactional_id = %id, "removed an expired transactional id");
+                }
+                Err(e) => {
+                    if let Some(entry) = txns.get_mut(&id) {
+                        entry.pending = None;
+                    }
+                    tracing::warn!(transactional_id = %id, error = %e, "removing an expired transactional id failed; kept until the next pass");
+                }
+            }
+        }
+        removed
+    }
+
     pub fn describe(&self, id: &str) -> Option<TxnMetadata> {
         self.entry(id).map(|e| e.meta)
     }
@@ -449,5 +502,13 @@ async fn timeout_loop(txns: Weak<TxnShard>, interval: Duration) {
         tokio::time::sleep(interval).await;
         let Some(t) = txns.upgrade() else { return };
         t.abort_timed_out(crate::now_ms()).await;
+    }
+}
+
+async fn expiration_loop(txns: Weak<TxnShard>, interval: Duration, expiration_ms: i64) {
+    loop {
+        tokio::time::sleep(interval).await;
+        let Some(t) = txns.upgrade() else { return };
+        t.remove_expired(crate::now_ms(), expiration_ms).await;
     }
 }

@@ -261,3 +261,45 @@ fn encode_batch(
     .unwrap();
     buf.freeze()
 }
+
+/// kill -9 tests run the broker to kill in a child process: this test binary re-executed
+/// with `env` set to `dir`, running only `test_name`, whose body (seeing `env`) builds its
+/// state, calls `child_ready` and waits. This spawns it, waits up to 120 s for READY and
+/// SIGKILLs it (no shutdown code runs); panics if it never got ready.
+pub fn kill_child_when_ready(test_name: &str, env: &str, dir: &std::path::Path) {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mut proc = Command::new(std::env::current_exe().unwrap())
+        .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(env, dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("child broker starts");
+    let stdout = proc.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("READY") {
+                let _ = tx.send(());
+                return;
+            }
+        }
+    });
+    let ready = rx.recv_timeout(Duration::from_secs(120));
+    proc.kill().expect("SIGKILL"); // std's kill is SIGKILL
+    proc.wait().unwrap();
+    ready.expect("child broker got ready before the kill");
+    assert!(!dir.join(".kafka_cleanshutdown").exists());
+}
+
+/// The child's side of `kill_child_when_ready`: says READY and waits to be killed.
+pub fn child_ready() -> ! {
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+    loop {
+        std::thread::sleep(Duration::from_secs(60));
+    }
+}
