@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -121,6 +124,60 @@ def serve(data: Path) -> brokers.BrokerProcess:
     b = brokers._spawn("strom", argv, workdir, port)
     b.wait_ready()
     return b
+
+
+# ---------------------------------------------------------------- the migrator's /metrics
+
+
+def http_get(port: int, path: str) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10).read().decode()
+
+
+def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """The Prometheus text of /metrics: name -> [(labels, value)]."""
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for line in http_get(port, "/metrics").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"([A-Za-z_:][\w:]*)(?:\{(.*)\})? (\S+)", line)
+        assert m, f"not Prometheus text: {line!r}"
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        out.setdefault(m.group(1), []).append((labels, float(m.group(3))))
+    return out
+
+
+def by_partition(s, name: str, topic: str) -> dict[int, float]:
+    return {int(lb["partition"]): v for lb, v in s.get(name, []) if lb.get("topic") == topic}
+
+
+def by_topic(s, name: str, topic: str) -> float | None:
+    return next((v for lb, v in s.get(name, []) if lb.get("topic") == topic), None)
+
+
+def kafka_end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import TopicPartition
+
+    c = clients.confluent_consumer(bootstrap)
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+    finally:
+        c.close()
+
+
+def scrape_until(port: int, proc: subprocess.Popen, what: str, ok, timeout_s: float = 120):
+    """Scrapes until `ok(samples)`; fails naming `what` if the migrator exits or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    s = {}
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the migrator exited ({proc.returncode}) before {what}"
+        try:
+            s = scrape(port)
+        except OSError:
+            s = {}  # not listening yet
+        if s and ok(s):
+            return s
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}; last scrape: { {k: v for k, v in s.items() if 'migrate' in k} }")
 
 
 # ---------------------------------------------------------------- the source data
@@ -399,5 +456,85 @@ def test_bad_input_is_refused_with_a_clear_error_and_nothing_damaged(kafka_broke
         assert r.returncode != 0
         assert "refused" in r.stderr and f"{topic}-0" in r.stderr, r.stderr[-2000:]
         assert read_batches(data / f"{topic}-0") == before
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_mirror_serves_offsets_lag_and_bytes_on_the_admin_port(kafka_broker):
+    """A continuous mirror (no --until-caught-up) with --admin-listen: /metrics shows lag 0
+    once the copy reached Kafka's end offsets, copied and source ends equal to them, the
+    bytes and batches of Kafka's segments, the group's offset; then more records on Kafka
+    and the figures follow. Stopped by SIGTERM to its PID."""
+    prefix = f"mig{uuid.uuid4().hex[:6]}"
+    bs = kafka_broker.bootstrap
+    topic = f"{prefix}-metrics"
+    assert admin.create_topic("confluent", bs, topic, 3, {}) == admin.NONE
+    produce(bs, topic, clients.make_records(1500, 3, null_header_values=False), "lz4")
+    group = f"{prefix}-g"
+    commit_group(bs, group, topic, {0: 100, 1: 200, 2: 300})
+    workdir = Path(tempfile.mkdtemp(prefix="strom-migrate-metrics-"))
+    data = workdir / "data"
+    port = brokers.free_port()
+
+    # An explicit address that cannot be bound is an error (before anything is touched).
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        taken = f"127.0.0.1:{busy.getsockname()[1]}"
+        r = migrate("mirror", "--source", bs, "--data-dir", str(data), "--until-caught-up", "--admin-listen", taken)
+        assert r.returncode != 0 and f"--admin-listen {taken}: cannot bind" in r.stderr, r.stderr[-2000:]
+        assert not data.exists()
+
+    argv = [str(brokers.STROM_BIN), "migrate", "mirror", "--source", bs, "--data-dir", str(data),
+            "--topics", f"{prefix}.*", "--groups", f"{prefix}.*", "--group-interval-secs", "1",
+            "--admin-listen", f"127.0.0.1:{port}"]
+    log = open(workdir / "mirror.log", "w")
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        def caught_up_to(ends):
+            def ok(s):
+                return (by_partition(s, "strom_migrate_source_end_offset", topic) == ends
+                        and by_partition(s, "strom_migrate_copied_end_offset", topic) == ends
+                        and by_partition(s, "strom_migrate_lag", topic) == {p: 0 for p in ends}
+                        and s["strom_migrate_caught_up"] == [({}, 1.0)])
+            return ok
+
+        ends = kafka_end_offsets(bs, topic, 3)
+        assert all(e > 0 for e in ends.values()), ends
+        s = scrape_until(port, proc, f"lag 0 at Kafka's end offsets {ends}", caught_up_to(ends))
+        assert http_get(port, "/health") == "ok\n"
+
+        def kafka_batches(p: int) -> list[tuple]:
+            return read_batches(kafka_dir(kafka_broker) / f"{topic}-{p}")
+
+        # Bytes and batches are exactly Kafka's (a batch is 16 bytes more than read_batches keeps).
+        first_bytes = by_partition(s, "strom_migrate_bytes_copied_total", topic)
+        assert first_bytes == {p: sum(len(b[4]) + 16 for b in kafka_batches(p)) for p in range(3)}
+        assert all(v > 0 for v in first_bytes.values()), first_bytes
+        assert by_partition(s, "strom_migrate_batches_copied_total", topic) == {
+            p: len(kafka_batches(p)) for p in range(3)}
+        s = scrape_until(port, proc, "the group's offsets",
+                         lambda s: {int(lb["partition"]): v for lb, v in s.get("strom_migrate_group_offset_copied", [])
+                                    if lb["group"] == group} == {0: 100, 1: 200, 2: 300})
+        assert sum(v for _, v in s["strom_migrate_group_offsets_copied_total"]) >= 3
+        assert all(v == 0 for lb, v in s.get("strom_migrate_source_errors_total", []) if lb["error"] == "request")
+
+        # More on Kafka: the source end, copied end and bytes follow, lag back to 0.
+        produce(bs, topic, clients.make_records(600, 3, null_header_values=False, seed=4), "zstd")
+        more = kafka_end_offsets(bs, topic, 3)
+        assert all(more[p] > ends[p] for p in ends), (ends, more)
+        s = scrape_until(port, proc, f"lag 0 at Kafka's new end offsets {more}", caught_up_to(more))
+        later_bytes = by_partition(s, "strom_migrate_bytes_copied_total", topic)
+        assert later_bytes == {p: sum(len(b[4]) + 16 for b in kafka_batches(p)) for p in range(3)}
+        assert all(later_bytes[p] > first_bytes[p] for p in ends), (first_bytes, later_bytes)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+        log.close()
+    try:
+        assert rc == 0, (workdir / "mirror.log").read_text()[-3000:]
+        for p in range(3):
+            assert_same_partition(kafka_broker, data, topic, p)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

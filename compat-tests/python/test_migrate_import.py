@@ -12,7 +12,9 @@ import re
 import shutil
 import socket
 import struct
+import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -22,6 +24,7 @@ import brokers
 import clients
 from test_migrate import (
     assert_same_partition,
+    by_topic,
     commit_group,
     group_offsets,
     kafka_dir,
@@ -29,6 +32,8 @@ from test_migrate import (
     produce_transactions,
     pytestmark,  # noqa: F401  (the same skip when Kafka is not among the brokers)
     read_batches,
+    scrape,
+    scrape_until,
     serve,
 )
 
@@ -103,10 +108,61 @@ def recv_exact(s: socket.socket, n: int) -> bytes:
     return out
 
 
+class HeldProxy:
+    """A TCP proxy to `target` that holds every connection until `release()`: a source that
+    answers slowly. The importer asks `--configs-from` after verifying every segment and before
+    appending, so while it waits for the answer its verification figures are complete."""
+
+    def __init__(self, target: str):
+        self.target = target
+        self.accepted = threading.Event()
+        self.released = threading.Event()
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.set()
+            threading.Thread(target=self._pipe, args=(conn,), daemon=True).start()
+
+    def _pipe(self, conn: socket.socket) -> None:
+        self.released.wait(120)
+        host, port = self.target.rsplit(":", 1)
+        up = socket.create_connection((host, int(port)), timeout=30)
+        for a, b in ((conn, up), (up, conn)):
+            threading.Thread(target=_copy, args=(a, b), daemon=True).start()
+
+    def release(self) -> None:
+        self.released.set()
+
+    def close(self) -> None:
+        self.released.set()
+        self.sock.close()
+
+
+def _copy(a: socket.socket, b: socket.socket) -> None:
+    try:
+        while data := a.recv(65536):
+            b.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for x in (a, b):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 def test_import_of_a_stopped_kafka_log_dir_serves_the_same_data_offsets_and_producer_state(kafka_broker):
     kafka = brokers.start_kafka()
     work = Path(tempfile.mkdtemp(prefix="strom-import-"))
-    strom = None
+    strom = mirror = None
     try:
         bs = kafka.bootstrap
         prefix = f"imp{uuid.uuid4().hex[:6]}"
@@ -135,8 +191,24 @@ def test_import_of_a_stopped_kafka_log_dir_serves_the_same_data_offsets_and_prod
         r = migrate("import", "--from", str(kafka_dir(kafka)), "--data-dir", str(work / "early"))
         assert r.returncode != 0 and "stop the Kafka broker first" in r.stderr, r.stderr[-2000:]
         assert not (work / "early").exists()
+        # A continuous mirror of this Kafka outlives its stop: the failed requests are counted
+        # and retried (the migrator gives up after 2 minutes), /health still answers.
+        mirror_port = brokers.free_port()
+        mirror = subprocess.Popen(
+            [str(brokers.STROM_BIN), "migrate", "mirror", "--source", bs, "--data-dir", str(work / "mirrored"),
+             "--topics", f"{prefix}.*", "--admin-listen", f"127.0.0.1:{mirror_port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        scrape_until(mirror_port, mirror, "the mirror caught up", lambda s: s.get("strom_migrate_caught_up") == [({}, 1.0)])
         assert kafka.stop() in (0, 143), kafka.log_tail()
         src = kafka_dir(kafka)
+
+        def retried(s) -> bool:
+            errors = [v for lb, v in s.get("strom_migrate_source_errors_total", []) if lb["error"] == "request"]
+            return errors and errors[0] >= 2 and s["strom_migrate_source_retries_total"][0][1] >= 2
+
+        scrape_until(mirror_port, mirror, "failed source requests retried", retried, timeout_s=60)
+        mirror.kill()
+        mirror.wait(timeout=30)
 
         # A corrupt segment: refused by file name, nothing created on the target.
         bad_src = work / "bad-src"
@@ -155,9 +227,35 @@ def test_import_of_a_stopped_kafka_log_dir_serves_the_same_data_offsets_and_prod
         r = migrate("import", "--from", str(work), "--data-dir", str(bad_target))
         assert r.returncode != 0 and "not a Kafka log dir" in r.stderr, r.stderr[-2000:]
 
+        # The import, scraped on --admin-listen while it waits for a held `--configs-from`:
+        # every partition, batch and byte of Kafka's segments verified, nothing appended yet.
         target = work / "strom"
-        r = migrate("import", "--from", str(src), "--data-dir", str(target), "--topics", f"{prefix}.*",
-                    "--configs-from", kafka_broker.bootstrap)
+        port = brokers.free_port()
+        proxy = HeldProxy(kafka_broker.bootstrap)
+        proc = subprocess.Popen(
+            [str(brokers.STROM_BIN), "migrate", "import", "--from", str(src), "--data-dir", str(target),
+             "--topics", f"{prefix}.*", "--configs-from", proxy.address, "--admin-listen", f"127.0.0.1:{port}",
+             "--timeout-secs", "120"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proxy.accepted.wait(120), "the import never asked --configs-from"
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            s = scrape(port)
+            assert s["strom_migrate_import_partitions"] == [({}, 5.0)]
+            for t, n in topics.items():
+                batches = [b for p in range(n) for b in read_batches(src / f"{t}-{p}")]
+                assert by_topic(s, "strom_migrate_import_partitions_verified_total", t) == n
+                assert by_topic(s, "strom_migrate_import_batches_verified_total", t) == len(batches)
+                assert by_topic(s, "strom_migrate_import_bytes_verified_total", t) == sum(len(b[4]) + 16 for b in batches)
+                assert by_topic(s, "strom_migrate_import_bytes_appended_total", t) is None
+            proxy.release()
+            out, err = proc.communicate(timeout=120)
+        finally:
+            proxy.close()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        r = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         assert r.returncode == 0, r.stderr[-3000:]
         assert f"{codecs_topic}: 3 partitions" in r.stdout, r.stdout
         assert "configs from the source" in r.stdout, r.stdout
@@ -195,6 +293,9 @@ def test_import_of_a_stopped_kafka_log_dir_serves_the_same_data_offsets_and_prod
         err, offset = raw_produce(strom.bootstrap, codecs_topic, 0, pid, epoch, seq)
         assert (err, offset) == (NONE, next_offset)
     finally:
+        if mirror is not None and mirror.poll() is None:
+            mirror.kill()
+            mirror.wait(timeout=30)
         if strom is not None:
             strom.stop()
             strom.cleanup()

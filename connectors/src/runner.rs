@@ -2,11 +2,18 @@
 //! `linger_ms` of the first), decode it, write it to the sink with retries, send the records
 //! that cannot be written to the dead-letter topic, and only then commit the batch's offsets.
 //!
+//! Consuming and decoding the next batch (a feeder task) overlaps writing the current one: in
+//! a strictly serial loop the sink sat idle while the connector fetched and parsed JSON (the
+//! vector-sink benchmark measured the sink busy 54% of the time; benches/README.md). The
+//! feeder hands over one batch at a time through a channel of one slot, so at most two
+//! batches are in memory, and batches are still written and committed in order.
+//!
 //! Nothing is committed before the sink acknowledged it, so a crash replays the tail; ids are
 //! deterministic, so the replay overwrites instead of duplicating (exactly-once effect). The
 //! pgvector sink also stores the offsets in its own transaction and the loop skips what the
 //! table already holds.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -78,7 +85,8 @@ impl ConsumerContext for LagContext {}
 pub struct Runner {
     cfg: ConnectorConfig,
     metrics: Metrics,
-    consumer: StreamConsumer<LagContext>,
+    /// Shared with the feeder task, which consumes; the loop commits.
+    consumer: Arc<StreamConsumer<LagContext>>,
     producer: FutureProducer,
     sink: Sink,
     /// The schema records are checked against, once the first document prepared the sink.
@@ -116,6 +124,14 @@ impl Runner {
         {
             cc.set("queued.max.messages.kbytes", "16384");
         }
+        // Once that queue is full librdkafka waits `fetch.queue.backoff.ms` (default 1 s)
+        // before it looks again: the connector drained the 16 MiB and then starved for the
+        // rest of the second, which capped it at 16 MiB/s of records whatever the sink could
+        // take (3.8k/s of 4.4 KB embeddings in the vector-sink benchmark,
+        // benches/README.md). Looking again after 10 ms costs nothing measurable.
+        if !cfg.source.properties.contains_key("fetch.queue.backoff.ms") {
+            cc.set("fetch.queue.backoff.ms", "10");
+        }
         let consumer: StreamConsumer<LagContext> = cc
             .create_with_context(LagContext {
                 connector: cfg.name.clone(),
@@ -135,7 +151,7 @@ impl Runner {
         Ok(Runner {
             cfg,
             metrics,
-            consumer,
+            consumer: Arc::new(consumer),
             producer,
             sink,
             schema: None,
@@ -154,12 +170,20 @@ impl Runner {
 
     /// Runs until `shutdown` turns true (then commits what was written and returns) or a fatal
     /// error (sink gone past its retries, collection mismatch, DLQ unreachable).
-    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), ConnectorError> {
+    pub async fn run(mut self, shutdown: watch::Receiver<bool>) -> Result<(), ConnectorError> {
         tracing::info!(connector = %self.cfg.name, sink = self.sink.name(), "connector running");
-        loop {
-            let Some(batch) = self.next_batch(&mut shutdown).await else {
-                break;
-            };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        let feeder = Feeder {
+            consumer: self.consumer.clone(),
+            cfg: self.cfg.clone(),
+            metrics: self.metrics.clone(),
+        };
+        // Aborted when the loop ends either way (it may be waiting on an idle topic).
+        let _feeder = AbortOnDrop(tokio::spawn(feeder.run(tx, shutdown.clone())));
+        while let Some(batch) = rx.recv().await {
+            if *shutdown.borrow() {
+                break; // not written, not committed: the next run consumes it again
+            }
             self.process(batch).await?;
         }
         // Commits were asynchronous; make the last one stick before leaving the group.
@@ -175,75 +199,23 @@ impl Runner {
         Ok(())
     }
 
-    /// Up to `batch_size` records: waits for the first, then at most `linger_ms` for more.
-    /// None when shutting down.
-    async fn next_batch(&self, shutdown: &mut watch::Receiver<bool>) -> Option<Vec<RawRecord>> {
-        let max = self.cfg.sink.batch_size;
-        let mut batch = Vec::with_capacity(max);
-        let mut deadline: Option<tokio::time::Instant> = None;
-        while batch.len() < max {
-            let recv = async {
-                match deadline {
-                    Some(d) => tokio::time::timeout_at(d, self.consumer.recv()).await.ok(),
-                    None => Some(self.consumer.recv().await),
-                }
-            };
-            let got = tokio::select! {
-                r = recv => r,
-                _ = shutdown.changed() => return None,
-            };
-            match got {
-                None => break, // linger elapsed
-                Some(Ok(m)) => {
-                    batch.push(RawRecord {
-                        topic: m.topic().to_string(),
-                        partition: m.partition(),
-                        offset: m.offset(),
-                        key: m.key().map(<[u8]>::to_vec),
-                        value: m.payload().map(<[u8]>::to_vec),
-                        timestamp_ms: m.timestamp().to_millis(),
-                    });
-                    if deadline.is_none() {
-                        deadline = Some(
-                            tokio::time::Instant::now()
-                                + Duration::from_millis(self.cfg.sink.linger_ms),
-                        );
-                    }
-                }
-                Some(Err(e)) => {
-                    // librdkafka retries connections itself; these are reports, not ends.
-                    tracing::warn!(connector = %self.cfg.name, error = %e, "consume error");
-                    self.metrics
-                        .errors
-                        .with_label_values(&[&self.cfg.name, "consume"])
-                        .inc();
-                    if batch.is_empty() {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
-            }
-            if *shutdown.borrow() {
-                return None;
-            }
-        }
-        Some(batch)
-    }
-
-    async fn process(&mut self, batch: Vec<RawRecord>) -> Result<(), ConnectorError> {
+    async fn process(&mut self, decoded: Vec<Decoded>) -> Result<(), ConnectorError> {
         let mut offsets = Offsets::new();
         let mut ops: Vec<Op> = Vec::new();
         let mut op_record: Vec<usize> = Vec::new();
         let mut dead: Vec<(usize, RecordError)> = Vec::new();
         let sink_cfg = self.cfg.sink.clone();
-        let id_mode = sink_cfg.id_mode();
-        for (i, rec) in batch.iter().enumerate() {
+        let mut batch = Vec::with_capacity(decoded.len());
+        for (i, Decoded { rec, op }) in decoded.into_iter().enumerate() {
             let key = (rec.topic.clone(), rec.partition);
             let next = offsets.entry(key.clone()).or_insert(rec.offset + 1);
             *next = (*next).max(rec.offset + 1);
-            if self.stored.get(&key).is_some_and(|&n| rec.offset < n) {
+            let skip = self.stored.get(&key).is_some_and(|&n| rec.offset < n);
+            batch.push(rec);
+            if skip {
                 continue; // already in the sink (stored with its data)
             }
-            let op = match decode(rec, &sink_cfg.embedding_field, &id_mode) {
+            let op = match op {
                 Ok(op) => op,
                 Err(e) => {
                     dead.push((i, e));
@@ -472,6 +444,104 @@ impl Runner {
                 .with_label_values(&[&self.cfg.name, "commit"])
                 .inc();
         }
+    }
+}
+
+/// A consumed record and its decoding (parsing the JSON is most of the connector's CPU time).
+struct Decoded {
+    rec: RawRecord,
+    op: Result<Op, RecordError>,
+}
+
+/// Consumes and decodes batches ahead of the loop that writes them.
+struct Feeder {
+    consumer: Arc<StreamConsumer<LagContext>>,
+    cfg: ConnectorConfig,
+    metrics: Metrics,
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Feeder {
+    /// Until shutdown, or until the loop is gone (`tx` closed).
+    async fn run(
+        self,
+        tx: tokio::sync::mpsc::Sender<Vec<Decoded>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let id_mode = self.cfg.sink.id_mode();
+        while let Some(batch) = self.next_batch(&mut shutdown).await {
+            let decoded = batch
+                .into_iter()
+                .map(|rec| {
+                    let op = decode(&rec, &self.cfg.sink.embedding_field, &id_mode);
+                    Decoded { rec, op }
+                })
+                .collect();
+            if tx.send(decoded).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Up to `batch_size` records: waits for the first, then at most `linger_ms` for more.
+    /// None when shutting down.
+    async fn next_batch(&self, shutdown: &mut watch::Receiver<bool>) -> Option<Vec<RawRecord>> {
+        let max = self.cfg.sink.batch_size;
+        let mut batch = Vec::with_capacity(max);
+        let mut deadline: Option<tokio::time::Instant> = None;
+        while batch.len() < max {
+            let recv = async {
+                match deadline {
+                    Some(d) => tokio::time::timeout_at(d, self.consumer.recv()).await.ok(),
+                    None => Some(self.consumer.recv().await),
+                }
+            };
+            let got = tokio::select! {
+                r = recv => r,
+                _ = shutdown.changed() => return None,
+            };
+            match got {
+                None => break, // linger elapsed
+                Some(Ok(m)) => {
+                    batch.push(RawRecord {
+                        topic: m.topic().to_string(),
+                        partition: m.partition(),
+                        offset: m.offset(),
+                        key: m.key().map(<[u8]>::to_vec),
+                        value: m.payload().map(<[u8]>::to_vec),
+                        timestamp_ms: m.timestamp().to_millis(),
+                    });
+                    if deadline.is_none() {
+                        deadline = Some(
+                            tokio::time::Instant::now()
+                                + Duration::from_millis(self.cfg.sink.linger_ms),
+                        );
+                    }
+                }
+                Some(Err(e)) => {
+                    // librdkafka retries connections itself; these are reports, not ends.
+                    tracing::warn!(connector = %self.cfg.name, error = %e, "consume error");
+                    self.metrics
+                        .errors
+                        .with_label_values(&[&self.cfg.name, "consume"])
+                        .inc();
+                    if batch.is_empty() {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+            if *shutdown.borrow() {
+                return None;
+            }
+        }
+        Some(batch)
     }
 }
 

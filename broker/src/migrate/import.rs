@@ -21,6 +21,7 @@ use storage::batch::{self, BatchHeader};
 use storage::producer_snapshot;
 
 use super::client::{Committed, SourceClient};
+use super::metrics::ImportMetrics;
 use super::state::{copied_topic, pattern};
 use super::target::Target;
 use super::{ImportArgs, MigrateError};
@@ -84,7 +85,7 @@ impl fmt::Display for Report {
     }
 }
 
-pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
+pub async fn run(args: ImportArgs, metrics: &ImportMetrics) -> anyhow::Result<Report> {
     let (config, origins) = super::broker_config(&args.target)?;
     let topics_re = pattern(&args.topics)?;
     let groups_re = pattern(&args.groups)?;
@@ -136,13 +137,17 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
             .into());
         }
     }
+    metrics
+        .partitions
+        .set(topics.values().map(|(_, ps)| ps.len() as i64).sum());
     // First pass: verify everything before Strom's data dir is touched.
-    for (_, parts) in topics.values() {
+    for (name, (_, parts)) in &topics {
         for p in parts {
             let mut r = BatchReader::open(&p.dir)?;
-            while let Some(b) = r.next_batch()? {
-                drop(b);
+            while let Some((_, b)) = r.next_batch()? {
+                metrics.verified(name, 1, b.len());
             }
+            metrics.partition_verified(name);
         }
     }
     let groups = read_group_offsets(&offsets_parts, &groups_re)?;
@@ -202,7 +207,7 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
         };
         let (mut batches, mut bytes) = (0usize, 0u64);
         for p in parts {
-            let (b, s) = adopt_partition(&mut target, p).await?;
+            let (b, s) = adopt_partition(&mut target, p, metrics).await?;
             batches += b;
             bytes += s;
             let ours = target.logs[&(p.topic.clone(), p.partition)]
@@ -224,7 +229,10 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
                 ));
             }
             match carry_snapshot(&target, p)? {
-                Ok(()) => report.snapshots += 1,
+                Ok(()) => {
+                    report.snapshots += 1;
+                    metrics.producer_snapshots.inc();
+                }
                 Err(why) => report
                     .not_carried
                     .push(format!("{}-{}: {why}", p.topic, p.partition)),
@@ -250,6 +258,8 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Report> {
         target.commit_offsets(&group, &kept).await?;
         report.groups += 1;
         report.offsets += kept.len();
+        metrics.groups.inc();
+        metrics.group_offsets.inc_by(kept.len() as u64);
     }
     report.not_carried.push(
         "leader-epoch-checkpoint: Strom's copy starts at leader epoch 0, as the mirror's".into(),
@@ -314,6 +324,7 @@ fn lock_held(path: &Path) -> bool {
 async fn adopt_partition(
     target: &mut Target,
     p: &SourcePartition,
+    metrics: &ImportMetrics,
 ) -> Result<(usize, u64), MigrateError> {
     target.open_partition(&p.topic, p.partition)?;
     let mut r = BatchReader::open(&p.dir)?;
@@ -330,6 +341,7 @@ async fn adopt_partition(
                 .await?;
             batches += done.batches;
             bytes += done.bytes as u64;
+            metrics.appended(&p.topic, done.batches, done.bytes);
         }
         if next.is_none() {
             break;
@@ -341,6 +353,7 @@ async fn adopt_partition(
             p.topic, p.partition, r.batches
         )));
     }
+    metrics.partition_appended(&p.topic);
     Ok((batches, bytes))
 }
 
@@ -765,6 +778,7 @@ mod tests {
                 data_dir: Some(data.path().to_string_lossy().into_owned()),
                 config: None,
             },
+            admin: Default::default(),
             timeout_secs: 5,
         };
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -772,7 +786,9 @@ mod tests {
             .build()
             .unwrap();
         let local = tokio::task::LocalSet::new();
-        let report = local.block_on(&rt, run(args.clone())).unwrap();
+        let registry = prometheus::Registry::new();
+        let metrics = ImportMetrics::new(&registry);
+        let report = local.block_on(&rt, run(args.clone(), &metrics)).unwrap();
         assert_eq!(report.topics["t"].0, 2);
         assert_eq!(report.topics["t"].1, 4);
         let text = report.to_string();
@@ -785,8 +801,40 @@ mod tests {
             "{text}"
         );
         assert_eq!((report.groups, report.offsets), (1, 1));
+        let sample = |name: &str, labels: &[(&str, &str)]| {
+            super::super::metrics::tests::sample(&registry, name, labels)
+        };
+        let t = [("topic", "t")];
+        assert_eq!(sample("strom_migrate_import_partitions", &[]), Some(3.0));
+        for (what, n) in [("partitions", 2.0), ("batches", 4.0)] {
+            for step in ["verified", "appended"] {
+                let name = format!("strom_migrate_import_{what}_{step}_total");
+                assert_eq!(sample(&name, &t), Some(n), "{name}");
+            }
+        }
+        let bytes = report.topics["t"].2 as f64;
+        assert!(bytes > 0.0);
+        assert_eq!(
+            sample("strom_migrate_import_bytes_verified_total", &t),
+            Some(bytes)
+        );
+        assert_eq!(
+            sample("strom_migrate_import_bytes_appended_total", &t),
+            Some(bytes)
+        );
+        assert_eq!(sample("strom_migrate_import_groups_total", &[]), Some(1.0));
+        assert_eq!(
+            sample("strom_migrate_import_group_offsets_total", &[]),
+            Some(1.0)
+        );
         // A second import refuses: the topic has data on Strom now.
-        let err = local.block_on(&rt, run(args)).unwrap_err().to_string();
+        let err = local
+            .block_on(
+                &rt,
+                run(args, &ImportMetrics::new(&prometheus::Registry::new())),
+            )
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("exists on Strom with data"), "{err}");
         local.block_on(&rt, async {
             let (config, origins) = crate::migrate::broker_config(&TargetArgs {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::client::SourceClient;
+use super::metrics::MirrorMetrics;
 use super::state::{copied_topic, pattern, GroupOffset, MigrateState, PartitionProgress};
 use super::target::Target;
 use super::{MigrateError, MirrorArgs};
@@ -23,6 +24,12 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 /// Bound of one partition's share of a fetch answer.
 const PARTITION_MAX_BYTES: i32 = 8 << 20;
 const FETCH_MAX_WAIT_MS: i32 = 500;
+/// A failed source request (a broker restarting, a network blip) is retried with a backoff
+/// from `RETRY_MIN` doubling to `RETRY_MAX`; after failing for `RETRY_FOR` in a row the
+/// mirror stops with the error (a rerun resumes where it stopped).
+const RETRY_MIN: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(10);
+const RETRY_FOR: Duration = Duration::from_secs(120);
 
 // Kafka error codes the loop reacts to.
 const OFFSET_OUT_OF_RANGE: i16 = 1;
@@ -53,9 +60,15 @@ struct Mirror {
     round: usize,
     bytes: u64,
     progress: Progress,
+    metrics: MirrorMetrics,
+    /// Appended since the last checkpoint.
+    dirty: bool,
+    last_metadata: Instant,
+    last_checkpoint: Instant,
+    last_groups: Option<Instant>,
 }
 
-pub async fn run(args: MirrorArgs) -> anyhow::Result<()> {
+pub async fn run(args: MirrorArgs, metrics: MirrorMetrics) -> anyhow::Result<()> {
     let (config, origins) = super::broker_config(&args.target)?;
     let topics_re = pattern(&args.topics)?;
     let groups_re = pattern(&args.groups)?;
@@ -88,45 +101,62 @@ pub async fn run(args: MirrorArgs) -> anyhow::Result<()> {
             stop.set(true);
         });
     }
+    let groups_copied = prev.map(|p| p.groups_map()).unwrap_or_default();
+    for (g, offsets) in &groups_copied {
+        for ((t, p), o) in offsets {
+            metrics.group_offset(g, t, *p, *o, false);
+        }
+    }
     let mut m = Mirror {
         client,
         target,
         topics_re,
         groups_re,
         parts: BTreeMap::new(),
-        groups_copied: prev.map(|p| p.groups_map()).unwrap_or_default(),
+        groups_copied,
         refresh_metadata: false,
         round: 0,
         bytes: 0,
         progress: Progress::new(),
+        metrics,
+        dirty: false,
+        last_metadata: Instant::now(),
+        last_checkpoint: Instant::now(),
+        last_groups: None,
         args,
     };
     m.discover().await?;
-    let mut last_metadata = Instant::now();
-    let mut last_checkpoint = Instant::now();
-    let mut last_groups: Option<Instant> = None;
-    let group_interval = Duration::from_secs(m.args.group_interval_secs);
-    let mut dirty = false;
-    loop {
-        let appended = m.fetch_round().await?;
-        dirty |= appended > 0;
-        if dirty && last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL {
-            m.checkpoint().await?;
-            dirty = false;
-            last_checkpoint = Instant::now();
-        }
-        m.progress.show(&m.parts, m.bytes);
-        if last_groups.is_none_or(|t| t.elapsed() >= group_interval) {
-            m.copy_groups().await?;
-            last_groups = Some(Instant::now());
-        }
-        let done = m.args.until_caught_up && appended == 0 && m.caught_up();
-        if done || stop.get() {
-            break;
-        }
-        if m.refresh_metadata || last_metadata.elapsed() >= METADATA_INTERVAL {
-            m.discover().await?;
-            last_metadata = Instant::now();
+    let mut failing_since: Option<Instant> = None;
+    let mut backoff = RETRY_MIN;
+    while !stop.get() {
+        match m.step().await {
+            Ok(appended) => {
+                failing_since = None;
+                backoff = RETRY_MIN;
+                if m.args.until_caught_up && appended == 0 && m.caught_up() {
+                    break;
+                }
+            }
+            Err(MigrateError::Source(e)) => {
+                m.metrics.source_error("request");
+                if failing_since.get_or_insert_with(Instant::now).elapsed() >= RETRY_FOR {
+                    return Err(MigrateError::Source(format!(
+                        "{e} (failing for {}s; rerun to resume)",
+                        RETRY_FOR.as_secs()
+                    ))
+                    .into());
+                }
+                tracing::warn!(error = %e, retry_in = ?backoff, "source request failed; retrying");
+                let until = Instant::now() + backoff;
+                while Instant::now() < until && !stop.get() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                backoff = (backoff * 2).min(RETRY_MAX);
+                m.metrics.source_retries.inc();
+                // The leader may have moved: a failed broker's partitions have new ones.
+                m.refresh_metadata = true;
+            }
+            Err(e) => return Err(e.into()),
         }
     }
     m.checkpoint().await?;
@@ -136,6 +166,31 @@ pub async fn run(args: MirrorArgs) -> anyhow::Result<()> {
 }
 
 impl Mirror {
+    /// One round: metadata when due, a fetch from every leader, a checkpoint and the group
+    /// offsets when due. Returns the number of batches appended.
+    async fn step(&mut self) -> Result<usize, MigrateError> {
+        if self.refresh_metadata || self.last_metadata.elapsed() >= METADATA_INTERVAL {
+            self.discover().await?;
+            self.last_metadata = Instant::now();
+        }
+        let appended = self.fetch_round().await?;
+        self.metrics.set_caught_up(self.caught_up());
+        if self.dirty && self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL {
+            self.checkpoint().await?;
+            self.last_checkpoint = Instant::now();
+        }
+        self.progress.show(&self.parts, self.bytes);
+        let group_interval = Duration::from_secs(self.args.group_interval_secs);
+        if self
+            .last_groups
+            .is_none_or(|t| t.elapsed() >= group_interval)
+        {
+            self.copy_groups().await?;
+            self.last_groups = Some(Instant::now());
+        }
+        Ok(appended)
+    }
+
     /// Reads the source's topics; creates and opens the new ones on Strom (checking that
     /// what Strom holds already is the source's data) and updates leaders.
     async fn discover(&mut self) -> Result<(), MigrateError> {
@@ -168,6 +223,7 @@ impl Mirror {
                 }
                 let end = self.target.open_partition(&t.name, p)?.log.log_end_offset();
                 self.verify(&t.name, p, leader).await?;
+                self.metrics.partition(&t.name, p, -1, end);
                 self.parts.insert(
                     key,
                     Part {
@@ -275,13 +331,15 @@ impl Mirror {
                     match fp.error_code {
                         0 => {}
                         OFFSET_OUT_OF_RANGE => {
+                            self.metrics.source_error("offset_out_of_range");
                             self.out_of_range(&topic, fp.partition).await?;
                             continue;
                         }
-                        UNKNOWN_TOPIC_OR_PARTITION
+                        code @ (UNKNOWN_TOPIC_OR_PARTITION
                         | NOT_LEADER_OR_FOLLOWER
                         | FENCED_LEADER_EPOCH
-                        | UNKNOWN_LEADER_EPOCH => {
+                        | UNKNOWN_LEADER_EPOCH) => {
+                            self.metrics.source_error(retriable_name(code));
                             self.refresh_metadata = true;
                             continue;
                         }
@@ -300,12 +358,17 @@ impl Mirror {
                             .await?
                     };
                     appended += done.batches;
+                    self.dirty |= done.batches > 0;
                     self.bytes += done.bytes as u64;
+                    self.metrics
+                        .copied(&topic, fp.partition, done.batches, done.bytes);
                     let end = self.target.logs[&key].log.log_end_offset();
                     if let Some(part) = self.parts.get_mut(&key) {
                         part.next = end;
                         part.hwm = fp.high_watermark;
                     }
+                    self.metrics
+                        .partition(&topic, fp.partition, fp.high_watermark, end);
                 }
             }
         }
@@ -353,6 +416,7 @@ impl Mirror {
     /// fdatasync, then record the durable ends as progress.
     async fn checkpoint(&mut self) -> Result<(), MigrateError> {
         self.target.flush().await?;
+        self.dirty = false;
         self.save_state()
     }
 
@@ -408,8 +472,9 @@ impl Mirror {
                 continue;
             }
             self.target.commit_offsets(&g, &changed).await?;
-            for (tp, (o, _, _)) in changed {
-                copied.insert(tp, o);
+            for ((t, p), (o, _, _)) in changed {
+                self.metrics.group_offset(&g, &t, p, o, true);
+                copied.insert((t, p), o);
             }
             changed_any = true;
             tracing::debug!(group = %g, "copied committed offsets");
@@ -418,6 +483,17 @@ impl Mirror {
             self.save_state()?;
         }
         Ok(())
+    }
+}
+
+/// The `strom_migrate_source_errors_total` label of a partition error the loop handles.
+fn retriable_name(code: i16) -> &'static str {
+    match code {
+        UNKNOWN_TOPIC_OR_PARTITION => "unknown_topic_or_partition",
+        NOT_LEADER_OR_FOLLOWER => "not_leader_or_follower",
+        FENCED_LEADER_EPOCH => "fenced_leader_epoch",
+        UNKNOWN_LEADER_EPOCH => "unknown_leader_epoch",
+        _ => "other",
     }
 }
 

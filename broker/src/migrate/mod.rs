@@ -9,10 +9,12 @@
 //!
 //! `client` talks to the source, `target` writes Strom's data dir, `mirror` is the copy loop,
 //! `import` adopts a stopped Kafka broker's log dir offline,
-//! `state` the progress file that `strom migrate status` compares with the source.
+//! `state` the progress file that `strom migrate status` compares with the source,
+//! `metrics` what mirror and import serve on the admin address while they run.
 
 pub mod client;
 pub mod import;
+pub mod metrics;
 pub mod mirror;
 pub mod state;
 pub mod target;
@@ -45,6 +47,15 @@ pub struct TargetArgs {
     pub config: Option<PathBuf>,
 }
 
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct AdminArgs {
+    /// `/metrics` and `/health` while the migrator runs, HOST:PORT (default: the config's
+    /// `metrics_listen`, where `strom serve` will serve; if that cannot be bound the
+    /// migration goes on without metrics, while an address given here must bind).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub admin_listen: Option<std::net::SocketAddr>,
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct MirrorArgs {
     /// Source Kafka bootstrap address, HOST:PORT.
@@ -59,6 +70,8 @@ pub struct MirrorArgs {
     pub groups: String,
     #[command(flatten)]
     pub target: TargetArgs,
+    #[command(flatten)]
+    pub admin: AdminArgs,
     /// Stop once every partition has reached the source's high watermark (and group
     /// offsets were copied after that); without it the mirror runs until interrupted.
     #[arg(long)]
@@ -106,6 +119,8 @@ pub struct ImportArgs {
     pub configs_from: Option<String>,
     #[command(flatten)]
     pub target: TargetArgs,
+    #[command(flatten)]
+    pub admin: AdminArgs,
     /// Request timeout towards `--configs-from`, seconds.
     #[arg(long, default_value_t = 30)]
     pub timeout_secs: u64,
@@ -141,19 +156,34 @@ pub fn broker_config(
     )?)
 }
 
+/// Starts the metrics listener on `--admin-listen` or the config's admin address.
+fn serve_metrics(
+    t: &TargetArgs,
+    admin: &AdminArgs,
+    registry: prometheus::Registry,
+) -> anyhow::Result<Option<metrics::AdminServer>> {
+    let (config, _) = broker_config(t)?;
+    Ok(metrics::serve(admin, config.metrics_listen, registry)?)
+}
+
 /// Runs a migrate subcommand; returns the process exit code.
 pub fn run(cmd: MigrateCommand) -> anyhow::Result<i32> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let local = tokio::task::LocalSet::new();
+    let registry = prometheus::Registry::new();
     match cmd {
         MigrateCommand::Mirror(args) => {
-            local.block_on(&rt, mirror::run(args))?;
+            let m = metrics::MirrorMetrics::new(&registry);
+            let _admin = serve_metrics(&args.target, &args.admin, registry)?;
+            local.block_on(&rt, mirror::run(args, m))?;
             Ok(0)
         }
         MigrateCommand::Import(args) => {
-            let report = local.block_on(&rt, import::run(args))?;
+            let m = metrics::ImportMetrics::new(&registry);
+            let _admin = serve_metrics(&args.target, &args.admin, registry)?;
+            let report = local.block_on(&rt, import::run(args, &m))?;
             print!("{report}");
             Ok(0)
         }

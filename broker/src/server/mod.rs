@@ -99,7 +99,6 @@ impl Server {
         let (steer, steering_probe) = steering::attach(&config, &listeners);
         let metrics_std = std::net::TcpListener::bind(config.metrics_listen)
             .with_context(|| format!("binding admin listener {}", config.metrics_listen))?;
-        metrics_std.set_nonblocking(true)?;
         let metrics_addr = metrics_std.local_addr()?;
 
         let mut senders = Vec::new();
@@ -125,23 +124,9 @@ impl Server {
             let ready = ready_flag.clone();
             let ctx = ctx.clone();
             let shutdown = shutdown_rx.clone();
-            std::thread::Builder::new()
-                .name("admin".into())
-                .spawn(move || {
-                    let rt = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .expect("admin runtime");
-                    // A LocalSet, because a scrape awaits `invoke_on`, whose future is not
-                    // `Send`.
-                    let local = tokio::task::LocalSet::new();
-                    local.block_on(&rt, async move {
-                        match tokio::net::TcpListener::from_std(metrics_std) {
-                            Ok(l) => admin::serve(l, ready, ctx, shutdown).await,
-                            Err(e) => tracing::error!(error = %e, "admin listener"),
-                        }
-                    });
-                })?
+            admin::spawn_thread("admin", metrics_std, move |l| {
+                admin::serve(l, ready, ctx, shutdown)
+            })?
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
         let recovery_points = Arc::new((recovery_points, log_starts));
