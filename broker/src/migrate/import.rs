@@ -795,6 +795,14 @@ mod tests {
             assert_eq!(got, vec![(0, 0), (3, 0), (5, 0), (6, 0)]);
         });
 
+        // A --metadata-dir that is not one: refused, nothing written.
+        let data3 = tempfile::tempdir().unwrap();
+        let mut args = import_args(vec![a.path().into()], &data3.path().join("d"));
+        args.metadata_dir = Some(b.path().into());
+        let err = import(args).unwrap_err().to_string();
+        assert!(err.contains("is not a KRaft metadata log dir"), "{err}");
+        assert!(!data3.path().join("d").exists());
+
         // The same partition in both dirs: refused naming both, nothing written.
         partition(b.path(), "t-0", id, &[]);
         let data2 = tempfile::tempdir().unwrap();
