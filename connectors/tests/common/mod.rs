@@ -302,44 +302,29 @@ pub fn start_postgres(dir: &Path) -> (Proc, String) {
 }
 
 pub fn start_chroma(dir: &Path) -> (Proc, String) {
-    let port = free_port();
-    let log = dir.join("chroma.log");
-    let p = Proc::spawn(
-        "chroma",
-        Command::new(venv().join("bin/chroma")).args([
-            "run",
-            "--path",
-            dir.join("chroma-data").to_str().unwrap(),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-        ]),
-        &log,
-    );
-    wait_port(port, "chroma", &log);
-    (p, format!("http://127.0.0.1:{port}"))
+    start_venv_server(dir, "chroma", &["run", "--path"])
 }
 
 /// milvus-lite (a pure-Python reimplementation of the Milvus gRPC API, not Milvus itself)
 /// from the `milvus-lite` wheel.
 pub fn start_milvus(dir: &Path) -> (Proc, String) {
+    start_venv_server(dir, "milvus-lite", &["server", "--data-dir"])
+}
+
+/// A server from the vector venv's `bin/<exe>`, run as `<exe> <args> DIR --host 127.0.0.1
+/// --port PORT` with DIR its data dir in the test dir; its log is `<exe>.log`.
+fn start_venv_server(dir: &Path, exe: &'static str, args: &[&str]) -> (Proc, String) {
     let port = free_port();
-    let log = dir.join("milvus.log");
+    let log = dir.join(format!("{exe}.log"));
     let p = Proc::spawn(
-        "milvus-lite",
-        Command::new(venv().join("bin/milvus-lite")).args([
-            "server",
-            "--data-dir",
-            dir.join("milvus-data").to_str().unwrap(),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-        ]),
+        exe,
+        Command::new(venv().join("bin").join(exe))
+            .args(args)
+            .arg(dir.join(format!("{exe}-data")))
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()]),
         &log,
     );
-    wait_port(port, "milvus-lite", &log);
+    wait_port(port, exe, &log);
     (p, format!("http://127.0.0.1:{port}"))
 }
 
