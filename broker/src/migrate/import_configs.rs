@@ -38,7 +38,10 @@ pub(super) fn read_metadata(
         }
     };
     match kraft::read(&dir) {
-        Ok(image) => Ok(Some(image)),
+        Ok(image) => {
+            report.metadata = Some(image.source.clone());
+            Ok(Some(image))
+        }
         Err(e) => {
             report.not_carried.push(format!(
                 "topic configs: Kafka's metadata log {} is not readable ({e}); topics get \
