@@ -297,8 +297,8 @@ async fn given_milvus_when_sinking_10k_with_a_crash_and_a_replay_then_exactly_10
 
 /// The Milvus sink's collection handling against the real server, without Kafka: a
 /// collection someone else made without an index is indexed and loaded; the typed fields and
-/// the dynamic field take what records carry; an existing collection of another shape is
-/// refused with every difference said.
+/// the dynamic field take what records carry; a server restart is a transient error; an
+/// existing collection of another shape is refused with every difference said.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_milvus_collections_when_opened_then_indexed_loaded_and_checked() {
     use milvus::v2::prelude::*;
@@ -307,7 +307,7 @@ async fn given_milvus_collections_when_opened_then_indexed_loaded_and_checked() 
         return;
     }
     let dir = TestDir::new();
-    let (_milvus, url) = start_milvus(dir.path());
+    let (mut milvus, url) = start_milvus(dir.path());
     let cfg = |collection: &str| {
         connector(
             &format!(
@@ -385,6 +385,19 @@ async fn given_milvus_collections_when_opened_then_indexed_loaded_and_checked() 
         "{rejected:?}"
     );
     assert_eq!(s.count().await.unwrap(), 2);
+
+    // The server gone: a transient error (the runner retries it with backoff). Back on the
+    // same port and data dir: the same sink writes again and nothing acknowledged was lost.
+    milvus.kill9();
+    let again = [Op::Upsert(doc("v", 4.0, serde_json::json!({"n": 3})))];
+    let e = s.write(&again, None).await.expect_err("server down");
+    assert!(e.is_transient(), "{e}");
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let (_milvus, _) = start_milvus_on(dir.path(), port);
+    s.write(&again, None)
+        .await
+        .expect("write after the restart");
+    assert_eq!(s.count().await.unwrap(), 3);
 
     // Reopened with records of another shape: every difference at once.
     let mut s = Sink::connect(&cfg("ours")).await.expect("sink");

@@ -302,20 +302,31 @@ pub fn start_postgres(dir: &Path) -> (Proc, String) {
 }
 
 pub fn start_chroma(dir: &Path) -> (Proc, String) {
-    start_venv_server(dir, "chroma", &["run", "--path"])
+    start_venv_server(dir, "chroma", &["run", "--path"], free_port())
 }
 
 /// milvus-lite (a pure-Python reimplementation of the Milvus gRPC API, not Milvus itself)
 /// from the `milvus-lite` wheel.
 pub fn start_milvus(dir: &Path) -> (Proc, String) {
-    start_venv_server(dir, "milvus-lite", &["server", "--data-dir"])
+    start_milvus_on(dir, free_port())
+}
+
+/// milvus-lite on `port` (a restart reuses its port and its data dir).
+pub fn start_milvus_on(dir: &Path, port: u16) -> (Proc, String) {
+    start_venv_server(dir, "milvus-lite", &["server", "--data-dir"], port)
 }
 
 /// A server from the vector venv's `bin/<exe>`, run as `<exe> <args> DIR --host 127.0.0.1
-/// --port PORT` with DIR its data dir in the test dir; its log is `<exe>.log`.
-fn start_venv_server(dir: &Path, exe: &'static str, args: &[&str]) -> (Proc, String) {
-    let port = free_port();
-    let log = dir.join(format!("{exe}.log"));
+/// --port PORT` with DIR its data dir in the test dir; its log is `<exe>.log` (a restart's
+/// `<exe>-1.log`, ...).
+fn start_venv_server(dir: &Path, exe: &'static str, args: &[&str], port: u16) -> (Proc, String) {
+    let log = (0..)
+        .map(|i| match i {
+            0 => dir.join(format!("{exe}.log")),
+            i => dir.join(format!("{exe}-{i}.log")),
+        })
+        .find(|p| !p.exists())
+        .expect("a free log name");
     let p = Proc::spawn(
         exe,
         Command::new(venv().join("bin").join(exe))
