@@ -24,7 +24,8 @@ const PRODUCER_IDS: &str = "strom-producer-ids";
 
 /// One partition being written, with the transaction state its abort markers need.
 pub struct PartitionTarget {
-    pub log: PartitionLog,
+    /// Shared with a background fdatasync (`Target::sync_logs`) while the copy goes on.
+    pub log: Rc<PartitionLog>,
     /// First offset of each producer's open transaction (Kafka's `currentTxnFirstOffset`).
     ongoing: BTreeMap<i64, i64>,
 }
@@ -169,7 +170,7 @@ impl Target {
             )?;
             storage::logdir::write_partition_metadata(log.dir(), *meta.id.as_bytes())?;
             let mut t = PartitionTarget {
-                log,
+                log: Rc::new(log),
                 ongoing: BTreeMap::new(),
             };
             let max_pid = t.rebuild_txn_state()?;
@@ -275,12 +276,34 @@ impl Target {
     /// fdatasyncs every open log, then records the durable ends as the broker's recovery
     /// points and raises Strom's producer id allocator above every copied producer id.
     pub async fn flush(&self) -> Result<(), MigrateError> {
-        for ((topic, p), t) in &self.logs {
-            t.log
-                .flush()
-                .await
-                .map_err(|e| MigrateError::Target(format!("flushing {topic}-{p}: {e}")))?;
+        self.sync_logs().await?;
+        self.record_durable()
+    }
+
+    /// fdatasyncs everything appended to the open logs so far (all logs at once, so their
+    /// syncs overlap), owning what it needs: the mirror runs it as a task of its own and
+    /// keeps fetching and appending meanwhile, instead of stalling the copy for each
+    /// checkpoint's whole fdatasync. `record_durable` once it is done.
+    pub fn sync_logs(&self) -> impl std::future::Future<Output = Result<(), MigrateError>> {
+        let logs: Vec<(String, Rc<PartitionLog>)> = self
+            .logs
+            .iter()
+            .map(|((topic, p), t)| (format!("{topic}-{p}"), t.log.clone()))
+            .collect();
+        async move {
+            let syncs = logs.iter().map(|(name, log)| async move {
+                log.flush()
+                    .await
+                    .map_err(|e| MigrateError::Target(format!("flushing {name}: {e}")))
+            });
+            futures::future::try_join_all(syncs).await?;
+            Ok(())
         }
+    }
+
+    /// Records the logs' durable ends as the broker's recovery points and raises Strom's
+    /// producer id allocator above every copied producer id.
+    pub fn record_durable(&self) -> Result<(), MigrateError> {
         self.write_recovery_points(
             self.logs
                 .iter()
