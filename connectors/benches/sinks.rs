@@ -325,6 +325,68 @@ impl Db {
     }
 }
 
+/// CPU seconds (user + system) of `root` and every process below it (postgres forks a
+/// backend per connection; live children are not in the parent's own counters). For this
+/// process, only itself: the servers it started are its children.
+fn tree_cpu(root: u32) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut procs: Vec<(u32, u32, u64)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        procs.push((pid, num(1) as u32, num(11) + num(12)));
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() && root != std::process::id() {
+        let parent = tree[i];
+        tree.extend(procs.iter().filter(|p| p.1 == parent).map(|p| p.0));
+        i += 1;
+    }
+    procs
+        .iter()
+        .filter(|p| tree.contains(&p.0))
+        .map(|p| p.2 as f64 / hz)
+        .sum()
+}
+
+/// CPU use of named process trees over a run, as "name X s" (the machine has
+/// `available_parallelism` cores for all of them, and for the other engineers' builds).
+struct CpuMeter(Vec<(&'static str, u32, f64)>, Instant);
+
+impl CpuMeter {
+    fn start(procs: &[(&'static str, u32)]) -> CpuMeter {
+        CpuMeter(
+            procs
+                .iter()
+                .map(|&(n, pid)| (n, pid, tree_cpu(pid)))
+                .collect(),
+            Instant::now(),
+        )
+    }
+
+    fn report(&self) -> String {
+        let wall = self.1.elapsed().as_secs_f64();
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|&(name, pid, before)| format!("{name} {:.1}", tree_cpu(pid) - before))
+            .collect();
+        format!("CPU s over {wall:.0} s: {}", parts.join(", "))
+    }
+}
+
 /// What one run measured.
 #[derive(Default)]
 struct Outcome {
@@ -339,6 +401,8 @@ struct Outcome {
     probe: Option<Histogram<u64>>,
     /// The connector's own account (its /metrics): batches, records, mean sink write.
     sink_writes: Option<String>,
+    /// CPU seconds per process over the run.
+    cpu: Option<String>,
 }
 
 /// Batches, records per batch and mean sink write time from the connector's /metrics.
@@ -442,6 +506,7 @@ async fn observe(
         latency: Some(latency),
         probe: Some(probe),
         sink_writes: None,
+        cpu: None,
     }
 }
 
@@ -525,6 +590,7 @@ embedding_field = "embedding_vector"
 async fn connector_run(
     kind: &str,
     url: &str,
+    db_pid: u32,
     dir: &std::path::Path,
     p: &Params,
     tails: Arc<Vec<Vec<u8>>>,
@@ -581,24 +647,34 @@ async fn connector_run(
     let sent = Arc::new(AtomicU64::new(0));
     let start = Instant::now() + Duration::from_millis(100);
     let total = tails.len() as u64;
+    let cpu = CpuMeter::start(&[
+        ("strom serve", strom.child.id()),
+        ("strom connect", connector.child.id()),
+        ("database", db_pid),
+        ("bench (producer, probe)", std::process::id()),
+    ]);
     let producer = produce_paced(&bootstrap, p, start, tails, sent.clone());
     // Chroma's count includes the warm-up record; pgvector's max(seq) does not.
     let offset = u64::from(matches!(target, Target::Chroma(_)));
     let out = observe(&db, &target, p, start, total, offset, sent).await;
     let _ = tokio::task::spawn_blocking(move || producer.join()).await;
     let mut out = out;
+    out.cpu = Some(cpu.report());
     out.sink_writes = sink_writes(admin, start.elapsed()).await;
     connector.terminate();
     strom.terminate();
     out
 }
 
-/// Direct run, flat out: batches of `batch` written back to back for up to `secs`.
-async fn direct_max(kind: &str, url: &str, p: &Params) -> Outcome {
+/// Direct run, flat out: batches of `batch` written back to back until every record is
+/// written or for the connector run's window (`secs` + `drain_secs`): an HNSW insert costs
+/// more as the index grows, so a shorter run would flatter the direct client.
+async fn direct_max(kind: &str, url: &str, db_pid: u32, p: &Params) -> Outcome {
     let mut db = Db::open(kind, url).await;
     let target = db.create("bench_direct_max", p.pg_hnsw).await;
+    let cpu = CpuMeter::start(&[("database", db_pid), ("bench (writer)", std::process::id())]);
     let start = Instant::now();
-    let bound = start + Duration::from_secs(p.secs);
+    let bound = start + Duration::from_secs(p.secs + p.drain_secs);
     let mut written = 0u64;
     while written < p.records() && Instant::now() < bound {
         let end = (written + p.batch as u64).min(p.records());
@@ -614,15 +690,20 @@ async fn direct_max(kind: &str, url: &str, p: &Params) -> Outcome {
     Outcome {
         rate: visible.min(written) as f64 / start.elapsed().as_secs_f64(),
         never_visible: written - visible.min(written),
+        cpu: Some(cpu.report()),
         ..Outcome::default()
     }
 }
 
 /// Direct run at the rate: records become due on the schedule; the writer takes up to
 /// `batch` due records, waiting at most `linger` after the oldest for a full batch.
-async fn direct_paced(kind: &str, url: &str, p: &Params) -> Outcome {
+async fn direct_paced(kind: &str, url: &str, db_pid: u32, p: &Params) -> Outcome {
     let mut db = Db::open(kind, url).await;
     let target = db.create("bench_direct_paced", p.pg_hnsw).await;
+    let cpu = CpuMeter::start(&[
+        ("database", db_pid),
+        ("bench (writer, probe)", std::process::id()),
+    ]);
     let probe_db = Db::open(kind, url).await;
     let total = p.records();
     let start = Instant::now() + Duration::from_millis(100);
@@ -664,7 +745,9 @@ async fn direct_paced(kind: &str, url: &str, p: &Params) -> Outcome {
         tokio::time::sleep_until(wake.max(now + Duration::from_micros(100)).into()).await;
     }
     done.store(total, Ordering::Relaxed);
-    observer.await.expect("observer")
+    let mut out = observer.await.expect("observer");
+    out.cpu = Some(cpu.report());
+    out
 }
 
 struct Row {
@@ -687,11 +770,12 @@ fn loadavg() -> String {
         .join(" ")
 }
 
-async fn bench_sink(kind: &str, p: &Params, tails: Arc<Vec<Vec<u8>>>) -> Row {
-    let dir = TestDir::new();
-    let (mut server, url): (Proc, String) = match kind {
-        "pgvector" => start_postgres(dir.path()),
-        "chroma" => start_chroma(dir.path()),
+/// A fresh database server for each run, so one run's background work (index building,
+/// compaction, checkpoints) does not land in the next run's figures.
+async fn start_db(kind: &str, dir: &std::path::Path) -> (Proc, String) {
+    let (server, url) = match kind {
+        "pgvector" => start_postgres(dir),
+        "chroma" => start_chroma(dir),
         other => panic!("unknown sink {other} (BENCH_SINKS: pgvector chroma)"),
     };
     if kind == "chroma" {
@@ -708,17 +792,38 @@ async fn bench_sink(kind: &str, p: &Params, tails: Arc<Vec<Vec<u8>>>) -> Row {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+    (server, url)
+}
+
+async fn bench_sink(kind: &str, p: &Params, tails: Arc<Vec<Vec<u8>>>) -> Row {
     eprintln!("[{kind}] connector run (load {})", loadavg());
-    let connector = connector_run(kind, &url, dir.path(), p, tails).await;
+    let connector = {
+        let dir = TestDir::new();
+        let (mut server, url) = start_db(kind, dir.path()).await;
+        let out = connector_run(kind, &url, server.child.id(), dir.path(), p, tails).await;
+        server.terminate();
+        out
+    };
     eprintln!("[{kind}] direct, flat out (load {})", loadavg());
-    let max = direct_max(kind, &url, p).await;
+    let max = {
+        let dir = TestDir::new();
+        let (mut server, url) = start_db(kind, dir.path()).await;
+        let out = direct_max(kind, &url, server.child.id(), p).await;
+        server.terminate();
+        out
+    };
     eprintln!(
         "[{kind}] direct, paced at {}/s (load {})",
         p.rate,
         loadavg()
     );
-    let paced = direct_paced(kind, &url, p).await;
-    server.terminate();
+    let paced = {
+        let dir = TestDir::new();
+        let (mut server, url) = start_db(kind, dir.path()).await;
+        let out = direct_paced(kind, &url, server.child.id(), p).await;
+        server.terminate();
+        out
+    };
     Row {
         sink: kind.to_string(),
         connector,
@@ -789,6 +894,15 @@ fn main() {
         );
         if let Some(w) = &r.connector.sink_writes {
             println!("connector {}: {w}", r.sink);
+        }
+        for (run, o) in [
+            ("connector", &r.connector),
+            ("direct max", &r.max),
+            ("direct paced", &r.paced),
+        ] {
+            if let Some(c) = &o.cpu {
+                println!("{run} {}: {c}", r.sink);
+            }
         }
     }
 }
