@@ -11,8 +11,8 @@
 #             io_uring when the kernel allows; both backends must pass)
 #   build     cargo build --release -p strom (the binary every compat test runs)
 #   connectors  the sink connectors end to end (connectors/tests/e2e.rs): real `strom serve`
-#             and `strom connect` into real PostgreSQL+pgvector and Chroma servers from the
-#             pinned wheels in compat-tests/.venv-vector (compat-tests/requirements-vector.txt)
+#             and `strom connect` into real PostgreSQL+pgvector, Chroma and milvus-lite servers
+#             from the pinned wheels in compat-tests/.venv-vector (compat-tests/requirements-vector.txt)
 #   compat    pytest compat-tests/python against `strom serve` and Apache Kafka
 #   clients   the Java, Go (franz-go, Sarama), Node (kafkajs) and Rust (rdkafka) client
 #             suites against both brokers (compat-tests/run-clients.sh); fetches their
@@ -108,7 +108,7 @@ vector_venv() {
     local want have=""
     want="$(sha256sum "$vector_reqs" | cut -d' ' -f1)"
     [[ -f "$vector_venv/.requirements.sha256" ]] && have="$(cat "$vector_venv/.requirements.sha256")"
-    if [[ "$want" == "$have" && -x "$vector_venv/bin/chroma" ]]; then
+    if [[ "$want" == "$have" && -x "$vector_venv/bin/chroma" && -x "$vector_venv/bin/milvus-lite" ]]; then
         echo "vector venv up to date ($vector_venv)"
     else
         rm -rf "$vector_venv"
@@ -184,7 +184,8 @@ if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
     phase storage-sync env STROM_IO_BACKEND=sync cargo test -p storage -j"$jobs"
     phase build cargo build --release -j"$jobs" -p strom
 fi
-# Real strom serve + strom connect (release binary) into real pgvector and Chroma servers.
+# Real strom serve + strom connect (release binary) into real pgvector, Chroma and milvus-lite
+# servers.
 # Bounded beyond the tests' own waits (about 6 minutes for all three on a loaded 2-core
 # machine). --workspace, not -p: the same feature set as the `test` phase, so nothing rebuilds.
 if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then

@@ -301,3 +301,131 @@ def test_import_of_a_stopped_kafka_log_dir_serves_the_same_data_offsets_and_prod
             strom.cleanup()
         kafka.cleanup()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def file_id(p: Path) -> tuple[int, int]:
+    st = p.stat()
+    return st.st_dev, st.st_ino
+
+
+def test_import_of_split_log_dirs_takes_configs_from_the_metadata_log_and_hard_links_segments():
+    """A stopped Kafka's partitions split over two log dirs (its metadata log moved to a
+    third) imported with `--link` and no `--configs-from`: configs come from the KRaft
+    metadata log (one altered after creation, one deleted), closed segments share Kafka's
+    inodes, Strom serves the same records and group offsets, and appending on Strom leaves
+    Kafka's files as they were."""
+    from test_configs import incremental
+
+    kafka = brokers.start_kafka()
+    work = Path(tempfile.mkdtemp(prefix="strom-import-split-"))
+    strom = None
+    try:
+        bs = kafka.bootstrap
+        prefix = f"spl{uuid.uuid4().hex[:6]}"
+        conf_topic, data_topic = f"{prefix}-conf", f"{prefix}-data"
+        created = {"cleanup.policy": "compact", "retention.ms": "604800001", "delete.retention.ms": "1000"}
+        assert admin.create_topic("confluent", bs, conf_topic, 2, created) == admin.NONE
+        # 1 MiB segments (Kafka's minimum): the data topic gets several closed segments.
+        assert admin.create_topic("confluent", bs, data_topic, 3, {"segment.bytes": "1048576"}) == admin.NONE
+        ops = [("retention.ms", "SET", "700000000"), ("max.message.bytes", "SET", "2000000"),
+               ("delete.retention.ms", "DELETE", None)]
+        assert incremental(bs, "TOPIC", conf_topic, ops) == admin.NONE
+        # A dynamic config of this broker that Strom applies dynamically too (neither Python
+        # client can address the cluster-wide default; the unit test covers that level).
+        assert incremental(bs, "BROKER", "0", [("log.retention.bytes", "SET", "10737418240")]) == admin.NONE
+        want_configs = {"cleanup.policy": "compact", "retention.ms": "700000000", "max.message.bytes": "2000000"}
+        now = int(time.time() * 1000)
+        keyed = [clients.Out(i % 2, f"k{i % 50}".encode(), f"v{i}".encode(), (), now) for i in range(200)]
+        clients.confluent_produce(bs, conf_topic, keyed, "lz4", "all", True)
+        recs = clients.make_records(2000, 3, null_header_values=True)
+        clients.confluent_produce(bs, data_topic, recs, "zstd", "all", True)
+        big = [clients.Out(i % 3, f"big-{i}".encode(), random_bytes(100_000, i), (), now) for i in range(90)]
+        clients.confluent_produce(bs, data_topic, big, "none", "all", True)
+        group = f"{prefix}-g"
+        commit_group(bs, group, data_topic, {0: 100, 1: 50, 2: 7})
+        before = read_uncommitted(bs, data_topic, 3, len(recs) + len(big))
+        before_groups = group_offsets(bs, group)
+        assert kafka.stop() in (0, 143), kafka.log_tail()
+        src = kafka_dir(kafka)
+
+        # Two log dirs, each with the cluster's meta.properties; the metadata log elsewhere.
+        d1, d2, meta = work / "d1", work / "d2", work / "meta"
+        shutil.copytree(src, d1, ignore=shutil.ignore_patterns(".lock"))
+        d2.mkdir()
+        meta.mkdir()
+        shutil.copy(d1 / "meta.properties", d2 / "meta.properties")
+        shutil.move(d1 / "__cluster_metadata-0", meta / "__cluster_metadata-0")
+        moved = [f"{data_topic}-1", f"{data_topic}-2", f"{conf_topic}-1", "__consumer_offsets-1", "__consumer_offsets-3"]
+        for name in moved:
+            shutil.move(d1 / name, d2 / name)
+        (d2 / f"{data_topic}-0.0123456789abcdef-future").mkdir()
+        (d2 / f"{conf_topic}-0.0123456789abcdef-delete").mkdir()
+        (d2 / "notes.txt").write_text("left by an operator\n")
+        kafka_files = {p: p.read_bytes() for d in (d1, d2) for p in d.glob(f"{prefix}-*/*.log")}
+        segments = [p for p in kafka_files if p.parent.name.startswith(data_topic)]
+        assert len(segments) >= 6, sorted(segments)
+
+        # The same partition in both dirs: refused naming both.
+        shutil.copytree(d1 / f"{data_topic}-0", d2 / f"{data_topic}-0")
+        r = migrate("import", "--from", str(d1), "--from", str(d2), "--metadata-dir", str(meta),
+                    "--data-dir", str(work / "dup"), "--topics", f"{prefix}.*")
+        assert r.returncode != 0 and f"{data_topic}-0 is in two log dirs" in r.stderr, r.stderr[-2000:]
+        assert str(d1 / f"{data_topic}-0") in r.stderr and str(d2 / f"{data_topic}-0") in r.stderr
+        assert not (work / "dup").exists()
+        shutil.rmtree(d2 / f"{data_topic}-0")
+
+        target = work / "strom"
+        r = migrate("import", "--from", str(d1), "--from", str(d2), "--metadata-dir", str(meta), "--link",
+                    "--data-dir", str(target), "--topics", f"{prefix}.*")
+        assert r.returncode == 0, r.stderr[-3000:]
+        out = r.stdout
+        assert f"{conf_topic}: 2 partitions" in out and "configs from Kafka's metadata log (3 set)" in out, out
+        assert "committed offsets of 1 groups" in out, out
+        assert "broker config carried: log.retention.bytes=10737418240 (this broker)" in out, out
+        assert f"{data_topic}-0.0123456789abcdef-future: a replica move in progress" in out, out
+        assert f"{conf_topic}-0.0123456789abcdef-delete: a partition Kafka was deleting" in out, out
+        assert "notes.txt: stray file" in out, out
+        linked = int(re.search(r"hard-linked: (\d+) segments", out).group(1))
+        # Every data topic segment but each partition's last one is linked.
+        assert linked >= len(segments) - 3, out
+        shared = 0
+        for p in segments:
+            ours = target / p.parent.name / p.name
+            last = max(int(q.stem) for q in p.parent.glob("*.log"))
+            if int(p.stem) == last:
+                assert not ours.exists() or file_id(ours) != file_id(p), f"{p}: the active segment is linked"
+            else:
+                assert file_id(ours) == file_id(p), f"{p} not linked"
+                assert p.stat().st_nlink == 2
+                shared += 1
+        # The configs topic has one (active) segment per partition: nothing else is linked.
+        assert shared == linked, out
+
+        strom = serve(target)
+        assert read_uncommitted(strom.bootstrap, data_topic, 3, len(before)) == before
+        assert group_offsets(strom.bootstrap, group) == before_groups
+        got = admin.describe_topic_configs(strom.bootstrap, conf_topic)
+        for k, v in want_configs.items():
+            assert got[k][0] == v, f"{k}: {got[k]} on Strom, {v} on Kafka"
+        assert got["delete.retention.ms"][1] != "DYNAMIC_TOPIC_CONFIG", got["delete.retention.ms"]
+        # Appending on Strom (into its own last segments, rolling new ones) leaves every file
+        # Kafka names byte for byte as it was.
+        more = [clients.Out(i % 3, b"after", random_bytes(100_000, 1000 + i), (), now) for i in range(60)]
+        clients.confluent_produce(strom.bootstrap, data_topic, more, "none", "all", True)
+        strom.stop()
+        strom.cleanup()
+        strom = None
+        for p, data in kafka_files.items():
+            assert p.read_bytes() == data, f"{p} changed after the import"
+    finally:
+        if strom is not None:
+            strom.stop()
+            strom.cleanup()
+        kafka.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def random_bytes(n: int, seed: int) -> bytes:
+    import random
+
+    return random.Random(seed).randbytes(n)

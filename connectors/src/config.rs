@@ -412,6 +412,35 @@ impl ConnectorConfig {
                 ),
             ));
         }
+        if sink.kind == SinkType::Milvus && !crate::sink::milvus::valid_name(&sink.collection) {
+            return Err(bad(
+                "sink.collection",
+                format!(
+                    "`{}`: a Milvus collection name starts with a letter or _, then letters, digits, _ (at most 255)",
+                    sink.collection
+                ),
+            ));
+        }
+        if sink.kind == SinkType::Milvus
+            && !crate::sink::milvus::typed_field_name(&sink.embedding_field, "")
+        // (`typed_field_name` refuses `id`, the primary key, and checks the syntax.)
+        {
+            return Err(bad(
+                "sink.embedding_field",
+                format!(
+                    "`{}`: a Milvus field name starts with a letter or _, then letters, digits, _ (at most 255), and is not `id`",
+                    sink.embedding_field
+                ),
+            ));
+        }
+        if let (SinkType::Milvus, Some(level)) = (sink.kind, &sink.consistency_level) {
+            if crate::sink::milvus::consistency_level(level).is_none() {
+                return Err(bad(
+                    "sink.consistency_level",
+                    format!("`{level}`: Milvus has Strong, Session, Bounded, Eventually"),
+                ));
+            }
+        }
         if !(1..=10_000).contains(&sink.batch_size) {
             return Err(bad(
                 "sink.batch_size",
@@ -534,6 +563,30 @@ id = "offset"                # uuid5 of topic/partition/offset (default) | "key"
         ] {
             let text = ISSUE_EXAMPLE.replace(from, to);
             let e = err(&text);
+            assert!(e.contains(key), "{to}: `{e}` does not name {key}");
+        }
+    }
+
+    #[test]
+    fn given_milvus_sink_then_names_and_consistency_level_checked() {
+        let milvus = ISSUE_EXAMPLE
+            .replace("type = \"weaviate\"", "type = \"milvus\"")
+            .replace("\"QUORUM\"", "\"Strong\"");
+        let c = &parse(&milvus).unwrap().connectors[0];
+        assert_eq!(
+            (c.sink.kind, c.sink.consistency_level.as_deref()),
+            (SinkType::Milvus, Some("Strong"))
+        );
+        for (from, to, key) in [
+            ("\"Strong\"", "\"QUORUM\"", "sink.consistency_level"),
+            ("\"Document\"", "\"my-docs\"", "sink.collection"),
+            (
+                "embedding_field = \"embedding_vector\"",
+                "embedding_field = \"id\"",
+                "sink.embedding_field",
+            ),
+        ] {
+            let e = err(&milvus.replace(from, to));
             assert!(e.contains(key), "{to}: `{e}` does not name {key}");
         }
     }

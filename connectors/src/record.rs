@@ -81,6 +81,18 @@ impl FieldType {
     }
 }
 
+/// How a sink's collection holds the records' scalar fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fields {
+    /// Schemaless metadata: any field, any type (Chroma, Weaviate, Pinecone).
+    Free,
+    /// Typed fields keep their type; fields the collection lacks go elsewhere (Milvus's
+    /// dynamic field).
+    Typed,
+    /// Typed columns only: a field the collection lacks is refused (pgvector).
+    Closed,
+}
+
 /// What a collection holds: the vector dimension and the scalar fields' types.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schema {
@@ -101,22 +113,25 @@ impl Schema {
         }
     }
 
-    /// Checks a document against the collection. `strict` sinks (typed columns) reject fields
-    /// the collection lacks; schemaless ones only the dimension.
-    pub fn check(&self, doc: &Doc, strict: bool) -> Result<(), RecordError> {
+    /// Checks a document against the collection: always the dimension; with typed fields the
+    /// type of each field the collection has; closed collections also refuse fields they lack.
+    pub fn check(&self, doc: &Doc, rule: Fields) -> Result<(), RecordError> {
         if doc.vector.len() != self.dimension {
             return Err(RecordError::WrongDimension {
                 expected: self.dimension,
                 got: doc.vector.len(),
             });
         }
-        if strict {
+        if rule != Fields::Free {
             for (k, v) in &doc.fields {
                 let Some(got) = FieldType::of(v) else {
                     continue;
                 };
                 match self.fields.get(k) {
-                    None => return Err(RecordError::UnknownField(k.clone())),
+                    None if rule == Fields::Closed => {
+                        return Err(RecordError::UnknownField(k.clone()))
+                    }
+                    None => {}
                     Some(&want) if !want.accepts(got) => {
                         return Err(RecordError::TypeConflict {
                             field: k.clone(),
@@ -383,20 +398,27 @@ mod tests {
         };
         let s = Schema::infer(&d(json!({"score": 1.5, "title": "a"})));
         assert!(
-            s.check(&d(json!({"score": 2, "title": "b"})), true).is_ok(),
+            s.check(&d(json!({"score": 2, "title": "b"})), Fields::Closed)
+                .is_ok(),
             "int widens"
         );
-        let e = s.check(&d(json!({"title": 3})), true).unwrap_err();
-        assert_eq!(e.kind(), "type_conflict");
+        for rule in [Fields::Closed, Fields::Typed] {
+            let e = s.check(&d(json!({"title": 3})), rule).unwrap_err();
+            assert_eq!(e.kind(), "type_conflict");
+        }
+        assert!(s.check(&d(json!({"title": 3})), Fields::Free).is_ok());
         assert_eq!(
-            s.check(&d(json!({"other": 1})), true).unwrap_err().kind(),
+            s.check(&d(json!({"other": 1})), Fields::Closed)
+                .unwrap_err()
+                .kind(),
             "unknown_field"
         );
-        assert!(s.check(&d(json!({"other": 1})), false).is_ok());
+        assert!(s.check(&d(json!({"other": 1})), Fields::Typed).is_ok());
+        assert!(s.check(&d(json!({"other": 1})), Fields::Free).is_ok());
         let mut short = d(json!({}));
         short.vector.pop();
         assert_eq!(
-            s.check(&short, false),
+            s.check(&short, Fields::Free),
             Err(RecordError::WrongDimension {
                 expected: 3,
                 got: 2

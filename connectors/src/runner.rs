@@ -232,7 +232,7 @@ impl Runner {
                     self.schema = Some(schema);
                 }
                 let schema = self.schema.as_ref().expect("prepared above");
-                if let Err(e) = schema.check(doc, self.sink.strict()) {
+                if let Err(e) = schema.check(doc, self.sink.fields()) {
                     dead.push((i, e));
                     continue;
                 }

@@ -289,6 +289,18 @@ async fn given_chroma_when_sinking_10k_with_a_crash_and_a_replay_then_exactly_10
     scenario("chroma", &url, dir.path(), &bootstrap).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_milvus_when_sinking_10k_with_a_crash_and_a_replay_then_exactly_10k_and_right_neighbours(
+) {
+    if !enabled("milvus end-to-end") {
+        return;
+    }
+    let dir = TestDir::new();
+    let (_strom, bootstrap) = start_strom(dir.path());
+    let (_milvus, url) = start_milvus(dir.path());
+    scenario("milvus", &url, dir.path(), &bootstrap).await;
+}
+
 /// `strom serve` with `[[connectors]]` in its config runs them itself: records produced to the
 /// broker reach Chroma, and the connectors' metrics are on `connectors_admin_listen`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -101,6 +101,10 @@ pub(crate) fn load_segments(
                         });
                     }
                 }
+                // The scan rebuilt the indexes; the time index ends with the segment's
+                // largest timestamp, as a rolled segment's does (read when trusted later).
+                seg.seal()
+                    .map_err(|e| StorageError::io(e, seg.log_path()))?;
                 segments.insert(base, Rc::new(seg));
             }
             Some(_) => {

@@ -298,16 +298,73 @@ pub fn list_partitions(data_dir: &Path) -> Result<Vec<(String, i32)>, StorageErr
         if name == "__cluster_metadata-0" {
             continue;
         }
-        if let Some((topic, p)) = name.rsplit_once('-') {
-            if let Ok(p) = p.parse::<i32>() {
-                if !topic.is_empty() && p >= 0 {
-                    out.push((topic.to_string(), p));
-                }
-            }
+        if let Some(tp) = parse_partition_dir(&name) {
+            out.push(tp);
         }
     }
     out.sort();
     Ok(out)
+}
+
+/// `<topic>-<partition>` (the topic may contain '-') as (topic, partition).
+pub fn parse_partition_dir(name: &str) -> Option<(String, i32)> {
+    let (topic, p) = name.rsplit_once('-')?;
+    let p = p.parse::<i32>().ok()?;
+    (!topic.is_empty() && p >= 0).then(|| (topic.to_string(), p))
+}
+
+/// Adopts closed segments of a Kafka log into a new partition dir by hard-linking their
+/// `.log` files as `<data_dir>/<topic>-<partition>/<base>.log`, then creates an empty
+/// segment at `end` (offset after the last linked batch) so that the log's appends never go
+/// into a linked file. Only the `.log` files are linked: [`crate::PartitionLog::open`] with
+/// recovery point `end` validates every batch (CRC) and builds the log's own indexes. The
+/// names are fsync'd. Afterwards the log only renames or unlinks its own names (retention,
+/// compaction) and never cuts a linked file in place (`Segment::truncate_file`), so the
+/// other names keep their bytes. Refused when the partition dir holds segments already; a
+/// hard link across filesystems fails with the OS's EXDEV error naming the file.
+pub fn link_segments(
+    data_dir: &Path,
+    topic: &str,
+    partition: i32,
+    segments: &[(i64, PathBuf)],
+    end: i64,
+) -> Result<(), StorageError> {
+    let dir = data_dir.join(format!("{topic}-{partition}"));
+    std::fs::create_dir_all(&dir).map_err(|e| StorageError::io(e, &dir))?;
+    let rd = std::fs::read_dir(&dir).map_err(|e| StorageError::io(e, &dir))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| StorageError::io(e, &dir))?;
+        if entry.file_name().to_string_lossy().ends_with(".log") {
+            return Err(StorageError::Invalid {
+                what: "segment link",
+                reason: format!("{} holds segments already", dir.display()),
+            });
+        }
+    }
+    let mut prev = -1;
+    for (base, _) in segments {
+        if *base <= prev || *base >= end {
+            return Err(StorageError::Invalid {
+                what: "segment link",
+                reason: format!("segment bases must increase and stay below {end}: {base}"),
+            });
+        }
+        prev = *base;
+    }
+    for (base, src) in segments {
+        let to = dir.join(crate::segment::file_name(*base, "log"));
+        std::fs::hard_link(src, &to).map_err(|e| StorageError::io(e, src))?;
+    }
+    let active = dir.join(crate::segment::file_name(end, "log"));
+    File::create(&active)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| StorageError::io(e, &active))?;
+    for d in [&dir, data_dir] {
+        File::open(d)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| StorageError::io(e, d))?;
+    }
+    Ok(())
 }
 
 /// partition.metadata: "version: 0\ntopic_id: <base64 uuid>\n".

@@ -627,12 +627,18 @@ impl Segment {
     }
 
     /// Cuts the log file to `pos` bytes without SIGBUS risk to readers (module doc).
+    /// A file with other hard links (segments adopted from a Kafka log dir by
+    /// `logdir::link_segments`) is never cut in place either: the other names must keep
+    /// their bytes, so the kept prefix goes to a new file that replaces only our name.
     pub fn truncate_file(&self, pos: u64) -> io::Result<()> {
-        let shared = self
-            .map
-            .borrow()
-            .as_ref()
-            .is_some_and(|m| Arc::strong_count(m) > 1)
+        use std::os::unix::fs::MetadataExt;
+        let linked = self.file.borrow().metadata()?.nlink() > 1;
+        let shared = linked
+            || self
+                .map
+                .borrow()
+                .as_ref()
+                .is_some_and(|m| Arc::strong_count(m) > 1)
             || self.old_maps.borrow().iter().any(|w| w.strong_count() > 0);
         *self.map.borrow_mut() = None;
         if shared {

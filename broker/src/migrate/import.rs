@@ -1,27 +1,28 @@
-//! `strom migrate import`: adopts the partitions of a stopped Kafka broker's log dir.
+//! `strom migrate import`: adopts the partitions of a stopped Kafka broker's log dirs.
 //!
 //! Nothing Kafka wrote is used unchecked: every batch of every segment is verified first
 //! (framing, CRC, offsets increasing) and only then appended to Strom's log at its own
 //! offset, so Strom writes its own offset and time indexes and rebuilds the
 //! aborted-transaction index from the markers (what the mirror does with fetched batches).
+//! With `--link`, closed segments are hard-linked instead of appended (see `plan_links`).
 //! A corrupt segment refuses the whole import before Strom's data dir is opened. Producer
 //! snapshots are carried over after their CRC is checked; committed group offsets are read
-//! from Kafka's `__consumer_offsets` and re-keyed into Strom's own partition of each group.
+//! from Kafka's `__consumer_offsets` and re-keyed into Strom's own partition of each group;
+//! topic configs come from `--configs-from` or Kafka's KRaft metadata log (`kraft`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::fs::File;
-use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{Record, RecordBatchDecoder};
-use storage::batch::{self, BatchHeader};
 use storage::producer_snapshot;
 
 use super::client::{Committed, SourceClient};
+use super::import_configs::{carry_broker_configs, metadata_topic_configs, read_metadata};
 use super::metrics::ImportMetrics;
+use super::source::{self, BatchReader, SourcePartition};
 use super::state::{copied_topic, pattern};
 use super::target::Target;
 use super::{ImportArgs, MigrateError};
@@ -31,19 +32,6 @@ use crate::group::OFFSETS_TOPIC;
 /// Verified batches are appended in chunks of about this size: with one batch being read,
 /// this bounds the importer's memory whatever the segment size.
 const CHUNK_BYTES: usize = 4 << 20;
-/// A batch length above this in a segment is corruption (Kafka's message.max.bytes is far
-/// below it), not an allocation to attempt.
-const MAX_BATCH_BYTES: i32 = 1 << 30;
-/// Bytes of a v2 batch header after the 12-byte offset and length prefix.
-const MIN_BATCH_LENGTH: i32 = 49;
-
-/// One `topic-partition` directory of the Kafka log dir.
-#[derive(Debug, Clone)]
-pub struct SourcePartition {
-    pub topic: String,
-    pub partition: i32,
-    pub dir: PathBuf,
-}
 
 /// What the import carried over, and what it did not (and why).
 #[derive(Debug, Default)]
@@ -53,6 +41,10 @@ pub struct Report {
     pub groups: usize,
     pub offsets: usize,
     pub snapshots: usize,
+    /// Kafka segments hard-linked (`--link`) and their bytes.
+    pub linked: (usize, u64),
+    /// Dynamic broker configs carried from Kafka's metadata log.
+    pub broker_configs: Vec<String>,
     pub not_carried: Vec<String>,
 }
 
@@ -78,6 +70,16 @@ impl fmt::Display for Report {
             self.offsets,
             self.groups
         )?;
+        if self.linked.0 > 0 {
+            writeln!(
+                f,
+                "hard-linked: {} segments, {} bytes (the rest copied)",
+                self.linked.0, self.linked.1
+            )?;
+        }
+        for c in &self.broker_configs {
+            writeln!(f, "broker config carried: {c}")?;
+        }
         for n in &self.not_carried {
             writeln!(f, "not carried over: {n}")?;
         }
@@ -85,14 +87,33 @@ impl fmt::Display for Report {
     }
 }
 
+/// With `--link`: the closed segments of a partition that are hard-linked, and the
+/// segments whose batches are appended after them.
+#[derive(Debug, Default)]
+struct LinkPlan {
+    linked: Vec<(i64, PathBuf)>,
+    /// Offset after the last linked batch.
+    end: i64,
+    batches: usize,
+    bytes: u64,
+    rest: Vec<(i64, PathBuf)>,
+}
+
 pub async fn run(args: ImportArgs, metrics: &ImportMetrics) -> anyhow::Result<Report> {
     let (config, origins) = super::broker_config(&args.target)?;
     let topics_re = pattern(&args.topics)?;
     let groups_re = pattern(&args.groups)?;
     let mut report = Report::default();
+    let scan = source::scan(&args.from)?;
+    report.not_carried.extend(scan.not_carried.iter().cloned());
+    let metadata = match args.configs_from {
+        Some(_) => None,
+        None => read_metadata(&args, &scan.metadata, &mut report)?,
+    };
     let mut topics: BTreeMap<String, ([u8; 16], Vec<SourcePartition>)> = BTreeMap::new();
     let mut offsets_parts = Vec::new();
-    for p in scan(&args.from)? {
+    let mut stale = BTreeSet::new();
+    for p in scan.partitions {
         if p.topic == OFFSETS_TOPIC {
             offsets_parts.push(p);
         } else if copied_topic(&p.topic, &topics_re) {
@@ -102,6 +123,22 @@ pub async fn run(args: ImportArgs, metrics: &ImportMetrics) -> anyhow::Result<Re
                     p.dir.display()
                 ))
             })?;
+            // A partition dir of a topic Kafka's metadata does not have (deleted, or
+            // deleted and created again under a new id) is a leftover Kafka would set
+            // aside at its next start, not data of a live topic.
+            if let Some(m) = &metadata {
+                if m.topic_id(&p.topic) != Some(id) {
+                    if stale.insert(p.topic.clone()) {
+                        report.not_carried.push(format!(
+                            "topic {} (id {}): not a live topic in Kafka's metadata (deleted \
+                             on Kafka); not imported",
+                            p.topic,
+                            storage::logdir::uuid_to_base64(&id)
+                        ));
+                    }
+                    continue;
+                }
+            }
             let t = topics.entry(p.topic.clone()).or_insert((id, Vec::new()));
             if t.0 != id {
                 return Err(MigrateError::Refused(format!(
@@ -124,30 +161,32 @@ pub async fn run(args: ImportArgs, metrics: &ImportMetrics) -> anyhow::Result<Re
         }
     }
     for (name, (_, parts)) in &topics {
-        // list_partitions sorts, so partitions 0..n in order means none is missing.
+        // The scan sorts, so partitions 0..n in order means none is missing.
         if parts
             .iter()
             .enumerate()
             .any(|(i, p)| p.partition != i as i32)
         {
             return Err(MigrateError::Refused(format!(
-                "topic {name}: partition directories are not 0..{} (a partition is missing)",
+                "topic {name}: partition directories are not 0..{} (a partition is missing \
+                 from every --from dir)",
                 parts.len()
             ))
             .into());
         }
     }
+    if args.link {
+        check_same_filesystem(&args.from, &config.data_dir)?;
+    }
     metrics
         .partitions
         .set(topics.values().map(|(_, ps)| ps.len() as i64).sum());
     // First pass: verify everything before Strom's data dir is touched.
-    for (name, (_, parts)) in &topics {
+    let mut links = BTreeMap::new();
+    for (_, parts) in topics.values() {
         for p in parts {
-            let mut r = BatchReader::open(&p.dir)?;
-            while let Some((_, b)) = r.next_batch()? {
-                metrics.verified(name, 1, b.len());
-            }
-            metrics.partition_verified(name);
+            let plan = verify_partition(p, args.link, metrics)?;
+            links.insert((p.topic.clone(), p.partition), plan);
         }
     }
     let groups = read_group_offsets(&offsets_parts, &groups_re)?;
@@ -162,9 +201,7 @@ pub async fn run(args: ImportArgs, metrics: &ImportMetrics) -> anyhow::Result<Re
 
     // Kafka's log start offsets (DeleteRecords, or retention inside a batch): a start inside
     // the first batch cannot be kept, Strom's log starts at that batch (reported).
-    let log_starts =
-        storage::logdir::read_checkpoint(&args.from.join("log-start-offset-checkpoint"))
-            .unwrap_or_default();
+    let log_starts = scan.log_starts;
     let mut target = Target::open(config, origins)?;
     for (name, (_, parts)) in &topics {
         let Some(meta) = target.topic(name) else {
@@ -189,31 +226,38 @@ pub async fn run(args: ImportArgs, metrics: &ImportMetrics) -> anyhow::Result<Re
             }
         }
     }
+    if let Some(m) = &metadata {
+        carry_broker_configs(&target, m, scan.node_id, &mut report)?;
+    }
     for (name, (id, parts)) in &topics {
-        let from = match configs.remove(name) {
-            Some(c) => {
-                let n = c.len();
-                if target.topic(name).is_none() {
-                    target.create_topic_with_id(name, *id, parts.len() as i32, c)?;
-                }
-                format!("from the source ({n} set)")
+        let (c, from) = match (configs.remove(name), &metadata) {
+            (Some(c), _) => {
+                let from = format!("from the source ({} set)", c.len());
+                (c, from)
             }
-            None => {
-                if target.topic(name).is_none() {
-                    target.create_topic_with_id(name, *id, parts.len() as i32, BTreeMap::new())?;
-                }
-                "Strom's defaults (no --configs-from)".to_string()
+            (None, Some(m)) => {
+                let c = metadata_topic_configs(name, m, &mut report);
+                let from = format!("from Kafka's metadata log ({} set)", c.len());
+                (c, from)
             }
+            (None, None) => (BTreeMap::new(), "Strom's defaults".to_string()),
         };
+        if target.topic(name).is_none() {
+            target.create_topic_with_id(name, *id, parts.len() as i32, c)?;
+        }
         let (mut batches, mut bytes) = (0usize, 0u64);
         for p in parts {
-            let (b, s) = adopt_partition(&mut target, p, metrics).await?;
+            let key = (p.topic.clone(), p.partition);
+            let mut plan = links.remove(&key).unwrap_or_default();
+            if target.logs.contains_key(&key) {
+                // An empty partition Strom had already: appended into, not linked.
+                plan = LinkPlan::default();
+            }
+            let (b, s) = adopt_partition(&mut target, p, plan, &mut report, metrics).await?;
             batches += b;
             bytes += s;
-            let ours = target.logs[&(p.topic.clone(), p.partition)]
-                .log
-                .log_start_offset();
-            if let Some(&start) = log_starts.get(&(p.topic.clone(), p.partition)) {
+            let ours = target.logs[&key].log.log_start_offset();
+            if let Some(&start) = log_starts.get(&key) {
                 if start > ours {
                     report.not_carried.push(format!(
                         "{}-{}: Kafka's log start offset {start}; Strom's log starts at {ours}",
@@ -221,7 +265,7 @@ pub async fn run(args: ImportArgs, metrics: &ImportMetrics) -> anyhow::Result<Re
                     ));
                 }
             }
-            for (pid, first) in target.logs[&(p.topic.clone(), p.partition)].open_transactions() {
+            for (pid, first) in target.logs[&key].open_transactions() {
                 report.not_carried.push(format!(
                     "{}-{}: the transaction of producer {pid} open since offset {first} \
                      (Kafka stopped before its marker): read_committed consumers stop there",
@@ -267,67 +311,96 @@ pub async fn run(args: ImportArgs, metrics: &ImportMetrics) -> anyhow::Result<Re
     Ok(report)
 }
 
-/// The partitions of a Kafka log dir (refused when `from` is not one).
-pub fn scan(from: &Path) -> Result<Vec<SourcePartition>, MigrateError> {
-    let meta = std::fs::read_to_string(from.join("meta.properties")).map_err(|e| {
-        MigrateError::Refused(format!(
-            "{} is not a Kafka log dir (meta.properties: {e})",
-            from.display()
-        ))
-    })?;
-    if !meta
-        .lines()
-        .any(|l| l.starts_with("cluster.id=") || l.starts_with("broker.id="))
-    {
-        return Err(MigrateError::Refused(format!(
-            "{} is not a Kafka log dir (meta.properties has no cluster.id)",
-            from.display()
-        )));
-    }
-    if lock_held(&from.join(".lock")) {
-        return Err(MigrateError::Refused(format!(
-            "{} is locked: stop the Kafka broker first",
-            from.display()
-        )));
-    }
-    Ok(storage::logdir::list_partitions(from)?
-        .into_iter()
-        .map(|(topic, partition)| SourcePartition {
-            dir: from.join(format!("{topic}-{partition}")),
-            topic,
-            partition,
+/// `--link` needs every `--from` dir on the filesystem of Strom's data dir: a hard link
+/// cannot cross filesystems. Refused up front rather than silently copying, because
+/// whoever asks for links counts on not needing the disk space of a copy.
+fn check_same_filesystem(from: &[PathBuf], data_dir: &Path) -> Result<(), MigrateError> {
+    use std::os::unix::fs::MetadataExt;
+    // The data dir may not exist yet: its nearest existing ancestor is where it will be.
+    let target = data_dir
+        .ancestors()
+        .find_map(|a| {
+            std::fs::metadata(if a.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                a
+            })
+            .ok()
         })
-        .collect())
+        .map(|m| m.dev());
+    for f in from {
+        let dev = std::fs::metadata(f)
+            .map_err(|e| MigrateError::Source(format!("{}: {e}", f.display())))?
+            .dev();
+        if Some(dev) != target {
+            return Err(MigrateError::Refused(format!(
+                "--link: {} and Strom's data dir {} are on different filesystems (a hard link \
+                 cannot cross them); run without --link to copy the segments",
+                f.display(),
+                data_dir.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
-/// Whether another process holds a POSIX lock on `path` (Kafka locks its log dir's `.lock`
-/// with `FileChannel.tryLock`, an fcntl lock, which flock does not see).
-fn lock_held(path: &Path) -> bool {
-    use std::os::fd::AsRawFd;
-    let Ok(file) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-    else {
-        return false;
-    };
-    // SAFETY: a zeroed flock is a valid argument; F_GETLK only writes into it.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = libc::F_WRLCK as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    // SAFETY: fcntl on a descriptor we own with a pointer to a live struct.
-    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLK, &mut fl) };
-    rc == 0 && fl.l_type != libc::F_UNLCK as libc::c_short
+/// Reads and verifies every batch of a partition; with `link`, plans which segments are
+/// hard-linked: the closed ones from the start whose batches all carry leader epoch 0
+/// (what Strom's own copy writes: Strom is leader at epoch 0, and a batch of a later epoch
+/// would make clients' epoch validation see the epoch go back). The last segment is never
+/// linked, it is Kafka's active one: Strom appends its batches into its own file.
+fn verify_partition(
+    p: &SourcePartition,
+    link: bool,
+    metrics: &ImportMetrics,
+) -> Result<LinkPlan, MigrateError> {
+    let mut r = BatchReader::open(&p.dir)?;
+    // Per segment: (batches, bytes, offset after the last batch, all at epoch 0).
+    let mut segs = vec![(0usize, 0u64, 0i64, true); r.segments().len()];
+    while let Some((h, b)) = r.next_batch()? {
+        let s = &mut segs[r.segment_index()];
+        s.0 += 1;
+        s.1 += b.len() as u64;
+        s.2 = h.last_offset() + 1;
+        s.3 &= h.partition_leader_epoch == 0;
+        metrics.verified(&p.topic, 1, b.len());
+    }
+    metrics.partition_verified(&p.topic);
+    let mut plan = LinkPlan::default();
+    let n = r.segments().len();
+    for (i, seg) in r.segments().iter().enumerate() {
+        let (batches, bytes, end, epoch0) = segs[i];
+        if link && plan.rest.is_empty() && i + 1 < n && batches > 0 && epoch0 {
+            plan.linked.push(seg.clone());
+            plan.end = end;
+            plan.batches += batches;
+            plan.bytes += bytes;
+        } else {
+            plan.rest.push(seg.clone());
+        }
+    }
+    Ok(plan)
 }
 
-/// Appends a verified partition to Strom at its offsets. Returns (batches, bytes).
+/// Brings a verified partition to Strom at its offsets: the planned segments hard-linked,
+/// the others' batches appended. Returns (batches, bytes).
 async fn adopt_partition(
     target: &mut Target,
     p: &SourcePartition,
+    plan: LinkPlan,
+    report: &mut Report,
     metrics: &ImportMetrics,
 ) -> Result<(usize, u64), MigrateError> {
-    target.open_partition(&p.topic, p.partition)?;
-    let mut r = BatchReader::open(&p.dir)?;
+    let mut r = if plan.linked.is_empty() {
+        target.open_partition(&p.topic, p.partition)?;
+        BatchReader::open(&p.dir)?
+    } else {
+        target.link_segments(&p.topic, p.partition, &plan.linked, plan.end)?;
+        report.linked.0 += plan.linked.len();
+        report.linked.1 += plan.bytes;
+        metrics.appended(&p.topic, plan.batches, plan.bytes as usize);
+        BatchReader::files(plan.rest)
+    };
     let (mut batches, mut bytes) = (0usize, 0u64);
     let mut chunk = BytesMut::new();
     loop {
@@ -354,7 +427,7 @@ async fn adopt_partition(
         )));
     }
     metrics.partition_appended(&p.topic);
-    Ok((batches, bytes))
+    Ok((batches + plan.batches, bytes + plan.bytes))
 }
 
 /// Copies the newest Kafka producer snapshot at or below the log end (re-encoded from its
@@ -484,117 +557,6 @@ impl OffsetsFold {
     }
 }
 
-/// The batches of a partition dir's `.log` segments in offset order, each checked as Kafka's
-/// own recovery checks it (framing, CRC, offset range) plus: offsets strictly increasing
-/// across batches and segments, no batch below its segment's base offset, no torn tail.
-struct BatchReader {
-    segments: Vec<(i64, PathBuf)>,
-    next_segment: usize,
-    current: Option<(BufReader<File>, u64)>,
-    last_offset: i64,
-    batches: usize,
-}
-
-impl BatchReader {
-    fn open(dir: &Path) -> Result<BatchReader, MigrateError> {
-        let io = |e: std::io::Error| MigrateError::Source(format!("{}: {e}", dir.display()));
-        let mut segments = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(io)? {
-            let name = entry
-                .map_err(io)?
-                .file_name()
-                .to_string_lossy()
-                .into_owned();
-            if let Some(base) = name
-                .strip_suffix(".log")
-                .and_then(|s| s.parse::<i64>().ok())
-            {
-                segments.push((base, dir.join(name)));
-            }
-        }
-        segments.sort();
-        Ok(BatchReader {
-            segments,
-            next_segment: 0,
-            current: None,
-            last_offset: -1,
-            batches: 0,
-        })
-    }
-
-    fn next_batch(&mut self) -> Result<Option<(BatchHeader, Vec<u8>)>, MigrateError> {
-        loop {
-            let Some((file, pos)) = &mut self.current else {
-                let Some((_, path)) = self.segments.get(self.next_segment) else {
-                    return Ok(None);
-                };
-                let f = File::open(path)
-                    .map_err(|e| MigrateError::Source(format!("{}: {e}", path.display())))?;
-                self.current = Some((BufReader::with_capacity(1 << 20, f), 0));
-                continue;
-            };
-            let (base, path) = &self.segments[self.next_segment];
-            let corrupt = |pos: u64, why: String| {
-                MigrateError::Refused(format!(
-                    "corrupt segment {} at file position {pos}: {why}",
-                    path.display()
-                ))
-            };
-            let mut prefix = [0u8; 12];
-            let got = read_full(file, &mut prefix).map_err(|e| corrupt(*pos, e.to_string()))?;
-            if got == 0 {
-                self.current = None;
-                self.next_segment += 1;
-                continue;
-            }
-            if got < prefix.len() {
-                return Err(corrupt(*pos, "torn batch header at the end".into()));
-            }
-            let length = i32::from_be_bytes(prefix[8..12].try_into().expect("4 bytes"));
-            if !(MIN_BATCH_LENGTH..=MAX_BATCH_BYTES).contains(&length) {
-                return Err(corrupt(*pos, format!("batch length {length}")));
-            }
-            let mut buf = vec![0u8; 12 + length as usize];
-            buf[..12].copy_from_slice(&prefix);
-            let got = read_full(file, &mut buf[12..]).map_err(|e| corrupt(*pos, e.to_string()))?;
-            if got < length as usize {
-                return Err(corrupt(*pos, "torn batch at the end".into()));
-            }
-            let h = batch::validate_stored(&buf).map_err(|e| {
-                let at = i64::from_be_bytes(prefix[..8].try_into().expect("8 bytes"));
-                corrupt(*pos, format!("batch at offset {at}: {e}"))
-            })?;
-            if h.base_offset < *base || h.base_offset <= self.last_offset {
-                return Err(corrupt(
-                    *pos,
-                    format!(
-                        "batch at offset {} does not follow offset {} (segment base {base})",
-                        h.base_offset, self.last_offset
-                    ),
-                ));
-            }
-            *pos += buf.len() as u64;
-            self.last_offset = h.last_offset();
-            self.batches += 1;
-            return Ok(Some((h, buf)));
-        }
-    }
-}
-
-/// Reads until `buf` is full or the file ends; returns the bytes read.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::target::tests::batch;
@@ -674,14 +636,171 @@ mod tests {
         r
     }
 
+    fn import_args(from: Vec<PathBuf>, data: &Path) -> ImportArgs {
+        ImportArgs {
+            from,
+            metadata_dir: None,
+            link: false,
+            topics: ".*".into(),
+            groups: ".*".into(),
+            configs_from: None,
+            target: TargetArgs {
+                data_dir: Some(data.to_string_lossy().into_owned()),
+                config: None,
+            },
+            admin: Default::default(),
+            timeout_secs: 5,
+        }
+    }
+
+    fn import(args: ImportArgs) -> anyhow::Result<Report> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let metrics = ImportMetrics::new(&prometheus::Registry::new());
+        tokio::task::LocalSet::new().block_on(&rt, run(args, &metrics))
+    }
+
+    /// A test batch at leader epoch 0, as a single Kafka broker writes them (the epoch is
+    /// outside the CRC).
+    fn epoch0(mut b: BytesMut) -> BytesMut {
+        b[12..16].copy_from_slice(&0i32.to_be_bytes());
+        b
+    }
+
     #[test]
-    fn given_dir_without_kafka_meta_properties_when_scanning_then_refused() {
-        let d = tempfile::tempdir().unwrap();
-        let err = scan(d.path()).unwrap_err().to_string();
-        assert!(err.contains("is not a Kafka log dir"), "{err}");
-        std::fs::write(d.path().join("meta.properties"), "foo=bar\n").unwrap();
-        let err = scan(d.path()).unwrap_err().to_string();
-        assert!(err.contains("no cluster.id"), "{err}");
+    fn given_two_log_dirs_with_metadata_when_imported_with_link_then_configs_applied_and_segments_shared(
+    ) {
+        use super::super::kraft::tests::{batch as meta_batch, config};
+        use super::super::kraft::{MetadataRecord, RESOURCE_BROKER};
+        use std::os::unix::fs::MetadataExt;
+        let (a, b) = (kafka_dir(), kafka_dir());
+        let (id, stale) = ([7u8; 16], [8u8; 16]);
+        // t-0 in the first dir: two closed segments at epoch 0, one at epoch 2, the active.
+        let segs = [
+            (0, epoch0(batch(0, 3, -1, false, None)).to_vec()),
+            (3, epoch0(batch(3, 2, -1, false, None)).to_vec()),
+            (5, batch(5, 1, -1, false, None).to_vec()),
+            (6, epoch0(batch(6, 1, -1, false, None)).to_vec()),
+        ];
+        let t0 = partition(a.path(), "t-0", id, &segs);
+        partition(
+            b.path(),
+            "t-1",
+            id,
+            &[(0, epoch0(batch(0, 4, -1, false, None)).to_vec())],
+        );
+        // A topic deleted on Kafka whose dir is still there.
+        partition(
+            b.path(),
+            "old-0",
+            stale,
+            &[(0, batch(0, 1, -1, false, None).to_vec())],
+        );
+        std::fs::create_dir(b.path().join("t-0.abc-future")).unwrap();
+        let meta = a.path().join(super::super::source::METADATA_DIR);
+        std::fs::create_dir(&meta).unwrap();
+        let recs = [
+            MetadataRecord::Topic {
+                name: "t".into(),
+                id,
+            },
+            config("t", "cleanup.policy", Some("compact")),
+            config("t", "retention.ms", Some("1000")),
+            config("t", "retention.ms", Some("2000")),
+            config("t", "max.message.bytes", Some("3000")),
+            config("t", "max.message.bytes", None),
+            config("t", "no.such.config", Some("1")),
+            MetadataRecord::Config {
+                resource_type: RESOURCE_BROKER,
+                resource_name: String::new(),
+                name: "log.retention.ms".into(),
+                value: Some("86400000".into()),
+            },
+            MetadataRecord::Config {
+                resource_type: RESOURCE_BROKER,
+                resource_name: "1".into(),
+                name: "num.io.threads".into(),
+                value: Some("4".into()),
+            },
+        ];
+        std::fs::write(
+            meta.join(format!("{:020}.log", 0)),
+            meta_batch(0, &recs, false),
+        )
+        .unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let mut args = import_args(vec![a.path().into(), b.path().into()], data.path());
+        args.link = true;
+        let report = import(args).unwrap();
+        let text = report.to_string();
+        assert_eq!(report.topics["t"].1, 5, "{text}");
+        assert!(
+            text.contains("configs from Kafka's metadata log (2 set)"),
+            "{text}"
+        );
+        assert!(text.contains("topic t: config no.such.config=1"), "{text}");
+        assert!(text.contains("topic old (id "), "{text}");
+        assert!(text.contains("t-0.abc-future: a replica move"), "{text}");
+        assert!(
+            text.contains(
+                "broker config carried: log.retention.ms=86400000 (cluster-wide default)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("broker config num.io.threads=4 (this broker)"),
+            "{text}"
+        );
+        assert_eq!(report.linked.0, 2, "{text}");
+        let stored = crate::config::dynamic::load(data.path()).unwrap();
+        assert_eq!(stored.cluster["log.retention.ms"], "86400000");
+        // The two epoch-0 closed segments share Kafka's inode; the others are Strom's own.
+        for (base, shared) in [(0, true), (3, true), (5, false), (6, false)] {
+            let name = format!("{base:020}.log");
+            let k = std::fs::metadata(t0.join(&name)).unwrap();
+            let ours = std::fs::metadata(data.path().join("t-0").join(&name));
+            assert_eq!(ours.is_ok_and(|m| m.ino() == k.ino()), shared, "{name}");
+        }
+        let (config, origins) = crate::migrate::broker_config(&TargetArgs {
+            data_dir: Some(data.path().to_string_lossy().into_owned()),
+            config: None,
+        })
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            let mut t = Target::open(config, origins).unwrap();
+            assert!(t.topic("old").is_none());
+            let c = &t.topic("t").unwrap().configs;
+            assert_eq!(c.get("cleanup.policy").map(String::as_str), Some("compact"));
+            assert_eq!(c.get("retention.ms").map(String::as_str), Some("2000"));
+            assert!(!c.contains_key("max.message.bytes"));
+            let log = &t.open_partition("t", 0).unwrap().log;
+            assert_eq!(log.log_end_offset(), 7);
+            let all = log.batch_headers_from(0).unwrap();
+            let got: Vec<_> = all
+                .iter()
+                .map(|h| (h.base_offset, h.partition_leader_epoch))
+                .collect();
+            // Linked batches keep Kafka's bytes; appended ones get Strom's epoch 0.
+            assert_eq!(got, vec![(0, 0), (3, 0), (5, 0), (6, 0)]);
+        });
+
+        // The same partition in both dirs: refused naming both, nothing written.
+        partition(b.path(), "t-0", id, &[]);
+        let data2 = tempfile::tempdir().unwrap();
+        let err = import(import_args(
+            vec![a.path().into(), b.path().into()],
+            &data2.path().join("d"),
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("t-0 is in two log dirs"), "{err}");
+        assert!(!data2.path().join("d").exists());
     }
 
     #[test]
@@ -769,18 +888,7 @@ mod tests {
             &[(0, b.to_vec())],
         );
         let data = tempfile::tempdir().unwrap();
-        let args = ImportArgs {
-            from: src.path().to_path_buf(),
-            topics: ".*".into(),
-            groups: ".*".into(),
-            configs_from: None,
-            target: TargetArgs {
-                data_dir: Some(data.path().to_string_lossy().into_owned()),
-                config: None,
-            },
-            admin: Default::default(),
-            timeout_secs: 5,
-        };
+        let args = import_args(vec![src.path().to_path_buf()], data.path());
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -793,7 +901,8 @@ mod tests {
         assert_eq!(report.topics["t"].1, 4);
         let text = report.to_string();
         assert!(
-            text.contains("configs Strom's defaults (no --configs-from)"),
+            text.contains("configs Strom's defaults")
+                && text.contains("no KRaft metadata log (__cluster_metadata-0) in the --from"),
             "{text}"
         );
         assert!(

@@ -8,14 +8,18 @@
 //! same record on both sides.
 //!
 //! `client` talks to the source, `target` writes Strom's data dir, `mirror` is the copy loop,
-//! `import` adopts a stopped Kafka broker's log dir offline,
+//! `import` adopts a stopped Kafka broker's log dirs offline (`source` reads them, `kraft`
+//! its metadata log),
 //! `state` the progress file that `strom migrate status` compares with the source,
 //! `metrics` what mirror and import serve on the admin address while they run.
 
 pub mod client;
 pub mod import;
+mod import_configs;
+pub mod kraft;
 pub mod metrics;
 pub mod mirror;
+pub mod source;
 pub mod state;
 pub mod target;
 
@@ -104,9 +108,19 @@ pub struct StatusArgs {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ImportArgs {
-    /// The stopped Kafka broker's log dir (one of its `log.dirs`).
+    /// The stopped Kafka broker's log dir; repeat it for each of its `log.dirs` (every
+    /// partition must be in exactly one).
+    #[arg(long, required = true)]
+    pub from: Vec<PathBuf>,
+    /// Where Kafka's KRaft metadata log is (its `metadata.log.dir`, or the
+    /// `__cluster_metadata-0` dir itself) when it is not in one of the `--from` dirs. Topic
+    /// configs are read from it when `--configs-from` is not given.
     #[arg(long)]
-    pub from: PathBuf,
+    pub metadata_dir: Option<PathBuf>,
+    /// Hard-link Kafka's closed segments into Strom's data dir instead of copying them
+    /// (same filesystem only; the last segment of each partition is always copied).
+    #[arg(long)]
+    pub link: bool,
     /// Topics to import (whole-name regular expression; internal topics never are).
     #[arg(long, default_value = ".*")]
     pub topics: String,
@@ -114,7 +128,7 @@ pub struct ImportArgs {
     #[arg(long, default_value = ".*")]
     pub groups: String,
     /// A running Kafka cluster (HOST:PORT) to read the topics' configs from (DescribeConfigs);
-    /// without it the imported topics get Strom's defaults.
+    /// without it they are read from Kafka's KRaft metadata log.
     #[arg(long)]
     pub configs_from: Option<String>,
     #[command(flatten)]

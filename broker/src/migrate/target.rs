@@ -31,6 +31,8 @@ pub struct PartitionTarget {
 
 pub struct Target {
     pub data_dir: PathBuf,
+    /// Strom's node id (the key of its per-broker dynamic configs).
+    pub node_id: i32,
     _lock: storage::logdir::DirLock,
     catalog: CatalogHandle,
     io: Rc<IoBackend>,
@@ -70,6 +72,7 @@ impl Target {
                 .map_err(|e| MigrateError::Target(format!("{}: {e}", marker.display())))?;
         }
         let offsets_partitions = config.offsets_topic_num_partitions;
+        let node_id = config.node_id;
         let io_kind = match config.io_backend.as_str() {
             "sync" => storage::IoBackendKind::Sync,
             "uring" => storage::IoBackendKind::Uring,
@@ -82,6 +85,7 @@ impl Target {
         let max_producer_id = read_producer_ids(&data_dir)? - 1;
         Ok(Target {
             data_dir,
+            node_id,
             _lock: lock,
             catalog,
             io,
@@ -175,6 +179,36 @@ impl Target {
         Ok(&self.logs[&key])
     }
 
+    /// Hard-links verified Kafka segments as the first segments of a partition that has
+    /// none yet (see `storage::logdir::link_segments`), records `end` as its recovery point
+    /// so that the open validates every linked batch and builds Strom's own indexes without
+    /// cutting anything, and opens it.
+    pub fn link_segments(
+        &mut self,
+        topic: &str,
+        p: i32,
+        segments: &[(i64, PathBuf)],
+        end: i64,
+    ) -> Result<(), MigrateError> {
+        storage::logdir::link_segments(&self.data_dir, topic, p, segments, end)?;
+        self.write_recovery_points([((topic.to_string(), p), end)])?;
+        self.open_partition(topic, p)?;
+        Ok(())
+    }
+
+    fn write_recovery_points(
+        &self,
+        updates: impl IntoIterator<Item = ((String, i32), i64)>,
+    ) -> Result<(), MigrateError> {
+        let path = self.data_dir.join(RECOVERY_CHECKPOINT);
+        let mut points = storage::logdir::read_checkpoint(&path).unwrap_or_default();
+        points.extend(updates);
+        let entries: Vec<(String, i32, i64)> =
+            points.into_iter().map(|((t, p), o)| (t, p, o)).collect();
+        storage::logdir::write_checkpoint(&path, &entries)?;
+        Ok(())
+    }
+
     /// Appends the complete batches of a fetch answer at their own offsets (a trailing
     /// partial batch, as Fetch may return, is left for the next fetch). Batches the log
     /// holds already are skipped; one overlapping the log end means the logs differ.
@@ -247,14 +281,11 @@ impl Target {
                 .await
                 .map_err(|e| MigrateError::Target(format!("flushing {topic}-{p}: {e}")))?;
         }
-        let path = self.data_dir.join(RECOVERY_CHECKPOINT);
-        let mut points = storage::logdir::read_checkpoint(&path).unwrap_or_default();
-        for ((topic, p), t) in &self.logs {
-            points.insert((topic.clone(), *p), t.log.durable_end_offset());
-        }
-        let entries: Vec<(String, i32, i64)> =
-            points.into_iter().map(|((t, p), o)| (t, p, o)).collect();
-        storage::logdir::write_checkpoint(&path, &entries)?;
+        self.write_recovery_points(
+            self.logs
+                .iter()
+                .map(|(k, t)| (k.clone(), t.log.durable_end_offset())),
+        )?;
         let next = self.max_producer_id + 1;
         if next > read_producer_ids(&self.data_dir)? {
             crate::catalog::write_atomically(

@@ -4,6 +4,7 @@
 
 pub mod chroma;
 pub mod http;
+pub mod milvus;
 pub mod pgvector;
 pub mod pinecone;
 pub mod weaviate;
@@ -11,7 +12,7 @@ pub mod weaviate;
 use std::collections::BTreeMap;
 
 use crate::config::{ConnectorConfig, SinkType};
-use crate::record::{FieldType, Op, Schema};
+use crate::record::{FieldType, Fields, Op, Schema};
 
 /// Next offset to consume per (topic, partition): what a batch's commit records.
 pub type Offsets = BTreeMap<(String, i32), i64>;
@@ -27,8 +28,6 @@ pub enum SinkError {
     /// The collection exists but does not fit the records; the connector stops.
     #[error("collection does not match the records: {0}")]
     Schema(String),
-    #[error("sink type `{0}` is not built into this connector yet")]
-    Unsupported(&'static str),
 }
 
 impl SinkError {
@@ -45,6 +44,7 @@ pub enum Sink {
     Chroma(chroma::ChromaSink),
     Weaviate(weaviate::WeaviateSink),
     Pinecone(pinecone::PineconeSink),
+    Milvus(milvus::MilvusSink),
 }
 
 impl Sink {
@@ -55,7 +55,7 @@ impl Sink {
             SinkType::Chroma => Sink::Chroma(chroma::ChromaSink::connect(cfg).await?),
             SinkType::Weaviate => Sink::Weaviate(weaviate::WeaviateSink::connect(cfg).await?),
             SinkType::Pinecone => Sink::Pinecone(pinecone::PineconeSink::connect(cfg).await?),
-            other => return Err(SinkError::Unsupported(other.as_str())),
+            SinkType::Milvus => Sink::Milvus(milvus::MilvusSink::connect(cfg).await?),
         })
     }
 
@@ -65,12 +65,17 @@ impl Sink {
             Sink::Chroma(_) => "chroma",
             Sink::Weaviate(_) => "weaviate",
             Sink::Pinecone(_) => "pinecone",
+            Sink::Milvus(_) => "milvus",
         }
     }
 
-    /// Whether the collection has typed scalar columns (fields it lacks are rejected).
-    pub fn strict(&self) -> bool {
-        matches!(self, Sink::Pgvector(_))
+    /// How the collection holds scalar fields: what a record is checked against.
+    pub fn fields(&self) -> Fields {
+        match self {
+            Sink::Pgvector(_) => Fields::Closed,
+            Sink::Milvus(_) => Fields::Typed,
+            Sink::Chroma(_) | Sink::Weaviate(_) | Sink::Pinecone(_) => Fields::Free,
+        }
     }
 
     /// The collection's schema, if it exists and says (Chroma knows its dimension only once
@@ -81,6 +86,7 @@ impl Sink {
             Sink::Chroma(s) => s.schema(),
             Sink::Weaviate(s) => s.schema(),
             Sink::Pinecone(s) => s.schema(),
+            Sink::Milvus(s) => s.schema(),
         }
     }
 
@@ -89,7 +95,9 @@ impl Sink {
     pub fn stored_offsets(&self) -> Offsets {
         match self {
             Sink::Pgvector(s) => s.stored_offsets().clone(),
-            Sink::Chroma(_) | Sink::Weaviate(_) | Sink::Pinecone(_) => Offsets::new(),
+            Sink::Chroma(_) | Sink::Weaviate(_) | Sink::Pinecone(_) | Sink::Milvus(_) => {
+                Offsets::new()
+            }
         }
     }
 
@@ -97,7 +105,7 @@ impl Sink {
     /// the schema records are checked against from now on.
     pub async fn prepare(&mut self, wanted: &Schema) -> Result<Schema, SinkError> {
         if let Some(existing) = self.existing_schema() {
-            let diffs = mismatches(existing, wanted, self.strict());
+            let diffs = mismatches(existing, wanted, self.fields() == Fields::Closed);
             if !diffs.is_empty() {
                 return Err(SinkError::Schema(diffs.join("; ")));
             }
@@ -108,6 +116,7 @@ impl Sink {
             Sink::Chroma(s) => s.create(wanted).await,
             Sink::Weaviate(s) => s.create(wanted).await,
             Sink::Pinecone(s) => s.create(wanted).await,
+            Sink::Milvus(s) => s.create(wanted).await,
         }
     }
 
@@ -123,6 +132,7 @@ impl Sink {
             Sink::Chroma(s) => s.write(ops).await,
             Sink::Weaviate(s) => s.write(ops).await,
             Sink::Pinecone(s) => s.write(ops).await,
+            Sink::Milvus(s) => s.write(ops).await,
         }
     }
 
@@ -133,6 +143,7 @@ impl Sink {
             Sink::Chroma(s) => s.count().await,
             Sink::Weaviate(s) => s.count().await,
             Sink::Pinecone(s) => s.count().await,
+            Sink::Milvus(s) => s.count().await,
         }
     }
 
@@ -144,6 +155,7 @@ impl Sink {
             Sink::Chroma(s) => s.all_vectors().await,
             Sink::Weaviate(s) => s.all_vectors().await,
             Sink::Pinecone(s) => s.all_vectors().await,
+            Sink::Milvus(s) => s.all_vectors().await,
         }
     }
 
@@ -154,6 +166,7 @@ impl Sink {
             Sink::Chroma(s) => s.nearest(vector, k).await,
             Sink::Weaviate(s) => s.nearest(vector, k).await,
             Sink::Pinecone(s) => s.nearest(vector, k).await,
+            Sink::Milvus(s) => s.nearest(vector, k).await,
         }
     }
 }

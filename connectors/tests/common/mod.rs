@@ -321,6 +321,28 @@ pub fn start_chroma(dir: &Path) -> (Proc, String) {
     (p, format!("http://127.0.0.1:{port}"))
 }
 
+/// milvus-lite (a pure-Python reimplementation of the Milvus gRPC API, not Milvus itself)
+/// from the `milvus-lite` wheel.
+pub fn start_milvus(dir: &Path) -> (Proc, String) {
+    let port = free_port();
+    let log = dir.join("milvus.log");
+    let p = Proc::spawn(
+        "milvus-lite",
+        Command::new(venv().join("bin/milvus-lite")).args([
+            "server",
+            "--data-dir",
+            dir.join("milvus-data").to_str().unwrap(),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ]),
+        &log,
+    );
+    wait_port(port, "milvus-lite", &log);
+    (p, format!("http://127.0.0.1:{port}"))
+}
+
 pub fn start_connector(dir: &Path, config: &str, run: u32) -> Proc {
     let path = dir.join("connect.toml");
     std::fs::write(&path, config).unwrap();
