@@ -31,15 +31,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{
-    create_topics, free_port, start_chroma, start_connector, start_postgres, start_strom,
+    create_topics, free_port, start_chroma, start_connector, start_milvus, start_postgres,
+    start_strom,
 };
 use common::{Proc, Rng, TestDir, DIM};
 use hdrhistogram::Histogram;
+use milvus::v2::prelude::{
+    ClientV2, ConnectConfig, ConsistencyLevel, FieldData, InsertRequest, QueryRequest,
+    TelemetryConfig,
+};
 use pgvector::Vector;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use serde_json::json;
-use strom_connectors::record::offset_id;
+use strom_connectors::record::{offset_id, Doc, FieldType, Schema};
+use strom_connectors::sink::milvus::columns as milvus_columns;
+use strom_connectors::sink::Sink;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 
@@ -73,7 +80,7 @@ impl Params {
             poll_ms: env("BENCH_POLL_MS", 5),
             drain_secs: env("BENCH_DRAIN_SECS", 30),
             pg_hnsw: env("BENCH_PG_HNSW", 1) == 1,
-            sinks: env("BENCH_SINKS", "pgvector chroma".to_string())
+            sinks: env("BENCH_SINKS", "pgvector chroma milvus".to_string())
                 .split_whitespace()
                 .map(str::to_string)
                 .collect(),
@@ -155,6 +162,10 @@ enum Db {
         http: reqwest::Client,
         base: String,
     },
+    Milvus {
+        client: ClientV2,
+        url: String,
+    },
 }
 
 /// One table / collection.
@@ -162,12 +173,41 @@ enum Db {
 enum Target {
     Pg(String),
     Chroma(String),
+    Milvus(String),
+}
+
+/// The records' shape, as the connector infers it from the first record.
+fn record_schema() -> Schema {
+    Schema {
+        dimension: DIM,
+        fields: [
+            ("seq", FieldType::Int),
+            ("sent_us", FieldType::Int),
+            ("title", FieldType::Text),
+        ]
+        .into_iter()
+        .map(|(n, t)| (n.to_string(), t))
+        .collect(),
+    }
+}
+
+fn milvus_error(e: milvus::v2::error::Error) -> String {
+    e.to_string()
 }
 
 async fn pg_client(url: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("postgres connect");
+    // The port listens while the server still refuses connections ("starting up").
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (client, conn) = loop {
+        match tokio_postgres::connect(url, tokio_postgres::NoTls).await {
+            Ok(c) => break c,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("postgres not ready yet: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("postgres connect: {e}"),
+        }
+    };
     tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -200,6 +240,27 @@ impl Db {
                     "{url}/api/v2/tenants/default_tenant/databases/default_database/collections"
                 ),
             },
+            "milvus" => {
+                let config = ConnectConfig::new()
+                    .uri(url.to_string())
+                    .rpc_timeout(Duration::from_secs(120))
+                    .telemetry(TelemetryConfig::new().enabled(false));
+                let deadline = Instant::now() + Duration::from_secs(120);
+                let client = loop {
+                    match ClientV2::new(&config).await {
+                        Ok(c) => break c,
+                        Err(e) if Instant::now() < deadline => {
+                            eprintln!("milvus not ready yet: {}", milvus_error(e));
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                        Err(e) => panic!("milvus connect: {}", milvus_error(e)),
+                    }
+                };
+                Db::Milvus {
+                    client,
+                    url: url.to_string(),
+                }
+            }
             other => panic!("unknown sink {other}"),
         }
     }
@@ -242,6 +303,30 @@ impl Db {
                     .expect("collection json");
                 Target::Chroma(r["id"].as_str().expect("collection id").to_string())
             }
+            Db::Milvus { url, .. } => {
+                // Exactly the collection the connector creates (its schema, HNSW index for
+                // cosine, loaded), made by the connector's own code; only the writes differ.
+                let cfg = strom_connectors::config::parse(&format!(
+                    r#"[source]
+bootstrap = "127.0.0.1:9"
+topics = ["{TOPIC}"]
+group_id = "bench"
+[sink]
+type = "milvus"
+url = "{url}"
+collection = "{name}"
+embedding_field = "embedding_vector"
+"#
+                ))
+                .expect("milvus config")
+                .connectors
+                .remove(0);
+                let mut sink = Sink::connect(&cfg).await.expect("milvus sink connect");
+                sink.prepare(&record_schema())
+                    .await
+                    .expect("milvus collection");
+                Target::Milvus(name.to_string())
+            }
         }
     }
 
@@ -264,6 +349,23 @@ impl Db {
                 .json::<u64>()
                 .await
                 .expect("count json"),
+            (Db::Milvus { client, .. }, Target::Milvus(name)) => {
+                let r = client
+                    .query(
+                        QueryRequest::builder()
+                            .collection_name(name)
+                            .output_fields(["count(*)"])
+                            .consistency_level(ConsistencyLevel::Strong)
+                            .build()
+                            .expect("count request"),
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("milvus count: {}", milvus_error(e)));
+                match r.results().get_output_field("count(*)") {
+                    Some(FieldData::Int64 { values, .. }) if values.len() == 1 => values[0] as u64,
+                    other => panic!("milvus count: {other:?}"),
+                }
+            }
             _ => unreachable!("target of another database"),
         }
     }
@@ -319,6 +421,31 @@ impl Db {
                     .await
                     .and_then(|r| r.error_for_status())
                     .expect("chroma add");
+            }
+            (Db::Milvus { client, .. }, Target::Milvus(name)) => {
+                let docs: Vec<Doc> = seqs
+                    .map(|s| Doc {
+                        id: offset_id(name, 0, s as i64),
+                        vector: vector(s),
+                        fields: json!({"seq": s, "sent_us": sent, "title": title(s)})
+                            .as_object()
+                            .expect("object")
+                            .clone(),
+                    })
+                    .collect();
+                let refs: Vec<&Doc> = docs.iter().collect();
+                let columns = milvus_columns(&record_schema(), "embedding_vector", &refs)
+                    .expect("milvus columns");
+                client
+                    .insert(
+                        InsertRequest::builder()
+                            .collection_name(name)
+                            .columns(columns)
+                            .build()
+                            .expect("insert request"),
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("milvus insert: {}", milvus_error(e)));
             }
             _ => unreachable!("target of another database"),
         }
@@ -631,7 +758,7 @@ async fn connector_run(
                     }
                     _ => unreachable!(),
                 },
-                Target::Chroma(_) => db.visible(&target).await >= 1,
+                Target::Chroma(_) | Target::Milvus(_) => db.visible(&target).await >= 1,
             };
             if ready {
                 break;
@@ -654,8 +781,8 @@ async fn connector_run(
         ("bench (producer, probe)", std::process::id()),
     ]);
     let producer = produce_paced(&bootstrap, p, start, tails, sent.clone());
-    // Chroma's count includes the warm-up record; pgvector's max(seq) does not.
-    let offset = u64::from(matches!(target, Target::Chroma(_)));
+    // Chroma's and Milvus's counts include the warm-up record; pgvector's max(seq) does not.
+    let offset = u64::from(!matches!(target, Target::Pg(_)));
     let out = observe(&db, &target, p, start, total, offset, sent).await;
     let _ = tokio::task::spawn_blocking(move || producer.join()).await;
     let mut out = out;
@@ -776,7 +903,8 @@ async fn start_db(kind: &str, dir: &std::path::Path) -> (Proc, String) {
     let (server, url) = match kind {
         "pgvector" => start_postgres(dir),
         "chroma" => start_chroma(dir),
-        other => panic!("unknown sink {other} (BENCH_SINKS: pgvector chroma)"),
+        "milvus" => start_milvus(dir),
+        other => panic!("unknown sink {other} (BENCH_SINKS: pgvector chroma milvus)"),
     };
     if kind == "chroma" {
         // The port listens before the API answers.
