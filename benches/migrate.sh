@@ -18,34 +18,11 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 mb="${1:-1024}"
-work="$(mktemp -d -t strom-migrate-bench-XXXXXX)"
-kafka_pid=""
-cleanup() {
-    if [[ -n "$kafka_pid" ]]; then
-        kill "$kafka_pid" 2>/dev/null || true
-        wait "$kafka_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-now() { date +%s.%N; }
+# shellcheck source=benches/kafka-lib.sh
+source "$here/kafka-lib.sh"
+bench_setup strom-migrate-bench
 rate() { python3 -c "import sys; b,t=float(sys.argv[1]),float(sys.argv[2]); print(f'{t:.1f} s, {b/1e6/t:.0f} MB/s')" "$1" "$2"; }
-
-strom="${STROM_BIN:-$root/target/release/strom}"
-[[ -x "$strom" ]] || (cd "$root" && cargo build --release -q -p strom)
-
-bash "$root/compat-tests/kafka/kafka.sh" fetch >/dev/null
-port=$(free_port) cport=$(free_port)
-bash "$root/compat-tests/kafka/kafka.sh" run "$port" "$cport" "$work/kafka" >"$work/kafka.log" 2>&1 &
-kafka_pid=$!
-bs="127.0.0.1:$port"
-for _ in $(seq 180); do
-    kcat -b "$bs" -L -m 2 >/dev/null 2>&1 && break
-    kill -0 "$kafka_pid" || { echo "kafka exited; see $work/kafka.log" >&2; exit 1; }
-    sleep 1
-done
+start_kafka
 
 topic=mig-bench
 records=$((mb * 1024))

@@ -381,6 +381,7 @@ def test_import_of_split_log_dirs_takes_configs_from_the_metadata_log_and_hard_l
         out = r.stdout
         assert f"{conf_topic}: 2 partitions" in out and "configs from Kafka's metadata log (3 set)" in out, out
         assert "committed offsets of 1 groups" in out, out
+        assert re.search(r"configs read from Kafka's metadata log: .*[1-9]\d* records of .*__cluster_metadata-0", out), out
         assert "broker config carried: log.retention.bytes=10737418240 (this broker)" in out, out
         assert f"{data_topic}-0.0123456789abcdef-future: a replica move in progress" in out, out
         assert f"{conf_topic}-0.0123456789abcdef-delete: a partition Kafka was deleting" in out, out

@@ -265,40 +265,153 @@ async fn scenario(kind: &str, url: &str, dir: &Path, bootstrap: &str) {
     run.terminate();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_pgvector_when_sinking_10k_with_a_crash_and_a_replay_then_exactly_10k_and_right_neighbours(
-) {
-    if !enabled("pgvector end-to-end") {
+/// The scenario against the database `start` runs, next to a fresh `strom serve`.
+async fn against(kind: &str, start: fn(&Path) -> (Proc, String)) {
+    if !enabled(&format!("{kind} end-to-end")) {
         return;
     }
     let dir = TestDir::new();
     let (_strom, bootstrap) = start_strom(dir.path());
-    let (_pg, url) = start_postgres(dir.path());
-    scenario("pgvector", &url, dir.path(), &bootstrap).await;
+    let (_db, url) = start(dir.path());
+    scenario(kind, &url, dir.path(), &bootstrap).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_pgvector_when_sinking_10k_with_a_crash_and_a_replay_then_exactly_10k_and_right_neighbours(
+) {
+    against("pgvector", start_postgres).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_chroma_when_sinking_10k_with_a_crash_and_a_replay_then_exactly_10k_and_right_neighbours(
 ) {
-    if !enabled("chroma end-to-end") {
-        return;
-    }
-    let dir = TestDir::new();
-    let (_strom, bootstrap) = start_strom(dir.path());
-    let (_chroma, url) = start_chroma(dir.path());
-    scenario("chroma", &url, dir.path(), &bootstrap).await;
+    against("chroma", start_chroma).await;
 }
 
+/// Milvus through milvus-lite, a reimplementation of the Milvus gRPC API.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_milvus_when_sinking_10k_with_a_crash_and_a_replay_then_exactly_10k_and_right_neighbours(
 ) {
-    if !enabled("milvus end-to-end") {
+    against("milvus", start_milvus).await;
+}
+
+/// The Milvus sink's collection handling against the real server, without Kafka: a
+/// collection someone else made without an index is indexed and loaded; the typed fields and
+/// the dynamic field take what records carry; a server restart is a transient error; an
+/// existing collection of another shape is refused with every difference said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_milvus_collections_when_opened_then_indexed_loaded_and_checked() {
+    use milvus::v2::prelude::*;
+    use strom_connectors::record::{Doc, Op, Schema};
+    if !enabled("milvus collections") {
         return;
     }
     let dir = TestDir::new();
-    let (_strom, bootstrap) = start_strom(dir.path());
-    let (_milvus, url) = start_milvus(dir.path());
-    scenario("milvus", &url, dir.path(), &bootstrap).await;
+    let (mut milvus, url) = start_milvus(dir.path());
+    let cfg = |collection: &str| {
+        connector(
+            &format!(
+                "[[connectors]]\nname = \"m\"\n[connectors.source]\nbootstrap = \"127.0.0.1:1\"\n\
+                 topics = [\"t\"]\ngroup_id = \"g\"\n[connectors.sink]\ntype = \"milvus\"\n\
+                 url = \"{url}\"\ncollection = \"{collection}\"\nembedding_field = \"emb\"\n\
+                 metric = \"l2\"\nconsistency_level = \"Strong\"\n"
+            ),
+            "m",
+        )
+    };
+    let doc = |id: &str, x: f32, fields: serde_json::Value| Doc {
+        id: id.into(),
+        vector: vec![x, 0.0, 1.0],
+        fields: fields.as_object().unwrap().clone(),
+    };
+
+    // Someone else's collection: our shape, no index, not loaded.
+    let client = ClientV2::new(&ConnectConfig::new().uri(url.clone()))
+        .await
+        .expect("client");
+    let schema = CollectionSchema::new()
+        .enable_dynamic_field(true)
+        .add_field(
+            FieldSchema::new()
+                .name("id")
+                .data_type(DataType::VarChar)
+                .max_length(64)
+                .primary_key(true),
+        )
+        .add_field(
+            FieldSchema::new()
+                .name("emb")
+                .data_type(DataType::FloatVector)
+                .dimension(3),
+        );
+    client
+        .create_collection(
+            CreateCollectionRequest::builder()
+                .collection_name("foreign")
+                .schema(schema)
+                .build()
+                .unwrap(),
+        )
+        .await
+        .expect("create collection");
+    let mut s = Sink::connect(&cfg("foreign")).await.expect("sink");
+    assert_eq!(s.existing_schema().map(|s| s.dimension), Some(3));
+    s.write(&[Op::Upsert(doc("a", 1.0, serde_json::json!({})))], None)
+        .await
+        .expect("write");
+    assert_eq!(s.nearest(&[1.0, 0.0, 1.0], 1).await.unwrap(), ["a"]);
+
+    // Ours: typed fields from the first record, new fields into `$meta`.
+    let first = doc("x", 1.0, serde_json::json!({"title": "t", "n": 1}));
+    let mut s = Sink::connect(&cfg("ours")).await.expect("sink");
+    let created = s.prepare(&Schema::infer(&first)).await.expect("create");
+    assert_eq!(created, Schema::infer(&first));
+    let ops = [
+        Op::Upsert(first),
+        Op::Upsert(doc(
+            "y",
+            2.0,
+            serde_json::json!({"lang": "en", "my-field": 1}),
+        )),
+        Op::Upsert(doc("z", 3.0, serde_json::json!({"n": 2.5}))),
+    ];
+    let rejected = s.write(&ops, None).await.expect("write");
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert_eq!(rejected[0].0, 2);
+    assert!(
+        rejected[0]
+            .1
+            .contains("field `n` is integer in the collection, float in the record"),
+        "{rejected:?}"
+    );
+    assert_eq!(s.count().await.unwrap(), 2);
+
+    // The server gone: a transient error (the runner retries it with backoff). Back on the
+    // same port and data dir: the same sink writes again and nothing acknowledged was lost.
+    milvus.kill9();
+    let again = [Op::Upsert(doc("v", 4.0, serde_json::json!({"n": 3})))];
+    let e = s.write(&again, None).await.expect_err("server down");
+    assert!(e.is_transient(), "{e}");
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let (_milvus, _) = start_milvus_on(dir.path(), port);
+    s.write(&again, None)
+        .await
+        .expect("write after the restart");
+    assert_eq!(s.count().await.unwrap(), 3);
+
+    // Reopened with records of another shape: every difference at once.
+    let mut s = Sink::connect(&cfg("ours")).await.expect("sink");
+    let other = doc("w", 0.0, serde_json::json!({"title": 7, "lang": "en"}));
+    let mut wanted = Schema::infer(&other);
+    wanted.dimension = 4;
+    let e = s.prepare(&wanted).await.expect_err("mismatch").to_string();
+    assert!(
+        e.contains("the collection's vectors have 3 dimensions, the records 4")
+            && e.contains(
+                "type conflict: field `title` is text in the collection, integer in the records"
+            ),
+        "{e}"
+    );
 }
 
 /// `strom serve` with `[[connectors]]` in its config runs them itself: records produced to the

@@ -45,6 +45,8 @@ pub struct Report {
     pub linked: (usize, u64),
     /// Dynamic broker configs carried from Kafka's metadata log.
     pub broker_configs: Vec<String>,
+    /// What of Kafka's metadata log was read for the configs.
+    pub metadata: Option<String>,
     pub not_carried: Vec<String>,
 }
 
@@ -76,6 +78,9 @@ impl fmt::Display for Report {
                 "hard-linked: {} segments, {} bytes (the rest copied)",
                 self.linked.0, self.linked.1
             )?;
+        }
+        if let Some(m) = &self.metadata {
+            writeln!(f, "configs read from Kafka's metadata log: {m}")?;
         }
         for c in &self.broker_configs {
             writeln!(f, "broker config carried: {c}")?;
@@ -790,6 +795,14 @@ mod tests {
             assert_eq!(got, vec![(0, 0), (3, 0), (5, 0), (6, 0)]);
         });
 
+        // A --metadata-dir that is not one: refused, nothing written.
+        let data3 = tempfile::tempdir().unwrap();
+        let mut args = import_args(vec![a.path().into()], &data3.path().join("d"));
+        args.metadata_dir = Some(b.path().into());
+        let err = import(args).unwrap_err().to_string();
+        assert!(err.contains("is not a KRaft metadata log dir"), "{err}");
+        assert!(!data3.path().join("d").exists());
+
         // The same partition in both dirs: refused naming both, nothing written.
         partition(b.path(), "t-0", id, &[]);
         let data2 = tempfile::tempdir().unwrap();
@@ -801,6 +814,35 @@ mod tests {
         .to_string();
         assert!(err.contains("t-0 is in two log dirs"), "{err}");
         assert!(!data2.path().join("d").exists());
+    }
+
+    #[test]
+    fn given_link_across_filesystems_when_importing_then_refused_before_writing() {
+        use std::os::unix::fs::MetadataExt;
+        let src = kafka_dir();
+        partition(
+            src.path(),
+            "t-0",
+            [1; 16],
+            &[(0, batch(0, 1, -1, false, None).to_vec())],
+        );
+        // /dev/shm is a tmpfs on Linux; the test needs it on another filesystem than /tmp.
+        let shm = Path::new("/dev/shm");
+        let other = std::fs::metadata(shm).map(|m| m.dev()).ok();
+        assert_ne!(
+            other,
+            Some(std::fs::metadata(src.path()).unwrap().dev()),
+            "/dev/shm and the temp dir share a filesystem: this test needs two"
+        );
+        let data = tempfile::tempdir_in(shm).unwrap();
+        let target = data.path().join("strom");
+        let mut args = import_args(vec![src.path().into()], &target);
+        args.link = true;
+        let err = import(args.clone()).unwrap_err().to_string();
+        assert!(err.contains("on different filesystems"), "{err}");
+        assert!(!target.exists());
+        args.link = false;
+        assert_eq!(import(args).unwrap().topics["t"].1, 1);
     }
 
     #[test]

@@ -19,7 +19,18 @@ pub(super) fn read_metadata(
     report: &mut Report,
 ) -> Result<Option<MetadataImage>, MigrateError> {
     let dir = match (&args.metadata_dir, found) {
-        (Some(d), _) => kraft::metadata_partition_dir(d),
+        (Some(d), _) => {
+            // Named explicitly: a wrong path is a mistake to point out, not a reason to
+            // import with default configs.
+            let dir = kraft::metadata_partition_dir(d);
+            if !dir.is_dir() {
+                return Err(MigrateError::Refused(format!(
+                    "--metadata-dir: {} is not a KRaft metadata log dir",
+                    dir.display()
+                )));
+            }
+            dir
+        }
         (None, [one]) => one.clone(),
         (None, []) => {
             report.not_carried.push(
@@ -38,7 +49,10 @@ pub(super) fn read_metadata(
         }
     };
     match kraft::read(&dir) {
-        Ok(image) => Ok(Some(image)),
+        Ok(image) => {
+            report.metadata = Some(image.source.clone());
+            Ok(Some(image))
+        }
         Err(e) => {
             report.not_carried.push(format!(
                 "topic configs: Kafka's metadata log {} is not readable ({e}); topics get \

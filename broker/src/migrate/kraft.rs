@@ -245,22 +245,11 @@ pub fn metadata_partition_dir(dir: &Path) -> PathBuf {
 
 /// Reads the newest snapshot and the log after it (every batch CRC-checked).
 pub fn read(dir: &Path) -> Result<MetadataImage, MigrateError> {
-    let io = |e: std::io::Error| MigrateError::Source(format!("{}: {e}", dir.display()));
-    let mut snapshots = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let name = entry
-            .map_err(io)?
-            .file_name()
-            .to_string_lossy()
-            .into_owned();
-        let offset = name
-            .strip_suffix(".checkpoint")
-            .and_then(|s| s.split_once('-'))
-            .and_then(|(o, _epoch)| o.parse::<i64>().ok());
-        if let Some(o) = offset {
-            snapshots.push((o, dir.join(name)));
-        }
-    }
+    // Kafka's snapshot names: `<end offset>-<epoch>.checkpoint`.
+    let mut snapshots = super::source::numbered_files(dir, |name| {
+        let (offset, _epoch) = name.strip_suffix(".checkpoint")?.split_once('-')?;
+        offset.parse().ok()
+    })?;
     snapshots.sort();
     let mut image = MetadataImage::default();
     let from = match snapshots.pop() {

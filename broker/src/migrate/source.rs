@@ -208,21 +208,9 @@ pub struct BatchReader {
 impl BatchReader {
     /// The `.log` segments of a partition dir.
     pub fn open(dir: &Path) -> Result<BatchReader, MigrateError> {
-        let io = |e: std::io::Error| MigrateError::Source(format!("{}: {e}", dir.display()));
-        let mut segments = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(io)? {
-            let name = entry
-                .map_err(io)?
-                .file_name()
-                .to_string_lossy()
-                .into_owned();
-            if let Some(base) = name
-                .strip_suffix(".log")
-                .and_then(|s| s.parse::<i64>().ok())
-            {
-                segments.push((base, dir.join(name)));
-            }
-        }
+        let segments = numbered_files(dir, |name| {
+            name.strip_suffix(".log").and_then(|s| s.parse().ok())
+        })?;
         Ok(BatchReader::files(segments))
     }
 
@@ -305,6 +293,22 @@ impl BatchReader {
             return Ok(Some((h, buf)));
         }
     }
+}
+
+/// The files of `dir` whose name `number` maps to an offset, with that offset, unsorted.
+pub fn numbered_files(
+    dir: &Path,
+    number: impl Fn(&str) -> Option<i64>,
+) -> Result<Vec<(i64, PathBuf)>, MigrateError> {
+    let io = |e: std::io::Error| MigrateError::Source(format!("{}: {e}", dir.display()));
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let name = entry.map_err(io)?.file_name();
+        if let Some(n) = number(&name.to_string_lossy()) {
+            out.push((n, dir.join(name)));
+        }
+    }
+    Ok(out)
 }
 
 /// Reads until `buf` is full or the file ends; returns the bytes read.

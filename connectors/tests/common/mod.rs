@@ -302,44 +302,40 @@ pub fn start_postgres(dir: &Path) -> (Proc, String) {
 }
 
 pub fn start_chroma(dir: &Path) -> (Proc, String) {
-    let port = free_port();
-    let log = dir.join("chroma.log");
-    let p = Proc::spawn(
-        "chroma",
-        Command::new(venv().join("bin/chroma")).args([
-            "run",
-            "--path",
-            dir.join("chroma-data").to_str().unwrap(),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-        ]),
-        &log,
-    );
-    wait_port(port, "chroma", &log);
-    (p, format!("http://127.0.0.1:{port}"))
+    start_venv_server(dir, "chroma", &["run", "--path"], free_port())
 }
 
 /// milvus-lite (a pure-Python reimplementation of the Milvus gRPC API, not Milvus itself)
 /// from the `milvus-lite` wheel.
 pub fn start_milvus(dir: &Path) -> (Proc, String) {
-    let port = free_port();
-    let log = dir.join("milvus.log");
+    start_milvus_on(dir, free_port())
+}
+
+/// milvus-lite on `port` (a restart reuses its port and its data dir).
+pub fn start_milvus_on(dir: &Path, port: u16) -> (Proc, String) {
+    start_venv_server(dir, "milvus-lite", &["server", "--data-dir"], port)
+}
+
+/// A server from the vector venv's `bin/<exe>`, run as `<exe> <args> DIR --host 127.0.0.1
+/// --port PORT` with DIR its data dir in the test dir; its log is `<exe>.log` (a restart's
+/// `<exe>-1.log`, ...).
+fn start_venv_server(dir: &Path, exe: &'static str, args: &[&str], port: u16) -> (Proc, String) {
+    let log = (0..)
+        .map(|i| match i {
+            0 => dir.join(format!("{exe}.log")),
+            i => dir.join(format!("{exe}-{i}.log")),
+        })
+        .find(|p| !p.exists())
+        .expect("a free log name");
     let p = Proc::spawn(
-        "milvus-lite",
-        Command::new(venv().join("bin/milvus-lite")).args([
-            "server",
-            "--data-dir",
-            dir.join("milvus-data").to_str().unwrap(),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-        ]),
+        exe,
+        Command::new(venv().join("bin").join(exe))
+            .args(args)
+            .arg(dir.join(format!("{exe}-data")))
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()]),
         &log,
     );
-    wait_port(port, "milvus-lite", &log);
+    wait_port(port, exe, &log);
     (p, format!("http://127.0.0.1:{port}"))
 }
 

@@ -123,6 +123,21 @@ fn request<T>(what: &str, r: milvus::v2::error::Result<T>) -> Result<T, SinkErro
     r.map_err(|e| milvus_error(what, e))
 }
 
+/// `call!(sink, method, Request.setter(args)...)`: builds `Request` for the sink's collection
+/// with the setters given and sends it with `method`; the SDK's result, unclassified (callers
+/// match some server errors before [`request`] classifies the rest).
+macro_rules! call {
+    ($sink:expr, $method:ident, $req:ident $(.$m:ident($($a:expr),*))*) => {
+        async {
+            let r = $req::builder()
+                .collection_name(&$sink.collection)
+                $(.$m($($a),*))*
+                .build()?;
+            $sink.client.$method(r).await
+        }
+    };
+}
+
 impl MilvusSink {
     pub async fn connect(cfg: &ConnectorConfig) -> Result<MilvusSink, SinkError> {
         let s = &cfg.sink;
@@ -164,28 +179,14 @@ impl MilvusSink {
     async fn read_schema(&self) -> Result<Option<Schema>, SinkError> {
         let has = request(
             "has collection",
-            self.client
-                .has_collection(
-                    HasCollectionRequest::builder()
-                        .collection_name(&self.collection)
-                        .build()
-                        .map_err(|e| milvus_error("has collection", e))?,
-                )
-                .await,
+            call!(self, has_collection, HasCollectionRequest).await,
         )?;
         if !has.exists() {
             return Ok(None);
         }
         let d = request(
             "describe collection",
-            self.client
-                .describe_collection(
-                    DescribeCollectionRequest::builder()
-                        .collection_name(&self.collection)
-                        .build()
-                        .map_err(|e| milvus_error("describe collection", e))?,
-                )
-                .await,
+            call!(self, describe_collection, DescribeCollectionRequest).await,
         )?;
         schema_of(
             &self.collection,
@@ -198,17 +199,7 @@ impl MilvusSink {
     /// An existing collection needs a vector index of the configured metric and to be loaded
     /// before it can be searched; a collection made by someone else may lack either.
     async fn ensure_index_and_load(&self) -> Result<(), SinkError> {
-        let described = self
-            .client
-            .describe_index(
-                DescribeIndexRequest::builder()
-                    .collection_name(&self.collection)
-                    .field_name(&self.vector_field)
-                    .build()
-                    .map_err(|e| milvus_error("describe index", e))?,
-            )
-            .await;
-        match described {
+        match self.describe_index().await {
             Ok(d) => {
                 let want = metric_type(self.metric);
                 if let Some(idx) = d.indexes().first() {
@@ -233,15 +224,19 @@ impl MilvusSink {
         }
         request(
             "load collection",
-            self.client
-                .load_collection(
-                    LoadCollectionRequest::builder()
-                        .collection_name(&self.collection)
-                        .build()
-                        .map_err(|e| milvus_error("load collection", e))?,
-                )
-                .await,
+            call!(self, load_collection, LoadCollectionRequest).await,
         )
+    }
+
+    async fn describe_index(
+        &self,
+    ) -> milvus::v2::error::Result<milvus::v2::prelude::DescribeIndexResponse> {
+        call!(
+            self,
+            describe_index,
+            DescribeIndexRequest.field_name(&self.vector_field)
+        )
+        .await
     }
 
     async fn create_index(&self) -> Result<(), SinkError> {
@@ -254,20 +249,14 @@ impl MilvusSink {
                 ("M".to_string(), "16".to_string()),
                 ("efConstruction".to_string(), "200".to_string()),
             ]));
-        let r = self
-            .client
-            .create_index(
-                CreateIndexRequest::builder()
-                    .collection_name(&self.collection)
-                    .index_param(index)
-                    // The SDK's own wait starts with AllocTimestamp, which milvus-lite lacks:
-                    // we poll the index state ourselves.
-                    .sync(false)
-                    .build()
-                    .map_err(|e| milvus_error("create index", e))?,
-            )
-            .await;
-        match r {
+        // The SDK's own wait (sync) starts with AllocTimestamp, which milvus-lite lacks: we
+        // poll the index state ourselves.
+        let r = call!(
+            self,
+            create_index,
+            CreateIndexRequest.index_param(index).sync(false)
+        );
+        match r.await {
             Ok(()) => {}
             // Another connector built it first (Milvus: IndexDuplicate 702; milvus-lite:
             // IndexAlreadyExists 35): the metric is checked on the next connect.
@@ -278,18 +267,7 @@ impl MilvusSink {
         // holding data takes its time, and the runner retries a transient timeout.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
         loop {
-            let d = request(
-                "describe index",
-                self.client
-                    .describe_index(
-                        DescribeIndexRequest::builder()
-                            .collection_name(&self.collection)
-                            .field_name(&self.vector_field)
-                            .build()
-                            .map_err(|e| milvus_error("describe index", e))?,
-                    )
-                    .await,
-            )?;
+            let d = request("describe index", self.describe_index().await)?;
             match d
                 .indexes()
                 .first()
@@ -403,36 +381,21 @@ impl MilvusSink {
                     continue;
                 }
                 let columns = columns(&schema, &self.vector_field, &last)?;
-                request(
-                    "upsert",
-                    self.client
-                        .upsert(
-                            UpsertRequest::builder()
-                                .insert(
-                                    InsertRequest::builder()
-                                        .collection_name(&self.collection)
-                                        .columns(columns)
-                                        .build()
-                                        .map_err(|e| milvus_error("upsert", e))?,
-                                )
-                                .build()
-                                .map_err(|e| milvus_error("upsert", e))?,
-                        )
-                        .await,
-                )?;
+                let upsert = async {
+                    let insert = InsertRequest::builder()
+                        .collection_name(&self.collection)
+                        .columns(columns)
+                        .build()?;
+                    let r = UpsertRequest::builder().insert(insert).build()?;
+                    self.client.upsert(r).await
+                };
+                request("upsert", upsert.await)?;
             } else {
                 let ids: Vec<String> = dedup_last(run).iter().map(|o| quote(o.id())).collect();
+                let filter = format!("{ID_FIELD} in [{}]", ids.join(", "));
                 request(
                     "delete",
-                    self.client
-                        .delete(
-                            DeleteRequest::builder()
-                                .collection_name(&self.collection)
-                                .filter(format!("{ID_FIELD} in [{}]", ids.join(", ")))
-                                .build()
-                                .map_err(|e| milvus_error("delete", e))?,
-                        )
-                        .await,
+                    call!(self, delete, DeleteRequest.filter(filter)).await,
                 )?;
             }
         }
@@ -440,19 +403,14 @@ impl MilvusSink {
     }
 
     pub async fn count(&mut self) -> Result<u64, SinkError> {
-        let r = request(
-            "count",
-            self.client
-                .query(
-                    QueryRequest::builder()
-                        .collection_name(&self.collection)
-                        .output_fields(["count(*)"])
-                        .consistency_level(ConsistencyLevel::Strong)
-                        .build()
-                        .map_err(|e| milvus_error("count", e))?,
-                )
-                .await,
-        )?;
+        let count = call!(
+            self,
+            query,
+            QueryRequest
+                .output_fields(["count(*)"])
+                .consistency_level(ConsistencyLevel::Strong)
+        );
+        let r = request("count", count.await)?;
         match r.results().get_output_field("count(*)") {
             Some(FieldData::Int64 { values, .. }) if values.len() == 1 => Ok(values[0] as u64),
             other => Err(SinkError::Permanent(format!(
@@ -469,25 +427,17 @@ impl MilvusSink {
         let mut out = Vec::new();
         let mut filter = format!("{ID_FIELD} != \"\"");
         loop {
-            let r = request(
-                "read vectors",
-                self.client
-                    .query(
-                        QueryRequest::builder()
-                            .collection_name(&self.collection)
-                            .filter(&filter)
-                            .output_fields([ID_FIELD, self.vector_field.as_str()])
-                            .limit(PAGE as i64)
-                            .extra_params(HashMap::from([(
-                                "iterator".to_string(),
-                                "true".to_string(),
-                            )]))
-                            .consistency_level(ConsistencyLevel::Strong)
-                            .build()
-                            .map_err(|e| milvus_error("read vectors", e))?,
-                    )
-                    .await,
-            )?;
+            let page = call!(
+                self,
+                query,
+                QueryRequest
+                    .filter(&filter)
+                    .output_fields([ID_FIELD, self.vector_field.as_str()])
+                    .limit(PAGE as i64)
+                    .extra_params(HashMap::from([("iterator".into(), "true".into())]))
+                    .consistency_level(ConsistencyLevel::Strong)
+            );
+            let r = request("read vectors", page.await)?;
             let ids = match r.results().get_output_field(ID_FIELD) {
                 Some(FieldData::VarChar { values, .. }) => values.clone(),
                 _ => Vec::new(),
@@ -527,23 +477,18 @@ impl MilvusSink {
         // A wide HNSW search (ef well above k): after a replay has upserted every id again the
         // graph holds many replaced nodes (the Chroma sink found missed neighbours that way).
         let ef = (k * 20).max(200);
-        let r = request(
-            "search",
-            self.client
-                .search(
-                    SearchRequest::builder()
-                        .collection_name(&self.collection)
-                        .vector_field(&self.vector_field)
-                        .vectors(SearchVectors::Float(vec![vector.to_vec()]))
-                        .limit(k as i64)
-                        .metric_type(metric_type(self.metric))
-                        .extra_params(HashMap::from([("ef".to_string(), ef.to_string())]))
-                        .consistency_level(ConsistencyLevel::Strong)
-                        .build()
-                        .map_err(|e| milvus_error("search", e))?,
-                )
-                .await,
-        )?;
+        let search = call!(
+            self,
+            search,
+            SearchRequest
+                .vector_field(&self.vector_field)
+                .vectors(SearchVectors::Float(vec![vector.to_vec()]))
+                .limit(k as i64)
+                .metric_type(metric_type(self.metric))
+                .extra_params(HashMap::from([("ef".into(), ef.to_string())]))
+                .consistency_level(ConsistencyLevel::Strong)
+        );
+        let r = request("search", search.await)?;
         let Some(hits) = r.results().iter().next() else {
             return Ok(Vec::new());
         };

@@ -145,7 +145,11 @@ pub fn unstorable(schema: &Schema, d: &crate::record::Doc) -> Option<String> {
                 "field `{k}` of {} bytes: Milvus VarChar holds at most {MAX_VARCHAR}",
                 s.len()
             )),
-            Value::Number(n) if want == Some(&FieldType::Int) && n.as_i64().is_none() => {
+            Value::Number(n)
+                if want == Some(&FieldType::Int)
+                    && got == FieldType::Int
+                    && n.as_i64().is_none() =>
+            {
                 Some(format!("field `{k}`: {n} is beyond Int64"))
             }
             _ => match want {
@@ -341,16 +345,21 @@ mod tests {
         );
     }
 
-    #[test]
-    fn given_docs_then_columns_are_typed_nullable_and_the_rest_dynamic() {
-        let schema = Schema {
+    /// A collection typing `title` as text and `n` as integer.
+    fn title_and_n() -> Schema {
+        Schema {
             dimension: 2,
             fields: [
                 ("title".to_string(), FieldType::Text),
                 ("n".to_string(), FieldType::Int),
             ]
             .into(),
-        };
+        }
+    }
+
+    #[test]
+    fn given_docs_then_columns_are_typed_nullable_and_the_rest_dynamic() {
+        let schema = title_and_n();
         let a = doc("a", json!({"title": "x", "n": 1, "bad-name": true}));
         let b = doc("b", json!({"n": 2, "extra": {"k": [1]}}));
         let cols = columns(&schema, "emb", &[&a, &b]).unwrap();
@@ -373,14 +382,7 @@ mod tests {
 
     #[test]
     fn given_values_milvus_cannot_hold_then_the_record_is_refused() {
-        let schema = Schema {
-            dimension: 2,
-            fields: [
-                ("title".to_string(), FieldType::Text),
-                ("n".to_string(), FieldType::Int),
-            ]
-            .into(),
-        };
+        let schema = title_and_n();
         assert_eq!(unstorable(&schema, &doc("a", json!({"title": "x"}))), None);
         let long = "x".repeat(MAX_VARCHAR + 1);
         for (d, want) in [
@@ -390,6 +392,10 @@ mod tests {
             ),
             (doc(&long, json!({})), "id of 65536 bytes"),
             (doc("a", json!({"n": u64::MAX})), "beyond Int64"),
+            (
+                doc("a", json!({"n": 2.5})),
+                "type conflict: field `n` is integer in the collection, float in the record",
+            ),
             (
                 doc("a", json!({"title": 3})),
                 "type conflict: field `title`",
