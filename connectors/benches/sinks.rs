@@ -31,15 +31,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{
-    create_topics, free_port, start_chroma, start_connector, start_postgres, start_strom,
+    create_topics, free_port, start_chroma, start_connector, start_milvus, start_postgres,
+    start_strom,
 };
 use common::{Proc, Rng, TestDir, DIM};
 use hdrhistogram::Histogram;
+use milvus::v2::prelude::{
+    ClientV2, ConnectConfig, ConsistencyLevel, FieldData, InsertRequest, QueryRequest,
+    TelemetryConfig,
+};
 use pgvector::Vector;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use serde_json::json;
-use strom_connectors::record::offset_id;
+use strom_connectors::record::{offset_id, Doc, FieldType, Schema};
+use strom_connectors::sink::milvus::columns as milvus_columns;
+use strom_connectors::sink::Sink;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 
@@ -73,7 +80,7 @@ impl Params {
             poll_ms: env("BENCH_POLL_MS", 5),
             drain_secs: env("BENCH_DRAIN_SECS", 30),
             pg_hnsw: env("BENCH_PG_HNSW", 1) == 1,
-            sinks: env("BENCH_SINKS", "pgvector chroma".to_string())
+            sinks: env("BENCH_SINKS", "pgvector chroma milvus".to_string())
                 .split_whitespace()
                 .map(str::to_string)
                 .collect(),
@@ -155,6 +162,10 @@ enum Db {
         http: reqwest::Client,
         base: String,
     },
+    Milvus {
+        client: ClientV2,
+        url: String,
+    },
 }
 
 /// One table / collection.
@@ -162,12 +173,41 @@ enum Db {
 enum Target {
     Pg(String),
     Chroma(String),
+    Milvus(String),
+}
+
+/// The records' shape, as the connector infers it from the first record.
+fn record_schema() -> Schema {
+    Schema {
+        dimension: DIM,
+        fields: [
+            ("seq", FieldType::Int),
+            ("sent_us", FieldType::Int),
+            ("title", FieldType::Text),
+        ]
+        .into_iter()
+        .map(|(n, t)| (n.to_string(), t))
+        .collect(),
+    }
+}
+
+fn milvus_error(e: milvus::v2::error::Error) -> String {
+    e.to_string()
 }
 
 async fn pg_client(url: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("postgres connect");
+    // The port listens while the server still refuses connections ("starting up").
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (client, conn) = loop {
+        match tokio_postgres::connect(url, tokio_postgres::NoTls).await {
+            Ok(c) => break c,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("postgres not ready yet: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("postgres connect: {e}"),
+        }
+    };
     tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -200,6 +240,27 @@ impl Db {
                     "{url}/api/v2/tenants/default_tenant/databases/default_database/collections"
                 ),
             },
+            "milvus" => {
+                let config = ConnectConfig::new()
+                    .uri(url.to_string())
+                    .rpc_timeout(Duration::from_secs(120))
+                    .telemetry(TelemetryConfig::new().enabled(false));
+                let deadline = Instant::now() + Duration::from_secs(120);
+                let client = loop {
+                    match ClientV2::new(&config).await {
+                        Ok(c) => break c,
+                        Err(e) if Instant::now() < deadline => {
+                            eprintln!("milvus not ready yet: {}", milvus_error(e));
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                        Err(e) => panic!("milvus connect: {}", milvus_error(e)),
+                    }
+                };
+                Db::Milvus {
+                    client,
+                    url: url.to_string(),
+                }
+            }
             other => panic!("unknown sink {other}"),
         }
     }
@@ -242,6 +303,30 @@ impl Db {
                     .expect("collection json");
                 Target::Chroma(r["id"].as_str().expect("collection id").to_string())
             }
+            Db::Milvus { url, .. } => {
+                // Exactly the collection the connector creates (its schema, HNSW index for
+                // cosine, loaded), made by the connector's own code; only the writes differ.
+                let cfg = strom_connectors::config::parse(&format!(
+                    r#"[source]
+bootstrap = "127.0.0.1:9"
+topics = ["{TOPIC}"]
+group_id = "bench"
+[sink]
+type = "milvus"
+url = "{url}"
+collection = "{name}"
+embedding_field = "embedding_vector"
+"#
+                ))
+                .expect("milvus config")
+                .connectors
+                .remove(0);
+                let mut sink = Sink::connect(&cfg).await.expect("milvus sink connect");
+                sink.prepare(&record_schema())
+                    .await
+                    .expect("milvus collection");
+                Target::Milvus(name.to_string())
+            }
         }
     }
 
@@ -264,6 +349,23 @@ impl Db {
                 .json::<u64>()
                 .await
                 .expect("count json"),
+            (Db::Milvus { client, .. }, Target::Milvus(name)) => {
+                let r = client
+                    .query(
+                        QueryRequest::builder()
+                            .collection_name(name)
+                            .output_fields(["count(*)"])
+                            .consistency_level(ConsistencyLevel::Strong)
+                            .build()
+                            .expect("count request"),
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("milvus count: {}", milvus_error(e)));
+                match r.results().get_output_field("count(*)") {
+                    Some(FieldData::Int64 { values, .. }) if values.len() == 1 => values[0] as u64,
+                    other => panic!("milvus count: {other:?}"),
+                }
+            }
             _ => unreachable!("target of another database"),
         }
     }
@@ -320,8 +422,95 @@ impl Db {
                     .and_then(|r| r.error_for_status())
                     .expect("chroma add");
             }
+            (Db::Milvus { client, .. }, Target::Milvus(name)) => {
+                let docs: Vec<Doc> = seqs
+                    .map(|s| Doc {
+                        id: offset_id(name, 0, s as i64),
+                        vector: vector(s),
+                        fields: json!({"seq": s, "sent_us": sent, "title": title(s)})
+                            .as_object()
+                            .expect("object")
+                            .clone(),
+                    })
+                    .collect();
+                let refs: Vec<&Doc> = docs.iter().collect();
+                let columns = milvus_columns(&record_schema(), "embedding_vector", &refs)
+                    .expect("milvus columns");
+                client
+                    .insert(
+                        InsertRequest::builder()
+                            .collection_name(name)
+                            .columns(columns)
+                            .build()
+                            .expect("insert request"),
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("milvus insert: {}", milvus_error(e)));
+            }
             _ => unreachable!("target of another database"),
         }
+    }
+}
+
+/// CPU seconds (user + system) of `root` and every process below it (postgres forks a
+/// backend per connection; live children are not in the parent's own counters). For this
+/// process, only itself: the servers it started are its children.
+fn tree_cpu(root: u32) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut procs: Vec<(u32, u32, u64)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        procs.push((pid, num(1) as u32, num(11) + num(12)));
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() && root != std::process::id() {
+        let parent = tree[i];
+        tree.extend(procs.iter().filter(|p| p.1 == parent).map(|p| p.0));
+        i += 1;
+    }
+    procs
+        .iter()
+        .filter(|p| tree.contains(&p.0))
+        .map(|p| p.2 as f64 / hz)
+        .sum()
+}
+
+/// CPU use of named process trees over a run, as "name X s" (the machine has
+/// `available_parallelism` cores for all of them, and for the other engineers' builds).
+struct CpuMeter(Vec<(&'static str, u32, f64)>, Instant);
+
+impl CpuMeter {
+    fn start(procs: &[(&'static str, u32)]) -> CpuMeter {
+        CpuMeter(
+            procs
+                .iter()
+                .map(|&(n, pid)| (n, pid, tree_cpu(pid)))
+                .collect(),
+            Instant::now(),
+        )
+    }
+
+    fn report(&self) -> String {
+        let wall = self.1.elapsed().as_secs_f64();
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|&(name, pid, before)| format!("{name} {:.1}", tree_cpu(pid) - before))
+            .collect();
+        format!("CPU s over {wall:.0} s: {}", parts.join(", "))
     }
 }
 
@@ -339,6 +528,8 @@ struct Outcome {
     probe: Option<Histogram<u64>>,
     /// The connector's own account (its /metrics): batches, records, mean sink write.
     sink_writes: Option<String>,
+    /// CPU seconds per process over the run.
+    cpu: Option<String>,
 }
 
 /// Batches, records per batch and mean sink write time from the connector's /metrics.
@@ -442,6 +633,7 @@ async fn observe(
         latency: Some(latency),
         probe: Some(probe),
         sink_writes: None,
+        cpu: None,
     }
 }
 
@@ -525,6 +717,7 @@ embedding_field = "embedding_vector"
 async fn connector_run(
     kind: &str,
     url: &str,
+    db_pid: u32,
     dir: &std::path::Path,
     p: &Params,
     tails: Arc<Vec<Vec<u8>>>,
@@ -565,7 +758,7 @@ async fn connector_run(
                     }
                     _ => unreachable!(),
                 },
-                Target::Chroma(_) => db.visible(&target).await >= 1,
+                Target::Chroma(_) | Target::Milvus(_) => db.visible(&target).await >= 1,
             };
             if ready {
                 break;
@@ -581,24 +774,34 @@ async fn connector_run(
     let sent = Arc::new(AtomicU64::new(0));
     let start = Instant::now() + Duration::from_millis(100);
     let total = tails.len() as u64;
+    let cpu = CpuMeter::start(&[
+        ("strom serve", strom.child.id()),
+        ("strom connect", connector.child.id()),
+        ("database", db_pid),
+        ("bench (producer, probe)", std::process::id()),
+    ]);
     let producer = produce_paced(&bootstrap, p, start, tails, sent.clone());
-    // Chroma's count includes the warm-up record; pgvector's max(seq) does not.
-    let offset = u64::from(matches!(target, Target::Chroma(_)));
+    // Chroma's and Milvus's counts include the warm-up record; pgvector's max(seq) does not.
+    let offset = u64::from(!matches!(target, Target::Pg(_)));
     let out = observe(&db, &target, p, start, total, offset, sent).await;
     let _ = tokio::task::spawn_blocking(move || producer.join()).await;
     let mut out = out;
+    out.cpu = Some(cpu.report());
     out.sink_writes = sink_writes(admin, start.elapsed()).await;
     connector.terminate();
     strom.terminate();
     out
 }
 
-/// Direct run, flat out: batches of `batch` written back to back for up to `secs`.
-async fn direct_max(kind: &str, url: &str, p: &Params) -> Outcome {
+/// Direct run, flat out: batches of `batch` written back to back until every record is
+/// written or for the connector run's window (`secs` + `drain_secs`): an HNSW insert costs
+/// more as the index grows, so a shorter run would flatter the direct client.
+async fn direct_max(kind: &str, url: &str, db_pid: u32, p: &Params) -> Outcome {
     let mut db = Db::open(kind, url).await;
     let target = db.create("bench_direct_max", p.pg_hnsw).await;
+    let cpu = CpuMeter::start(&[("database", db_pid), ("bench (writer)", std::process::id())]);
     let start = Instant::now();
-    let bound = start + Duration::from_secs(p.secs);
+    let bound = start + Duration::from_secs(p.secs + p.drain_secs);
     let mut written = 0u64;
     while written < p.records() && Instant::now() < bound {
         let end = (written + p.batch as u64).min(p.records());
@@ -614,15 +817,20 @@ async fn direct_max(kind: &str, url: &str, p: &Params) -> Outcome {
     Outcome {
         rate: visible.min(written) as f64 / start.elapsed().as_secs_f64(),
         never_visible: written - visible.min(written),
+        cpu: Some(cpu.report()),
         ..Outcome::default()
     }
 }
 
 /// Direct run at the rate: records become due on the schedule; the writer takes up to
 /// `batch` due records, waiting at most `linger` after the oldest for a full batch.
-async fn direct_paced(kind: &str, url: &str, p: &Params) -> Outcome {
+async fn direct_paced(kind: &str, url: &str, db_pid: u32, p: &Params) -> Outcome {
     let mut db = Db::open(kind, url).await;
     let target = db.create("bench_direct_paced", p.pg_hnsw).await;
+    let cpu = CpuMeter::start(&[
+        ("database", db_pid),
+        ("bench (writer, probe)", std::process::id()),
+    ]);
     let probe_db = Db::open(kind, url).await;
     let total = p.records();
     let start = Instant::now() + Duration::from_millis(100);
@@ -664,7 +872,9 @@ async fn direct_paced(kind: &str, url: &str, p: &Params) -> Outcome {
         tokio::time::sleep_until(wake.max(now + Duration::from_micros(100)).into()).await;
     }
     done.store(total, Ordering::Relaxed);
-    observer.await.expect("observer")
+    let mut out = observer.await.expect("observer");
+    out.cpu = Some(cpu.report());
+    out
 }
 
 struct Row {
@@ -687,12 +897,14 @@ fn loadavg() -> String {
         .join(" ")
 }
 
-async fn bench_sink(kind: &str, p: &Params, tails: Arc<Vec<Vec<u8>>>) -> Row {
-    let dir = TestDir::new();
-    let (mut server, url): (Proc, String) = match kind {
-        "pgvector" => start_postgres(dir.path()),
-        "chroma" => start_chroma(dir.path()),
-        other => panic!("unknown sink {other} (BENCH_SINKS: pgvector chroma)"),
+/// A fresh database server for each run, so one run's background work (index building,
+/// compaction, checkpoints) does not land in the next run's figures.
+async fn start_db(kind: &str, dir: &std::path::Path) -> (Proc, String) {
+    let (server, url) = match kind {
+        "pgvector" => start_postgres(dir),
+        "chroma" => start_chroma(dir),
+        "milvus" => start_milvus(dir),
+        other => panic!("unknown sink {other} (BENCH_SINKS: pgvector chroma milvus)"),
     };
     if kind == "chroma" {
         // The port listens before the API answers.
@@ -708,17 +920,38 @@ async fn bench_sink(kind: &str, p: &Params, tails: Arc<Vec<Vec<u8>>>) -> Row {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+    (server, url)
+}
+
+async fn bench_sink(kind: &str, p: &Params, tails: Arc<Vec<Vec<u8>>>) -> Row {
     eprintln!("[{kind}] connector run (load {})", loadavg());
-    let connector = connector_run(kind, &url, dir.path(), p, tails).await;
+    let connector = {
+        let dir = TestDir::new();
+        let (mut server, url) = start_db(kind, dir.path()).await;
+        let out = connector_run(kind, &url, server.child.id(), dir.path(), p, tails).await;
+        server.terminate();
+        out
+    };
     eprintln!("[{kind}] direct, flat out (load {})", loadavg());
-    let max = direct_max(kind, &url, p).await;
+    let max = {
+        let dir = TestDir::new();
+        let (mut server, url) = start_db(kind, dir.path()).await;
+        let out = direct_max(kind, &url, server.child.id(), p).await;
+        server.terminate();
+        out
+    };
     eprintln!(
         "[{kind}] direct, paced at {}/s (load {})",
         p.rate,
         loadavg()
     );
-    let paced = direct_paced(kind, &url, p).await;
-    server.terminate();
+    let paced = {
+        let dir = TestDir::new();
+        let (mut server, url) = start_db(kind, dir.path()).await;
+        let out = direct_paced(kind, &url, server.child.id(), p).await;
+        server.terminate();
+        out
+    };
     Row {
         sink: kind.to_string(),
         connector,
@@ -789,6 +1022,15 @@ fn main() {
         );
         if let Some(w) = &r.connector.sink_writes {
             println!("connector {}: {w}", r.sink);
+        }
+        for (run, o) in [
+            ("connector", &r.connector),
+            ("direct max", &r.max),
+            ("direct paced", &r.paced),
+        ] {
+            if let Some(c) = &o.cpu {
+                println!("{run} {}: {c}", r.sink);
+            }
         }
     }
 }
