@@ -21,6 +21,7 @@ use storage::producer_snapshot;
 
 use super::client::{Committed, SourceClient};
 use super::import_configs::{carry_broker_configs, metadata_topic_configs, read_metadata};
+use super::import_progress::{segment_bytes, ImportProgress};
 use super::metrics::ImportMetrics;
 use super::source::{self, BatchReader, SourcePartition};
 use super::state::{copied_topic, pattern};
@@ -186,6 +187,13 @@ pub async fn run(args: ImportArgs, metrics: &ImportMetrics) -> anyhow::Result<Re
     metrics
         .partitions
         .set(topics.values().map(|(_, ps)| ps.len() as i64).sum());
+    let total: u64 = topics
+        .values()
+        .flat_map(|(_, ps)| ps)
+        .map(|p| segment_bytes(&p.dir))
+        .sum();
+    let (verified, imported) = metrics.byte_totals();
+    let _progress = ImportProgress::start(total, verified, imported);
     // First pass: verify everything before Strom's data dir is touched.
     let mut links = BTreeMap::new();
     for (_, parts) in topics.values() {

@@ -8,6 +8,8 @@
 //! meanwhile. The counters are the `prometheus` crate's atomics, shared with that thread.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use prometheus::core::Collector;
@@ -182,6 +184,9 @@ pub struct ImportMetrics {
     pub producer_snapshots: IntCounter,
     pub groups: IntCounter,
     pub group_offsets: IntCounter,
+    /// Bytes verified and appended over all topics, for the progress display.
+    verified_total: Arc<AtomicU64>,
+    appended_total: Arc<AtomicU64>,
 }
 
 impl ImportMetrics {
@@ -244,7 +249,14 @@ impl ImportMetrics {
                 "strom_migrate_import_group_offsets_total",
                 "Committed offsets carried into Strom's __consumer_offsets.",
             ),
+            verified_total: Default::default(),
+            appended_total: Default::default(),
         }
+    }
+
+    /// (bytes verified, bytes appended) over all topics, updated as the passes go.
+    pub fn byte_totals(&self) -> (Arc<AtomicU64>, Arc<AtomicU64>) {
+        (self.verified_total.clone(), self.appended_total.clone())
     }
 
     pub fn verified(&self, topic: &str, batches: usize, bytes: usize) {
@@ -254,6 +266,8 @@ impl ImportMetrics {
         self.bytes_verified
             .with_label_values(&[topic])
             .inc_by(bytes as u64);
+        self.verified_total
+            .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     pub fn partition_verified(&self, topic: &str) {
@@ -267,6 +281,8 @@ impl ImportMetrics {
         self.bytes_appended
             .with_label_values(&[topic])
             .inc_by(bytes as u64);
+        self.appended_total
+            .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     pub fn partition_appended(&self, topic: &str) {

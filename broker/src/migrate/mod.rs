@@ -16,6 +16,7 @@
 pub mod client;
 pub mod import;
 mod import_configs;
+pub mod import_progress;
 pub mod kraft;
 pub mod metrics;
 pub mod mirror;

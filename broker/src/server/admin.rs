@@ -116,10 +116,21 @@ pub async fn serve_routes<R, F>(
                 tokio::task::spawn_local(async move {
                     let _permit = permit;
                     let mut buf = [0u8; 2048];
-                    let n = match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await {
-                        Ok(Ok(n)) => n,
-                        _ => return,
-                    };
+                    // The whole request head before answering: a client may send it in
+                    // several writes, and closing with a later part unread would reset the
+                    // connection under the client (its next write fails with EPIPE).
+                    let head = tokio::time::timeout(Duration::from_secs(5), async {
+                        let mut n = 0;
+                        while n < buf.len() && !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                            match stream.read(&mut buf[n..]).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(more) => n += more,
+                            }
+                        }
+                        n
+                    })
+                    .await;
+                    let Ok(n) = head else { return };
                     let request = String::from_utf8_lossy(&buf[..n]);
                     let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
                     let (status, content_type, body) = route(path).await;
