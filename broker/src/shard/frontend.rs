@@ -66,6 +66,37 @@ where
     rx.await.map_err(|_| FrontendError::ShardGone(shard))
 }
 
+/// Runs `f` on shard `shard` from outside the shards (an HTTP service's thread, a tokio
+/// multi-thread runtime): always by message, so the returned future is `Send` and holds no
+/// shard state. `f` runs on the shard and may use every (non-`Send`) helper of this module,
+/// e.g. `produce` or `fetch`, which then reach the partition's home shard from there.
+pub fn call_from_outside<R, F, Fut>(
+    ctx: &BrokerContext,
+    shard: usize,
+    f: F,
+) -> impl Future<Output = Result<R, FrontendError>> + Send + 'static
+where
+    F: FnOnce(Rc<ShardState>) -> Fut + Send + 'static,
+    Fut: Future<Output = R> + 'static,
+    R: Send + 'static,
+{
+    let sender = ctx.shard_senders.get(shard).cloned();
+    async move {
+        let sender = sender.ok_or(FrontendError::ShardGone(shard))?;
+        let (tx, rx) = oneshot::channel();
+        let msg: super::ShardMessage = Box::new(move |state| {
+            tokio::task::spawn_local(async move {
+                let _ = tx.send(f(state).await);
+            });
+        });
+        sender
+            .send(msg)
+            .await
+            .map_err(|_| FrontendError::ShardGone(shard))?;
+        rx.await.map_err(|_| FrontendError::ShardGone(shard))
+    }
+}
+
 fn home(ctx: &BrokerContext, topic: &str, partition: i32) -> usize {
     home_shard(topic, partition, ctx.shard_count())
 }
