@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod partition;
 pub mod producer_ids;
+pub mod schema_registry;
 pub mod server;
 pub mod shard;
 pub mod txn;

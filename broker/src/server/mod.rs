@@ -39,10 +39,13 @@ type Checkpoint = HashMap<(String, i32), i64>;
 pub struct Server {
     pub kafka_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
+    /// The Schema Registry's address, when it is serving.
+    pub schema_registry_addr: Option<SocketAddr>,
     pub ctx: Arc<BrokerContext>,
     shutdown: watch::Sender<bool>,
     shards: Vec<JoinHandle<anyhow::Result<ShardReport>>>,
     admin: Option<JoinHandle<()>>,
+    schema_registry: Option<JoinHandle<()>>,
     /// Holds the steering program's descriptors until shutdown.
     _steering: strom_ebpf::Steering,
     _lock: storage::logdir::DirLock,
@@ -85,6 +88,7 @@ impl Server {
                 tracing::warn!(error = %e, "unreadable log-start checkpoint; log start offsets come from the segments");
                 HashMap::new()
             });
+        let registry_listen_set = origins.contains_key("schema_registry_listen");
         let catalog = CatalogHandle::open(&data_dir, config.clone(), origins)?;
         let producer_ids = crate::producer_ids::ProducerIdAllocator::open(&data_dir)?;
 
@@ -159,16 +163,21 @@ impl Server {
                 Err(_) => anyhow::bail!("a shard thread died during start"),
             }
         }
+        // After the shards: the registry replays `_schemas` through them before it answers.
+        let (schema_registry, schema_registry_addr) =
+            start_schema_registry(&ctx, registry_listen_set, shutdown_rx.clone())?;
         ready_flag.store(true, std::sync::atomic::Ordering::Release);
-        tracing::info!(%kafka_addr, %metrics_addr, shards = shard_count, clean_start = clean,
-            "strom is serving");
+        tracing::info!(%kafka_addr, %metrics_addr, schema_registry = ?schema_registry_addr,
+            shards = shard_count, clean_start = clean, "strom is serving");
         Ok(Server {
             kafka_addr,
             metrics_addr,
+            schema_registry_addr,
             ctx,
             shutdown: shutdown_tx,
             shards,
             admin: Some(admin),
+            schema_registry,
             _steering: steer,
             _lock: lock,
         })
@@ -178,6 +187,10 @@ impl Server {
     /// checkpoints and the clean-shutdown marker.
     pub fn shutdown(mut self) -> anyhow::Result<()> {
         let _ = self.shutdown.send(true);
+        // The registry first: its writes go through the shards.
+        if let Some(r) = self.schema_registry.take() {
+            let _ = r.join();
+        }
         let mut entries = Vec::new();
         let mut failed = false;
         for h in self.shards.drain(..) {
@@ -201,6 +214,36 @@ impl Server {
         tracing::info!("shut down cleanly");
         Ok(())
     }
+}
+
+/// Binds and starts the Schema Registry (`schema_registry_enable`). The default address
+/// being taken is logged and the broker runs without a registry (another registry may own
+/// that port on the host); an address the operator set must bind.
+fn start_schema_registry(
+    ctx: &Arc<BrokerContext>,
+    listen_set_explicitly: bool,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<(Option<JoinHandle<()>>, Option<SocketAddr>)> {
+    let config = &ctx.config;
+    if !config.schema_registry_enable {
+        return Ok((None, None));
+    }
+    let listener = match std::net::TcpListener::bind(config.schema_registry_listen) {
+        Ok(l) => l,
+        Err(e) if !listen_set_explicitly => {
+            tracing::warn!(addr = %config.schema_registry_listen, error = %e,
+                "schema registry not started: its default address is not available (set schema_registry_listen)");
+            return Ok((None, None));
+        }
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("binding schema registry listener {}", config.schema_registry_listen)
+            })
+        }
+    };
+    let addr = listener.local_addr()?;
+    let handle = crate::schema_registry::spawn(ctx.clone(), listener, shutdown)?;
+    Ok((Some(handle), Some(addr)))
 }
 
 fn write_checkpoints(
