@@ -3,7 +3,7 @@
 //! Data flow: an HTTP request (`http`, axum, on the registry's own thread and listener,
 //! `schema_registry_listen`) → the registry's decision (`registry`, pure: reads the
 //! `store`, returns the `_schemas` records to write or Confluent's error) → the records are
-//! appended to the `_schemas` topic (`log`, acks=all, through the topic's home shard) →
+//! appended to the `_schemas` topic (`kafka_store`, acks=all, through the topic's home shard) →
 //! replayed from the log into the `store` → the answer. The log is the source of truth: the
 //! store only ever changes by replaying it, in offset order, so records written by anyone
 //! else (a `_schemas` topic mirrored from Kafka by `strom migrate`, Confluent's own registry
@@ -22,7 +22,7 @@
 pub mod compat;
 pub mod error;
 mod http;
-pub mod log;
+pub mod kafka_store;
 pub mod records;
 pub mod registry;
 pub mod store;
@@ -46,7 +46,7 @@ use crate::shard;
 
 /// The registry service shared by the HTTP handlers.
 pub struct Service {
-    log: log::SchemasLog,
+    log: kafka_store::SchemasLog,
     registry: Mutex<Registry>,
     /// One write at a time, from reading the store to replaying what was appended.
     writer: tokio::sync::Mutex<()>,
@@ -55,7 +55,7 @@ pub struct Service {
 impl Service {
     pub fn new(ctx: Arc<BrokerContext>) -> Arc<Service> {
         Arc::new(Service {
-            log: log::SchemasLog::new(ctx),
+            log: kafka_store::SchemasLog::new(ctx),
             registry: Mutex::new(Registry::default()),
             writer: tokio::sync::Mutex::new(()),
         })
@@ -76,14 +76,14 @@ impl Service {
             {
                 let mut r = self.lock();
                 for rec in &read.records {
-                    let Some(key) = log::decode_key(rec) else {
+                    let Some(key) = kafka_store::decode_key(rec) else {
                         continue;
                     };
                     match decode_value(&key, rec.value.as_deref()) {
                         Ok(value) => r.store.apply(rec.offset, rec.timestamp, &key, value),
                         Err(e) => {
                             tracing::warn!(offset = rec.offset, error = %e,
-                                "skipping an unreadable {} value", log::TOPIC);
+                                "skipping an unreadable {} value", kafka_store::TOPIC);
                         }
                     }
                 }
@@ -121,7 +121,7 @@ impl Service {
             let watch = match self.catch_up().await {
                 Ok(w) => w,
                 Err(e) => {
-                    tracing::warn!(error = %e, "schema registry could not read {}", log::TOPIC);
+                    tracing::warn!(error = %e, "schema registry could not read {}", kafka_store::TOPIC);
                     None
                 }
             };
@@ -173,7 +173,7 @@ async fn run(ctx: Arc<BrokerContext>, listener: std::net::TcpListener, mut shutd
     // The first replay; a failure (a shard still starting) is retried by the tailer, and
     // requests meanwhile answer from what was replayed.
     if let Err(e) = service.catch_up().await {
-        tracing::warn!(error = %e, "schema registry: initial replay of {} failed", log::TOPIC);
+        tracing::warn!(error = %e, "schema registry: initial replay of {} failed", kafka_store::TOPIC);
     }
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,

@@ -54,7 +54,8 @@ fn given_incompatible_schema_when_registering_then_409_naming_the_subject() {
     assert!(msg.starts_with("Schema being registered is incompatible with an earlier schema for subject \"s\""), "{msg}");
     assert_eq!(err.codes().1, 409);
     // NONE lets it through.
-    commit(&mut r, r.set_config(Some("s"), Some("NONE"), None).unwrap().1);
+    let records = r.set_config(Some("s"), Some("NONE"), None).unwrap().1;
+    commit(&mut r, records);
     assert_eq!(register(&mut r, "s", &avro(BAD)).unwrap().value.version, 2);
 }
 
@@ -200,13 +201,15 @@ fn given_soft_and_hard_deletes_then_confluents_order_of_checks() {
 fn given_modes_then_readonly_refuses_writes_and_import_needs_an_empty_registry() {
     let mut r = Registry::default();
     register(&mut r, "s", &avro(V1)).unwrap();
-    commit(&mut r, r.set_mode(Some("s"), "READONLY", false).unwrap().1);
+    let records = r.set_mode(Some("s"), "READONLY", false).unwrap().1;
+    commit(&mut r, records);
     let err = r.register("s", &avro(V2), false).unwrap_err();
     assert_eq!(err.codes().1, 42205);
     assert_eq!(err.to_string(), "Subject s in context . is in read-only mode");
     assert_eq!(r.set_mode(None, "SIDEWAYS", false).unwrap_err().codes().1, 42204);
     assert_eq!(r.set_mode(None, "IMPORT", false).unwrap_err().codes().1, 42205);
-    commit(&mut r, r.delete_mode("s").unwrap().1);
+    let records = r.delete_mode("s").unwrap().1;
+    commit(&mut r, records);
     // An id in READWRITE mode: refused.
     let with_id = SchemaRequest {
         id: Some(100),
@@ -215,7 +218,8 @@ fn given_modes_then_readonly_refuses_writes_and_import_needs_an_empty_registry()
     };
     assert_eq!(r.register("t", &with_id, false).unwrap_err().codes().1, 42205);
     // IMPORT (forced) keeps given ids and versions.
-    commit(&mut r, r.set_mode(None, "IMPORT", true).unwrap().1);
+    let records = r.set_mode(None, "IMPORT", true).unwrap().1;
+    commit(&mut r, records);
     let imported = register(&mut r, "t", &with_id).unwrap();
     assert_eq!((imported.value.id, imported.value.version), (100, 1));
     let clash = SchemaRequest {
@@ -230,9 +234,11 @@ fn given_modes_then_readonly_refuses_writes_and_import_needs_an_empty_registry()
 fn given_config_then_levels_resolve_subject_before_global() {
     let mut r = Registry::default();
     assert_eq!(r.level(Some("s")).as_str(), "BACKWARD");
-    commit(&mut r, r.set_config(None, Some("full"), None).unwrap().1);
+    let records = r.set_config(None, Some("full"), None).unwrap().1;
+    commit(&mut r, records);
     assert_eq!(r.level(Some("s")).as_str(), "FULL");
-    commit(&mut r, r.set_config(Some("s"), Some("NONE"), None).unwrap().1);
+    let records = r.set_config(Some("s"), Some("NONE"), None).unwrap().1;
+    commit(&mut r, records);
     assert_eq!(r.level(Some("s")).as_str(), "NONE");
     assert_eq!(r.set_config(None, Some("MOSTLY"), None).unwrap_err().codes().1, 42203);
     let (old, records) = r.delete_config(Some("s")).unwrap();

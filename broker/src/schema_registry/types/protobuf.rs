@@ -43,7 +43,8 @@ impl ProtoSchema {
         let (first, rest) = index_path.split_first().unwrap_or((&0, &[]));
         let mut m = file.messages().nth(usize::try_from(*first).ok()?)?;
         for i in rest {
-            m = m.child_messages().nth(usize::try_from(*i).ok()?)?;
+            let child = m.child_messages().nth(usize::try_from(*i).ok()?)?;
+            m = child;
         }
         Some(m)
     }
