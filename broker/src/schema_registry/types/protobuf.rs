@@ -557,3 +557,106 @@ impl Ctx {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> ProtoSchema {
+        parse(s, &[], false).unwrap_or_else(|e| panic!("{e}\n{s}"))
+    }
+
+    fn incompatible(new: &str, old: &str) -> Vec<String> {
+        read_errors(&p(new), &p(old))
+    }
+
+    const V1: &str = r#"syntax = "proto3";
+package shop;
+message Order {
+  string id = 1;
+  int64 amount = 2;
+  oneof payment { string card = 3; string iban = 4; }
+  map<string, string> tags = 5;
+  Item item = 6;
+}
+message Item { string sku = 1; }
+enum Status { UNKNOWN = 0; OK = 1; }
+"#;
+
+    #[test]
+    fn given_text_and_descriptor_forms_when_parsing_then_same_canonical() {
+        let text = p(V1);
+        assert!(text.canonical.contains("map<string, string> tags = 5;"), "{}", text.canonical);
+        assert!(text.canonical.contains("oneof payment {"), "{}", text.canonical);
+        // What confluent-kafka-python sends: the base64 FileDescriptorProto.
+        let from_descriptor = p(&text.serialized);
+        assert_eq!(from_descriptor.canonical, text.canonical);
+        // The canonical text parses to itself.
+        assert_eq!(p(&text.canonical).canonical, text.canonical);
+    }
+
+    #[test]
+    fn given_bad_protos_when_parsing_then_error() {
+        // (An empty string is a valid, empty proto2 file: the registry refuses it before.)
+        for bad in ["message {", "syntax = \"proto3\"; message A { string a = 1; int32 a = 2; }", "aGVsbG8=", "import \"missing.proto\";"] {
+            assert!(parse(bad, &[], false).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn given_confluent_compatible_changes_then_no_errors() {
+        for new in [
+            // field added, field renamed, enum constant added, message added
+            V1.replace("Item item = 6;", "Item item = 6;\n  string note = 7;"),
+            V1.replace("int64 amount = 2;", "int64 total = 2;"),
+            V1.replace("OK = 1;", "OK = 1; LATE = 2;"),
+            format!("{V1}\nmessage Extra {{ int32 x = 1; }}"),
+            // field removed, string <-> bytes
+            V1.replace("int64 amount = 2;", ""),
+            V1.replace("string id = 1;", "bytes id = 1;"),
+            // int32 <-> int64 are one scalar kind
+            V1.replace("int64 amount = 2;", "int32 amount = 2;"),
+        ] {
+            let errs = incompatible(&new, V1);
+            assert!(errs.is_empty(), "{errs:?}\n{new}");
+        }
+    }
+
+    #[test]
+    fn given_confluent_incompatible_changes_then_error_types() {
+        for (new, expected) in [
+            (V1.replace("int64 amount = 2;", "string amount = 2;"), "FIELD_SCALAR_KIND_CHANGED"),
+            (V1.replace("Item item = 6;", "string item = 6;"), "FIELD_KIND_CHANGED"),
+            (V1.replace("package shop;", "package store;"), "PACKAGE_CHANGED"),
+            (V1.replace("message Item { string sku = 1; }", "message Item { string sku = 1; }\nmessage Other { string sku = 1; }").replace("Item item = 6;", "Other item = 6;"), "FIELD_NAMED_TYPE_CHANGED"),
+            (V1.replace("message Item { string sku = 1; }", "").replace("Item item = 6;", "string item = 6;"), "MESSAGE_REMOVED"),
+            (V1.replace("oneof payment { string card = 3; string iban = 4; }", "string card = 3; string iban = 4;").replace("string id = 1;", "oneof key { string id = 1; int64 amount = 2; }").replace("  int64 amount = 2;\n", ""), "MULTIPLE_FIELDS_MOVED_TO_ONEOF"),
+            (V1.replace("oneof payment { string card = 3; string iban = 4; }", "oneof payment { string card = 3; }"), "ONEOF_FIELD_REMOVED"),
+        ] {
+            let errs = incompatible(&new, V1);
+            assert!(errs.iter().any(|e| e.contains(expected)), "{expected}: {errs:?}\n{new}");
+        }
+    }
+
+    #[test]
+    fn given_reference_when_parsing_then_import_resolves_and_types_compare_through_it() {
+        let common = Resolved {
+            name: "common/money.proto".into(),
+            subject: "money".into(),
+            version: 1,
+            schema: "syntax = \"proto3\";\npackage common;\nmessage Money { int64 units = 1; }\n".into(),
+            references: vec![],
+        };
+        let order = "syntax = \"proto3\";\npackage shop;\nimport \"common/money.proto\";\nimport \"google/protobuf/timestamp.proto\";\nmessage Order { common.Money price = 1; google.protobuf.Timestamp at = 2; }\n";
+        let parsed = parse(order, std::slice::from_ref(&common), false).unwrap();
+        assert!(parsed.canonical.contains("import \"common/money.proto\";"), "{}", parsed.canonical);
+        assert!(parse(order, &[], false).is_err(), "the import must be given as a reference");
+        let changed = Resolved {
+            schema: "syntax = \"proto3\";\npackage common;\nmessage Money { string units = 1; }\n".into(),
+            ..common
+        };
+        let new = parse(order, &[changed], false).unwrap();
+        let errs = read_errors(&new, &parsed);
+        assert!(errs.iter().any(|e| e.contains("FIELD_SCALAR_KIND_CHANGED")), "{errs:?}");
+    }
+}
