@@ -153,7 +153,7 @@ def start_strom(shards: int = 2, data_dir: Path | None = None) -> BrokerProcess:
             " not found: build it with `cargo build --release -p strom`"
         )
     workdir = Path(tempfile.mkdtemp(prefix="strom-compat-strom-"))
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port, registry_port = free_port(), free_port(), free_port()
     argv = [
         str(STROM_BIN),
         "serve",
@@ -161,13 +161,16 @@ def start_strom(shards: int = 2, data_dir: Path | None = None) -> BrokerProcess:
         "--data-dir", str(data_dir or workdir / "data"),
         "--metrics-listen", f"127.0.0.1:{metrics_port}",
         "--shards", str(shards),
+        # The built-in schema registry (docs/schema-registry.md), on a port of its own.
+        "--set", f"schema_registry_listen=127.0.0.1:{registry_port}",
         # Compaction tests wait for the cleaner; Kafka's fixture sets the same (kafka.sh).
         "--set", "log_cleaner_backoff_ms=1000",
     ]
     # Retention checked every second (Kafka's fixture sets log.retention.check.interval.ms
     # the same way), so short-retention tests see segments go within seconds.
     env_extra = {"STROM_LOG_RETENTION_CHECK_INTERVAL_MS": "1000"}
-    b = _spawn("strom", argv, workdir, port, env_extra, metrics_port=metrics_port, cmdline=argv)
+    b = _spawn("strom", argv, workdir, port, env_extra, metrics_port=metrics_port,
+               schema_registry_port=registry_port, cmdline=argv)
     try:
         b.wait_ready()
     except BaseException:

@@ -123,3 +123,50 @@ pub fn parse(
         SchemaType::Json => json::parse(schema, references, normalize).map(Parsed::Json),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fragments schemas are made of, so generated strings get past the first token often.
+    fn schemaish() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let token = prop_oneof![
+            Just("{".to_string()),
+            Just("}".to_string()),
+            Just("[".to_string()),
+            Just("]".to_string()),
+            Just(",".to_string()),
+            Just(":".to_string()),
+            Just("\"type\"".to_string()),
+            Just("\"record\"".to_string()),
+            Just("\"name\"".to_string()),
+            Just("\"fields\"".to_string()),
+            Just("\"string\"".to_string()),
+            Just("\"$ref\"".to_string()),
+            Just("\"#\"".to_string()),
+            Just("message M {".to_string()),
+            Just("syntax = \"proto3\";".to_string()),
+            Just("string a = 1;".to_string()),
+            Just("oneof o {".to_string()),
+            Just("import \"x.proto\";".to_string()),
+            "[a-z0-9 =;.\"]{0,6}".prop_map(|s| s),
+        ];
+        proptest::collection::vec(token, 0..24).prop_map(|v| v.concat())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+        #[test]
+        fn any_schema_text_parses_or_errors_and_canonical_is_stable(text in schemaish()) {
+            for kind in SchemaType::ALL {
+                if let Ok(parsed) = parse(kind, &text, &[], false) {
+                    let again = parse(kind, parsed.canonical(), &[], false)
+                        .unwrap_or_else(|e| panic!("{kind} canonical does not parse: {e}\n{}", parsed.canonical()));
+                    proptest::prop_assert_eq!(again.canonical(), parsed.canonical());
+                    proptest::prop_assert!(parsed.read_errors(&again).is_empty());
+                }
+            }
+        }
+    }
+}
