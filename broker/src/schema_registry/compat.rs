@@ -108,7 +108,9 @@ mod tests {
     }
 
     fn record(fields: &str) -> Parsed {
-        avro(&format!(r#"{{"type":"record","name":"R","fields":[{fields}]}}"#))
+        avro(&format!(
+            r#"{{"type":"record","name":"R","fields":[{fields}]}}"#
+        ))
     }
 
     #[test]
@@ -141,7 +143,13 @@ mod tests {
             assert_eq!(msgs.is_empty(), ok, "{level:?}: {msgs:?}");
         }
         let msgs = check(Level::Backward, &v2, &[(1, &v1)]);
-        assert!(msgs.iter().any(|m| m == "{oldSchemaVersion: 1}"), "{msgs:?}");
-        assert!(msgs.iter().any(|m| m == "{compatibility: 'BACKWARD'}"), "{msgs:?}");
+        assert!(
+            msgs.iter().any(|m| m == "{oldSchemaVersion: 1}"),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs.iter().any(|m| m == "{compatibility: 'BACKWARD'}"),
+            "{msgs:?}"
+        );
     }
 }

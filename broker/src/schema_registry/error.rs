@@ -224,7 +224,11 @@ mod tests {
             (BodyTooLarge, 413, 413, "Request body too large"),
         ];
         for (err, status, code, message) in table {
-            assert_eq!(err.codes(), (StatusCode::from_u16(status).unwrap(), code), "{err:?}");
+            assert_eq!(
+                err.codes(),
+                (StatusCode::from_u16(status).unwrap(), code),
+                "{err:?}"
+            );
             let body: serde_json::Value = serde_json::from_str(&err.body()).unwrap();
             assert_eq!(body["error_code"], code, "{err:?}");
             assert_eq!(body["message"], message, "{err:?}");

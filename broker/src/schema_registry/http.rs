@@ -36,23 +36,55 @@ pub fn router(service: Arc<Service>) -> Router {
     Router::new()
         .route("/", get(|| async { ok(json!({})) }))
         .route("/schemas", get(list_schemas))
-        .route("/schemas/types", get(|| async { ok(json!(SchemaType::ALL.map(|t| t.as_str()))) }))
+        .route(
+            "/schemas/types",
+            get(|| async { ok(json!(SchemaType::ALL.map(|t| t.as_str()))) }),
+        )
         .route("/schemas/ids/{id}", get(schema_by_id))
         .route("/schemas/ids/{id}/schema", get(raw_schema_by_id))
         .route("/schemas/ids/{id}/subjects", get(subjects_by_id))
         .route("/schemas/ids/{id}/versions", get(versions_by_id))
         .route("/subjects", get(list_subjects))
         .route("/subjects/{subject}", post(lookup).delete(delete_subject))
-        .route("/subjects/{subject}/versions", get(list_versions).post(register))
-        .route("/subjects/{subject}/versions/{version}", get(get_version).delete(delete_version))
-        .route("/subjects/{subject}/versions/{version}/schema", get(raw_version))
-        .route("/subjects/{subject}/versions/{version}/referencedby", get(referenced_by))
-        .route("/config", get(get_global_config).put(put_global_config).delete(delete_global_config))
-        .route("/config/{subject}", get(get_config).put(put_config).delete(delete_config))
+        .route(
+            "/subjects/{subject}/versions",
+            get(list_versions).post(register),
+        )
+        .route(
+            "/subjects/{subject}/versions/{version}",
+            get(get_version).delete(delete_version),
+        )
+        .route(
+            "/subjects/{subject}/versions/{version}/schema",
+            get(raw_version),
+        )
+        .route(
+            "/subjects/{subject}/versions/{version}/referencedby",
+            get(referenced_by),
+        )
+        .route(
+            "/config",
+            get(get_global_config)
+                .put(put_global_config)
+                .delete(delete_global_config),
+        )
+        .route(
+            "/config/{subject}",
+            get(get_config).put(put_config).delete(delete_config),
+        )
         .route("/mode", get(get_global_mode).put(put_global_mode))
-        .route("/mode/{subject}", get(get_mode).put(put_mode).delete(delete_mode))
-        .route("/compatibility/subjects/{subject}/versions", post(compat_all))
-        .route("/compatibility/subjects/{subject}/versions/{version}", post(compat_version))
+        .route(
+            "/mode/{subject}",
+            get(get_mode).put(put_mode).delete(delete_mode),
+        )
+        .route(
+            "/compatibility/subjects/{subject}/versions",
+            post(compat_all),
+        )
+        .route(
+            "/compatibility/subjects/{subject}/versions/{version}",
+            post(compat_version),
+        )
         .route("/contexts", get(|| async { ok(json!(["."])) }))
         .fallback(|| async { RegistryError::NoRoute })
         .method_not_allowed_fallback(|| async { RegistryError::MethodNotAllowed })
@@ -60,7 +92,12 @@ pub fn router(service: Arc<Service>) -> Router {
 }
 
 fn ok(v: Value) -> Answer {
-    Ok((StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], v.to_string()).into_response())
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        v.to_string(),
+    )
+        .into_response())
 }
 
 /// Java's `Boolean.parseBoolean` of a query parameter (absent: false).
@@ -85,9 +122,19 @@ fn page<T>(items: Vec<T>, q: &HashMap<String, String>) -> Vec<T> {
 }
 
 /// Reads a JSON body: Confluent's media types (or none) only, bounded, well-formed.
-async fn json_body<T: serde::de::DeserializeOwned>(headers: &HeaderMap, body: Body) -> Result<T, RegistryError> {
+async fn json_body<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<T, RegistryError> {
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
-        let ct = ct.to_str().unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let ct = ct
+            .to_str()
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         let accepted = [
             "application/vnd.schemaregistry.v1+json",
             "application/vnd.schemaregistry+json",
@@ -98,12 +145,21 @@ async fn json_body<T: serde::de::DeserializeOwned>(headers: &HeaderMap, body: Bo
             return Err(RegistryError::UnsupportedMediaType);
         }
     }
-    let bytes = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| RegistryError::BodyTooLarge)?;
+    let bytes = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| RegistryError::BodyTooLarge)?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
         RegistryError::MalformedJson(format!("Unrecognized or malformed JSON: {e}"))
     })?;
-    serde_json::from_value(value)
-        .map_err(|e| RegistryError::UnprocessableJson(format!("Unrecognized field or wrong type: {e}")))
+    // A request entity is a JSON object (serde would also take an array as a struct's fields).
+    if !value.is_object() {
+        return Err(RegistryError::UnprocessableJson(
+            "Unrecognized request: a JSON object is expected".into(),
+        ));
+    }
+    serde_json::from_value(value).map_err(|e| {
+        RegistryError::UnprocessableJson(format!("Unrecognized field or wrong type: {e}"))
+    })
 }
 
 fn parse_id(id: &str) -> Result<i32, RegistryError> {
@@ -137,7 +193,10 @@ fn schema_json(v: &Version) -> Value {
 /// The schema string in the asked `format`: `serialized` gives PROTOBUF's base64 descriptor.
 fn formatted(service: &Service, value: &SchemaValue, format: Option<&String>) -> String {
     if format.map(String::as_str) == Some("serialized") && value.schema_type == "PROTOBUF" {
-        let parsed = service.read(|r| Ok(r.parsed_by_id(value.id))).ok().flatten();
+        let parsed = service
+            .read(|r| Ok(r.parsed_by_id(value.id)))
+            .ok()
+            .flatten();
         if let Some(p) = parsed {
             if let Parsed::Protobuf(proto) = p.as_ref() {
                 return proto.serialized.clone();
@@ -180,14 +239,23 @@ async fn schema_by_id(State(svc): S, Path(id): Path<String>, Query(q): Q) -> Ans
         let subject = q.get("subject");
         let mut keys = r.store.keys_of_id(id);
         let found = match subject {
-            Some(s) => r.store.keys_of_id(id).find(|v| &v.value.subject == s).or_else(|| keys.next()),
+            Some(s) => r
+                .store
+                .keys_of_id(id)
+                .find(|v| &v.value.subject == s)
+                .or_else(|| keys.next()),
             None => keys.next(),
         };
-        found.map(|v| v.value.clone()).ok_or(RegistryError::SchemaNotFound(id))
+        found
+            .map(|v| v.value.clone())
+            .ok_or(RegistryError::SchemaNotFound(id))
     })?;
     let mut o = serde_json::Map::new();
     o.insert("schemaType".into(), json!(value.schema_type));
-    o.insert("schema".into(), json!(formatted(&svc, &value, q.get("format"))));
+    o.insert(
+        "schema".into(),
+        json!(formatted(&svc, &value, q.get("format"))),
+    );
     if !value.references.is_empty() {
         o.insert("references".into(), json!(value.references));
     }
@@ -203,7 +271,11 @@ async fn schema_by_id(State(svc): S, Path(id): Path<String>, Query(q): Q) -> Ans
 async fn raw_schema_by_id(State(svc): S, Path(id): Path<String>, Query(q): Q) -> Answer {
     let id = parse_id(&id)?;
     let value = svc.read(|r| {
-        r.store.keys_of_id(id).next().map(|v| v.value.clone()).ok_or(RegistryError::SchemaNotFound(id))
+        r.store
+            .keys_of_id(id)
+            .next()
+            .map(|v| v.value.clone())
+            .ok_or(RegistryError::SchemaNotFound(id))
     })?;
     let text = formatted(&svc, &value, q.get("format"));
     Ok((StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
@@ -266,10 +338,16 @@ async fn list_subjects(State(svc): S, Query(q): Q) -> Answer {
 }
 
 async fn list_versions(State(svc): S, Path(subject): Path<String>, Query(q): Q) -> Answer {
-    let (deleted, deleted_only, negative) =
-        (flag(&q, "deleted"), flag(&q, "deletedOnly"), flag(&q, "deletedAsNegative"));
+    let (deleted, deleted_only, negative) = (
+        flag(&q, "deleted"),
+        flag(&q, "deletedOnly"),
+        flag(&q, "deletedAsNegative"),
+    );
     let versions = svc.read(|r| {
-        if !r.store.has_subject(&subject, deleted || deleted_only || negative) {
+        if !r
+            .store
+            .has_subject(&subject, deleted || deleted_only || negative)
+        {
             return Err(RegistryError::SubjectNotFound(subject.clone()));
         }
         Ok(r.store
@@ -293,11 +371,12 @@ async fn register(State(svc): S, Path(subject): Path<String>, Query(q): Q, req: 
     let (parts, body) = req.into_parts();
     let body: SchemaRequest = json_body(&parts.headers, body).await?;
     let normalize = flag(&q, "normalize");
-    let value = svc.write(|r| {
-        let out = r.register(&subject, &body, normalize)?;
-        Ok((out.value, out.records))
-    })
-    .await?;
+    let value = svc
+        .write(|r| {
+            let out = r.register(&subject, &body, normalize)?;
+            Ok((out.value, out.records))
+        })
+        .await?;
     let mut o = serde_json::Map::new();
     o.insert("id".into(), json!(value.id));
     o.insert("version".into(), json!(value.version));
@@ -322,9 +401,16 @@ async fn delete_subject(State(svc): S, Path(subject): Path<String>, Query(q): Q)
     ok(json!(versions))
 }
 
-async fn get_version(State(svc): S, Path((subject, version)): Path<(String, String)>, Query(q): Q) -> Answer {
+async fn get_version(
+    State(svc): S,
+    Path((subject, version)): Path<(String, String)>,
+    Query(q): Q,
+) -> Answer {
     let version = VersionId::parse(&version)?;
-    let v = svc.read(|r| r.get_version(&subject, version, flag(&q, "deleted")).cloned())?;
+    let v = svc.read(|r| {
+        r.get_version(&subject, version, flag(&q, "deleted"))
+            .cloned()
+    })?;
     let mut j = schema_json(&v);
     if q.contains_key("format") {
         j["schema"] = json!(formatted(&svc, &v.value, q.get("format")));
@@ -332,14 +418,25 @@ async fn get_version(State(svc): S, Path((subject, version)): Path<(String, Stri
     ok(j)
 }
 
-async fn raw_version(State(svc): S, Path((subject, version)): Path<(String, String)>, Query(q): Q) -> Answer {
+async fn raw_version(
+    State(svc): S,
+    Path((subject, version)): Path<(String, String)>,
+    Query(q): Q,
+) -> Answer {
     let version = VersionId::parse(&version)?;
-    let v = svc.read(|r| r.get_version(&subject, version, flag(&q, "deleted")).cloned())?;
+    let v = svc.read(|r| {
+        r.get_version(&subject, version, flag(&q, "deleted"))
+            .cloned()
+    })?;
     let text = formatted(&svc, &v.value, q.get("format"));
     Ok((StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
 }
 
-async fn referenced_by(State(svc): S, Path((subject, version)): Path<(String, String)>, Query(q): Q) -> Answer {
+async fn referenced_by(
+    State(svc): S,
+    Path((subject, version)): Path<(String, String)>,
+    Query(q): Q,
+) -> Answer {
     let version = VersionId::parse(&version)?;
     let ids = svc.read(|r| {
         let v = r.get_version(&subject, version, true)?.value.version;
@@ -356,10 +453,16 @@ async fn referenced_by(State(svc): S, Path((subject, version)): Path<(String, St
     ok(json!(page(ids, &q)))
 }
 
-async fn delete_version(State(svc): S, Path((subject, version)): Path<(String, String)>, Query(q): Q) -> Answer {
+async fn delete_version(
+    State(svc): S,
+    Path((subject, version)): Path<(String, String)>,
+    Query(q): Q,
+) -> Answer {
     let version = VersionId::parse(&version)?;
     let permanent = flag(&q, "permanent");
-    let deleted = svc.write(|r| r.delete_version(&subject, version, permanent)).await?;
+    let deleted = svc
+        .write(|r| r.delete_version(&subject, version, permanent))
+        .await?;
     ok(json!(deleted))
 }
 
@@ -399,7 +502,9 @@ async fn get_config(State(svc): S, Path(subject): Path<String>, Query(q): Q) -> 
     let c = svc.read(|r| match r.store.config(Some(&subject)) {
         Some(c) => Ok(c.clone()),
         None if default_to_global => Ok(r.store.config(None).cloned().unwrap_or_default()),
-        None => Err(RegistryError::SubjectCompatibilityNotConfigured(subject.clone())),
+        None => Err(RegistryError::SubjectCompatibilityNotConfigured(
+            subject.clone(),
+        )),
     })?;
     ok(config_json(&c, true))
 }
@@ -416,7 +521,13 @@ async fn put_config_for(svc: Arc<Service>, subject: Option<String>, req: Request
     let (parts, body) = req.into_parts();
     let body: ConfigUpdate = json_body(&parts.headers, body).await?;
     let value = svc
-        .write(|r| r.set_config(subject.as_deref(), body.compatibility.as_deref(), body.normalize))
+        .write(|r| {
+            r.set_config(
+                subject.as_deref(),
+                body.compatibility.as_deref(),
+                body.normalize,
+            )
+        })
         .await?;
     // ConfigUpdateRequest: `compatibility`, not `compatibilityLevel`.
     let mut o = serde_json::Map::new();
@@ -454,10 +565,16 @@ async fn get_global_mode(State(svc): S) -> Answer {
 
 async fn get_mode(State(svc): S, Path(subject): Path<String>, Query(q): Q) -> Answer {
     let default_to_global = flag(&q, "defaultToGlobal");
-    let m = svc.read(|r| match r.store.mode(Some(&subject)).and_then(|m| Mode::parse(&m.mode)) {
-        Some(m) => Ok(m),
-        None if default_to_global => Ok(r.mode(None)),
-        None => Err(RegistryError::SubjectModeNotConfigured(subject.clone())),
+    let m = svc.read(|r| {
+        match r
+            .store
+            .mode(Some(&subject))
+            .and_then(|m| Mode::parse(&m.mode))
+        {
+            Some(m) => Ok(m),
+            None if default_to_global => Ok(r.mode(None)),
+            None => Err(RegistryError::SubjectModeNotConfigured(subject.clone())),
+        }
     })?;
     ok(json!({"mode": m.as_str()}))
 }
@@ -467,14 +584,21 @@ struct ModeUpdate {
     mode: Option<String>,
 }
 
-async fn put_mode_for(svc: Arc<Service>, subject: Option<String>, force: bool, req: Request) -> Answer {
+async fn put_mode_for(
+    svc: Arc<Service>,
+    subject: Option<String>,
+    force: bool,
+    req: Request,
+) -> Answer {
     let (parts, body) = req.into_parts();
     let body: ModeUpdate = json_body(&parts.headers, body).await?;
     if let Some(s) = &subject {
         validate_subject(s)?;
     }
     let mode = body.mode.ok_or(RegistryError::InvalidMode)?;
-    let m = svc.write(|r| r.set_mode(subject.as_deref(), &mode, force)).await?;
+    let m = svc
+        .write(|r| r.set_mode(subject.as_deref(), &mode, force))
+        .await?;
     ok(json!({"mode": m.as_str()}))
 }
 
@@ -491,7 +615,13 @@ async fn delete_mode(State(svc): S, Path(subject): Path<String>) -> Answer {
     ok(json!({"mode": m.as_str()}))
 }
 
-async fn compat_for(svc: Arc<Service>, subject: String, version: Option<VersionId>, q: HashMap<String, String>, req: Request) -> Answer {
+async fn compat_for(
+    svc: Arc<Service>,
+    subject: String,
+    version: Option<VersionId>,
+    q: HashMap<String, String>,
+    req: Request,
+) -> Answer {
     let (parts, body) = req.into_parts();
     let body: SchemaRequest = json_body(&parts.headers, body).await?;
     let normalize = flag(&q, "normalize");
@@ -510,11 +640,21 @@ async fn compat_for(svc: Arc<Service>, subject: String, version: Option<VersionI
     }
 }
 
-async fn compat_all(State(svc): S, Path(subject): Path<String>, Query(q): Q, req: Request) -> Answer {
+async fn compat_all(
+    State(svc): S,
+    Path(subject): Path<String>,
+    Query(q): Q,
+    req: Request,
+) -> Answer {
     compat_for(svc, subject, None, q, req).await
 }
 
-async fn compat_version(State(svc): S, Path((subject, version)): Path<(String, String)>, Query(q): Q, req: Request) -> Answer {
+async fn compat_version(
+    State(svc): S,
+    Path((subject, version)): Path<(String, String)>,
+    Query(q): Q,
+    req: Request,
+) -> Answer {
     let version = VersionId::parse(&version)?;
     compat_for(svc, subject, Some(version), q, req).await
 }

@@ -99,12 +99,18 @@ impl Service {
     }
 
     /// Runs a read against the current state.
-    pub fn read<T>(&self, f: impl FnOnce(&mut Registry) -> Result<T, RegistryError>) -> Result<T, RegistryError> {
+    pub fn read<T>(
+        &self,
+        f: impl FnOnce(&mut Registry) -> Result<T, RegistryError>,
+    ) -> Result<T, RegistryError> {
         f(&mut self.lock())
     }
 
     /// Runs a write: catch up, decide, append the records durably, replay them, answer.
-    pub async fn write<T>(&self, f: impl FnOnce(&mut Registry) -> Result<(T, Records), RegistryError>) -> Result<T, RegistryError> {
+    pub async fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Registry) -> Result<(T, Records), RegistryError>,
+    ) -> Result<T, RegistryError> {
         let _one = self.writer.lock().await;
         self.catch_up().await?;
         let (out, records) = f(&mut self.lock())?;
@@ -168,7 +174,11 @@ pub fn spawn(
         })
 }
 
-async fn run(ctx: Arc<BrokerContext>, listener: std::net::TcpListener, mut shutdown: watch::Receiver<bool>) {
+async fn run(
+    ctx: Arc<BrokerContext>,
+    listener: std::net::TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let service = Service::new(ctx);
     // The first replay; a failure (a shard still starting) is retried by the tailer, and
     // requests meanwhile answer from what was replayed.
@@ -187,7 +197,10 @@ async fn run(ctx: Arc<BrokerContext>, listener: std::net::TcpListener, mut shutd
     let stop = async move {
         let _ = shutdown.changed().await;
     };
-    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
         tracing::error!(error = %e, "schema registry server stopped");
     }
 }

@@ -109,12 +109,13 @@ impl RegistryKey {
                 if magic != 0 && magic != 1 {
                     return Err(RecordError::Magic(magic));
                 }
-                let version = v.get("version").and_then(Value::as_i64).ok_or(
-                    RecordError::MissingField {
-                        keytype: "SCHEMA",
-                        field: "version",
-                    },
-                )?;
+                let version =
+                    v.get("version")
+                        .and_then(Value::as_i64)
+                        .ok_or(RecordError::MissingField {
+                            keytype: "SCHEMA",
+                            field: "version",
+                        })?;
                 RegistryKey::Schema {
                     subject: need_subject("SCHEMA")?,
                     version: version as i32,

@@ -171,7 +171,11 @@ impl Registry {
 
     /// A reference list resolved against the store, recursively; a cycle or a missing
     /// target is an invalid schema.
-    fn resolve(&self, refs: &[SchemaReference], chain: &mut Vec<(String, i32)>) -> Result<Vec<Resolved>, RegistryError> {
+    fn resolve(
+        &self,
+        refs: &[SchemaReference],
+        chain: &mut Vec<(String, i32)>,
+    ) -> Result<Vec<Resolved>, RegistryError> {
         let mut out = Vec::with_capacity(refs.len());
         for r in refs {
             let target = if r.version == -1 {
@@ -208,7 +212,12 @@ impl Registry {
 
     /// Parses a request's schema (Confluent's `canonicalizeSchema`): the canonical value it
     /// would be stored as, and the parsed form.
-    fn canonicalize(&self, subject: &str, req: &SchemaRequest, normalize: bool) -> Result<(SchemaValue, Arc<Parsed>), RegistryError> {
+    fn canonicalize(
+        &self,
+        subject: &str,
+        req: &SchemaRequest,
+        normalize: bool,
+    ) -> Result<(SchemaValue, Arc<Parsed>), RegistryError> {
         let text = req.schema.as_deref().unwrap_or("");
         if text.trim().is_empty() {
             return Err(RegistryError::InvalidSchema("Empty schema".into()));
@@ -245,12 +254,14 @@ impl Registry {
         }
         let kind = SchemaType::parse(&v.schema_type).unwrap_or(SchemaType::Avro);
         let resolved = self.resolve(&v.references, &mut vec![(v.subject.clone(), v.version)])?;
-        let p = Arc::new(types::parse(kind, &v.schema, &resolved, false).map_err(|e| {
-            RegistryError::InvalidSchema(format!(
-                "stored schema {} version {} does not parse: {e}",
-                v.subject, v.version
-            ))
-        })?);
+        let p = Arc::new(
+            types::parse(kind, &v.schema, &resolved, false).map_err(|e| {
+                RegistryError::InvalidSchema(format!(
+                    "stored schema {} version {} does not parse: {e}",
+                    v.subject, v.version
+                ))
+            })?,
+        );
         self.parsed.insert(key, p.clone());
         Ok(p)
     }
@@ -262,7 +273,12 @@ impl Registry {
     }
 
     /// Errors of `new` against the live versions of `subject` under its level.
-    fn incompatibilities(&mut self, subject: &str, new: &Parsed, only: Option<i32>) -> Result<Vec<String>, RegistryError> {
+    fn incompatibilities(
+        &mut self,
+        subject: &str,
+        new: &Parsed,
+        only: Option<i32>,
+    ) -> Result<Vec<String>, RegistryError> {
         let level = self.level(Some(subject));
         let live: Vec<SchemaValue> = self
             .store
@@ -280,7 +296,12 @@ impl Registry {
     }
 
     /// POST /subjects/{subject}/versions.
-    pub fn register(&mut self, subject: &str, req: &SchemaRequest, normalize: bool) -> Result<Outcome, RegistryError> {
+    pub fn register(
+        &mut self,
+        subject: &str,
+        req: &SchemaRequest,
+        normalize: bool,
+    ) -> Result<Outcome, RegistryError> {
         validate_subject(subject)?;
         self.check_writable(subject)?;
         let mode = self.mode(Some(subject));
@@ -359,7 +380,10 @@ impl Registry {
             if v.value.deleted
                 && v.value.id == value.id
                 && v.value.version < value.version
-                && self.store.referenced_by(subject, v.value.version, true).is_empty()
+                && self
+                    .store
+                    .referenced_by(subject, v.value.version, true)
+                    .is_empty()
             {
                 records.push((
                     RegistryKey::Schema {
@@ -382,7 +406,13 @@ impl Registry {
     }
 
     /// POST /subjects/{subject}: the version of `subject` holding this schema.
-    pub fn lookup(&self, subject: &str, req: &SchemaRequest, normalize: bool, deleted: bool) -> Result<Version, RegistryError> {
+    pub fn lookup(
+        &self,
+        subject: &str,
+        req: &SchemaRequest,
+        normalize: bool,
+        deleted: bool,
+    ) -> Result<Version, RegistryError> {
         if !self.store.has_subject(subject, deleted) {
             return Err(RegistryError::SubjectNotFound(subject.to_string()));
         }
@@ -399,7 +429,13 @@ impl Registry {
     }
 
     /// POST /compatibility/subjects/{subject}/versions[/{version}]: (compatible, messages).
-    pub fn test_compatibility(&mut self, subject: &str, version: Option<VersionId>, req: &SchemaRequest, normalize: bool) -> Result<(bool, Vec<String>), RegistryError> {
+    pub fn test_compatibility(
+        &mut self,
+        subject: &str,
+        version: Option<VersionId>,
+        req: &SchemaRequest,
+        normalize: bool,
+    ) -> Result<(bool, Vec<String>), RegistryError> {
         let (_, parsed) = self.canonicalize(subject, req, normalize)?;
         let only = match version {
             None => None,
@@ -427,7 +463,12 @@ impl Registry {
     }
 
     /// A version of a subject (Confluent's 40401 / 40402 distinction).
-    pub fn get_version(&self, subject: &str, version: VersionId, deleted: bool) -> Result<&Version, RegistryError> {
+    pub fn get_version(
+        &self,
+        subject: &str,
+        version: VersionId,
+        deleted: bool,
+    ) -> Result<&Version, RegistryError> {
         let found = match version {
             VersionId::Latest => self.store.latest(subject, deleted),
             VersionId::Number(n) => self
@@ -448,7 +489,12 @@ impl Registry {
     }
 
     /// DELETE /subjects/{subject}/versions/{version}.
-    pub fn delete_version(&self, subject: &str, version: VersionId, permanent: bool) -> Result<(i32, Records), RegistryError> {
+    pub fn delete_version(
+        &self,
+        subject: &str,
+        version: VersionId,
+        permanent: bool,
+    ) -> Result<(i32, Records), RegistryError> {
         self.check_writable(subject)?;
         if let VersionId::Number(n) = version {
             if let Some(v) = self.store.version(subject, n) {
@@ -458,7 +504,11 @@ impl Registry {
             }
         }
         let v = self.get_version(subject, version, true)?.value.clone();
-        if !self.store.referenced_by(subject, v.version, permanent).is_empty() {
+        if !self
+            .store
+            .referenced_by(subject, v.version, permanent)
+            .is_empty()
+        {
             return Err(RegistryError::ReferenceExists(format!(
                 "{{magic=1,keytype=SCHEMA,subject={subject},version={}}}",
                 v.version
@@ -470,7 +520,10 @@ impl Registry {
         };
         if permanent {
             if !v.deleted {
-                return Err(RegistryError::VersionNotSoftDeleted(subject.to_string(), v.version));
+                return Err(RegistryError::VersionNotSoftDeleted(
+                    subject.to_string(),
+                    v.version,
+                ));
             }
             let mut records = vec![(key, None)];
             let last = self.store.versions(subject).count() == 1;
@@ -488,16 +541,30 @@ impl Registry {
     fn forget_subject_settings(&self, subject: &str) -> Records {
         let mut records = Records::new();
         if self.store.mode(Some(subject)).is_some() {
-            records.push((RegistryKey::Mode { subject: Some(subject.to_string()) }, None));
+            records.push((
+                RegistryKey::Mode {
+                    subject: Some(subject.to_string()),
+                },
+                None,
+            ));
         }
         if self.store.config(Some(subject)).is_some() {
-            records.push((RegistryKey::Config { subject: Some(subject.to_string()) }, None));
+            records.push((
+                RegistryKey::Config {
+                    subject: Some(subject.to_string()),
+                },
+                None,
+            ));
         }
         records
     }
 
     /// DELETE /subjects/{subject}: the versions deleted.
-    pub fn delete_subject(&self, subject: &str, permanent: bool) -> Result<(Vec<i32>, Records), RegistryError> {
+    pub fn delete_subject(
+        &self,
+        subject: &str,
+        permanent: bool,
+    ) -> Result<(Vec<i32>, Records), RegistryError> {
         if !self.store.has_subject(subject, true) {
             return Err(RegistryError::SubjectNotFound(subject.to_string()));
         }
@@ -506,7 +573,11 @@ impl Registry {
         }
         self.check_writable(subject)?;
         let mut versions = Vec::new();
-        for v in self.store.versions(subject).filter(|v| permanent || !v.value.deleted) {
+        for v in self
+            .store
+            .versions(subject)
+            .filter(|v| permanent || !v.value.deleted)
+        {
             let others: Vec<_> = self
                 .store
                 .referenced_by(subject, v.value.version, permanent)
@@ -555,7 +626,12 @@ impl Registry {
     }
 
     /// PUT /config[/{subject}] with `compatibility` (and `normalize`).
-    pub fn set_config(&self, subject: Option<&str>, level: Option<&str>, normalize: Option<bool>) -> Result<(ConfigValue, Records), RegistryError> {
+    pub fn set_config(
+        &self,
+        subject: Option<&str>,
+        level: Option<&str>,
+        normalize: Option<bool>,
+    ) -> Result<(ConfigValue, Records), RegistryError> {
         if let Some(s) = subject {
             validate_subject(s)?;
         }
@@ -574,11 +650,17 @@ impl Registry {
         let key = RegistryKey::Config {
             subject: subject.map(str::to_string),
         };
-        Ok((value.clone(), vec![(key, Some(RegistryValue::Config(value)))]))
+        Ok((
+            value.clone(),
+            vec![(key, Some(RegistryValue::Config(value)))],
+        ))
     }
 
     /// DELETE /config[/{subject}]: the config removed.
-    pub fn delete_config(&self, subject: Option<&str>) -> Result<(ConfigValue, Records), RegistryError> {
+    pub fn delete_config(
+        &self,
+        subject: Option<&str>,
+    ) -> Result<(ConfigValue, Records), RegistryError> {
         let old = match (subject, self.store.config(subject)) {
             (_, Some(c)) => c.clone(),
             (Some(s), None) => return Err(RegistryError::SubjectNotFound(s.to_string())),
@@ -594,14 +676,23 @@ impl Registry {
     }
 
     /// PUT /mode[/{subject}].
-    pub fn set_mode(&self, subject: Option<&str>, mode: &str, force: bool) -> Result<(Mode, Records), RegistryError> {
+    pub fn set_mode(
+        &self,
+        subject: Option<&str>,
+        mode: &str,
+        force: bool,
+    ) -> Result<(Mode, Records), RegistryError> {
         let mode = Mode::parse(mode).ok_or(RegistryError::InvalidMode)?;
         let mut records = Records::new();
         if mode == Mode::Import && self.mode(subject) != Mode::Import && !force {
             // Importing needs a registry (or subject) without schemas: ids would clash.
             let live = match subject {
                 Some(s) => self.store.has_subject(s, false),
-                None => self.store.subjects().iter().any(|(_, all_deleted)| !all_deleted),
+                None => self
+                    .store
+                    .subjects()
+                    .iter()
+                    .any(|(_, all_deleted)| !all_deleted),
             };
             if live {
                 return Err(RegistryError::OperationNotPermitted(
@@ -624,7 +715,9 @@ impl Registry {
                 }
                 records.push((
                     RegistryKey::ClearSubject { subject: s.clone() },
-                    Some(RegistryValue::ClearSubject(ClearSubjectValue { subject: s.clone() })),
+                    Some(RegistryValue::ClearSubject(ClearSubjectValue {
+                        subject: s.clone(),
+                    })),
                 ));
             }
         }

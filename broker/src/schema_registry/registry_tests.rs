@@ -18,7 +18,11 @@ fn avro(schema: &str) -> SchemaRequest {
     }
 }
 
-fn register(r: &mut Registry, subject: &str, req: &SchemaRequest) -> Result<Outcome, RegistryError> {
+fn register(
+    r: &mut Registry,
+    subject: &str,
+    req: &SchemaRequest,
+) -> Result<Outcome, RegistryError> {
     let out = r.register(subject, req, false)?;
     commit(r, out.records.clone());
     Ok(out)
@@ -51,7 +55,12 @@ fn given_incompatible_schema_when_registering_then_409_naming_the_subject() {
     let RegistryError::Incompatible(msg) = &err else {
         panic!("{err:?}")
     };
-    assert!(msg.starts_with("Schema being registered is incompatible with an earlier schema for subject \"s\""), "{msg}");
+    assert!(
+        msg.starts_with(
+            "Schema being registered is incompatible with an earlier schema for subject \"s\""
+        ),
+        "{msg}"
+    );
     assert_eq!(err.codes().1, 409);
     // NONE lets it through.
     let records = r.set_config(Some("s"), Some("NONE"), None).unwrap().1;
@@ -93,7 +102,10 @@ fn given_bad_input_when_registering_then_42201_42208_and_no_records() {
         let err = r.register("s", &req, false).unwrap_err();
         assert_eq!(err.codes().1, code, "{req:?}: {err:?}");
     }
-    assert_eq!(r.register("", &avro(V1), false).unwrap_err().codes().1, 42208);
+    assert_eq!(
+        r.register("", &avro(V1), false).unwrap_err().codes().1,
+        42208
+    );
     assert!(r.store.is_empty());
 }
 
@@ -113,7 +125,9 @@ fn given_references_when_registering_then_missing_and_cyclic_ones_are_invalid() 
     };
     assert_eq!(register(&mut r, "user", &user).unwrap().value.id, 2);
     // Referenced: cannot be deleted.
-    let err = r.delete_version("address", VersionId::Number(1), false).unwrap_err();
+    let err = r
+        .delete_version("address", VersionId::Number(1), false)
+        .unwrap_err();
     assert_eq!(err.codes().1, 42206, "{err:?}");
     let missing = SchemaRequest {
         references: Some(vec![super::records::SchemaReference {
@@ -123,7 +137,10 @@ fn given_references_when_registering_then_missing_and_cyclic_ones_are_invalid() 
         }]),
         ..user.clone()
     };
-    assert_eq!(r.register("user2", &missing, false).unwrap_err().codes().1, 42201);
+    assert_eq!(
+        r.register("user2", &missing, false).unwrap_err().codes().1,
+        42201
+    );
     // A cycle can only be stored by a writer that skips checks (IMPORT of a foreign log):
     // resolving it must end with an error, not a stack overflow.
     let cyclic = |name: &str, to: &str| super::records::SchemaValue {
@@ -172,16 +189,36 @@ fn given_soft_and_hard_deletes_then_confluents_order_of_checks() {
     register(&mut r, "s", &avro(V1)).unwrap();
     register(&mut r, "s", &avro(V2)).unwrap();
     // Hard delete before soft: 40407.
-    let err = r.delete_version("s", VersionId::Number(1), true).unwrap_err();
+    let err = r
+        .delete_version("s", VersionId::Number(1), true)
+        .unwrap_err();
     assert_eq!(err.codes().1, 40407);
     let (v, records) = r.delete_version("s", VersionId::Number(1), false).unwrap();
     assert_eq!(v, 1);
     commit(&mut r, records);
     // Soft-deleting again: 40406; reading it: 40402 unless deleted=true.
-    assert_eq!(r.delete_version("s", VersionId::Number(1), false).unwrap_err().codes().1, 40406);
-    assert_eq!(r.get_version("s", VersionId::Number(1), false).unwrap_err().codes().1, 40402);
+    assert_eq!(
+        r.delete_version("s", VersionId::Number(1), false)
+            .unwrap_err()
+            .codes()
+            .1,
+        40406
+    );
+    assert_eq!(
+        r.get_version("s", VersionId::Number(1), false)
+            .unwrap_err()
+            .codes()
+            .1,
+        40402
+    );
     assert!(r.get_version("s", VersionId::Number(1), true).is_ok());
-    assert_eq!(r.get_version("nope", VersionId::Latest, false).unwrap_err().codes().1, 40401);
+    assert_eq!(
+        r.get_version("nope", VersionId::Latest, false)
+            .unwrap_err()
+            .codes()
+            .1,
+        40401
+    );
     // Subject: permanent first is 40405, soft then permanent works.
     assert_eq!(r.delete_subject("s", true).unwrap_err().codes().1, 40405);
     let (versions, records) = r.delete_subject("s", false).unwrap();
@@ -194,7 +231,11 @@ fn given_soft_and_hard_deletes_then_confluents_order_of_checks() {
     assert_eq!(r.delete_subject("s", true).unwrap_err().codes().1, 40401);
     // Ids outlive their subjects: a new schema gets a new id.
     let next = register(&mut r, "s", &avro(r#""string""#)).unwrap();
-    assert_eq!((next.value.id, next.value.version), (3, 1), "versions restart after a hard delete");
+    assert_eq!(
+        (next.value.id, next.value.version),
+        (3, 1),
+        "versions restart after a hard delete"
+    );
 }
 
 #[test]
@@ -205,9 +246,18 @@ fn given_modes_then_readonly_refuses_writes_and_import_needs_an_empty_registry()
     commit(&mut r, records);
     let err = r.register("s", &avro(V2), false).unwrap_err();
     assert_eq!(err.codes().1, 42205);
-    assert_eq!(err.to_string(), "Subject s in context . is in read-only mode");
-    assert_eq!(r.set_mode(None, "SIDEWAYS", false).unwrap_err().codes().1, 42204);
-    assert_eq!(r.set_mode(None, "IMPORT", false).unwrap_err().codes().1, 42205);
+    assert_eq!(
+        err.to_string(),
+        "Subject s in context . is in read-only mode"
+    );
+    assert_eq!(
+        r.set_mode(None, "SIDEWAYS", false).unwrap_err().codes().1,
+        42204
+    );
+    assert_eq!(
+        r.set_mode(None, "IMPORT", false).unwrap_err().codes().1,
+        42205
+    );
     let records = r.delete_mode("s").unwrap().1;
     commit(&mut r, records);
     // An id in READWRITE mode: refused.
@@ -216,7 +266,10 @@ fn given_modes_then_readonly_refuses_writes_and_import_needs_an_empty_registry()
         version: Some(1),
         ..avro(V1)
     };
-    assert_eq!(r.register("t", &with_id, false).unwrap_err().codes().1, 42205);
+    assert_eq!(
+        r.register("t", &with_id, false).unwrap_err().codes().1,
+        42205
+    );
     // IMPORT (forced) keeps given ids and versions.
     let records = r.set_mode(None, "IMPORT", true).unwrap().1;
     commit(&mut r, records);
@@ -240,7 +293,13 @@ fn given_config_then_levels_resolve_subject_before_global() {
     let records = r.set_config(Some("s"), Some("NONE"), None).unwrap().1;
     commit(&mut r, records);
     assert_eq!(r.level(Some("s")).as_str(), "NONE");
-    assert_eq!(r.set_config(None, Some("MOSTLY"), None).unwrap_err().codes().1, 42203);
+    assert_eq!(
+        r.set_config(None, Some("MOSTLY"), None)
+            .unwrap_err()
+            .codes()
+            .1,
+        42203
+    );
     let (old, records) = r.delete_config(Some("s")).unwrap();
     assert_eq!(old.compatibility_level.as_deref(), Some("NONE"));
     commit(&mut r, records);
@@ -253,9 +312,27 @@ fn given_lookup_then_found_version_or_40401_40403() {
     let mut r = Registry::default();
     register(&mut r, "s", &avro(V1)).unwrap();
     let spaced = V1.replace(',', " , ");
-    assert_eq!(r.lookup("s", &avro(&spaced), false, false).unwrap().value.version, 1);
-    assert_eq!(r.lookup("s", &avro(V2), false, false).unwrap_err().codes().1, 40403);
-    assert_eq!(r.lookup("x", &avro(V1), false, false).unwrap_err().codes().1, 40401);
+    assert_eq!(
+        r.lookup("s", &avro(&spaced), false, false)
+            .unwrap()
+            .value
+            .version,
+        1
+    );
+    assert_eq!(
+        r.lookup("s", &avro(V2), false, false)
+            .unwrap_err()
+            .codes()
+            .1,
+        40403
+    );
+    assert_eq!(
+        r.lookup("x", &avro(V1), false, false)
+            .unwrap_err()
+            .codes()
+            .1,
+        40401
+    );
 }
 
 #[test]

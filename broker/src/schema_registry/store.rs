@@ -136,9 +136,7 @@ impl Store {
 
     /// The versions of `subject`, ascending, soft-deleted ones included.
     pub fn versions(&self, subject: &str) -> impl Iterator<Item = &Version> {
-        self.versions
-            .range(subject_range(subject))
-            .map(|(_, v)| v)
+        self.versions.range(subject_range(subject)).map(|(_, v)| v)
     }
 
     pub fn version(&self, subject: &str, version: i32) -> Option<&Version> {
@@ -218,7 +216,12 @@ mod tests {
     use super::*;
     use crate::schema_registry::records::DeleteSubjectValue;
 
-    fn schema(subject: &str, version: i32, id: i32, text: &str) -> (RegistryKey, Option<RegistryValue>) {
+    fn schema(
+        subject: &str,
+        version: i32,
+        id: i32,
+        text: &str,
+    ) -> (RegistryKey, Option<RegistryValue>) {
         (
             RegistryKey::Schema {
                 subject: subject.into(),
@@ -247,7 +250,9 @@ mod tests {
             schema("a", 2, 2, "\"long\""),
             schema("b", 1, 1, "\"int\""),
             (
-                RegistryKey::DeleteSubject { subject: "a".into() },
+                RegistryKey::DeleteSubject {
+                    subject: "a".into(),
+                },
                 Some(RegistryValue::DeleteSubject(DeleteSubjectValue {
                     subject: "a".into(),
                     version: 1,

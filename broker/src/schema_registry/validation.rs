@@ -49,9 +49,11 @@ impl TopicValidation {
     /// From a topic's config overrides (Confluent's and Redpanda's names).
     pub fn from_configs(configs: &BTreeMap<String, String>) -> TopicValidation {
         let on = |names: &[&str]| {
-            names
-                .iter()
-                .any(|n| configs.get(*n).is_some_and(|v| v.eq_ignore_ascii_case("true")))
+            names.iter().any(|n| {
+                configs
+                    .get(*n)
+                    .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            })
         };
         let strategy = |names: &[&str]| {
             names
@@ -60,7 +62,10 @@ impl TopicValidation {
                 .unwrap_or_default()
         };
         TopicValidation {
-            key: on(&["confluent.key.schema.validation", "redpanda.key.schema.id.validation"]),
+            key: on(&[
+                "confluent.key.schema.validation",
+                "redpanda.key.schema.id.validation",
+            ]),
             value: on(&[
                 "confluent.value.schema.validation",
                 "redpanda.value.schema.id.validation",
@@ -120,9 +125,9 @@ fn check(
     let subject = match strategy {
         Strategy::TopicName => format!("{topic}-{part}"),
         Strategy::RecordName | Strategy::TopicRecordName => {
-            let name = view
-                .record_name(id)
-                .ok_or_else(|| format!("schema id {id} of the record's {part} is not registered"))?;
+            let name = view.record_name(id).ok_or_else(|| {
+                format!("schema id {id} of the record's {part} is not registered")
+            })?;
             if strategy == Strategy::RecordName {
                 name
             } else {
@@ -139,11 +144,14 @@ fn check(
     }
 }
 
+/// A record's key and value (None: null).
+pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
 /// Validates `(key, value)` of each record of a batch; returns the rejected ones.
 pub fn validate<'a>(
     topic: &str,
     settings: &TopicValidation,
-    records: impl IntoIterator<Item = (Option<&'a [u8]>, Option<&'a [u8]>)>,
+    records: impl IntoIterator<Item = KeyValue<'a>>,
     view: &impl RegistryView,
 ) -> Vec<RecordError> {
     let mut errors = Vec::new();
@@ -249,7 +257,7 @@ mod tests {
         let good = framed(1);
         let other_subject = framed(2);
         let unknown = framed(99);
-        let records: Vec<(Option<&[u8]>, Option<&[u8]>)> = vec![
+        let records: Vec<KeyValue> = vec![
             (None, Some(&good)),
             (None, Some(b"no magic")),
             (None, Some(&other_subject)),
@@ -275,19 +283,25 @@ mod tests {
             ..Default::default()
         };
         let (one, two) = (framed(1), framed(2));
-        let batch = || -> Vec<(Option<&[u8]>, Option<&[u8]>)> {
+        let batch = || -> Vec<KeyValue> {
             vec![(None, Some(one.as_slice())), (None, Some(two.as_slice()))]
         };
         assert_eq!(validate("orders", &settings, batch(), &view).len(), 1);
         settings.value_strategy = Strategy::TopicRecordName;
         let errors = validate("orders", &settings, batch(), &view);
-        assert_eq!(errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(), vec![0]);
+        assert_eq!(
+            errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(),
+            vec![0]
+        );
     }
 
     #[test]
     fn given_redpanda_names_and_strategy_classes_then_parsed() {
         let s = TopicValidation::from_configs(&BTreeMap::from([
-            ("redpanda.key.schema.id.validation".to_string(), "TRUE".to_string()),
+            (
+                "redpanda.key.schema.id.validation".to_string(),
+                "TRUE".to_string(),
+            ),
             (
                 "confluent.key.subject.name.strategy".to_string(),
                 "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy".to_string(),
@@ -301,14 +315,25 @@ mod tests {
     #[test]
     fn given_canonical_schemas_then_record_names() {
         assert_eq!(
-            record_name_of("AVRO", r#"{"type":"record","namespace":"a.b","name":"C","fields":[]}"#).as_deref(),
+            record_name_of(
+                "AVRO",
+                r#"{"type":"record","namespace":"a.b","name":"C","fields":[]}"#
+            )
+            .as_deref(),
             Some("a.b.C")
         );
         assert_eq!(
-            record_name_of("PROTOBUF", "syntax = \"proto3\";\npackage p;\n\nmessage M {\n}\n").as_deref(),
+            record_name_of(
+                "PROTOBUF",
+                "syntax = \"proto3\";\npackage p;\n\nmessage M {\n}\n"
+            )
+            .as_deref(),
             Some("p.M")
         );
-        assert_eq!(record_name_of("JSON", r#"{"title":"T"}"#).as_deref(), Some("T"));
+        assert_eq!(
+            record_name_of("JSON", r#"{"title":"T"}"#).as_deref(),
+            Some("T")
+        );
         assert_eq!(schema_id(&[0, 0, 0, 1, 2]), Some(258));
         assert_eq!(schema_id(&[1, 0, 0, 0, 1]), None);
         assert_eq!(schema_id(&[0, 0, 0]), None);

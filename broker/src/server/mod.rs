@@ -237,7 +237,10 @@ fn start_schema_registry(
         }
         Err(e) => {
             return Err(e).with_context(|| {
-                format!("binding schema registry listener {}", config.schema_registry_listen)
+                format!(
+                    "binding schema registry listener {}",
+                    config.schema_registry_listen
+                )
             })
         }
     };

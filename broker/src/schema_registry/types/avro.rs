@@ -27,11 +27,18 @@ fn flatten_refs<'a>(refs: &'a [Resolved], out: &mut Vec<&'a str>) {
     }
 }
 
-pub fn parse(schema: &str, references: &[Resolved], _normalize: bool) -> Result<AvroSchema, String> {
+pub fn parse(
+    schema: &str,
+    references: &[Resolved],
+    _normalize: bool,
+) -> Result<AvroSchema, String> {
     let mut list = Vec::new();
     flatten_refs(references, &mut list);
     let (parsed, named) = if list.is_empty() {
-        (Schema::parse_str(schema).map_err(|e| e.to_string())?, Vec::new())
+        (
+            Schema::parse_str(schema).map_err(|e| e.to_string())?,
+            Vec::new(),
+        )
     } else {
         Schema::parse_str_with_list(schema, list.iter().copied()).map_err(|e| e.to_string())?
     };
@@ -86,25 +93,37 @@ mod tests {
         parse(s, &[], false).unwrap()
     }
 
-    const V1: &str = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"}]}"#;
+    const V1: &str =
+        r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"}]}"#;
 
     #[test]
     fn given_equivalent_spellings_when_parsing_then_same_canonical() {
-        assert_eq!(p(r#"{"type": "string"}"#).canonical, p(r#""string""#).canonical);
+        assert_eq!(
+            p(r#"{"type": "string"}"#).canonical,
+            p(r#""string""#).canonical
+        );
         let spaced = "{ \"type\" : \"record\", \"name\": \"User\", \"namespace\": \"t\",\n \"fields\": [ {\"name\": \"id\", \"type\": \"long\"} ] }";
         assert_eq!(p(spaced).canonical, p(V1).canonical);
     }
 
     #[test]
     fn given_bad_schemas_when_parsing_then_error() {
-        for bad in ["", "{", "\"nosuchtype\"", r#"{"type":"record","name":"x"}"#, "[1]"] {
+        for bad in [
+            "",
+            "{",
+            "\"nosuchtype\"",
+            r#"{"type":"record","name":"x"}"#,
+            "[1]",
+        ] {
             assert!(parse(bad, &[], false).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn given_field_added_with_default_when_checking_backward_then_compatible() {
-        let v2 = p(r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"email","type":"string","default":""}]}"#);
+        let v2 = p(
+            r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"email","type":"string","default":""}]}"#,
+        );
         assert!(v2.read_errors_with(&p(V1)).is_empty());
         // and forward: old readers ignore the new field
         assert!(p(V1).read_errors_with(&v2).is_empty());
@@ -112,10 +131,15 @@ mod tests {
 
     #[test]
     fn given_field_added_without_default_when_checking_backward_then_incompatible() {
-        let v2 = p(r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"email","type":"string"}]}"#);
+        let v2 = p(
+            r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"id","type":"long"},{"name":"email","type":"string"}]}"#,
+        );
         let errs = v2.read_errors_with(&p(V1));
         assert_eq!(errs.len(), 1, "{errs:?}");
-        assert!(errs[0].contains("READER_FIELD_MISSING_DEFAULT_VALUE"), "{errs:?}");
+        assert!(
+            errs[0].contains("READER_FIELD_MISSING_DEFAULT_VALUE"),
+            "{errs:?}"
+        );
     }
 
     #[test]
@@ -145,8 +169,15 @@ mod tests {
         };
         let user = r#"{"type":"record","name":"User","namespace":"t","fields":[{"name":"home","type":"t.Address"}]}"#;
         let parsed = parse(user, std::slice::from_ref(&address), false).unwrap();
-        assert!(parsed.canonical.contains("\"type\":\"t.Address\""), "{}", parsed.canonical);
-        assert!(parse(user, &[], false).is_err(), "unresolvable name must not parse");
+        assert!(
+            parsed.canonical.contains("\"type\":\"t.Address\""),
+            "{}",
+            parsed.canonical
+        );
+        assert!(
+            parse(user, &[], false).is_err(),
+            "unresolvable name must not parse"
+        );
         assert!(parsed.read_errors_with(&parsed).is_empty());
     }
 

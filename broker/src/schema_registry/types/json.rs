@@ -33,7 +33,11 @@ const KNOWN_DRAFTS: &[&str] = &[
     "https://json-schema.org/draft/2020-12/schema",
 ];
 
-pub fn parse(schema: &str, references: &[Resolved], _normalize: bool) -> Result<JsonSchema, String> {
+pub fn parse(
+    schema: &str,
+    references: &[Resolved],
+    _normalize: bool,
+) -> Result<JsonSchema, String> {
     let root: Value = serde_json::from_str(schema).map_err(|e| e.to_string())?;
     check_meta(&root)?;
     let mut refs = HashMap::new();
@@ -68,8 +72,8 @@ fn check_meta(root: &Value) -> Result<(), String> {
 
 fn collect_refs(references: &[Resolved], out: &mut HashMap<String, Value>) -> Result<(), String> {
     for r in references {
-        let v: Value = serde_json::from_str(&r.schema)
-            .map_err(|e| format!("reference {}: {e}", r.name))?;
+        let v: Value =
+            serde_json::from_str(&r.schema).map_err(|e| format!("reference {}: {e}", r.name))?;
         out.insert(r.name.clone(), v);
         collect_refs(&r.references, out)?;
     }
@@ -333,7 +337,10 @@ fn kind(v: &Value) -> Kind {
         Value::Object(o) => o,
         _ => return Kind::Empty,
     };
-    if ["allOf", "anyOf", "oneOf"].iter().any(|k| o.contains_key(*k)) {
+    if ["allOf", "anyOf", "oneOf"]
+        .iter()
+        .any(|k| o.contains_key(*k))
+    {
         return Kind::Combined;
     }
     match o.get("type") {
@@ -362,11 +369,24 @@ fn kind(v: &Value) -> Kind {
         "dependencies",
     ]) {
         Kind::Object
-    } else if has(&["items", "additionalItems", "minItems", "maxItems", "uniqueItems", "prefixItems"]) {
+    } else if has(&[
+        "items",
+        "additionalItems",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "prefixItems",
+    ]) {
         Kind::Array
     } else if has(&["minLength", "maxLength", "pattern", "format"]) {
         Kind::String
-    } else if has(&["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]) {
+    } else if has(&[
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+    ]) {
         Kind::Number
     } else {
         Kind::Empty
@@ -550,10 +570,8 @@ impl<'a> Ctx<'a> {
             Kind::String => self.compare_string(o, u, path),
             Kind::Number => self.compare_number(o, u, path),
             Kind::Enum => self.compare_enum(o, u, path),
-            Kind::Const => {
-                if o.get("const") != u.get("const") {
-                    self.add(Diff::EnumArrayChanged, path);
-                }
+            Kind::Const if o.get("const") != u.get("const") => {
+                self.add(Diff::EnumArrayChanged, path);
             }
             Kind::Combined => self.compare_combined(o, u, path),
             Kind::Not => {
@@ -592,8 +610,30 @@ impl<'a> Ctx<'a> {
 
     fn compare_string(&mut self, o: &Value, u: &Value, path: &str) {
         use Diff::*;
-        self.bound(o, u, "maxLength", path, [MaxLengthAdded, MaxLengthRemoved, MaxLengthIncreased, MaxLengthDecreased]);
-        self.bound(o, u, "minLength", path, [MinLengthAdded, MinLengthRemoved, MinLengthIncreased, MinLengthDecreased]);
+        self.bound(
+            o,
+            u,
+            "maxLength",
+            path,
+            [
+                MaxLengthAdded,
+                MaxLengthRemoved,
+                MaxLengthIncreased,
+                MaxLengthDecreased,
+            ],
+        );
+        self.bound(
+            o,
+            u,
+            "minLength",
+            path,
+            [
+                MinLengthAdded,
+                MinLengthRemoved,
+                MinLengthIncreased,
+                MinLengthDecreased,
+            ],
+        );
         let p = format!("{path}/pattern");
         match (o.get("pattern"), u.get("pattern")) {
             (None, Some(_)) => self.add(PatternAdded, &p),
@@ -610,10 +650,54 @@ impl<'a> Ctx<'a> {
             (false, true) => self.add(TypeNarrowed, path),
             _ => {}
         }
-        self.bound(o, u, "maximum", path, [MaximumAdded, MaximumRemoved, MaximumIncreased, MaximumDecreased]);
-        self.bound(o, u, "minimum", path, [MinimumAdded, MinimumRemoved, MinimumIncreased, MinimumDecreased]);
-        self.bound(o, u, "exclusiveMaximum", path, [ExclusiveMaximumAdded, ExclusiveMaximumRemoved, ExclusiveMaximumIncreased, ExclusiveMaximumDecreased]);
-        self.bound(o, u, "exclusiveMinimum", path, [ExclusiveMinimumAdded, ExclusiveMinimumRemoved, ExclusiveMinimumIncreased, ExclusiveMinimumDecreased]);
+        self.bound(
+            o,
+            u,
+            "maximum",
+            path,
+            [
+                MaximumAdded,
+                MaximumRemoved,
+                MaximumIncreased,
+                MaximumDecreased,
+            ],
+        );
+        self.bound(
+            o,
+            u,
+            "minimum",
+            path,
+            [
+                MinimumAdded,
+                MinimumRemoved,
+                MinimumIncreased,
+                MinimumDecreased,
+            ],
+        );
+        self.bound(
+            o,
+            u,
+            "exclusiveMaximum",
+            path,
+            [
+                ExclusiveMaximumAdded,
+                ExclusiveMaximumRemoved,
+                ExclusiveMaximumIncreased,
+                ExclusiveMaximumDecreased,
+            ],
+        );
+        self.bound(
+            o,
+            u,
+            "exclusiveMinimum",
+            path,
+            [
+                ExclusiveMinimumAdded,
+                ExclusiveMinimumRemoved,
+                ExclusiveMinimumIncreased,
+                ExclusiveMinimumDecreased,
+            ],
+        );
         let p = format!("{path}/multipleOf");
         match (num(o, "multipleOf"), num(u, "multipleOf")) {
             (None, Some(_)) => self.add(MultipleOfAdded, &p),
@@ -671,9 +755,23 @@ impl<'a> Ctx<'a> {
             self.add(Diff::CombinedTypeExtended, path);
         }
         if so.len() < su.len() {
-            self.add(if cu == "allOf" { Diff::ProductTypeExtended } else { Diff::SumTypeExtended }, path);
+            self.add(
+                if cu == "allOf" {
+                    Diff::ProductTypeExtended
+                } else {
+                    Diff::SumTypeExtended
+                },
+                path,
+            );
         } else if so.len() > su.len() {
-            self.add(if co == "allOf" { Diff::ProductTypeNarrowed } else { Diff::SumTypeNarrowed }, path);
+            self.add(
+                if co == "allOf" {
+                    Diff::ProductTypeNarrowed
+                } else {
+                    Diff::SumTypeNarrowed
+                },
+                path,
+            );
         }
         let mut used = vec![false; su.len()];
         let mut matched = 0;
@@ -703,8 +801,14 @@ impl<'a> Ctx<'a> {
     {
         use Diff::*;
         let empty = serde_json::Map::new();
-        let po = o.get("properties").and_then(Value::as_object).unwrap_or(&empty);
-        let pu = u.get("properties").and_then(Value::as_object).unwrap_or(&empty);
+        let po = o
+            .get("properties")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        let pu = u
+            .get("properties")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
         let required = |v: &Value, k: &str| {
             v.get("required")
                 .and_then(Value::as_array)
@@ -716,7 +820,9 @@ impl<'a> Ctx<'a> {
                 let p = format!("{path}/required/{k}");
                 match (required(o, k), required(u, k)) {
                     (true, false) => self.add(RequiredAttributeRemoved, &p),
-                    (false, true) if has_default(us) => self.add(RequiredAttributeWithDefaultAdded, &p),
+                    (false, true) if has_default(us) => {
+                        self.add(RequiredAttributeWithDefaultAdded, &p)
+                    }
                     (false, true) => self.add(RequiredAttributeAdded, &p),
                     _ => {}
                 }
@@ -734,7 +840,14 @@ impl<'a> Ctx<'a> {
                     } else if let Some(partial) = partially_open(u, k) {
                         let (ok, diffs) = self.trial(os, partial, &p);
                         self.diffs.extend(diffs);
-                        self.add(if ok { PropertyRemovedIsCoveredByPartiallyOpenContentModel } else { PropertyRemovedNotCoveredByPartiallyOpenContentModel }, &p);
+                        self.add(
+                            if ok {
+                                PropertyRemovedIsCoveredByPartiallyOpenContentModel
+                            } else {
+                                PropertyRemovedNotCoveredByPartiallyOpenContentModel
+                            },
+                            &p,
+                        );
                     } else if kind(self.deref(os, true)) == Kind::False {
                         self.add(PropertyWithFalseRemovedFromClosedContentModel, &p);
                     } else {
@@ -746,7 +859,14 @@ impl<'a> Ctx<'a> {
                         if kind(self.deref(us, false)) == Kind::Empty {
                             self.add(PropertyWithEmptySchemaAddedToOpenContentModel, &p);
                         } else if required(u, k) {
-                            self.add(if has_default(us) { RequiredPropertyWithDefaultAddedToOpenContentModel } else { RequiredPropertyAddedToOpenContentModel }, &p);
+                            self.add(
+                                if has_default(us) {
+                                    RequiredPropertyWithDefaultAddedToOpenContentModel
+                                } else {
+                                    RequiredPropertyAddedToOpenContentModel
+                                },
+                                &p,
+                            );
                         } else {
                             self.add(OptionalPropertyAddedToOpenContentModel, &p);
                         }
@@ -754,10 +874,24 @@ impl<'a> Ctx<'a> {
                         if let Some(partial) = partially_open(o, k) {
                             let (ok, diffs) = self.trial(partial, us, &p);
                             self.diffs.extend(diffs);
-                            self.add(if ok { PropertyAddedIsCoveredByPartiallyOpenContentModel } else { PropertyAddedNotCoveredByPartiallyOpenContentModel }, &p);
+                            self.add(
+                                if ok {
+                                    PropertyAddedIsCoveredByPartiallyOpenContentModel
+                                } else {
+                                    PropertyAddedNotCoveredByPartiallyOpenContentModel
+                                },
+                                &p,
+                            );
                         }
                         if required(u, k) {
-                            self.add(if has_default(us) { RequiredPropertyWithDefaultAddedToUnopenContentModel } else { RequiredPropertyAddedToUnopenContentModel }, &p);
+                            self.add(
+                                if has_default(us) {
+                                    RequiredPropertyWithDefaultAddedToUnopenContentModel
+                                } else {
+                                    RequiredPropertyAddedToUnopenContentModel
+                                },
+                                &p,
+                            );
                         } else {
                             self.add(OptionalPropertyAddedToUnopenContentModel, &p);
                         }
@@ -771,7 +905,14 @@ impl<'a> Ctx<'a> {
         let permits = |v: &Value| v.get("additionalProperties") != Some(&Value::Bool(false));
         let schema_of = |v: &'b Value| v.get("additionalProperties").filter(|a| a.is_object());
         if permits(o) != permits(u) {
-            self.add(if permits(u) { AdditionalPropertiesAdded } else { AdditionalPropertiesRemoved }, &p);
+            self.add(
+                if permits(u) {
+                    AdditionalPropertiesAdded
+                } else {
+                    AdditionalPropertiesRemoved
+                },
+                &p,
+            );
         } else {
             match (schema_of(o), schema_of(u)) {
                 (None, Some(_)) => self.add(AdditionalPropertiesNarrowed, &p),
@@ -780,8 +921,30 @@ impl<'a> Ctx<'a> {
                 (None, None) => {}
             }
         }
-        self.bound(o, u, "maxProperties", path, [MaxPropertiesAdded, MaxPropertiesRemoved, MaxPropertiesIncreased, MaxPropertiesDecreased]);
-        self.bound(o, u, "minProperties", path, [MinPropertiesAdded, MinPropertiesRemoved, MinPropertiesIncreased, MinPropertiesDecreased]);
+        self.bound(
+            o,
+            u,
+            "maxProperties",
+            path,
+            [
+                MaxPropertiesAdded,
+                MaxPropertiesRemoved,
+                MaxPropertiesIncreased,
+                MaxPropertiesDecreased,
+            ],
+        );
+        self.bound(
+            o,
+            u,
+            "minProperties",
+            path,
+            [
+                MinPropertiesAdded,
+                MinPropertiesRemoved,
+                MinPropertiesIncreased,
+                MinPropertiesDecreased,
+            ],
+        );
     }
 
     fn compare_array<'b>(&mut self, o: &'b Value, u: &'b Value, path: &str)
@@ -789,8 +952,30 @@ impl<'a> Ctx<'a> {
         'a: 'b,
     {
         use Diff::*;
-        self.bound(o, u, "maxItems", path, [MaxItemsAdded, MaxItemsRemoved, MaxItemsIncreased, MaxItemsDecreased]);
-        self.bound(o, u, "minItems", path, [MinItemsAdded, MinItemsRemoved, MinItemsIncreased, MinItemsDecreased]);
+        self.bound(
+            o,
+            u,
+            "maxItems",
+            path,
+            [
+                MaxItemsAdded,
+                MaxItemsRemoved,
+                MaxItemsIncreased,
+                MaxItemsDecreased,
+            ],
+        );
+        self.bound(
+            o,
+            u,
+            "minItems",
+            path,
+            [
+                MinItemsAdded,
+                MinItemsRemoved,
+                MinItemsIncreased,
+                MinItemsDecreased,
+            ],
+        );
         let unique = |v: &Value| v.get("uniqueItems") == Some(&Value::Bool(true));
         match (unique(o), unique(u)) {
             (false, true) => self.add(UniqueItemsAdded, &format!("{path}/uniqueItems")),
@@ -805,15 +990,33 @@ impl<'a> Ctx<'a> {
         match (tuple(o), tuple(u)) {
             (Some(a), Some(b)) => {
                 let open = |v: &Value| {
-                    let extra = if v.get("prefixItems").is_some() { v.get("items") } else { v.get("additionalItems") };
+                    let extra = if v.get("prefixItems").is_some() {
+                        v.get("items")
+                    } else {
+                        v.get("additionalItems")
+                    };
                     extra != Some(&Value::Bool(false))
                 };
                 for i in 0..a.len().max(b.len()) {
                     let p = format!("{path}/items/{i}");
                     match (a.get(i), b.get(i)) {
                         (Some(x), Some(y)) => self.compare(Some(x), Some(y), &p),
-                        (Some(_), None) => self.add(if open(u) { ItemRemovedFromOpenContentModel } else { ItemRemovedFromClosedContentModel }, &p),
-                        (None, Some(_)) => self.add(if open(o) { ItemAddedToOpenContentModel } else { ItemAddedToClosedContentModel }, &p),
+                        (Some(_), None) => self.add(
+                            if open(u) {
+                                ItemRemovedFromOpenContentModel
+                            } else {
+                                ItemRemovedFromClosedContentModel
+                            },
+                            &p,
+                        ),
+                        (None, Some(_)) => self.add(
+                            if open(o) {
+                                ItemAddedToOpenContentModel
+                            } else {
+                                ItemAddedToClosedContentModel
+                            },
+                            &p,
+                        ),
                         (None, None) => {}
                     }
                 }
@@ -840,10 +1043,16 @@ fn open_content_model(v: &Value) -> bool {
         None | Some(Value::Bool(true)) => {}
         _ => return false,
     }
-    if v.get("patternProperties").and_then(Value::as_object).is_some_and(|p| !p.is_empty()) {
+    if v.get("patternProperties")
+        .and_then(Value::as_object)
+        .is_some_and(|p| !p.is_empty())
+    {
         return false;
     }
-    matches!(v.get("unevaluatedProperties"), None | Some(Value::Bool(true)))
+    matches!(
+        v.get("unevaluatedProperties"),
+        None | Some(Value::Bool(true))
+    )
 }
 
 /// The schema a partially open content model gives property `key`, if any.
@@ -886,7 +1095,13 @@ mod tests {
     fn given_json_when_parsing_then_compact_with_key_order_and_meta_checked() {
         let s = p("{ \"type\" : \"object\",\n \"title\": \"a b\" }");
         assert_eq!(s.canonical, r#"{"type":"object","title":"a b"}"#);
-        for bad in ["{", "12", r#"{"type": 12}"#, r#"{"minLength": -1}"#, r#"{"$schema":"http://json-schema.org/draft-07/schema#","required":"x"}"#] {
+        for bad in [
+            "{",
+            "12",
+            r#"{"type": 12}"#,
+            r#"{"minLength": -1}"#,
+            r#"{"$schema":"http://json-schema.org/draft-07/schema#","required":"x"}"#,
+        ] {
             assert!(parse(bad, &[], false).is_err(), "{bad}");
         }
         for draft in KNOWN_DRAFTS {
@@ -896,15 +1111,29 @@ mod tests {
 
     #[test]
     fn given_closed_content_model_when_adding_optional_property_then_compatible() {
-        let new = CLOSED.replace(r#""name":{"type":"string"}"#, r#""name":{"type":"string"},"email":{"type":"string"}"#);
-        assert!(errors(&new, CLOSED).is_empty(), "{:?}", errors(&new, CLOSED));
+        let new = CLOSED.replace(
+            r#""name":{"type":"string"}"#,
+            r#""name":{"type":"string"},"email":{"type":"string"}"#,
+        );
+        assert!(
+            errors(&new, CLOSED).is_empty(),
+            "{:?}",
+            errors(&new, CLOSED)
+        );
     }
 
     #[test]
     fn given_open_content_model_when_adding_property_then_incompatible_under_strict() {
-        let new = OPEN.replace(r#""name":{"type":"string"}"#, r#""name":{"type":"string"},"email":{"type":"string"}"#);
+        let new = OPEN.replace(
+            r#""name":{"type":"string"}"#,
+            r#""name":{"type":"string"},"email":{"type":"string"}"#,
+        );
         let errs = errors(&new, OPEN);
-        assert!(errs.iter().any(|e| e.contains("OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL")), "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL")),
+            "{errs:?}"
+        );
     }
 
     #[test]
@@ -913,19 +1142,59 @@ mod tests {
             (r#"{"type":"string"}"#, r#"{"type":"integer"}"#, false),
             (r#"{"type":"integer"}"#, r#"{"type":"number"}"#, true),
             (r#"{"type":"number"}"#, r#"{"type":"integer"}"#, false),
-            (r#"{"type":"string","maxLength":5}"#, r#"{"type":"string","maxLength":9}"#, true),
-            (r#"{"type":"string","maxLength":9}"#, r#"{"type":"string","maxLength":5}"#, false),
-            (r#"{"type":"string"}"#, r#"{"type":"string","pattern":"^a"}"#, false),
+            (
+                r#"{"type":"string","maxLength":5}"#,
+                r#"{"type":"string","maxLength":9}"#,
+                true,
+            ),
+            (
+                r#"{"type":"string","maxLength":9}"#,
+                r#"{"type":"string","maxLength":5}"#,
+                false,
+            ),
+            (
+                r#"{"type":"string"}"#,
+                r#"{"type":"string","pattern":"^a"}"#,
+                false,
+            ),
             (r#"{"enum":["a","b"]}"#, r#"{"enum":["a","b","c"]}"#, true),
             (r#"{"enum":["a","b"]}"#, r#"{"enum":["a"]}"#, false),
-            (r#"{"type":"string"}"#, r#"{"oneOf":[{"type":"string"},{"type":"integer"}]}"#, true),
-            (r#"{"oneOf":[{"type":"string"},{"type":"integer"}]}"#, r#"{"type":"string"}"#, false),
-            (r#"{"type":"array","items":{"type":"string"}}"#, r#"{"type":"array","items":{"type":"integer"}}"#, false),
-            (r#"{"type":"array","items":{"type":"integer"}}"#, r#"{"type":"array","items":{"type":"number"}}"#, true),
-            (OPEN, &OPEN.replace(r#""required":["id"]"#, r#""required":["id","name"]"#), false),
-            (&OPEN.replace(r#""required":["id"]"#, r#""required":["id","name"]"#), OPEN, true),
+            (
+                r#"{"type":"string"}"#,
+                r#"{"oneOf":[{"type":"string"},{"type":"integer"}]}"#,
+                true,
+            ),
+            (
+                r#"{"oneOf":[{"type":"string"},{"type":"integer"}]}"#,
+                r#"{"type":"string"}"#,
+                false,
+            ),
+            (
+                r#"{"type":"array","items":{"type":"string"}}"#,
+                r#"{"type":"array","items":{"type":"integer"}}"#,
+                false,
+            ),
+            (
+                r#"{"type":"array","items":{"type":"integer"}}"#,
+                r#"{"type":"array","items":{"type":"number"}}"#,
+                true,
+            ),
+            (
+                OPEN,
+                &OPEN.replace(r#""required":["id"]"#, r#""required":["id","name"]"#),
+                false,
+            ),
+            (
+                &OPEN.replace(r#""required":["id"]"#, r#""required":["id","name"]"#),
+                OPEN,
+                true,
+            ),
             (r#"{"type":"string"}"#, "true", true),
-            (r#"{"type":"string","description":"a"}"#, r#"{"type":"string","description":"b"}"#, true),
+            (
+                r#"{"type":"string","description":"a"}"#,
+                r#"{"type":"string","description":"b"}"#,
+                true,
+            ),
         ] {
             let errs = errors(new, old);
             assert_eq!(errs.is_empty(), compatible, "{old} -> {new}: {errs:?}");
@@ -957,7 +1226,11 @@ mod tests {
         };
         let b = parse(user, &[changed], false).unwrap();
         let errs = read_errors(&b, &a);
-        assert!(errs.iter().any(|e| e.contains("TYPE_CHANGED") && e.contains("city")), "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("TYPE_CHANGED") && e.contains("city")),
+            "{errs:?}"
+        );
     }
 
     proptest::proptest! {
@@ -979,7 +1252,7 @@ mod tests {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),
-            any::<i32>().prop_map(|n| json_num(n)),
+            any::<i32>().prop_map(Value::from),
             "[ a-z\"\\\\\n]{0,8}".prop_map(Value::String),
         ];
         leaf.prop_recursive(4, 32, 4, |inner| {
@@ -989,9 +1262,5 @@ mod tests {
                     .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
-    }
-
-    fn json_num(n: i32) -> Value {
-        Value::from(n)
     }
 }

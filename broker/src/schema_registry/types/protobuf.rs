@@ -13,7 +13,9 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use base64::Engine;
 use prost_reflect::prost::Message;
 use prost_reflect::prost_types::FileDescriptorProto;
-use prost_reflect::{Cardinality, DescriptorPool, FieldDescriptor, FileDescriptor, Kind, MessageDescriptor};
+use prost_reflect::{
+    Cardinality, DescriptorPool, FieldDescriptor, FileDescriptor, Kind, MessageDescriptor,
+};
 use protox::file::{File, FileResolver, GoogleFileResolver};
 
 use super::Resolved;
@@ -58,8 +60,8 @@ fn to_file(name: &str, schema: &str) -> Result<File, String> {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(schema.trim())
                 .map_err(|_| text_err.to_string())?;
-            let mut fd = FileDescriptorProto::decode(bytes.as_slice())
-                .map_err(|_| text_err.to_string())?;
+            let mut fd =
+                FileDescriptorProto::decode(bytes.as_slice()).map_err(|_| text_err.to_string())?;
             fd.name = Some(name.to_string());
             Ok(File::from_file_descriptor_proto(fd))
         }
@@ -93,12 +95,17 @@ impl std::error::Error for SchemaError {}
 
 fn collect(refs: &[Resolved], out: &mut HashMap<String, String>) {
     for r in refs {
-        out.entry(r.name.clone()).or_insert_with(|| r.schema.clone());
+        out.entry(r.name.clone())
+            .or_insert_with(|| r.schema.clone());
         collect(&r.references, out);
     }
 }
 
-pub fn parse(schema: &str, references: &[Resolved], _normalize: bool) -> Result<ProtoSchema, String> {
+pub fn parse(
+    schema: &str,
+    references: &[Resolved],
+    _normalize: bool,
+) -> Result<ProtoSchema, String> {
     let mut files = HashMap::new();
     collect(references, &mut files);
     if files.contains_key(DEFAULT_NAME) {
@@ -288,7 +295,9 @@ fn local_name(m: &MessageDescriptor) -> String {
     if pkg.is_empty() {
         full.to_string()
     } else {
-        full.strip_prefix(&format!("{pkg}.")).unwrap_or(full).to_string()
+        full.strip_prefix(&format!("{pkg}."))
+            .unwrap_or(full)
+            .to_string()
     }
 }
 
@@ -394,7 +403,10 @@ impl Ctx {
         for name in &uo {
             let mut groups = HashSet::new();
             let mut top_level_moved_in = 0;
-            for f in u.fields().filter(|f| oneof_of(f).as_deref() == Some(name.as_str())) {
+            for f in u
+                .fields()
+                .filter(|f| oneof_of(f).as_deref() == Some(name.as_str()))
+            {
                 if let Some(orig) = of.get(&f.number()) {
                     match oneof_of(orig) {
                         Some(g) => {
@@ -482,8 +494,22 @@ impl Ctx {
         if a.name() != b.name() {
             self.add(Diff::FieldNameChanged, path);
         }
-        let label = |f: &FieldDescriptor| if f.is_map() { None } else { Some(f.cardinality()) };
-        self.labels_and_kinds(label(a), label(b), a.kind(), b.kind(), field_kind(a), field_kind(b), path);
+        let label = |f: &FieldDescriptor| {
+            if f.is_map() {
+                None
+            } else {
+                Some(f.cardinality())
+            }
+        };
+        self.labels_and_kinds(
+            label(a),
+            label(b),
+            a.kind(),
+            b.kind(),
+            field_kind(a),
+            field_kind(b),
+            path,
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -551,7 +577,15 @@ impl Ctx {
                     } else {
                         eb.map_entry_value_field()
                     };
-                    self.labels_and_kinds(None, None, f.kind(), g.kind(), field_kind(&f), field_kind(&g), path);
+                    self.labels_and_kinds(
+                        None,
+                        None,
+                        f.kind(),
+                        g.kind(),
+                        field_kind(&f),
+                        field_kind(&g),
+                        path,
+                    );
                 }
             }
         }
@@ -586,8 +620,16 @@ enum Status { UNKNOWN = 0; OK = 1; }
     #[test]
     fn given_text_and_descriptor_forms_when_parsing_then_same_canonical() {
         let text = p(V1);
-        assert!(text.canonical.contains("map<string, string> tags = 5;"), "{}", text.canonical);
-        assert!(text.canonical.contains("oneof payment {"), "{}", text.canonical);
+        assert!(
+            text.canonical.contains("map<string, string> tags = 5;"),
+            "{}",
+            text.canonical
+        );
+        assert!(
+            text.canonical.contains("oneof payment {"),
+            "{}",
+            text.canonical
+        );
         // What confluent-kafka-python sends: the base64 FileDescriptorProto.
         let from_descriptor = p(&text.serialized);
         assert_eq!(from_descriptor.canonical, text.canonical);
@@ -598,7 +640,12 @@ enum Status { UNKNOWN = 0; OK = 1; }
     #[test]
     fn given_bad_protos_when_parsing_then_error() {
         // (An empty string is a valid, empty proto2 file: the registry refuses it before.)
-        for bad in ["message {", "syntax = \"proto3\"; message A { string a = 1; int32 a = 2; }", "aGVsbG8=", "import \"missing.proto\";"] {
+        for bad in [
+            "message {",
+            "syntax = \"proto3\"; message A { string a = 1; int32 a = 2; }",
+            "aGVsbG8=",
+            "import \"missing.proto\";",
+        ] {
             assert!(parse(bad, &[], false).is_err(), "{bad}");
         }
     }
@@ -625,16 +672,56 @@ enum Status { UNKNOWN = 0; OK = 1; }
     #[test]
     fn given_confluent_incompatible_changes_then_error_types() {
         for (new, expected) in [
-            (V1.replace("int64 amount = 2;", "string amount = 2;"), "FIELD_SCALAR_KIND_CHANGED"),
-            (V1.replace("Item item = 6;", "string item = 6;"), "FIELD_KIND_CHANGED"),
-            (V1.replace("package shop;", "package store;"), "PACKAGE_CHANGED"),
-            (V1.replace("message Item { string sku = 1; }", "message Item { string sku = 1; }\nmessage Other { string sku = 1; }").replace("Item item = 6;", "Other item = 6;"), "FIELD_NAMED_TYPE_CHANGED"),
-            (V1.replace("message Item { string sku = 1; }", "").replace("Item item = 6;", "string item = 6;"), "MESSAGE_REMOVED"),
-            (V1.replace("oneof payment { string card = 3; string iban = 4; }", "string card = 3; string iban = 4;").replace("string id = 1;", "oneof key { string id = 1; int64 amount = 2; }").replace("  int64 amount = 2;\n", ""), "MULTIPLE_FIELDS_MOVED_TO_ONEOF"),
-            (V1.replace("oneof payment { string card = 3; string iban = 4; }", "oneof payment { string card = 3; }"), "ONEOF_FIELD_REMOVED"),
+            (
+                V1.replace("int64 amount = 2;", "string amount = 2;"),
+                "FIELD_SCALAR_KIND_CHANGED",
+            ),
+            (
+                V1.replace("Item item = 6;", "string item = 6;"),
+                "FIELD_KIND_CHANGED",
+            ),
+            (
+                V1.replace("package shop;", "package store;"),
+                "PACKAGE_CHANGED",
+            ),
+            (
+                V1.replace(
+                    "message Item { string sku = 1; }",
+                    "message Item { string sku = 1; }\nmessage Other { string sku = 1; }",
+                )
+                .replace("Item item = 6;", "Other item = 6;"),
+                "FIELD_NAMED_TYPE_CHANGED",
+            ),
+            (
+                V1.replace("message Item { string sku = 1; }", "")
+                    .replace("Item item = 6;", "string item = 6;"),
+                "MESSAGE_REMOVED",
+            ),
+            (
+                V1.replace(
+                    "oneof payment { string card = 3; string iban = 4; }",
+                    "string card = 3; string iban = 4;",
+                )
+                .replace(
+                    "string id = 1;",
+                    "oneof key { string id = 1; int64 amount = 2; }",
+                )
+                .replace("  int64 amount = 2;\n", ""),
+                "MULTIPLE_FIELDS_MOVED_TO_ONEOF",
+            ),
+            (
+                V1.replace(
+                    "oneof payment { string card = 3; string iban = 4; }",
+                    "oneof payment { string card = 3; }",
+                ),
+                "ONEOF_FIELD_REMOVED",
+            ),
         ] {
             let errs = incompatible(&new, V1);
-            assert!(errs.iter().any(|e| e.contains(expected)), "{expected}: {errs:?}\n{new}");
+            assert!(
+                errs.iter().any(|e| e.contains(expected)),
+                "{expected}: {errs:?}\n{new}"
+            );
         }
     }
 
@@ -644,19 +731,31 @@ enum Status { UNKNOWN = 0; OK = 1; }
             name: "common/money.proto".into(),
             subject: "money".into(),
             version: 1,
-            schema: "syntax = \"proto3\";\npackage common;\nmessage Money { int64 units = 1; }\n".into(),
+            schema: "syntax = \"proto3\";\npackage common;\nmessage Money { int64 units = 1; }\n"
+                .into(),
             references: vec![],
         };
         let order = "syntax = \"proto3\";\npackage shop;\nimport \"common/money.proto\";\nimport \"google/protobuf/timestamp.proto\";\nmessage Order { common.Money price = 1; google.protobuf.Timestamp at = 2; }\n";
         let parsed = parse(order, std::slice::from_ref(&common), false).unwrap();
-        assert!(parsed.canonical.contains("import \"common/money.proto\";"), "{}", parsed.canonical);
-        assert!(parse(order, &[], false).is_err(), "the import must be given as a reference");
+        assert!(
+            parsed.canonical.contains("import \"common/money.proto\";"),
+            "{}",
+            parsed.canonical
+        );
+        assert!(
+            parse(order, &[], false).is_err(),
+            "the import must be given as a reference"
+        );
         let changed = Resolved {
-            schema: "syntax = \"proto3\";\npackage common;\nmessage Money { string units = 1; }\n".into(),
+            schema: "syntax = \"proto3\";\npackage common;\nmessage Money { string units = 1; }\n"
+                .into(),
             ..common
         };
         let new = parse(order, &[changed], false).unwrap();
         let errs = read_errors(&new, &parsed);
-        assert!(errs.iter().any(|e| e.contains("FIELD_SCALAR_KIND_CHANGED")), "{errs:?}");
+        assert!(
+            errs.iter().any(|e| e.contains("FIELD_SCALAR_KIND_CHANGED")),
+            "{errs:?}"
+        );
     }
 }

@@ -140,7 +140,11 @@ fn scalar(t: Type) -> Option<&'static str> {
 /// A field's type as written: a scalar keyword or the (possibly qualified) type name. A
 /// descriptor that only names a type (not yet resolved) has no `type`.
 fn type_name(f: &FieldDescriptorProto) -> String {
-    match f.r#type.and_then(|t| Type::try_from(t).ok()).and_then(scalar) {
+    match f
+        .r#type
+        .and_then(|t| Type::try_from(t).ok())
+        .and_then(scalar)
+    {
         Some(s) => s.to_string(),
         None => f.type_name().to_string(),
     }
@@ -153,7 +157,11 @@ fn map_entry<'a>(m: &'a DescriptorProto, f: &FieldDescriptorProto) -> Option<&'a
     }
     let simple = f.type_name().rsplit('.').next()?;
     m.nested_type.iter().find(|n| {
-        n.name() == simple && n.options.as_ref().and_then(|o| o.map_entry).unwrap_or(false)
+        n.name() == simple
+            && n.options
+                .as_ref()
+                .and_then(|o| o.map_entry)
+                .unwrap_or(false)
     })
 }
 
@@ -182,7 +190,14 @@ fn field_options(f: &FieldDescriptorProto) -> String {
     }
 }
 
-fn field(out: &mut String, m: &DescriptorProto, f: &FieldDescriptorProto, depth: usize, proto3: bool, in_oneof: bool) {
+fn field(
+    out: &mut String,
+    m: &DescriptorProto,
+    f: &FieldDescriptorProto,
+    depth: usize,
+    proto3: bool,
+    in_oneof: bool,
+) {
     indent(out, depth);
     if let Some(entry) = map_entry(m, f) {
         let key = entry.field.iter().find(|x| x.number() == 1);
@@ -273,7 +288,11 @@ fn message(out: &mut String, m: &DescriptorProto, depth: usize, proto3: bool) {
         let _ = writeln!(out, "reserved {};", names.join(", "));
     }
     for n in &m.nested_type {
-        if n.options.as_ref().and_then(|o| o.map_entry).unwrap_or(false) {
+        if n.options
+            .as_ref()
+            .and_then(|o| o.map_entry)
+            .unwrap_or(false)
+        {
             continue;
         }
         out.push('\n');
@@ -333,7 +352,13 @@ fn enumeration(out: &mut String, e: &EnumDescriptorProto, depth: usize) {
     out.push_str("}\n");
 }
 
-fn extensions(out: &mut String, exts: &[FieldDescriptorProto], depth: usize, proto3: bool, top: bool) {
+fn extensions(
+    out: &mut String,
+    exts: &[FieldDescriptorProto],
+    depth: usize,
+    proto3: bool,
+    top: bool,
+) {
     let mut extendees: Vec<&str> = exts.iter().map(|f| f.extendee()).collect();
     extendees.dedup();
     let empty = DescriptorProto::default();
