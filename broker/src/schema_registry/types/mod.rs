@@ -14,6 +14,7 @@
 
 pub mod avro;
 pub mod json;
+mod json_diff;
 pub mod protobuf;
 mod protobuf_print;
 
