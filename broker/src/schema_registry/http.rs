@@ -371,12 +371,18 @@ async fn register(State(svc): S, Path(subject): Path<String>, Query(q): Q, req: 
     let (parts, body) = req.into_parts();
     let body: SchemaRequest = json_body(&parts.headers, body).await?;
     let normalize = flag(&q, "normalize");
-    let value = svc
-        .write(|r| {
-            let out = r.register(&subject, &body, normalize)?;
-            Ok((out.value, out.records))
-        })
-        .await?;
+    // A known schema is answered from memory, without the write lock or the log.
+    let known = svc.read(|r| Ok(r.registered_already(&subject, &body, normalize)))?;
+    let value = match known {
+        Some(v) => v,
+        None => {
+            svc.write(|r| {
+                let out = r.register(&subject, &body, normalize)?;
+                Ok((out.value, out.records))
+            })
+            .await?
+        }
+    };
     let mut o = serde_json::Map::new();
     o.insert("id".into(), json!(value.id));
     o.insert("version".into(), json!(value.version));

@@ -295,6 +295,32 @@ impl Registry {
         Ok(compat::check(level, new, &refs))
     }
 
+    /// The live version of `subject` that already holds this schema, if any: Confluent's
+    /// `registerOrForward` answers it before taking the write path (so even a READONLY
+    /// subject answers a serializer's register call for a known schema).
+    pub fn registered_already(
+        &self,
+        subject: &str,
+        req: &SchemaRequest,
+        normalize: bool,
+    ) -> Option<SchemaValue> {
+        if req.version.is_some_and(|v| v > 0) {
+            return None;
+        }
+        let normalize = normalize || self.normalize_default(subject);
+        let (value, _) = self.canonicalize(subject, req, normalize).ok()?;
+        let content = ContentKey::of(&value);
+        let requested_id = req.id.filter(|id| *id >= 0);
+        self.store
+            .versions(subject)
+            .find(|v| {
+                !v.value.deleted
+                    && ContentKey::of(&v.value) == content
+                    && requested_id.is_none_or(|id| id == v.value.id)
+            })
+            .map(|v| v.value.clone())
+    }
+
     /// POST /subjects/{subject}/versions.
     pub fn register(
         &mut self,
