@@ -13,8 +13,7 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use super::RequestContext;
-use crate::partition::DeleteRecordsError;
-use crate::shard::frontend::{self, FrontendError};
+use crate::shard::frontend::{self};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 2;
@@ -27,22 +26,6 @@ const INTERNAL_TOPICS: [&str; 3] = [
 ];
 
 /// The one place DeleteRecords failures become Kafka error codes.
-pub fn error_code(e: &Result<DeleteRecordsError, FrontendError>) -> i16 {
-    match e {
-        Err(FrontendError::UnknownPartition(..)) => ResponseError::UnknownTopicOrPartition.code(),
-        Err(FrontendError::ShardGone(_)) => ResponseError::NotLeaderOrFollower.code(),
-        Err(FrontendError::Offline(..))
-        | Err(FrontendError::Storage(_))
-        | Err(FrontendError::Partition(_)) => ResponseError::KafkaStorageError.code(),
-        Ok(DeleteRecordsError::Policy(_)) => ResponseError::PolicyViolation.code(),
-        Ok(DeleteRecordsError::OffsetOutOfRange { .. })
-        | Ok(DeleteRecordsError::Storage(storage::StorageError::OffsetOutOfRange { .. })) => {
-            ResponseError::OffsetOutOfRange.code()
-        }
-        Ok(DeleteRecordsError::Storage(_)) => ResponseError::KafkaStorageError.code(),
-    }
-}
-
 pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let catalog = ctx.ctx().catalog.snapshot();
     let mut topics = Vec::new();
@@ -73,11 +56,11 @@ pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRe
                         }
                         Ok(Err(e)) => {
                             tracing::debug!(topic = %m.name, partition = p.partition_index, error = %e, "delete records refused");
-                            error_code(&Ok(e))
+                            super::errors::delete_records_code(&e)
                         }
                         Err(e) => {
                             tracing::warn!(topic = %m.name, partition = p.partition_index, error = %e, "delete records failed");
-                            error_code(&Err(e))
+                            super::errors::frontend_code(&e)
                         }
                     }
                 }
@@ -92,7 +75,7 @@ pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRe
         );
     }
     if moved {
-        if let Err(e) = crate::server::checkpoint_now(ctx.ctx()).await {
+        if let Err(e) = crate::shard::checkpoint::checkpoint_now(ctx.ctx()).await {
             // The start moved in memory (and segments below it are gone); only a crash
             // before the next periodic checkpoint could bring records in the first
             // remaining segment back.
@@ -104,9 +87,9 @@ pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRe
 
 #[cfg(test)]
 pub mod tests {
-    use super::super::produce::tests::{batch, create, produce_req};
     use super::super::testing::*;
     use super::*;
+    use crate::handlers::testing::{batch, create, produce_req};
     use kafka_protocol::messages::delete_records_request::{
         DeleteRecordsPartition, DeleteRecordsTopic,
     };
@@ -210,45 +193,5 @@ pub mod tests {
             delete(&h, 2, "c", 0, 0),
             (ResponseError::PolicyViolation.code(), -1)
         );
-    }
-
-    #[test]
-    fn given_every_failure_when_mapping_then_kafka_codes() {
-        use storage::StorageError;
-        let table: Vec<(Result<DeleteRecordsError, FrontendError>, ResponseError)> = vec![
-            (
-                Err(FrontendError::UnknownPartition("t".into(), 0)),
-                ResponseError::UnknownTopicOrPartition,
-            ),
-            (
-                Err(FrontendError::Offline("t".into(), 0, "x".into())),
-                ResponseError::KafkaStorageError,
-            ),
-            (
-                Err(FrontendError::ShardGone(1)),
-                ResponseError::NotLeaderOrFollower,
-            ),
-            (
-                Ok(DeleteRecordsError::Policy("t-0".into())),
-                ResponseError::PolicyViolation,
-            ),
-            (
-                Ok(DeleteRecordsError::OffsetOutOfRange {
-                    offset: 9,
-                    high_watermark: 3,
-                }),
-                ResponseError::OffsetOutOfRange,
-            ),
-            (
-                Ok(DeleteRecordsError::Storage(StorageError::LogFailed {
-                    path: "p".into(),
-                    reason: "r".into(),
-                })),
-                ResponseError::KafkaStorageError,
-            ),
-        ];
-        for (e, want) in table {
-            assert_eq!(error_code(&e), want.code(), "{e:?}");
-        }
     }
 }

@@ -288,9 +288,9 @@ pub async fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> Descri
 
 #[cfg(test)]
 mod tests {
-    use super::super::produce::tests::create;
     use super::super::testing::*;
     use super::*;
+    use crate::handlers::testing::create;
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
     use kafka_protocol::messages::ApiKey;
 

@@ -18,31 +18,15 @@ use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
-use storage::StorageError;
 use tokio::sync::watch;
 
 use super::RequestContext;
-use crate::catalog::TopicMeta;
 use crate::fetch_session::{FetchSessionCache, SessionPartition, FINAL_EPOCH};
-use crate::shard::frontend::{self, FrontendError};
+use crate::metadata::catalog::TopicMeta;
+use crate::shard::frontend::{self};
 
 pub const MIN_VERSION: i16 = 4;
 pub const MAX_VERSION: i16 = 18;
-
-/// The one place fetch failures become Kafka error codes.
-pub fn error_code(e: &FrontendError) -> i16 {
-    match e {
-        FrontendError::UnknownPartition(..) => ResponseError::UnknownTopicOrPartition.code(),
-        FrontendError::ShardGone(_) => ResponseError::NotLeaderOrFollower.code(),
-        FrontendError::Offline(..) => ResponseError::KafkaStorageError.code(),
-        FrontendError::Storage(StorageError::OffsetOutOfRange { .. }) => {
-            ResponseError::OffsetOutOfRange.code()
-        }
-        FrontendError::Storage(_) | FrontendError::Partition(_) => {
-            ResponseError::KafkaStorageError.code()
-        }
-    }
-}
 
 fn concat(chunks: Vec<Bytes>) -> Bytes {
     match chunks.len() {
@@ -69,7 +53,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
     };
     let plan = match plan {
         Ok(p) => p,
-        Err(code) => return FetchResponse::default().with_error_code(code),
+        Err(e) => return FetchResponse::default().with_error_code(super::errors::session_code(&e)),
     };
     let catalog = broker.catalog.snapshot();
     let by_id = version >= 13;
@@ -164,7 +148,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
                     );
                 }
                 Err(e) => {
-                    let code = error_code(&e);
+                    let code = super::errors::frontend_code(&e);
                     if code != ResponseError::OffsetOutOfRange.code() {
                         tracing::warn!(topic = %meta.name, partition = w.partition, error = %e, "fetch failed");
                     }
@@ -249,9 +233,9 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::super::produce::tests::{batch, create, produce_req};
     use super::super::testing::*;
     use super::*;
+    use crate::handlers::testing::{batch, create, produce_req};
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     use kafka_protocol::messages::{ApiKey, ProduceResponse, TopicName};
     use kafka_protocol::protocol::StrBytes;

@@ -27,6 +27,7 @@ pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_transactions;
 pub mod end_txn;
+pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;

@@ -9,13 +9,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
-use storage::batch::BatchError;
-use storage::StorageError;
 
 use super::RequestContext;
-use crate::partition::producer_state::SequenceError;
-use crate::partition::records::RecordsError;
-use crate::partition::txn::TxnError;
+use crate::partition::txn::TxnDataError;
 use crate::partition::{validate_produce_records, PartitionError};
 use crate::shard::frontend::{self, FrontendError};
 
@@ -24,60 +20,6 @@ pub const MAX_VERSION: i16 = 13;
 
 pub fn no_response(req: &ProduceRequest) -> bool {
     req.acks == 0
-}
-
-/// The one place produce failures become Kafka error codes.
-pub fn error_code(e: &FrontendError) -> i16 {
-    match e {
-        FrontendError::UnknownPartition(..) => ResponseError::UnknownTopicOrPartition.code(),
-        FrontendError::ShardGone(_) => ResponseError::NotLeaderOrFollower.code(),
-        FrontendError::Offline(..) => ResponseError::KafkaStorageError.code(),
-        FrontendError::Storage(s) => storage_code(s),
-        FrontendError::Partition(p) => match p {
-            // A batch whose records do not add up to its header is invalid rather than
-            // corrupt (its CRC checks out), as Kafka's LogValidator reports it.
-            PartitionError::Corrupt(BatchError::BadRecordCount { .. }) => {
-                ResponseError::InvalidRecord.code()
-            }
-            PartitionError::Corrupt(_) => ResponseError::CorruptMessage.code(),
-            PartitionError::InvalidRecord(_) => ResponseError::InvalidRecord.code(),
-            PartitionError::Records(r) => match r {
-                RecordsError::Decompress { .. }
-                | RecordsError::UnknownCodec(_)
-                | RecordsError::Malformed { .. } => ResponseError::CorruptMessage.code(),
-                RecordsError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
-                RecordsError::CountMismatch { .. }
-                | RecordsError::OffsetDelta { .. }
-                | RecordsError::MissingKey => ResponseError::InvalidRecord.code(),
-            },
-            PartitionError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
-            PartitionError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp.code(),
-            PartitionError::Sequence(SequenceError::InvalidProducerEpoch { .. }) => {
-                ResponseError::InvalidProducerEpoch.code()
-            }
-            PartitionError::Sequence(_) => ResponseError::OutOfOrderSequenceNumber.code(),
-            // Since Kafka 2.7 a produce is never told PRODUCER_FENCED: INVALID_PRODUCER_EPOCH
-            // lets the client abort its transaction and go on (ProducerAppendInfo).
-            PartitionError::Txn(TxnError::InvalidProducerEpoch { .. }) => {
-                ResponseError::InvalidProducerEpoch.code()
-            }
-            PartitionError::Txn(TxnError::CoordinatorFenced { .. }) => {
-                ResponseError::TransactionCoordinatorFenced.code()
-            }
-            PartitionError::Txn(TxnError::NotAddedToTxn { .. })
-            | PartitionError::Txn(TxnError::ExpectedTransactional { .. }) => {
-                ResponseError::InvalidTxnState.code()
-            }
-            PartitionError::Storage(s) => storage_code(s),
-        },
-    }
-}
-
-fn storage_code(e: &StorageError) -> i16 {
-    match e {
-        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
-        _ => ResponseError::KafkaStorageError.code(),
-    }
 }
 
 fn partition_error(
@@ -128,9 +70,11 @@ async fn verify_with_coordinator(
     epoch: i16,
 ) -> bool {
     let (id, t) = (transactional_id.to_string(), topic.to_string());
-    let verified = crate::txn::on_coordinator(ctx, transactional_id, move |txns, _| async move {
-        txns.verify(&id, producer_id, epoch, &[(t, partition)])
-    })
+    let verified = crate::coordinator::txn::on_coordinator(
+        ctx.ctx(),
+        transactional_id,
+        move |txns, _| async move { txns.verify(&id, producer_id, epoch, &[(t, partition)]) },
+    )
     .await;
     if verified.as_deref() != Ok(&[true][..]) {
         return false;
@@ -214,11 +158,11 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceRespons
                     Err(e) => {
                         let e = FrontendError::Partition(e);
                         tracing::debug!(topic = %meta.name, partition = pd.index, error = %e, "produce rejected");
-                        return partition_error(version, pd.index, error_code(&e), Some(e.to_string()));
+                        return partition_error(version, pd.index, super::errors::frontend_code(&e), Some(e.to_string()));
                     }
                 };
                 let mut r = frontend::produce(broker, Arc::clone(&meta.name), pd.index, header, records.clone(), acks, now).await;
-                if let (Err(FrontendError::Partition(PartitionError::Txn(TxnError::NotAddedToTxn { producer_id, epoch }))), Some(tid)) = (&r, txn_id.as_deref()) {
+                if let (Err(FrontendError::Partition(PartitionError::Txn(TxnDataError::NotAddedToTxn { producer_id, epoch }))), Some(tid)) = (&r, txn_id.as_deref()) {
                     if verify_with_coordinator(ctx, tid, &meta.name, pd.index, *producer_id, *epoch).await {
                         r = frontend::produce(broker, Arc::clone(&meta.name), pd.index, header, records, acks, now).await;
                     }
@@ -231,7 +175,7 @@ pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceRespons
                         .with_log_start_offset(if version >= 5 { o.log_start_offset } else { -1 }),
                     Err(e) => {
                         tracing::debug!(topic = %meta.name, partition = pd.index, error = %e, "produce failed");
-                        partition_error(version, pd.index, error_code(&e), Some(e.to_string()))
+                        partition_error(version, pd.index, super::errors::frontend_code(&e), Some(e.to_string()))
                     }
                 }
             }

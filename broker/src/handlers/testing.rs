@@ -6,13 +6,16 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 
-use crate::catalog::CatalogHandle;
 use crate::config::BrokerConfig;
-use crate::shard::{self, BrokerContext, ShardMetrics, ShardState};
+use crate::metadata::catalog::CatalogHandle;
+use crate::shard::{self, BrokerContext, ShardState};
 
 pub struct Harness {
     rt: tokio::runtime::Runtime,
@@ -47,26 +50,20 @@ impl Harness {
         let ctx = Arc::new(BrokerContext {
             catalog: CatalogHandle::open(dir.path(), config.clone(), Default::default())
                 .expect("catalog"),
-            producer_ids: crate::producer_ids::ProducerIdAllocator::open(dir.path())
+            producer_ids: crate::metadata::producer_ids::ProducerIdAllocator::open(dir.path())
                 .expect("producer ids"),
             cluster_id: "test-cluster".into(),
             shard_senders: vec![tx],
             started_ms: crate::now_ms(),
             steering: Default::default(),
-            cleaner_checkpoints: Arc::new(crate::cleaner::Checkpoints::load(dir.path())),
+            cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
+                dir.path(),
+            )),
             config,
         });
         let state = local.block_on(&rt, async {
-            let state = Rc::new(ShardState {
-                id: 0,
-                ctx,
-                io: storage::IoBackend::new(storage::IoBackendKind::Sync).expect("io"),
-                partitions: Default::default(),
-                offline: Default::default(),
-                inflight_bytes: Arc::new(Semaphore::new(1 << 20)),
-                metrics: ShardMetrics::default(),
-                fetch_sessions: RefCell::new(crate::fetch_session::FetchSessionCache::new(0, 100)),
-            });
+            let io = storage::IoBackend::new(storage::IoBackendKind::Sync).expect("io");
+            let state = Rc::new(ShardState::new(0, ctx, io));
             shard::set_current(Some(state.clone()));
             let s = state.clone();
             tokio::task::spawn_local(async move {
@@ -179,4 +176,40 @@ pub fn decode_response<R: Decodable>(
     let header = ResponseHeader::decode(&mut b, header_version).expect("response header");
     let body = R::decode(&mut b, version).expect("response body");
     (header.correlation_id, body)
+}
+
+/// A batch as a client sends it (`producer_id` -1 = plain), keys `k<i>`, values `v<i>`.
+pub fn batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
+    crate::test_support::TestBatch::new(n)
+        .idempotent(producer_id, epoch, first_seq)
+        .encode()
+}
+
+/// A batch of a transactional producer (the transactional attribute set).
+pub fn txn_batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
+    crate::test_support::TestBatch::new(n)
+        .transactional(producer_id, epoch, first_seq)
+        .encode()
+}
+
+pub fn produce_req(topic: &str, partition: i32, acks: i16, records: Bytes) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])])
+}
+
+pub fn create(h: &Harness, topic: &str, partitions: i32) {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(topic.into())))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1)]);
+    let resp: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
+    assert_eq!(resp.topics[0].error_code, 0);
 }

@@ -16,9 +16,9 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 
-use super::produce::tests::{batch, create, produce_req, txn_batch};
 use super::testing::*;
 use super::RequestContext;
+use crate::handlers::testing::{batch, create, produce_req, txn_batch};
 use crate::shard::frontend;
 
 const PID: i64 = 4242;

@@ -71,7 +71,7 @@ fn snapshot(state: &Rc<ShardState>) -> ShardSnapshot {
             open_transactions: part.open_transactions(),
         })
         .collect();
-    let coordinator = crate::group::GroupShard::of(state);
+    let coordinator = crate::coordinator::group::GroupShard::of(state);
     // Groups load lazily, on the first group request after a start; the lag of groups whose
     // consumers are down must show anyway, so a scrape loads this shard's coordinator
     // partitions (once per shard life, as a group request would).
@@ -79,7 +79,7 @@ fn snapshot(state: &Rc<ShardState>) -> ShardSnapshot {
         .partitions
         .borrow()
         .keys()
-        .filter(|(t, _)| t.as_ref() == crate::group::OFFSETS_TOPIC)
+        .filter(|(t, _)| t.as_ref() == crate::coordinator::group::OFFSETS_TOPIC)
         .map(|(_, p)| *p)
         .collect();
     for p in offsets_partitions {

@@ -27,8 +27,8 @@ use super::source::{self, BatchReader, SourcePartition};
 use super::state::{copied_topic, pattern};
 use super::target::Target;
 use super::{ImportArgs, MigrateError};
-use crate::group::records::GroupRecord;
-use crate::group::OFFSETS_TOPIC;
+use crate::coordinator::group::records::GroupRecord;
+use crate::coordinator::group::OFFSETS_TOPIC;
 
 /// Verified batches are appended in chunks of about this size: with one batch being read,
 /// this bounds the importer's memory whatever the segment size.
@@ -476,7 +476,7 @@ fn carry_snapshot(
 /// Committed offsets of Kafka's `__consumer_offsets` partitions, per group.
 fn read_group_offsets(
     parts: &[SourcePartition],
-    groups_re: &crate::group::topic_regex::TopicRegex,
+    groups_re: &crate::coordinator::group::topic_regex::TopicRegex,
 ) -> Result<BTreeMap<String, GroupOffsets>, MigrateError> {
     let mut fold = OffsetsFold::default();
     for p in parts {
@@ -518,7 +518,7 @@ struct OffsetsFold {
 
 impl OffsetsFold {
     fn apply(&mut self, r: &Record) {
-        if let Some(commit) = crate::coordinator_log::control_commit(r) {
+        if let Some(commit) = crate::coordinator::log::control_commit(r) {
             for (g, tp, v) in self.pending.remove(&r.producer_id).unwrap_or_default() {
                 if commit {
                     self.set(g, tp, v);
@@ -575,8 +575,8 @@ mod tests {
     use super::super::target::tests::batch;
     use super::super::TargetArgs;
     use super::*;
-    use crate::group::classic::CommittedOffset;
-    use crate::group::offsets_partition;
+    use crate::coordinator::group::classic::CommittedOffset;
+    use crate::coordinator::group::offsets_partition;
 
     fn kafka_dir() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
@@ -930,7 +930,7 @@ mod tests {
         // Kafka has 3 offsets partitions; the group's commit is in whichever, Strom re-keys.
         let rec = offset_record("grp", 1, Some(4), -1);
         let kv = [(rec.key.clone().unwrap(), rec.value.clone())];
-        let b = crate::coordinator_log::encode_batch(&kv, None, 1).unwrap();
+        let b = crate::coordinator::log::encode_batch(&kv, None, 1).unwrap();
         partition(
             src.path(),
             "__consumer_offsets-2",

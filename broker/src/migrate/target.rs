@@ -12,11 +12,11 @@ use storage::txn_index::AbortedTxn;
 use storage::{Durability, IoBackend, PartitionLog};
 
 use super::MigrateError;
-use crate::catalog::{CatalogHandle, TopicMeta};
 use crate::config::{BrokerConfig, Origin};
-use crate::group::classic::CommittedOffset;
-use crate::group::records::GroupRecord;
-use crate::group::{offsets_partition, OFFSETS_SEGMENT_BYTES, OFFSETS_TOPIC};
+use crate::coordinator::group::classic::CommittedOffset;
+use crate::coordinator::group::records::GroupRecord;
+use crate::coordinator::group::{offsets_partition, OFFSETS_SEGMENT_BYTES, OFFSETS_TOPIC};
+use crate::metadata::catalog::{CatalogHandle, TopicMeta};
 use crate::partition::txn::{control_type, ControlType};
 
 const RECOVERY_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
@@ -116,7 +116,7 @@ impl Target {
             }
             return Ok(());
         }
-        crate::catalog::validate_topic_name(name).map_err(MigrateError::Target)?;
+        crate::metadata::catalog::validate_topic_name(name).map_err(MigrateError::Target)?;
         self.catalog
             .create(name, partitions, configs, name.starts_with("__"))
             .map_err(|e| MigrateError::Target(e.to_string()))?;
@@ -131,7 +131,7 @@ impl Target {
         partitions: i32,
         configs: BTreeMap<String, String>,
     ) -> Result<(), MigrateError> {
-        crate::catalog::validate_topic_name(name).map_err(MigrateError::Target)?;
+        crate::metadata::catalog::validate_topic_name(name).map_err(MigrateError::Target)?;
         self.catalog
             .create_with_id(name, uuid::Uuid::from_bytes(id), partitions, configs, false)
             .map_err(|e| MigrateError::Target(e.to_string()))?;
@@ -311,7 +311,7 @@ impl Target {
         )?;
         let next = self.max_producer_id + 1;
         if next > read_producer_ids(&self.data_dir)? {
-            crate::catalog::write_atomically(
+            storage::logdir::write_atomic(
                 &self.data_dir.join(PRODUCER_IDS),
                 next.to_string().as_bytes(),
             )
@@ -364,7 +364,7 @@ impl Target {
             )
             .collect();
         let kvs: Vec<_> = recs.iter().map(|r| r.encode()).collect();
-        let bytes = crate::coordinator_log::encode_batch(&kvs, None, now)
+        let bytes = crate::coordinator::log::encode_batch(&kvs, None, now)
             .map_err(|e| MigrateError::Target(e.to_string()))?;
         let log = &self.logs[&(OFFSETS_TOPIC.to_string(), p)].log;
         let opts = storage::AppendOptions {

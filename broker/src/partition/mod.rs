@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 use crate::config::topic::TopicSettings;
 use producer_state::{BatchMeta, ProducerStateTable, SequenceError, SequenceVerdict};
-use txn::{TxnError, TxnState};
+use txn::{OpenTxns, TxnDataError};
 
 /// Why a produce to one partition failed; mapped to a Kafka error code by the produce handler.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +40,7 @@ pub enum PartitionError {
     #[error(transparent)]
     Sequence(#[from] SequenceError),
     #[error(transparent)]
-    Txn(#[from] TxnError),
+    Txn(#[from] TxnDataError),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
@@ -163,7 +163,7 @@ pub struct Partition {
     pub index: i32,
     pub log: PartitionLog,
     producers: RefCell<ProducerStateTable>,
-    txns: RefCell<TxnState>,
+    txns: RefCell<OpenTxns>,
     high_watermark: watch::Sender<i64>,
     last_stable: watch::Sender<i64>,
     settings: RefCell<Arc<TopicSettings>>,
@@ -188,7 +188,7 @@ impl Partition {
         recovery_point: i64,
     ) -> Result<Partition, StorageError> {
         let mut producers = ProducerStateTable::default();
-        let mut txns = TxnState::default();
+        let mut txns = OpenTxns::default();
         let replay_from = load_snapshot(&log, recovery_point, &mut producers, &mut txns)?;
         for h in log.batch_headers_from(replay_from)? {
             if h.producer_id >= 0 && !h.is_control() {
@@ -452,7 +452,7 @@ fn load_snapshot(
     log: &PartitionLog,
     recovery_point: i64,
     producers: &mut ProducerStateTable,
-    txns: &mut TxnState,
+    txns: &mut OpenTxns,
 ) -> Result<i64, StorageError> {
     let dir = log.dir();
     let start = log.log_start_offset();

@@ -12,7 +12,7 @@ use storage::StorageError;
 use tokio::sync::{oneshot, watch};
 
 use super::{current, home_shard, BrokerContext, ShardState};
-use crate::catalog::TopicMeta;
+use crate::metadata::catalog::TopicMeta;
 use crate::partition::txn::{ControlType, ProducerInfo};
 use crate::partition::{
     DeleteRecordsError, FetchOutcome, Partition, PartitionError, ProduceOutcome,

@@ -1,83 +1,9 @@
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 
 use super::super::testing::*;
-
-pub fn batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
-    producer_batch(n, producer_id, epoch, first_seq, false)
-}
-
-/// A batch of a transactional producer (the transactional attribute set).
-pub fn txn_batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
-    producer_batch(n, producer_id, epoch, first_seq, true)
-}
-
-fn producer_batch(
-    n: usize,
-    producer_id: i64,
-    epoch: i16,
-    first_seq: i32,
-    transactional: bool,
-) -> Bytes {
-    let now = crate::now_ms();
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder keeps one batch only while offset - sequence stays constant, so a
-            // plain batch counts up from its base sequence -1 too.
-            sequence: first_seq.wrapping_add(i as i32),
-            timestamp: now,
-            key: Some(Bytes::from(format!("k{i}"))),
-            value: Some(Bytes::from(format!("v{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encodes");
-    buf.freeze()
-}
-
-pub fn produce_req(topic: &str, partition: i32, acks: i16, records: Bytes) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.into())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])])
-}
-
-pub fn create(h: &Harness, topic: &str, partitions: i32) {
-    use kafka_protocol::messages::create_topics_request::CreatableTopic;
-    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
-    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_string(topic.into())))
-        .with_num_partitions(partitions)
-        .with_replication_factor(1)]);
-    let resp: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
-    assert_eq!(resp.topics[0].error_code, 0);
-}
 
 fn produce(h: &Harness, topic: &str, partition: i32, acks: i16, records: Bytes) -> (i16, i64) {
     let resp: ProduceResponse = h.call(
@@ -177,115 +103,6 @@ fn given_acks_zero_when_producing_then_no_response_but_data_written() {
 }
 
 #[test]
-fn given_each_error_when_mapping_then_table_of_kafka_codes() {
-    use crate::partition::producer_state::SequenceError;
-    use crate::partition::records::RecordsError;
-    use crate::partition::txn::TxnError;
-    use crate::partition::PartitionError;
-    use crate::shard::frontend::FrontendError;
-    let seq = SequenceError::OutOfOrder {
-        producer_id: 1,
-        first_seq: 1,
-        last_seq: 1,
-        offset: 0,
-    };
-    let epoch = SequenceError::InvalidProducerEpoch {
-        producer_id: 1,
-        epoch: 0,
-        current: 1,
-        offset: 0,
-    };
-    let table: Vec<(FrontendError, i16)> = vec![
-        (FrontendError::UnknownPartition("t".into(), 0), 3),
-        (FrontendError::ShardGone(1), 6),
-        (FrontendError::Offline("t".into(), 0, "corrupt".into()), 56),
-        (
-            FrontendError::Partition(PartitionError::Corrupt(
-                storage::batch::BatchError::Truncated,
-            )),
-            2,
-        ),
-        (
-            FrontendError::Partition(PartitionError::InvalidRecord("x".into())),
-            87,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Records(RecordsError::MissingKey)),
-            87,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Records(RecordsError::CountMismatch {
-                claimed: 2,
-                found: 1,
-            })),
-            87,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Records(RecordsError::Malformed {
-                index: 0,
-                reason: "x",
-            })),
-            2,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Records(RecordsError::TooLarge { limit: 1 })),
-            10,
-        ),
-        (
-            FrontendError::Partition(PartitionError::TooLarge { size: 2, max: 1 }),
-            10,
-        ),
-        (
-            FrontendError::Partition(PartitionError::InvalidTimestamp {
-                timestamp: 0,
-                reason: "x".into(),
-            }),
-            32,
-        ),
-        (FrontendError::Partition(PartitionError::Sequence(seq)), 45),
-        (
-            FrontendError::Partition(PartitionError::Sequence(epoch)),
-            47,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Txn(TxnError::InvalidProducerEpoch {
-                producer_id: 1,
-                epoch: 0,
-                current: 1,
-                offset: 0,
-            })),
-            47,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Txn(TxnError::NotAddedToTxn {
-                producer_id: 1,
-                epoch: 0,
-            })),
-            48,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Txn(TxnError::ExpectedTransactional {
-                producer_id: 1,
-                offset: 0,
-            })),
-            48,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Txn(TxnError::CoordinatorFenced {
-                producer_id: 1,
-                epoch: 0,
-                current: 1,
-                offset: 0,
-            })),
-            52,
-        ),
-    ];
-    for (e, code) in table {
-        assert_eq!(super::error_code(&e), code, "{e}");
-    }
-}
-
-#[test]
 fn given_compacted_topic_when_record_has_no_key_then_invalid_record() {
     use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
     use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
@@ -300,37 +117,12 @@ fn given_compacted_topic_when_record_has_no_key_then_invalid_record() {
     let r: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
     assert_eq!(r.topics[0].error_code, 0);
     assert_eq!(produce(&h, "c", 0, 1, batch(3, -1, -1, -1)), (0, 0));
-    let keyless = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: crate::now_ms(),
-        key: None,
-        value: Some(Bytes::from_static(b"v")),
-        headers: Default::default(),
-    };
     for compression in [Compression::None, Compression::Gzip, Compression::Zstd] {
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            [&keyless],
-            &RecordEncodeOptions {
-                version: 2,
-                compression,
-            },
-        )
-        .unwrap();
-        assert_eq!(
-            produce(&h, "c", 0, 1, buf.freeze()).0,
-            87,
-            "{compression:?}"
-        );
+        let keyless = crate::test_support::TestBatch::new(1)
+            .keyless()
+            .compression(compression)
+            .encode();
+        assert_eq!(produce(&h, "c", 0, 1, keyless).0, 87, "{compression:?}");
     }
 }
 

@@ -16,7 +16,7 @@ use super::classic::{
 use super::consumer::{ConsumerConfig, HeartbeatParams, HeartbeatResult};
 use super::records::{GroupMetadata, GroupRecord, MemberMetadata};
 use super::{offsets_partition, GroupError, OFFSETS_TOPIC};
-use crate::coordinator_log::{self, TxnProducer};
+use crate::coordinator::log::{self, TxnProducer};
 use crate::shard::ShardState;
 
 /// How often session, rebalance and initial-delay timers are checked.
@@ -127,14 +127,14 @@ impl GroupShard {
             return Ok(());
         }
         let shard = self.shard()?;
-        let part = coordinator_log::partition_on_shard(&shard, OFFSETS_TOPIC, p)
+        let part = log::partition_on_shard(&shard, OFFSETS_TOPIC, p)
             .ok_or(GroupError::CoordinatorNotAvailable)?;
         let now = crate::now_ms();
         let catalog = shard.ctx.catalog.snapshot();
         let name_of = |id: &uuid::Uuid| catalog.by_id(id).map(|t| t.name.to_string());
         let mut applied = 0usize;
-        coordinator_log::replay(&part, |r| {
-            if let Some(commit) = coordinator_log::control_commit(r) {
+        log::replay(&part, |r| {
+            if let Some(commit) = log::control_commit(r) {
                 self.complete_txn(p, r.producer_id, commit);
                 return;
             }
@@ -274,10 +274,10 @@ impl GroupShard {
             return Ok(());
         }
         let shard = self.shard()?;
-        let part = coordinator_log::partition_on_shard(&shard, OFFSETS_TOPIC, p)
+        let part = log::partition_on_shard(&shard, OFFSETS_TOPIC, p)
             .ok_or(GroupError::CoordinatorNotAvailable)?;
         let kvs: Vec<_> = recs.iter().map(|r| r.encode()).collect();
-        coordinator_log::append(&part, &kvs, txn)
+        log::append(&part, &kvs, txn)
             .await
             .map_err(|e| GroupError::Storage(e.to_string()))
     }

@@ -36,7 +36,8 @@ impl ProducerIdAllocator {
         let mut s = self.state.lock().expect("producer id lock");
         if s.0 >= s.1 {
             let end = s.1 + BLOCK;
-            crate::catalog::write_atomically(&self.path, end.to_string().as_bytes())?;
+            storage::logdir::write_atomic(&self.path, end.to_string().as_bytes())
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
             s.1 = end;
         }
         let id = s.0;

@@ -13,8 +13,8 @@ use super::markers::{self, TxnMarker};
 use super::records::TxnRecord;
 use super::txn_stm::{EndPlan, InitPlan, TxnEntry, TxnMetadata, TxnState};
 use super::{txn_partition, TxnError, TXN_TOPIC};
-use crate::coordinator_log;
-use crate::group::topic_regex::TopicRegex;
+use crate::coordinator::group::topic_regex::TopicRegex;
+use crate::coordinator::log;
 use crate::shard::ShardState;
 
 /// Kafka writes markers with the coordinator partition's leader epoch; a single node has one.
@@ -123,10 +123,10 @@ impl TxnShard {
             return Ok(());
         }
         let shard = self.shard()?;
-        let part = coordinator_log::partition_on_shard(&shard, TXN_TOPIC, p)
+        let part = log::partition_on_shard(&shard, TXN_TOPIC, p)
             .ok_or(TxnError::CoordinatorNotAvailable)?;
         let mut loaded: HashMap<String, Option<TxnMetadata>> = HashMap::new();
-        coordinator_log::replay(&part, |r| {
+        log::replay(&part, |r| {
             let Some(key) = r.key.as_deref().filter(|_| !r.control) else {
                 return;
             };
@@ -209,10 +209,10 @@ impl TxnShard {
 
     async fn append(&self, p: i32, rec: TxnRecord) -> Result<(), TxnError> {
         let shard = self.shard()?;
-        let part = coordinator_log::partition_on_shard(&shard, TXN_TOPIC, p)
+        let part = log::partition_on_shard(&shard, TXN_TOPIC, p)
             .ok_or(TxnError::CoordinatorNotAvailable)?;
         let (k, v) = rec.encode();
-        coordinator_log::append(&part, &[(k, v)], None).await?;
+        log::append(&part, &[(k, v)], None).await?;
         Ok(())
     }
 

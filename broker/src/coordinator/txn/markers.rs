@@ -4,7 +4,7 @@
 //! transaction's pending offsets once that marker is durable (Kafka's
 //! `onTransactionCompleted`).
 
-use crate::group::{GroupShard, OFFSETS_TOPIC};
+use crate::coordinator::group::{GroupShard, OFFSETS_TOPIC};
 use crate::shard::{frontend, home_shard, BrokerContext};
 
 pub use crate::shard::frontend::{begin_txn_on_partition, write_txn_marker, TxnMarker};

@@ -10,9 +10,9 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::txn_stm::{TxnMetadata, TxnState};
-use crate::group::records::{put_str, Reader};
+use crate::coordinator::group::records::{put_str, Reader};
 
-pub use crate::group::records::RecordError;
+pub use crate::coordinator::group::records::RecordError;
 
 /// One record of the transaction log: a transactional id and its state (`None`: removed).
 #[derive(Debug, Clone, PartialEq)]

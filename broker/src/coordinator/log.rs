@@ -181,12 +181,11 @@ pub fn partition_on_shard(
 /// Creates an internal coordinator topic on first use (compacted, as Kafka's) and returns its
 /// partition count (the existing topic's, when it exists already).
 pub async fn ensure_topic(
-    ctx: &crate::handlers::RequestContext,
+    broker: &crate::shard::BrokerContext,
     name: &str,
     partitions: i32,
     segment_bytes: &str,
 ) -> Result<i32, CoordinatorLogError> {
-    let broker = ctx.ctx();
     if let Some(t) = broker.catalog.snapshot().get(name) {
         return Ok(t.partitions);
     }
@@ -194,7 +193,7 @@ pub async fn ensure_topic(
         ("cleanup.policy".to_string(), "compact".to_string()),
         ("segment.bytes".to_string(), segment_bytes.to_string()),
     ]);
-    match crate::handlers::create_topics::create_topic(ctx, name, partitions, configs).await {
+    match crate::metadata::topics::create_topic(broker, name, partitions, configs).await {
         Ok(meta) => Ok(meta.partitions),
         Err(_) => {
             // Lost a race with another shard creating it: make sure its logs are open.

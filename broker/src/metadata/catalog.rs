@@ -65,12 +65,14 @@ pub enum CatalogError {
     AlreadyExists(String),
     #[error("Topic '{0}' does not exist.")]
     UnknownTopic(String),
-    #[error("cannot persist topic catalog {path}: {source}")]
+    #[error("cannot read topic catalog {path}: {source}")]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot persist topic catalog: {0}")]
+    Persist(#[source] storage::StorageError),
     #[error("topic catalog {path} is corrupt: {message}")]
     Corrupt { path: PathBuf, message: String },
     #[error(transparent)]
@@ -205,10 +207,7 @@ impl CatalogHandle {
         let result = change(&mut topics)?;
         let stored = StoredCatalog { version: 1, topics };
         let bytes = serde_json::to_vec_pretty(&stored).expect("catalog serialises");
-        write_atomically(&self.path, &bytes).map_err(|source| CatalogError::Io {
-            path: self.path.clone(),
-            source,
-        })?;
+        storage::logdir::write_atomic(&self.path, &bytes).map_err(CatalogError::Persist)?;
         let catalog = self.build(stored.topics);
         *self.current.write().expect("catalog lock") = Arc::new(catalog);
         Ok(result)
@@ -291,21 +290,6 @@ impl CatalogHandle {
 }
 
 /// tmp + fsync + rename + fsync(dir): the file is either the old or the new version after a crash.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
-}
-
 /// Kafka's topic name rules (`Topic.validate`): 1..=249 chars of `[a-zA-Z0-9._-]`, not `.`/`..`.
 pub fn validate_topic_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
