@@ -8,41 +8,15 @@ use std::collections::{BTreeMap, HashSet};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::config::dynamic::{self, BrokerConfigError};
-use crate::config::topic::{self as topic_config, ConfigType, TopicConfigError};
+use crate::config::dynamic::{self};
+use crate::config::topic::{self as topic_config, ConfigType};
 use crate::metadata::catalog::CatalogError;
 use crate::shard::frontend;
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 
-/// Why one resource of an alter request fails.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum AlterError {
-    #[error("{0}")]
-    InvalidRequest(String),
-    #[error("{0}")]
-    InvalidConfig(String),
-    #[error("{0}")]
-    InvalidTopic(String),
-    #[error("The topic '{0}' does not exist.")]
-    UnknownTopic(String),
-    #[error("{0}")]
-    Storage(String),
-}
-
-impl From<TopicConfigError> for AlterError {
-    fn from(e: TopicConfigError) -> Self {
-        AlterError::InvalidConfig(e.to_string())
-    }
-}
-
-impl From<BrokerConfigError> for AlterError {
-    /// Kafka wraps broker-side validation failures in InvalidRequestException (KAFKA-13609).
-    fn from(e: BrokerConfigError) -> Self {
-        AlterError::InvalidRequest(e.to_string())
-    }
-}
+pub use super::errors::AlterError;
 
 /// Which configs a resource names.
 #[derive(Debug, Clone, PartialEq)]
@@ -344,32 +318,6 @@ pub async fn commit(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn given_each_alter_error_when_mapped_then_kafka_code() {
-        let cases = [
-            (AlterError::InvalidRequest("x".into()), 42),
-            (AlterError::InvalidConfig("x".into()), 40),
-            (AlterError::InvalidTopic("x".into()), 17),
-            (AlterError::UnknownTopic("t".into()), 3),
-            (AlterError::Storage("x".into()), 56),
-            (
-                AlterError::from(BrokerConfigError::NotDynamic(vec!["log.dirs".into()])),
-                42,
-            ),
-            (
-                AlterError::from(TopicConfigError::Unknown("nope".into())),
-                40,
-            ),
-        ];
-        for (e, code) in cases {
-            assert_eq!(crate::handlers::errors::alter_code(&e), code, "{e:?}");
-        }
-        assert_eq!(
-            AlterError::UnknownTopic("t".into()).to_string(),
-            "The topic 't' does not exist."
-        );
-    }
 
     fn change(name: &str, op: Op, value: &str) -> Change {
         Change {

@@ -106,7 +106,7 @@ fn describe_configs(
     topic_config::TOPIC_CONFIGS
         .iter()
         .map(|d| {
-            let e = topic_config::effective(d, overrides, &view);
+            let e = crate::config::effective::effective(d, overrides, &view);
             CreatableTopicConfigs::default()
                 .with_name(StrBytes::from_static_str(e.name))
                 .with_value(Some(StrBytes::from_string(e.value)))

@@ -74,7 +74,7 @@ fn topic_result(
         .iter()
         .filter(|d| wanted(keys, d.name))
         .map(|d| {
-            let e = topic_config::effective(d, &meta.configs, &view);
+            let e = crate::config::effective::effective(d, &meta.configs, &view);
             let mut syn = Vec::new();
             if synonyms {
                 if e.source == ConfigSource::DynamicTopic {

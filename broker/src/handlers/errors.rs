@@ -9,8 +9,8 @@ use kafka_protocol::error::ResponseError;
 use storage::batch::BatchError;
 use storage::StorageError;
 
-use super::config_changes::AlterError;
-use super::find_coordinator::FindError;
+use crate::config::dynamic::BrokerConfigError;
+use crate::config::topic::TopicConfigError;
 use crate::coordinator::group::GroupError;
 use crate::coordinator::txn::TxnError;
 use crate::fetch_session::SessionError;
@@ -20,6 +20,45 @@ use crate::partition::records::RecordsError;
 use crate::partition::txn::TxnDataError;
 use crate::partition::{DeleteRecordsError, PartitionError};
 use crate::shard::frontend::FrontendError;
+
+/// Why one resource of an alter request fails.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum AlterError {
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("{0}")]
+    InvalidConfig(String),
+    #[error("{0}")]
+    InvalidTopic(String),
+    #[error("The topic '{0}' does not exist.")]
+    UnknownTopic(String),
+    #[error("{0}")]
+    Storage(String),
+}
+
+impl From<TopicConfigError> for AlterError {
+    fn from(e: TopicConfigError) -> Self {
+        AlterError::InvalidConfig(e.to_string())
+    }
+}
+
+impl From<BrokerConfigError> for AlterError {
+    /// Kafka wraps broker-side validation failures in InvalidRequestException (KAFKA-13609).
+    fn from(e: BrokerConfigError) -> Self {
+        AlterError::InvalidRequest(e.to_string())
+    }
+}
+
+/// FindCoordinator: a key type it does not know, or its coordinator's failure.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FindError {
+    #[error("key type {0} is not a group (0) or transaction (1) key")]
+    InvalidKeyType(i8),
+    #[error(transparent)]
+    Group(#[from] GroupError),
+    #[error(transparent)]
+    Txn(#[from] TxnError),
+}
 
 /// A partition reached through the shard frontend: every partition API (Produce, Fetch,
 /// ListOffsets, DeleteRecords, OffsetForLeaderEpoch, DescribeProducers, WriteTxnMarkers).
@@ -400,5 +439,44 @@ mod tests {
         for (e, code) in table {
             assert_eq!(delete_records_code(&e), code, "{e:?}");
         }
+    }
+
+    #[test]
+    fn given_each_alter_error_when_mapped_then_kafka_code() {
+        let cases = [
+            (AlterError::InvalidRequest("x".into()), 42),
+            (AlterError::InvalidConfig("x".into()), 40),
+            (AlterError::InvalidTopic("x".into()), 17),
+            (AlterError::UnknownTopic("t".into()), 3),
+            (AlterError::Storage("x".into()), 56),
+            (
+                AlterError::from(BrokerConfigError::NotDynamic(vec!["log.dirs".into()])),
+                42,
+            ),
+            (
+                AlterError::from(TopicConfigError::Unknown("nope".into())),
+                40,
+            ),
+        ];
+        for (e, code) in cases {
+            assert_eq!(crate::handlers::errors::alter_code(&e), code, "{e:?}");
+        }
+        assert_eq!(
+            AlterError::UnknownTopic("t".into()).to_string(),
+            "The topic 't' does not exist."
+        );
+    }
+
+    #[test]
+    fn given_each_find_error_when_mapping_then_kafka_code() {
+        assert_eq!(find_coordinator_code(&FindError::InvalidKeyType(9)), 42);
+        assert_eq!(
+            find_coordinator_code(&FindError::Txn(TxnError::CoordinatorNotAvailable)),
+            15
+        );
+        assert_eq!(
+            find_coordinator_code(&FindError::Group(GroupError::CoordinatorNotAvailable)),
+            15
+        );
     }
 }

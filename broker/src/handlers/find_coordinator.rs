@@ -7,8 +7,8 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::coordinator::group::{self, GroupError};
-use crate::coordinator::txn::{self, TxnError};
+use crate::coordinator::group::{self};
+use crate::coordinator::txn::{self};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 6;
@@ -16,15 +16,7 @@ pub const MAX_VERSION: i16 = 6;
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum FindError {
-    #[error("key type {0} is not a group (0) or transaction (1) key")]
-    InvalidKeyType(i8),
-    #[error(transparent)]
-    Group(#[from] GroupError),
-    #[error(transparent)]
-    Txn(#[from] TxnError),
-}
+pub use super::errors::FindError;
 
 async fn find(ctx: &RequestContext, key_type: i8) -> Result<(), FindError> {
     match key_type {
@@ -84,26 +76,6 @@ mod tests {
     use super::*;
     use crate::handlers::testing::Harness;
     use kafka_protocol::messages::ApiKey;
-
-    #[test]
-    fn given_each_find_error_when_mapping_then_kafka_code() {
-        assert_eq!(
-            crate::handlers::errors::find_coordinator_code(&FindError::InvalidKeyType(9)),
-            42
-        );
-        assert_eq!(
-            crate::handlers::errors::find_coordinator_code(&FindError::Txn(
-                TxnError::CoordinatorNotAvailable
-            )),
-            15
-        );
-        assert_eq!(
-            crate::handlers::errors::find_coordinator_code(&FindError::Group(
-                GroupError::CoordinatorNotAvailable
-            )),
-            15
-        );
-    }
 
     #[test]
     fn given_group_keys_when_finding_batched_then_this_node_and_offsets_topic_created() {

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse,
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::coordinator::group::classic::CommittedOffset;
+use crate::coordinator::group::records::CommittedOffset;
 use crate::coordinator::group::{self, GroupError};
 
 pub const MIN_VERSION: i16 = 1;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::config::dynamic::{self, BrokerView, DynamicFileError, StoredDynamic};
-use crate::config::topic::TopicSettings;
+use crate::config::effective::TopicSettings;
 use crate::config::{BrokerConfig, Origin};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

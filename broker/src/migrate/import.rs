@@ -11,7 +11,6 @@
 //! topic configs come from `--configs-from` or Kafka's KRaft metadata log (`kraft`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,6 +21,7 @@ use storage::producer_snapshot;
 use super::client::{Committed, SourceClient};
 use super::import_configs::{carry_broker_configs, metadata_topic_configs, read_metadata};
 use super::import_progress::{segment_bytes, ImportProgress};
+pub use super::import_report::Report;
 use super::metrics::ImportMetrics;
 use super::source::{self, BatchReader, SourcePartition};
 use super::state::{copied_topic, pattern};
@@ -33,65 +33,6 @@ use crate::coordinator::group::OFFSETS_TOPIC;
 /// Verified batches are appended in chunks of about this size: with one batch being read,
 /// this bounds the importer's memory whatever the segment size.
 const CHUNK_BYTES: usize = 4 << 20;
-
-/// What the import carried over, and what it did not (and why).
-#[derive(Debug, Default)]
-pub struct Report {
-    /// topic -> (partitions, batches, bytes, where the configs came from)
-    pub topics: BTreeMap<String, (i32, usize, u64, String)>,
-    pub groups: usize,
-    pub offsets: usize,
-    pub snapshots: usize,
-    /// Kafka segments hard-linked (`--link`) and their bytes.
-    pub linked: (usize, u64),
-    /// Dynamic broker configs carried from Kafka's metadata log.
-    pub broker_configs: Vec<String>,
-    /// What of Kafka's metadata log was read for the configs.
-    pub metadata: Option<String>,
-    pub not_carried: Vec<String>,
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (mut parts, mut batches, mut bytes) = (0, 0, 0);
-        writeln!(f, "imported topics:")?;
-        for (name, (n, b, s, configs)) in &self.topics {
-            writeln!(
-                f,
-                "  {name}: {n} partitions, {b} batches, {s} bytes, configs {configs}"
-            )?;
-            parts += n;
-            batches += b;
-            bytes += s;
-        }
-        writeln!(
-            f,
-            "total: {} topics, {parts} partitions, {batches} batches, {bytes} bytes, \
-             {} producer snapshots, {} committed offsets of {} groups",
-            self.topics.len(),
-            self.snapshots,
-            self.offsets,
-            self.groups
-        )?;
-        if self.linked.0 > 0 {
-            writeln!(
-                f,
-                "hard-linked: {} segments, {} bytes (the rest copied)",
-                self.linked.0, self.linked.1
-            )?;
-        }
-        if let Some(m) = &self.metadata {
-            writeln!(f, "configs read from Kafka's metadata log: {m}")?;
-        }
-        for c in &self.broker_configs {
-            writeln!(f, "broker config carried: {c}")?;
-        }
-        for n in &self.not_carried {
-            writeln!(f, "not carried over: {n}")?;
-        }
-        Ok(())
-    }
-}
 
 /// With `--link`: the closed segments of a partition that are hard-linked, and the
 /// segments whose batches are appended after them.
@@ -575,8 +516,8 @@ mod tests {
     use super::super::target::tests::batch;
     use super::super::TargetArgs;
     use super::*;
-    use crate::coordinator::group::classic::CommittedOffset;
     use crate::coordinator::group::offsets_partition;
+    use crate::coordinator::group::records::CommittedOffset;
 
     fn kafka_dir() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();

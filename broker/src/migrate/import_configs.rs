@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::import::Report;
+use super::import_report::Report;
 use super::kraft::{self, MetadataImage};
 use super::target::Target;
 use super::{ImportArgs, MigrateError};

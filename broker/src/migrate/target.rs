@@ -13,7 +13,7 @@ use storage::{Durability, IoBackend, PartitionLog};
 
 use super::MigrateError;
 use crate::config::{BrokerConfig, Origin};
-use crate::coordinator::group::classic::CommittedOffset;
+use crate::coordinator::group::records::CommittedOffset;
 use crate::coordinator::group::records::GroupRecord;
 use crate::coordinator::group::{offsets_partition, OFFSETS_SEGMENT_BYTES, OFFSETS_TOPIC};
 use crate::metadata::catalog::{CatalogHandle, TopicMeta};

@@ -20,7 +20,7 @@ use storage::producer_snapshot::{self, ProducerSnapshotEntry};
 use storage::{AppendOptions, Durability, PartitionLog, ReadResult, StorageError};
 use tokio::sync::watch;
 
-use crate::config::topic::TopicSettings;
+use crate::config::effective::TopicSettings;
 use producer_state::{BatchMeta, ProducerStateTable, SequenceError, SequenceVerdict};
 use txn::{OpenTxns, TxnDataError};
 

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+pub use super::records::CommittedOffset;
 use super::GroupError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,15 +196,6 @@ impl Member {
     fn alive(&self, now: i64) -> bool {
         self.join_waiter.is_some() || self.sync_waiter.is_some() || self.session_deadline > now
     }
-}
-
-/// A committed offset, as `OffsetCommitValue` holds it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CommittedOffset {
-    pub offset: i64,
-    pub leader_epoch: i32,
-    pub metadata: String,
-    pub commit_timestamp: i64,
 }
 
 pub struct Group {

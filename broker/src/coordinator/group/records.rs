@@ -12,7 +12,14 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::classic::CommittedOffset;
+/// A committed offset, as `OffsetCommitValue` holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_timestamp: i64,
+}
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("malformed coordinator record: {0}")]
