@@ -36,7 +36,7 @@ pub struct TxnProducer {
 /// Appends `records` (key, value; a `None` value is a tombstone) as one batch and waits until
 /// it is fsync'd.
 pub async fn append(
-    part: &Partition,
+    part: &std::rc::Rc<Partition>,
     records: &[(Bytes, Option<Bytes>)],
     txn: Option<TxnProducer>,
 ) -> Result<(), CoordinatorLogError> {
@@ -50,9 +50,11 @@ pub async fn append(
     let [header] = headers.as_slice() else {
         return Err(CoordinatorLogError::Encode("expected one batch".into()));
     };
+    let append = |e: crate::partition::PartitionError| CoordinatorLogError::Append(e.to_string());
     part.append(*header, bytes, -1, now)
+        .map_err(append)?
         .await
-        .map_err(|e| CoordinatorLogError::Append(e.to_string()))?;
+        .map_err(append)?;
     Ok(())
 }
 

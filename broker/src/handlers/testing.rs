@@ -113,6 +113,7 @@ impl Harness {
             frame.freeze(),
         ))
         .expect("frame handled")
+        .map(|f| f.to_bytes())
     }
 
     /// Encodes `req` at `version`, runs it through `handle_frame`, decodes the response.
@@ -150,7 +151,8 @@ impl Harness {
                 "/127.0.0.1".into(),
                 frame.freeze(),
             ))
-            .expect("frame handled")?;
+            .expect("frame handled")?
+            .to_bytes();
         let (got, body) = decode_response::<Resp>(resp, version, Resp::header_version(version));
         assert_eq!(got, corr, "correlation id echoed");
         Some(body)
@@ -161,6 +163,31 @@ impl Drop for Harness {
     fn drop(&mut self) {
         shard::set_current(None);
     }
+}
+
+/// One request through both phases on `shard`, from a task of the test's own (a harness
+/// call blocks; this one can run beside others, e.g. a long poll and the produce it waits
+/// for).
+pub async fn roundtrip<Req: Encodable, Resp: Decodable + HeaderVersion>(
+    shard: Rc<ShardState>,
+    key: ApiKey,
+    version: i16,
+    req: Req,
+) -> Resp {
+    let mut frame = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(1)
+        .encode(&mut frame, key.request_header_version(version))
+        .expect("header encodes");
+    req.encode(&mut frame, version).expect("request encodes");
+    let resp = super::handle_frame(shard, "/127.0.0.1".into(), frame.freeze())
+        .await
+        .expect("frame handled")
+        .expect("a response")
+        .to_bytes();
+    decode_response::<Resp>(resp, version, Resp::header_version(version)).1
 }
 
 /// Splits a response frame into correlation id and decoded body.

@@ -11,6 +11,7 @@ pub mod records;
 pub mod txn;
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -148,6 +149,10 @@ pub enum DeleteRecordsError {
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
+
+/// The second phase of an append: the write (and fdatasync for acks=all).
+pub type AppendPending =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<ProduceOutcome, PartitionError>>>>;
 
 pub struct FetchOutcome {
     pub data: ReadResult,
@@ -316,14 +321,18 @@ impl Partition {
         self.high_watermark.subscribe()
     }
 
-    /// Appends one validated batch. `acks == -1` completes only after fdatasync.
-    pub async fn append(
-        &self,
+    /// Appends one validated batch: the first phase runs now, at the call — sequence and
+    /// transaction checks, producer state, the offset assignment and the hand-off to the log,
+    /// all in call order with no await — so batches are applied in the order their calls
+    /// arrive; the returned future is the second phase (the write, and for `acks == -1` the
+    /// fdatasync). A refusal is known at once: `Err` before any state changed.
+    pub fn append(
+        self: &Rc<Self>,
         header: BatchHeader,
         records: Bytes,
         acks: i16,
         now_ms: i64,
-    ) -> Result<ProduceOutcome, PartitionError> {
+    ) -> Result<AppendPending, PartitionError> {
         let settings = self.settings();
         // Coordinator writes (transactional offset commits, markers) carry a producer but no
         // sequence: Kafka's AppendOrigin.COORDINATOR, which skips the sequence checks.
@@ -338,12 +347,15 @@ impl Partition {
                 next_offset,
             )?;
             if let SequenceVerdict::Duplicate(original) = verdict {
-                return self.answer_duplicate(original, acks).await;
+                let me = self.clone();
+                return Ok(Box::pin(async move {
+                    me.answer_duplicate(original, acks).await
+                }));
             }
             self.check_txn_data(&header, next_offset)?;
-            // Recorded before the append's first await: the log assigns offsets in call order
-            // at its first poll, so a pipelined next batch of this producer, checked while this
-            // one is being written, sees this batch's sequence.
+            // Recorded before the append's first await: the log assigns offsets in call order,
+            // so a pipelined next batch of this producer, checked while this one is being
+            // written, sees this batch's sequence.
             self.producers.borrow_mut().record(
                 header.producer_id,
                 header.producer_epoch,
@@ -362,25 +374,28 @@ impl Partition {
         };
         let append = self.log.append(BytesMut::from(&records[..]), opts);
         self.snapshot_if_rolled();
-        let result = append.await;
-        self.publish_offsets();
-        match result {
-            Ok(r) => {
-                debug_assert!(!idempotent || r.base_offset == next_offset);
-                Ok(ProduceOutcome {
-                    base_offset: r.base_offset,
-                    log_append_time_ms: r.log_append_time_ms,
-                    log_start_offset: r.log_start_offset,
-                })
-            }
-            Err(e) => {
-                if idempotent {
-                    self.producers.borrow_mut().truncate_from(next_offset);
-                    self.txns.borrow_mut().truncate_from(next_offset);
+        let me = self.clone();
+        Ok(Box::pin(async move {
+            let result = append.await;
+            me.publish_offsets();
+            match result {
+                Ok(r) => {
+                    debug_assert!(!idempotent || r.base_offset == next_offset);
+                    Ok(ProduceOutcome {
+                        base_offset: r.base_offset,
+                        log_append_time_ms: r.log_append_time_ms,
+                        log_start_offset: r.log_start_offset,
+                    })
                 }
-                Err(e.into())
+                Err(e) => {
+                    if idempotent {
+                        me.producers.borrow_mut().truncate_from(next_offset);
+                        me.txns.borrow_mut().truncate_from(next_offset);
+                    }
+                    Err(e.into())
+                }
             }
-        }
+        }))
     }
 
     /// A retried batch is answered with the original offsets, once those are as durable as

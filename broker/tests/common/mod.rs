@@ -75,6 +75,30 @@ impl Client {
         frame
     }
 
+    /// Sends a request without waiting (pipelining); returns its correlation id.
+    pub fn send<Req: Encodable>(&mut self, key: ApiKey, version: i16, req: &Req) -> i32 {
+        let frame = self.encode(key, version, req);
+        self.send_raw(&frame).expect("send");
+        self.correlation
+    }
+
+    /// Reads the next response, which must answer `correlation`.
+    pub fn receive<Resp: Decodable + HeaderVersion>(
+        &mut self,
+        version: i16,
+        correlation: i32,
+    ) -> Resp {
+        let mut resp = self.read_frame().expect("response");
+        let header = ResponseHeader::decode(&mut resp, Resp::header_version(version)).unwrap();
+        assert_eq!(
+            header.correlation_id, correlation,
+            "responses in request order"
+        );
+        let r = Resp::decode(&mut resp, version).expect("decode response");
+        assert!(!resp.has_remaining(), "trailing bytes in response");
+        r
+    }
+
     pub fn call<Req: Encodable, Resp: Decodable + HeaderVersion>(
         &mut self,
         key: ApiKey,
