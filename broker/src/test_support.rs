@@ -125,10 +125,17 @@ impl TestBatch {
     }
 
     pub fn encode(&self) -> Bytes {
+        self.encode_with(|_| {})
+    }
+
+    /// Encodes the records after `change` altered them (a key dropped, a timestamp moved).
+    pub fn encode_with(&self, change: impl FnOnce(&mut Vec<Record>)) -> Bytes {
+        let mut records = self.records();
+        change(&mut records);
         let mut buf = BytesMut::new();
         RecordBatchEncoder::encode(
             &mut buf,
-            &self.records(),
+            &records,
             &RecordEncodeOptions {
                 version: 2,
                 compression: self.compression,

@@ -83,7 +83,11 @@ pub fn partition_code(e: &PartitionError) -> i16 {
         PartitionError::InvalidRecord(_) => ResponseError::InvalidRecord,
         PartitionError::Records(r) => return records_code(r),
         PartitionError::TooLarge { .. } => ResponseError::MessageTooLarge,
-        PartitionError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
+        // KIP-467: INVALID_TIMESTAMP when any record's timestamp is out of bounds, as Kafka.
+        PartitionError::Rejected(records) if records.iter().any(|r| r.timestamp) => {
+            ResponseError::InvalidTimestamp
+        }
+        PartitionError::Rejected(_) => ResponseError::InvalidRecord,
         PartitionError::Sequence(SequenceError::InvalidProducerEpoch { .. }) => {
             ResponseError::InvalidProducerEpoch
         }
@@ -112,9 +116,9 @@ pub fn records_code(e: &RecordsError) -> i16 {
         | RecordsError::UnknownCodec(_)
         | RecordsError::Malformed { .. } => ResponseError::CorruptMessage,
         RecordsError::TooLarge { .. } => ResponseError::MessageTooLarge,
-        RecordsError::CountMismatch { .. }
-        | RecordsError::OffsetDelta { .. }
-        | RecordsError::MissingKey => ResponseError::InvalidRecord,
+        RecordsError::CountMismatch { .. } | RecordsError::OffsetDelta { .. } => {
+            ResponseError::InvalidRecord
+        }
     };
     r.code()
 }
@@ -242,6 +246,7 @@ mod tests {
 
     #[test]
     fn given_each_frontend_error_when_mapping_then_kafka_code() {
+        use crate::partition::records::RecordError;
         use TxnDataError as TxnError;
         let seq = SequenceError::OutOfOrder {
             producer_id: 1,
@@ -270,7 +275,10 @@ mod tests {
                 87,
             ),
             (
-                FrontendError::Partition(PartitionError::Records(RecordsError::MissingKey)),
+                FrontendError::Partition(PartitionError::Records(RecordsError::OffsetDelta {
+                    index: 1,
+                    delta: 2,
+                })),
                 87,
             ),
             (
@@ -298,11 +306,20 @@ mod tests {
                 10,
             ),
             (
-                FrontendError::Partition(PartitionError::InvalidTimestamp {
-                    timestamp: 0,
-                    reason: "x".into(),
-                }),
+                FrontendError::Partition(PartitionError::Rejected(vec![RecordError {
+                    index: 1,
+                    message: "x".into(),
+                    timestamp: true,
+                }])),
                 32,
+            ),
+            (
+                FrontendError::Partition(PartitionError::Rejected(vec![RecordError {
+                    index: 1,
+                    message: "x".into(),
+                    timestamp: false,
+                }])),
+                87,
             ),
             (FrontendError::Partition(PartitionError::Sequence(seq)), 45),
             (

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
@@ -14,13 +16,35 @@ use std::rc::Rc;
 use kafka_protocol::messages::ApiKey;
 
 use super::{encode_response, Answer, RequestContext, Responding};
-use crate::partition::validate_produce_records;
 use crate::partition::ProduceOutcome;
+use crate::partition::{validate_produce_records, PartitionError};
 use crate::shard::frontend::ProduceStart;
 use crate::shard::frontend::{self, FrontendError};
 
 pub const MIN_VERSION: i16 = 3;
 pub const MAX_VERSION: i16 = 13;
+
+/// A partition's failure: its code, message and (KIP-467, v8+) the records it names.
+fn failed(version: i16, index: i32, e: &FrontendError) -> PartitionProduceResponse {
+    let code = super::errors::frontend_code(e);
+    let p = partition_error(version, index, code, Some(e.to_string()));
+    match e {
+        FrontendError::Partition(PartitionError::Rejected(records)) if version >= 8 => p
+            .with_record_errors(
+                records
+                    .iter()
+                    .map(|r| {
+                        BatchIndexAndErrorMessage::default()
+                            .with_batch_index(r.index)
+                            .with_batch_index_error_message(Some(StrBytes::from_string(
+                                r.message.clone(),
+                            )))
+                    })
+                    .collect(),
+            ),
+        _ => p,
+    }
+}
 
 fn partition_error(
     version: i16,
@@ -181,13 +205,7 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                 Err(e) => {
                     let e = FrontendError::Partition(e);
                     tracing::debug!(topic = %meta.name, partition = pd.index, error = %e, "produce rejected");
-                    let code = super::errors::frontend_code(&e);
-                    slots.push(Slot::Answered(partition_error(
-                        version,
-                        pd.index,
-                        code,
-                        Some(e.to_string()),
-                    )));
+                    slots.push(Slot::Answered(failed(version, pd.index, &e)));
                     continue;
                 }
             };
@@ -249,8 +267,7 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                             .with_log_start_offset(if version >= 5 { o.log_start_offset } else { -1 }),
                         Err(e) => {
                             tracing::debug!(topic = %topic, partition = index, error = %e, "produce failed");
-                            let code = super::errors::frontend_code(&e);
-                            partition_error(version, index, code, Some(e.to_string()))
+                            failed(version, index, &e)
                         }
                     },
                 });

@@ -34,10 +34,12 @@ pub enum PartitionError {
     InvalidRecord(String),
     #[error(transparent)]
     Records(records::RecordsError),
+    /// Records refused one by one (KIP-467): the batch is not appended, and the answer names
+    /// each record (Kafka's `RecordValidationException`).
+    #[error("{}", rejected_message(.0))]
+    Rejected(Vec<records::RecordError>),
     #[error("record batch of {size} bytes is larger than max.message.bytes {max}")]
     TooLarge { size: usize, max: i32 },
-    #[error("timestamp {timestamp} of message is out of range: {reason}")]
-    InvalidTimestamp { timestamp: i64, reason: String },
     #[error(transparent)]
     Sequence(#[from] SequenceError),
     #[error(transparent)]
@@ -92,44 +94,60 @@ pub fn validate_produce_records(
             "Transactional record batch without a producer id".into(),
         ));
     }
-    // Storage walks uncompressed records already; compressed ones, and keys on compacted
-    // topics, need the broker's record reader.
-    if header.compression() != 0 || settings.compact {
-        records::validate(
+    // Timestamps (CreateTime): the batch's first and largest timestamps decide in the common
+    // case; only a batch that fails them has its records read one by one, to name them.
+    let bounds = (!settings.log_append_time).then(|| records::TimestampBounds {
+        base: header.base_timestamp,
+        lo: now_ms.saturating_sub(settings.timestamp_before_max_ms),
+        hi: now_ms.saturating_add(settings.timestamp_after_max_ms),
+    });
+    let suspect = bounds.is_some_and(|b| {
+        [header.base_timestamp, header.max_timestamp]
+            .iter()
+            .any(|&ts| ts >= 0 && (ts < b.lo || ts > b.hi))
+    });
+    // Storage walks uncompressed records already; compressed ones, keys on compacted topics
+    // and suspect timestamps need the broker's record reader.
+    if header.compression() != 0 || settings.compact || suspect {
+        let checks = records::RecordChecks {
+            require_keys: settings.compact,
+            timestamps: bounds.filter(|_| suspect),
+        };
+        let rejected = records::validate(
             records,
             header.compression(),
             header.records_count,
-            settings.compact,
+            checks,
             settings.max_decompressed_bytes,
         )
         .map_err(PartitionError::Records)?;
-    }
-    if !settings.log_append_time {
-        for ts in [header.base_timestamp, header.max_timestamp] {
-            if ts < 0 {
-                continue;
-            }
-            if now_ms.saturating_sub(ts) > settings.timestamp_before_max_ms {
-                return Err(PartitionError::InvalidTimestamp {
-                    timestamp: ts,
-                    reason: format!(
-                        "it is more than {} ms before the broker's time",
-                        settings.timestamp_before_max_ms
-                    ),
-                });
-            }
-            if ts.saturating_sub(now_ms) > settings.timestamp_after_max_ms {
-                return Err(PartitionError::InvalidTimestamp {
-                    timestamp: ts,
-                    reason: format!(
-                        "it is more than {} ms after the broker's time",
-                        settings.timestamp_after_max_ms
-                    ),
-                });
-            }
+        if !rejected.is_empty() {
+            return Err(PartitionError::Rejected(rejected));
         }
     }
     Ok(*header)
+}
+
+/// Kafka's top-level message for records refused one by one (`LogValidator`).
+fn rejected_message(errors: &[records::RecordError]) -> String {
+    if errors.iter().any(|e| e.timestamp) {
+        return "One or more records have been rejected due to invalid timestamp".into();
+    }
+    let shown: Vec<String> = errors
+        .iter()
+        .take(3)
+        .map(|e| {
+            format!(
+                "RecordError(batchIndex={}, message='{}')",
+                e.index, e.message
+            )
+        })
+        .collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+        errors.len(),
+        shown.join(", ")
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

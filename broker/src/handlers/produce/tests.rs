@@ -1,4 +1,5 @@
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{ApiKey, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
@@ -172,4 +173,96 @@ fn given_flush_ms_when_data_is_older_then_timer_flushes_it_and_not_before() {
         .block_on(p.flush_if_due(start + Duration::from_millis(1001)))
         .unwrap());
     assert_eq!(p.log.durable_end_offset(), p.log.written_end_offset());
+}
+
+fn produce_v(h: &Harness, version: i16, topic: &str, records: Bytes) -> PartitionProduceResponse {
+    let resp: ProduceResponse = h.call(ApiKey::Produce, version, produce_req(topic, 0, 1, records));
+    resp.responses[0].partition_responses[0].clone()
+}
+
+#[test]
+fn given_keyless_records_on_a_compacted_topic_when_producing_then_kip467_record_errors_name_them() {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let h = Harness::new();
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("c")))
+        .with_num_partitions(1)
+        .with_replication_factor(1)
+        .with_configs(vec![CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str("cleanup.policy"))
+            .with_value(Some(StrBytes::from_static_str("compact")))])]);
+    let r: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
+    assert_eq!(r.topics[0].error_code, 0);
+    for compression in [Compression::None, Compression::Lz4] {
+        let mixed = crate::test_support::TestBatch::new(5)
+            .compression(compression)
+            .encode_with(|rs| {
+                rs[1].key = None;
+                rs[3].key = None;
+            });
+        let p = produce_v(&h, 9, "c", mixed);
+        assert_eq!(p.error_code, 87, "{compression:?}");
+        let named: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
+        assert_eq!(named, vec![1, 3], "{compression:?}");
+        assert!(p.record_errors[0]
+            .batch_index_error_message
+            .as_deref()
+            .is_some_and(|m| m.contains("without key")));
+        assert!(p.error_message.as_deref().is_some_and(
+            |m| m.starts_with("One or more records have been rejected due to 2 record errors")
+        ));
+        assert_eq!(p.base_offset, -1, "nothing appended");
+    }
+    // The keyed batch after them goes in at offset 0: the refused ones burnt no offsets.
+    assert_eq!(produce_v(&h, 9, "c", batch(2, -1, -1, -1)).base_offset, 0);
+}
+
+#[test]
+fn given_one_record_too_old_when_producing_then_invalid_timestamp_naming_it() {
+    let h = Harness::new();
+    create(&h, "t", 1);
+    let now = crate::now_ms();
+    // message.timestamp.before.max.ms defaults to Long.MAX in Kafka 4: set a bound first.
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    };
+    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("t"))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(StrBytes::from_static_str("message.timestamp.before.max.ms"))
+                .with_config_operation(0)
+                .with_value(Some(StrBytes::from_static_str("3600000")))]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = h.call(ApiKey::IncrementalAlterConfigs, 1, alter);
+    assert_eq!(r.responses[0].error_code, 0);
+    let b = crate::test_support::TestBatch::new(3)
+        .at(now)
+        .encode_with(|rs| {
+            rs[2].timestamp = now - 7_200_000;
+        });
+    let p = produce_v(&h, 9, "t", b);
+    assert_eq!(p.error_code, 32);
+    assert_eq!(
+        p.record_errors
+            .iter()
+            .map(|e| e.batch_index)
+            .collect::<Vec<_>>(),
+        vec![2]
+    );
+    assert_eq!(
+        p.error_message.as_deref(),
+        Some("One or more records have been rejected due to invalid timestamp")
+    );
+    // Before v8 the response has no record errors (and no message).
+    let b = crate::test_support::TestBatch::new(1)
+        .at(now - 7_200_000)
+        .encode();
+    let p = produce_v(&h, 7, "t", b);
+    assert_eq!((p.error_code, p.record_errors.len()), (32, 0));
 }
