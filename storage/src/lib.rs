@@ -26,7 +26,6 @@ pub mod index;
 pub mod io;
 mod leader_epoch;
 mod log;
-mod log_recovery;
 pub mod logdir;
 pub mod producer_snapshot;
 pub mod retention;

@@ -1,7 +1,15 @@
 //! Appends that keep the batches' own offsets: `strom migrate` copies another Kafka log
 //! offset for offset, so consumers' committed offsets stay valid on Strom.
 
-use super::*;
+use std::future::Future;
+use std::rc::Rc;
+
+use bytes::Bytes;
+
+use super::PartitionLog;
+use crate::batch;
+use crate::segment::Segment;
+use crate::{now_ms, AppendOptions, AppendResult, Durability, StorageError};
 
 pub(super) fn below_end(base: i64, end: i64) -> StorageError {
     StorageError::Invalid {
@@ -19,10 +27,11 @@ impl PartitionLog {
     /// The caller validates the batches (`batch::validate_stored`) first.
     pub fn append_at_offsets(
         &self,
-        batches: BytesMut,
+        batches: impl Into<Bytes>,
         durability: Durability,
         leader_epoch: i32,
     ) -> impl Future<Output = Result<AppendResult, StorageError>> + 'static {
+        let batches: Bytes = batches.into();
         let started = (|| {
             let first = batch::frame(&batches)?.base_offset;
             if first > self.inner.log_end.get() && self.size_bytes() == 0 {
