@@ -24,9 +24,10 @@ use bytes::Bytes;
 use memmap2::{Mmap, MmapOptions};
 
 use crate::batch::{self, BatchHeader};
+use crate::config::LogConfig;
+use crate::error::StorageError;
 use crate::index::{Bounds, OffsetIndex, TimeIndex};
 use crate::txn_index::TxnIndex;
-use crate::{LogConfig, StorageError};
 
 pub(crate) fn file_name(base: i64, ext: &str) -> String {
     format!("{base:020}.{ext}")

@@ -14,18 +14,18 @@ use std::rc::{Rc, Weak};
 
 use bytes::{Bytes, BytesMut};
 
-use super::{raw, Inner, PartitionLog};
+use super::{AppendOptions, AppendResult, Durability, Inner, PartitionLog, PendingWrite};
 use crate::batch::{self, BatchHeader, REWRITTEN_PREFIX};
+use crate::clock::now_ms;
+use crate::error::StorageError;
 use crate::io::WriteBufs;
 use crate::segment::Segment;
-use crate::{now_ms, AppendOptions, AppendResult, Durability, StorageError};
 
-pub(super) struct PendingWrite {
-    seq: u64,
-    end_offset: i64,
-    seg: Rc<Segment>,
-    end_pos: u64,
-    done: bool,
+fn below_end(base: i64, end: i64) -> StorageError {
+    StorageError::Invalid {
+        what: "offset-preserving append",
+        reason: format!("batch base offset {base} is below the log end offset {end}"),
+    }
 }
 
 /// The bytes one append writes, as chunks over the caller's buffer `src`: runs of it as
@@ -144,7 +144,7 @@ impl Inner {
             if !preserve {
                 h.base_offset = next;
             } else if h.base_offset < next {
-                return Err(raw::below_end(h.base_offset, next));
+                return Err(below_end(h.base_offset, next));
             }
             h.partition_leader_epoch = opts.leader_epoch;
             match opts.log_append_time_ms {

@@ -3,8 +3,9 @@
 use std::rc::Rc;
 
 use super::PartitionLog;
+use crate::clock::now_ms;
+use crate::error::StorageError;
 use crate::segment::Segment;
-use crate::{now_ms, StorageError};
 
 /// Log compaction (see `crate::cleaner`): planning and the swap run here, on the shard,
 /// because they read and change the segment list; the rewrite runs off the shard.

@@ -17,12 +17,16 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use bytes::Bytes;
+
 use crate::batch::BatchHeader;
+use crate::clock::now_ms;
+use crate::config::LogConfig;
+use crate::error::StorageError;
 use crate::io::IoBackend;
 use crate::leader_epoch::LeaderEpochCache;
-use crate::segment::{file_name, Segment};
+use crate::segment::{file_name, Segment, SegmentProbe};
 use crate::txn_index::AbortedTxn;
-use crate::{now_ms, LogConfig, StorageError};
 
 mod append;
 mod clean;
@@ -31,12 +35,20 @@ mod read;
 mod recovery;
 mod retention;
 
-use append::PendingWrite;
-
 /// Closed segments whose index entries stay in memory (an entry is 8 or 12 bytes; a full
 /// 10 MiB index is what a 1 GiB segment has, so this bounds a log's index memory near
 /// 16 x 20 MiB at worst, and to what its readers actually use).
 const WARM_SEGMENTS: usize = 16;
+
+/// One queued write: `written_end` moves past `end_offset` once it and all before it
+/// completed.
+struct PendingWrite {
+    seq: u64,
+    end_offset: i64,
+    seg: Rc<Segment>,
+    end_pos: u64,
+    done: bool,
+}
 
 struct Inner {
     dir: PathBuf,
@@ -73,6 +85,38 @@ struct Inner {
     /// Files of deleted segments, renamed `.deleted`, with the time (ms) from which they may
     /// be unlinked (`file.delete.delay.ms`), oldest first.
     retired: RefCell<VecDeque<(i64, Vec<PathBuf>)>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Resolves once the bytes are in the page cache.
+    None,
+    /// Resolves once an fdatasync covering the bytes completed (acks=all, single node).
+    Fsync,
+}
+
+#[derive(Clone, Debug)]
+pub struct AppendOptions {
+    pub durability: Durability,
+    /// Some(now_ms) => LogAppendTime: max_timestamp rewritten, CRC recomputed.
+    pub log_append_time_ms: Option<i64>,
+    pub leader_epoch: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendResult {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// -1 unless LogAppendTime.
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ReadResult {
+    /// Zero-copy slices over the mmapped segment(s), batch aligned, in offset order.
+    pub chunks: Vec<Bytes>,
+    pub total_bytes: usize,
 }
 
 /// The log of one partition. Shard-local (`!Send`).
@@ -376,7 +420,7 @@ impl PartitionLog {
 
     /// What of each segment has been read into memory, in offset order (for tests and
     /// metrics: opening after a clean shutdown reads nothing of closed segments).
-    pub fn segment_probes(&self) -> Vec<crate::SegmentProbe> {
+    pub fn segment_probes(&self) -> Vec<SegmentProbe> {
         self.inner
             .segments
             .borrow()

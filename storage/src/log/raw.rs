@@ -6,17 +6,11 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
-use super::PartitionLog;
+use super::{AppendOptions, AppendResult, Durability, PartitionLog};
 use crate::batch;
+use crate::clock::now_ms;
+use crate::error::StorageError;
 use crate::segment::Segment;
-use crate::{now_ms, AppendOptions, AppendResult, Durability, StorageError};
-
-pub(super) fn below_end(base: i64, end: i64) -> StorageError {
-    StorageError::Invalid {
-        what: "offset-preserving append",
-        reason: format!("batch base offset {base} is below the log end offset {end}"),
-    }
-}
 
 impl PartitionLog {
     /// Appends v2 batches at their own base offsets (not rewritten; the partition leader
@@ -73,8 +67,10 @@ impl PartitionLog {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{Durability, PartitionLog};
     use crate::batch::BatchHeader;
-    use crate::{Durability, IoBackend, IoBackendKind, LogConfig, PartitionLog};
+    use crate::config::LogConfig;
+    use crate::io::{IoBackend, IoBackendKind};
     use bytes::BytesMut;
 
     /// A minimal valid uncompressed batch of `n` empty records at `base`.

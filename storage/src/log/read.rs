@@ -3,11 +3,11 @@
 
 use std::rc::Rc;
 
-use super::PartitionLog;
+use super::{PartitionLog, ReadResult};
 use crate::batch::{self, BatchHeader};
+use crate::error::StorageError;
 use crate::segment::Segment;
 use crate::txn_index::AbortedTxn;
-use crate::{ReadResult, StorageError};
 
 impl PartitionLog {
     /// Batches starting at the one containing `offset`, up to `max_bytes` (the first batch

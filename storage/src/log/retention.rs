@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use super::PartitionLog;
+use crate::clock::now_ms;
+use crate::error::StorageError;
 use crate::retention::{self, RetentionOutcome, RetentionPolicy, SegmentInfo};
 use crate::segment::Segment;
-use crate::{now_ms, StorageError};
 
 impl PartitionLog {
     pub(super) fn ensure_quiescent(&self) -> Result<(), StorageError> {
