@@ -289,9 +289,6 @@ impl<E: IndexEntry> LazyIndex<E> {
     pub fn path(&self) -> &Path {
         &self.path
     }
-    pub fn base_offset(&self) -> i64 {
-        self.base_offset
-    }
     pub fn entries(&self) -> &[E] {
         self.loaded()
     }

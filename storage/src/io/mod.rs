@@ -5,9 +5,12 @@
 //!   signals completions through an eventfd registered with it; tokio watches the eventfd
 //!   with `AsyncFd`, so no thread blocks and no task is spawned: whichever future is waiting
 //!   for I/O reaps the completion queue and runs the completion callbacks.
-//! - `Sync`: `pwrite` on the shard thread (it only copies into the page cache) and
+//! - `Sync`: `pwrite`/`pwritev` on the shard thread (it only copies into the page cache) and
 //!   `fdatasync` on tokio's blocking pool, so appends keep flowing while a sync is in flight
 //!   and group commit still batches them.
+//!
+//! A write is a list of `Bytes` chunks (`WriteBufs`, `bufs.rs`) written with one vectored
+//! write, so the logs write their callers' buffers as they are.
 //!
 //! Completion is reported through callbacks owned by the backend, not by the future that
 //! asked, so a caller that drops its future never leaves the log's bookkeeping stuck and
