@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use storage::batch::{self, BatchHeader, BatchIter};
 use storage::txn_index::AbortedTxn;
 use storage::{Durability, IoBackend, PartitionLog};
@@ -256,7 +256,7 @@ impl Target {
             // waits for the write, so the future is only awaited to learn why it failed.
             let started = t
                 .log
-                .append_at_offsets(BytesMut::from(bytes), Durability::None, 0);
+                .append_at_offsets(records.slice_ref(bytes), Durability::None, 0);
             if t.log.log_end_offset() != h.last_offset() + 1 {
                 started.await?;
                 return Err(MigrateError::Target(format!(
@@ -372,7 +372,7 @@ impl Target {
             log_append_time_ms: None,
             leader_epoch: 0,
         };
-        log.append(BytesMut::from(&bytes[..]), opts)
+        log.append(bytes, opts)
             .await
             .map_err(|e| MigrateError::Target(format!("writing offsets of group {group}: {e}")))?;
         Ok(())
@@ -481,6 +481,7 @@ fn read_producer_ids(data_dir: &Path) -> Result<i64, MigrateError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use bytes::BytesMut;
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };

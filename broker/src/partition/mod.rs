@@ -15,7 +15,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use storage::batch::{BatchError, BatchHeader};
 use storage::producer_snapshot::{self, ProducerSnapshotEntry};
 use storage::{AppendOptions, Durability, PartitionLog, ReadResult, StorageError};
@@ -390,7 +390,9 @@ impl Partition {
             log_append_time_ms: settings.log_append_time.then_some(now_ms),
             leader_epoch: 0,
         };
-        let append = self.log.append(BytesMut::from(&records[..]), opts);
+        // The received bytes are the bytes written: storage rewrites only each batch's
+        // 16-byte prefix (base offset, leader epoch), from a buffer of its own.
+        let append = self.log.append(records, opts);
         self.snapshot_if_rolled();
         let me = self.clone();
         Ok(Box::pin(async move {

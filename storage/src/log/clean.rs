@@ -1,6 +1,11 @@
 //! The log cleaner's side of a log.
 
-use super::*;
+use std::rc::Rc;
+
+use super::PartitionLog;
+use crate::clock::now_ms;
+use crate::error::StorageError;
+use crate::segment::Segment;
 
 /// Log compaction (see `crate::cleaner`): planning and the swap run here, on the shard,
 /// because they read and change the segment list; the rewrite runs off the shard.

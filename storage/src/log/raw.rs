@@ -1,14 +1,16 @@
 //! Appends that keep the batches' own offsets: `strom migrate` copies another Kafka log
 //! offset for offset, so consumers' committed offsets stay valid on Strom.
 
-use super::*;
+use std::future::Future;
+use std::rc::Rc;
 
-pub(super) fn below_end(base: i64, end: i64) -> StorageError {
-    StorageError::Invalid {
-        what: "offset-preserving append",
-        reason: format!("batch base offset {base} is below the log end offset {end}"),
-    }
-}
+use bytes::Bytes;
+
+use super::{AppendOptions, AppendResult, Durability, PartitionLog};
+use crate::batch;
+use crate::clock::now_ms;
+use crate::error::StorageError;
+use crate::segment::Segment;
 
 impl PartitionLog {
     /// Appends v2 batches at their own base offsets (not rewritten; the partition leader
@@ -19,10 +21,11 @@ impl PartitionLog {
     /// The caller validates the batches (`batch::validate_stored`) first.
     pub fn append_at_offsets(
         &self,
-        batches: BytesMut,
+        batches: impl Into<Bytes>,
         durability: Durability,
         leader_epoch: i32,
     ) -> impl Future<Output = Result<AppendResult, StorageError>> + 'static {
+        let batches: Bytes = batches.into();
         let started = (|| {
             let first = batch::frame(&batches)?.base_offset;
             if first > self.inner.log_end.get() && self.size_bytes() == 0 {
@@ -64,8 +67,10 @@ impl PartitionLog {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{Durability, PartitionLog};
     use crate::batch::BatchHeader;
-    use crate::{Durability, IoBackend, IoBackendKind, LogConfig, PartitionLog};
+    use crate::config::LogConfig;
+    use crate::io::{IoBackend, IoBackendKind};
     use bytes::BytesMut;
 
     /// A minimal valid uncompressed batch of `n` empty records at `base`.

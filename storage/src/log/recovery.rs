@@ -16,8 +16,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::rc::Rc;
 
+use crate::clock::now_ms;
+use crate::config::LogConfig;
+use crate::error::StorageError;
 use crate::segment::Segment;
-use crate::{now_ms, LogConfig, StorageError};
 
 /// Parses `<20 digits>.<ext>`.
 fn parse_name(name: &str) -> Option<(i64, &str)> {

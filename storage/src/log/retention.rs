@@ -2,7 +2,14 @@
 //! the log start moving (DeleteRecords, retention), and retention's segment deletion with
 //! Kafka's `file.delete.delay.ms`.
 
-use super::*;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use super::PartitionLog;
+use crate::clock::now_ms;
+use crate::error::StorageError;
+use crate::retention::{self, RetentionOutcome, RetentionPolicy, SegmentInfo};
+use crate::segment::Segment;
 
 impl PartitionLog {
     pub(super) fn ensure_quiescent(&self) -> Result<(), StorageError> {
