@@ -391,3 +391,61 @@ fn given_io_uring_deleted_topic_and_restart_when_scraping_then_queue_depth_no_st
     );
     server.shutdown().unwrap();
 }
+
+/// Bytes copied per byte: 0 on the zero-copy paths (uncompressed produce, every fetch), and
+/// more than 0 once a LogAppendTime topic makes storage rewrite its batches — the counter
+/// sees a copy when there is one.
+#[test]
+fn given_uncompressed_produce_and_fetch_when_scraping_then_no_bytes_copied_until_log_append_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), 2);
+    let mut c = Client::connect(server.kafka_addr);
+    create_topic(&mut c, "plain", 1);
+    for i in 0..10 {
+        produce_to(&mut c, "plain", 0, batch(50, &format!("p{i}")));
+    }
+    let fetched = fetch_all_of(&mut c, "plain", 0);
+    assert!(fetched > 0);
+    let s = scrape(server.metrics_addr);
+    assert!(sum(&s, "strom_fetch_record_bytes_total", &[]) >= fetched as f64);
+    assert!(sum(&s, "strom_produce_record_bytes_total", &[]) > 0.0);
+    assert_eq!(
+        sum(
+            &s,
+            "strom_record_bytes_copied_per_byte",
+            &[("path", "produce")]
+        ),
+        0.0
+    );
+    assert_eq!(
+        sum(
+            &s,
+            "strom_record_bytes_copied_per_byte",
+            &[("path", "fetch")]
+        ),
+        0.0
+    );
+
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(topic_name("stamped"))
+        .with_num_partitions(1)
+        .with_replication_factor(1)
+        .with_configs(vec![
+            kafka_protocol::messages::create_topics_request::CreatableTopicConfig::default()
+                .with_name(StrBytes::from_static_str("message.timestamp.type"))
+                .with_value(Some(StrBytes::from_static_str("LogAppendTime"))),
+        ])]);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
+    assert_eq!(r.topics[0].error_code, 0);
+    produce_to(&mut c, "stamped", 0, batch(50, "s"));
+    let s = scrape(server.metrics_addr);
+    assert!(sum(&s, "strom_produce_record_bytes_copied_total", &[]) > 0.0);
+    assert!(
+        sum(
+            &s,
+            "strom_record_bytes_copied_per_byte",
+            &[("path", "produce")]
+        ) > 0.0
+    );
+    server.shutdown().unwrap();
+}

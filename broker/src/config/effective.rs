@@ -70,6 +70,32 @@ pub fn broker_default(d: &TopicConfigDef, broker: &BrokerView) -> DescribedConfi
     }
 }
 
+/// A topic's final compression (`compression.type` and its `compression.<codec>.level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compression {
+    pub codec: u8,
+    pub level: Option<i32>,
+}
+
+impl Compression {
+    /// `None` for `producer` (batches stay as the producer compressed them).
+    fn resolve(kind: &str, level: impl Fn(&str) -> i64) -> Option<Compression> {
+        let (codec, level) = match kind.trim() {
+            "uncompressed" => (0, None),
+            "gzip" => (1, Some(level("compression.gzip.level"))),
+            "snappy" => (2, None),
+            "lz4" => (3, Some(level("compression.lz4.level"))),
+            "zstd" => (4, Some(level("compression.zstd.level"))),
+            _ => return None,
+        };
+        Some(Compression {
+            codec,
+            // gzip's -1 is the codec's own default.
+            level: level.filter(|l| *l != -1).map(|l| l as i32),
+        })
+    }
+}
+
 /// The typed settings the produce and fetch paths consult, resolved once per topic change.
 #[derive(Debug, Clone)]
 pub struct TopicSettings {
@@ -84,6 +110,11 @@ pub struct TopicSettings {
     pub log: storage::LogConfig,
     /// delete.retention.ms, min/max.compaction.lag.ms, min.cleanable.dirty.ratio.
     pub cleaner: storage::cleaner::CleanerConfig,
+    /// `compression.type` other than `producer`: the codec (Kafka's id: 0 none, 1 gzip, 2
+    /// snappy, 3 lz4, 4 zstd) and level batches are re-encoded with when theirs differs.
+    pub compression: Option<Compression>,
+    /// `min.insync.replicas`: acks=all needs this many in-sync replicas (one node has one).
+    pub min_insync_replicas: i32,
     /// `retention.ms`, `retention.bytes` and whether `cleanup.policy` has `delete`: read by
     /// the shard's housekeeping at every check, so a changed topic config applies at once.
     pub retention: storage::RetentionPolicy,
@@ -122,6 +153,8 @@ impl TopicSettings {
                     .unwrap_or(0.5),
                 dedupe_buffer_bytes: broker.config.log_cleaner_dedupe_buffer_size.max(0) as usize,
             },
+            compression: Compression::resolve(&get("compression.type"), long),
+            min_insync_replicas: long("min.insync.replicas").clamp(1, i32::MAX as i64) as i32,
             retention: storage::RetentionPolicy {
                 retention_ms: long("retention.ms"),
                 retention_bytes: long("retention.bytes"),

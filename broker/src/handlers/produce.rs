@@ -200,8 +200,8 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                 continue;
             }
             let records = pd.records.unwrap_or_default();
-            let header = match validate_produce_records(&records, &meta.settings, now) {
-                Ok(h) => h,
+            let (header, records) = match validate_produce_records(&records, &meta.settings, now) {
+                Ok(v) => v,
                 Err(e) => {
                     let e = FrontendError::Partition(e);
                     tracing::debug!(topic = %meta.name, partition = pd.index, error = %e, "produce rejected");
@@ -209,6 +209,20 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                     continue;
                 }
             };
+            if acks == -1 && meta.settings.min_insync_replicas > 1 {
+                // One node is an ISR of one (Kafka's `Partition.appendRecordsToLeader`).
+                let message = format!(
+                    "The size of the current ISR Set(0) is insufficient to satisfy the min.isr requirement of {} for partition {}-{}",
+                    meta.settings.min_insync_replicas, meta.name, pd.index
+                );
+                slots.push(Slot::Answered(partition_error(
+                    version,
+                    pd.index,
+                    ResponseError::NotEnoughReplicas.code(),
+                    Some(message),
+                )));
+                continue;
+            }
             let topic = meta.name.clone();
             let (start, mut done) = frontend::produce(
                 broker,
@@ -283,5 +297,7 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
     })
 }
 
+#[cfg(test)]
+mod settings_tests;
 #[cfg(test)]
 pub mod tests;

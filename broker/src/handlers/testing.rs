@@ -240,3 +240,48 @@ pub fn create(h: &Harness, topic: &str, partitions: i32) {
     let resp: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
     assert_eq!(resp.topics[0].error_code, 0);
 }
+
+/// CreateTopics v7 of one single-partition topic with config overrides; the topic's result.
+pub fn create_topic_with(
+    h: &Harness,
+    topic: &str,
+    configs: &[(&str, &str)],
+) -> kafka_protocol::messages::create_topics_response::CreatableTopicResult {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let configs = configs
+        .iter()
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(k.to_string()))
+                .with_value(Some(StrBytes::from_string(v.to_string())))
+        })
+        .collect();
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(topic.into())))
+        .with_num_partitions(1)
+        .with_replication_factor(1)
+        .with_configs(configs)]);
+    let resp: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
+    resp.topics.into_iter().next().expect("one topic")
+}
+
+/// Fetch v12 of partition 0 of `topic` from `offset`: the records bytes (no long poll).
+pub fn fetch_records(h: &Harness, topic: &str, offset: i64) -> Bytes {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(50 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.into())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(10 << 20)])]);
+    let resp: FetchResponse = h.call(ApiKey::Fetch, 12, req);
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0, "fetch of {topic}");
+    p.records.clone().unwrap_or_default()
+}

@@ -50,11 +50,13 @@ pub enum PartitionError {
 
 /// Checks what can be checked without partition state, on the shard that received the
 /// request. Kafka (since produce v3) requires exactly one magic v2 batch per partition.
+/// Returns the batch to append: the request's own bytes, or — when the topic's
+/// `compression.type` is not the batch's codec — the batch re-encoded with the topic's.
 pub fn validate_produce_records(
-    records: &[u8],
+    records: &Bytes,
     settings: &TopicSettings,
     now_ms: i64,
-) -> Result<BatchHeader, PartitionError> {
+) -> Result<(BatchHeader, Bytes), PartitionError> {
     if records.len() > settings.max_message_bytes.max(0) as usize {
         return Err(PartitionError::TooLarge {
             size: records.len(),
@@ -125,7 +127,16 @@ pub fn validate_produce_records(
             return Err(PartitionError::Rejected(rejected));
         }
     }
-    Ok(*header)
+    match settings.compression {
+        Some(c) if c.codec != header.compression() => {
+            let batch =
+                records::recompress(records, c.codec, c.level, settings.max_decompressed_bytes)
+                    .map_err(PartitionError::Records)?;
+            let header = BatchHeader::parse(&batch).map_err(PartitionError::Corrupt)?;
+            Ok((header, batch))
+        }
+        _ => Ok((*header, records.clone())),
+    }
 }
 
 /// Kafka's top-level message for records refused one by one (`LogValidator`).

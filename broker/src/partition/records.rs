@@ -146,10 +146,19 @@ pub fn decompress(codec: u8, body: &[u8], limit: usize) -> Result<Vec<u8>, Recor
 /// the Java client writes it; lz4 as an LZ4 frame). None for an unknown codec or an
 /// encoder error.
 pub fn compress(codec: u8, data: &[u8]) -> Option<Vec<u8>> {
+    compress_at(codec, data, None)
+}
+
+/// `compress` at `level` (Kafka's `compression.<codec>.level`; `None` = the codec's default;
+/// snappy has none).
+pub fn compress_at(codec: u8, data: &[u8], level: Option<i32>) -> Option<Vec<u8>> {
     use std::io::Write;
     match codec {
         GZIP => {
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            let level = level.map_or(flate2::Compression::default(), |l| {
+                flate2::Compression::new(l.clamp(0, 9) as u32)
+            });
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), level);
             e.write_all(data).ok()?;
             e.finish().ok()
         }
@@ -167,14 +176,61 @@ pub fn compress(codec: u8, data: &[u8]) -> Option<Vec<u8>> {
             Some(out)
         }
         LZ4 => {
-            let mut e = lz4::EncoderBuilder::new().build(Vec::new()).ok()?;
+            let mut b = lz4::EncoderBuilder::new();
+            if let Some(l) = level {
+                b.level(l.clamp(0, 16) as u32);
+            }
+            let mut e = b.build(Vec::new()).ok()?;
             e.write_all(data).ok()?;
             let (out, r) = e.finish();
             r.ok().map(|_| out)
         }
-        ZSTD => zstd::encode_all(data, 3).ok(),
+        ZSTD => zstd::encode_all(data, level.unwrap_or(3)).ok(),
         _ => None,
     }
+}
+
+/// Kafka's topic `compression.type`: one v2 batch with its records re-encoded with `codec`
+/// (0 = none) at `level`. The header is kept as the producer wrote it — producer id, epoch
+/// and sequence, timestamps, offset delta and count, the transactional bit — so offsets and
+/// idempotence are unchanged; the codec bits, length and CRC are rewritten.
+pub fn recompress(
+    batch: &[u8],
+    codec: u8,
+    level: Option<i32>,
+    max_decompressed: usize,
+) -> Result<bytes::Bytes, RecordsError> {
+    let header = batch.get(..RECORDS_OFFSET).ok_or(RecordsError::Malformed {
+        index: 0,
+        reason: "batch shorter than its header",
+    })?;
+    let attributes = u16::from_be_bytes([batch[21], batch[22]]);
+    let from = (attributes & 7) as u8;
+    let body = &batch[RECORDS_OFFSET..];
+    let plain;
+    let records: &[u8] = if from == NONE {
+        body
+    } else {
+        plain = decompress(from, body, max_decompressed)?;
+        &plain
+    };
+    let encoded;
+    let records: &[u8] = if codec == NONE {
+        records
+    } else {
+        encoded = compress_at(codec, records, level).ok_or(RecordsError::UnknownCodec(codec))?;
+        &encoded
+    };
+    let mut out = bytes::BytesMut::with_capacity(RECORDS_OFFSET + records.len());
+    out.extend_from_slice(header);
+    out.extend_from_slice(records);
+    let length = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    let attributes = (attributes & !7) | codec as u16;
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(out.freeze())
 }
 
 fn read_bounded(r: impl Read, codec: &'static str, limit: usize) -> Result<Vec<u8>, RecordsError> {

@@ -55,7 +55,11 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: FetchRequest) -> Responding 
             Ok(plan) => respond(&ctx, &req, plan).await,
             Err(e) => Fetched::error(super::errors::session_code(&e)),
         };
-        resp.encode(version, ctx.header.correlation_id)
+        let served = resp.record_bytes();
+        let answer = resp.encode(version, ctx.header.correlation_id);
+        // The encoder puts the read's slices into the frame as they are: nothing copied.
+        ctx.shard.metrics.fetch_record_bytes.inc_by(served as u64);
+        answer
     })
 }
 
@@ -71,6 +75,16 @@ impl Fetched {
             resp: FetchResponse::default().with_error_code(code),
             records: Vec::new(),
         }
+    }
+
+    fn record_bytes(&self) -> usize {
+        self.records
+            .iter()
+            .flatten()
+            .flatten()
+            .flatten()
+            .map(Bytes::len)
+            .sum()
     }
 
     fn encode(self, version: i16, correlation_id: i32) -> Answer {
