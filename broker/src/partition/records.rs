@@ -377,40 +377,16 @@ mod tests {
     };
     use proptest::prelude::*;
 
-    fn encode(n: usize, compression: Compression, keys: bool) -> BytesMut {
-        let records: Vec<Record> = (0..n)
-            .map(|i| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: -1 + i as i32,
-                timestamp: 1_000 + i as i64,
-                key: keys.then(|| Bytes::from(format!("k{i}"))),
-                value: Some(Bytes::from(vec![b'v'; i * 3])),
-                headers: [(
-                    kafka_protocol::protocol::StrBytes::from_static_str("h"),
-                    Some(Bytes::from_static(b"x")),
-                )]
-                .into_iter()
-                .collect(),
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression,
-            },
-        )
-        .unwrap();
-        buf
+    fn encode(n: usize, compression: Compression, keys: bool) -> bytes::Bytes {
+        let b = crate::test_support::TestBatch::new(n)
+            .compression(compression)
+            .at(1_000)
+            .header("h", Some(b"x"));
+        if keys {
+            b.encode()
+        } else {
+            b.keyless().encode()
+        }
     }
 
     const KEYS: RecordChecks = RecordChecks {
