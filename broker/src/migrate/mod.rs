@@ -15,9 +15,6 @@
 
 pub mod client;
 pub mod import;
-mod import_configs;
-pub mod import_progress;
-pub mod import_report;
 pub mod kraft;
 pub mod metrics;
 pub mod mirror;

@@ -19,9 +19,6 @@ pub mod coordinator;
 pub mod records;
 pub mod topic_regex;
 
-#[cfg(test)]
-mod classic_tests;
-
 use std::future::Future;
 use std::rc::Rc;
 

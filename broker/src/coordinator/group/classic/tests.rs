@@ -2,8 +2,8 @@
 
 use bytes::Bytes;
 
-use super::classic::*;
-use super::GroupError;
+use super::*;
+use crate::coordinator::group::GroupError;
 
 fn cfg(delay: i64) -> GroupConfig {
     GroupConfig {

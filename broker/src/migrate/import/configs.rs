@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::import_report::Report;
-use super::kraft::{self, MetadataImage};
-use super::target::Target;
-use super::{ImportArgs, MigrateError};
+use super::report::Report;
 use crate::config::dynamic;
+use crate::migrate::kraft::{self, MetadataImage};
+use crate::migrate::target::Target;
+use crate::migrate::{ImportArgs, MigrateError};
 
 /// Kafka's metadata image, when topic configs are to come from it. An unreadable metadata
 /// log is reported (the topics get Strom's defaults), not fatal: the data is still good.
