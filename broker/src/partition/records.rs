@@ -371,10 +371,7 @@ fn walk(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::{Bytes, BytesMut};
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+    use kafka_protocol::records::Compression;
     use proptest::prelude::*;
 
     fn encode(n: usize, compression: Compression, keys: bool) -> bytes::Bytes {

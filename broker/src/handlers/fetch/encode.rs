@@ -250,9 +250,13 @@ mod tests {
     use kafka_protocol::protocol::StrBytes;
     use proptest::prelude::*;
 
+    /// One partition of a generated response: its record chunks (None = null), error code,
+    /// and whether it carries aborted transactions and leader hints.
+    type Part = (Option<Vec<Vec<u8>>>, i16, bool);
+
     /// A response as the broker builds one, with its records beside it.
     fn response(
-        parts: &[(Option<Vec<Vec<u8>>>, i16, bool)],
+        parts: &[Part],
         version: i16,
         endpoints: bool,
     ) -> (FetchResponse, Vec<Vec<RecordChunks>>) {
