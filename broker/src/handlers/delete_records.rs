@@ -109,29 +109,6 @@ pub mod tests {
         (p.error_code, p.low_watermark)
     }
 
-    /// A one-partition topic with config overrides.
-    pub fn create_with_configs(h: &Harness, topic: &str, configs: &[(&str, &str)]) {
-        use kafka_protocol::messages::create_topics_request::{
-            CreatableTopic, CreatableTopicConfig,
-        };
-        use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
-        let configs = configs
-            .iter()
-            .map(|(k, v)| {
-                CreatableTopicConfig::default()
-                    .with_name(StrBytes::from_string(k.to_string()))
-                    .with_value(Some(StrBytes::from_string(v.to_string())))
-            })
-            .collect();
-        let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.into())))
-            .with_num_partitions(1)
-            .with_replication_factor(1)
-            .with_configs(configs)]);
-        let resp: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
-        assert_eq!(resp.topics[0].error_code, 0);
-    }
-
     fn produce(h: &Harness, topic: &str, n: usize) {
         let r: ProduceResponse = h.call(
             ApiKey::Produce,
@@ -188,7 +165,11 @@ pub mod tests {
     #[test]
     fn given_compact_only_topic_when_deleting_then_policy_violation() {
         let h = Harness::new();
-        create_with_configs(&h, "c", &[("cleanup.policy", "compact")]);
+        assert_eq!(
+            crate::handlers::testing::create_topic_with(&h, "c", &[("cleanup.policy", "compact")])
+                .error_code,
+            0
+        );
         assert_eq!(
             delete(&h, 2, "c", 0, 0),
             (ResponseError::PolicyViolation.code(), -1)

@@ -105,18 +105,9 @@ fn given_acks_zero_when_producing_then_no_response_but_data_written() {
 
 #[test]
 fn given_compacted_topic_when_record_has_no_key_then_invalid_record() {
-    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
     let h = Harness::new();
-    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str("c")))
-        .with_num_partitions(1)
-        .with_replication_factor(1)
-        .with_configs(vec![CreatableTopicConfig::default()
-            .with_name(StrBytes::from_static_str("cleanup.policy"))
-            .with_value(Some(StrBytes::from_static_str("compact")))])]);
-    let r: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
-    assert_eq!(r.topics[0].error_code, 0);
+    let created = create_topic_with(&h, "c", &[("cleanup.policy", "compact")]);
+    assert_eq!(created.error_code, 0);
     assert_eq!(produce(&h, "c", 0, 1, batch(3, -1, -1, -1)), (0, 0));
     for compression in [Compression::None, Compression::Gzip, Compression::Zstd] {
         let keyless = crate::test_support::TestBatch::new(1)
@@ -182,18 +173,9 @@ fn produce_v(h: &Harness, version: i16, topic: &str, records: Bytes) -> Partitio
 
 #[test]
 fn given_keyless_records_on_a_compacted_topic_when_producing_then_kip467_record_errors_name_them() {
-    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
     let h = Harness::new();
-    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str("c")))
-        .with_num_partitions(1)
-        .with_replication_factor(1)
-        .with_configs(vec![CreatableTopicConfig::default()
-            .with_name(StrBytes::from_static_str("cleanup.policy"))
-            .with_value(Some(StrBytes::from_static_str("compact")))])]);
-    let r: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
-    assert_eq!(r.topics[0].error_code, 0);
+    let created = create_topic_with(&h, "c", &[("cleanup.policy", "compact")]);
+    assert_eq!(created.error_code, 0);
     for compression in [Compression::None, Compression::Lz4] {
         let mixed = crate::test_support::TestBatch::new(5)
             .compression(compression)
