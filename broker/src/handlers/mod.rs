@@ -25,6 +25,7 @@ pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
+pub mod commit_plan;
 pub mod config_changes;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;

@@ -4,12 +4,12 @@
 //! offsets into that partition as transactional records (acks=all). They stay pending, visible
 //! to no OffsetFetch, until the transaction's marker: applied on commit, dropped on abort.
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
+use super::commit_plan::CommitPlan;
 use super::RequestContext;
 use crate::coordinator::group::coordinator::CommitItem;
 use crate::coordinator::group::{self, OFFSETS_TOPIC};
@@ -47,40 +47,30 @@ async fn verify(
 pub async fn handle(ctx: &RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
     let version = ctx.version();
     let catalog = ctx.ctx().catalog.snapshot();
-    let mut answers: Vec<Vec<i16>> = req
-        .topics
-        .iter()
-        .map(|t| vec![0; t.partitions.len()])
-        .collect();
-    let mut items = Vec::new();
-    let mut slots = Vec::new();
-    for (ti, t) in req.topics.iter().enumerate() {
-        let meta = catalog.get(t.name.as_str());
-        for (pi, p) in t.partitions.iter().enumerate() {
-            if !meta.is_some_and(|m| (0..m.partitions).contains(&p.partition_index)) {
-                answers[ti][pi] = ResponseError::UnknownTopicOrPartition.code();
-                continue;
-            }
-            items.push(CommitItem {
-                topic: t.name.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: if version >= 2 {
+    let requested = req.topics.iter().map(|t| {
+        let partitions = t
+            .partitions
+            .iter()
+            .map(|p| {
+                let epoch = if version >= 2 {
                     p.committed_leader_epoch
                 } else {
                     -1
-                },
-                metadata: p.committed_metadata.as_ref().map(|s| s.to_string()),
-            });
-            slots.push((ti, pi));
-        }
-    }
-    if !items.is_empty() {
+                };
+                let metadata = p.committed_metadata.as_ref().map(|s| s.to_string());
+                (p.partition_index, p.committed_offset, epoch, metadata)
+            })
+            .collect();
+        (t.name.as_str(), partitions)
+    });
+    let mut plan = CommitPlan::new(&catalog, requested);
+    let items = plan.take_items();
+    let answers = if items.is_empty() {
+        plan.answer([])
+    } else {
         let codes = commit(ctx, &req, items).await;
-        for ((ti, pi), code) in slots.into_iter().zip(codes) {
-            answers[ti][pi] = code;
-        }
-    }
+        plan.answer(codes)
+    };
     let topics = req
         .topics
         .into_iter()
