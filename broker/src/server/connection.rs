@@ -106,16 +106,17 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
             let earlier = read;
             tokio::select! {
                 _ = shutdown.changed() => break,
+                _ = tx.closed() => break, // the writer gave up on the connection
                 r = answered.wait_for(|n| *n >= earlier) => if r.is_err() { break },
             }
         }
         let dispatched = handlers::dispatch_frame(shard.clone(), client_host.clone(), frame).await;
-        let done = answered_tx.clone();
+        let done = Answered(answered_tx.clone());
         let task = tokio::task::spawn_local(async move {
             let answer = dispatched.answer().await;
             drop(permits);
             drop(conn_permits);
-            done.send_modify(|n| *n += 1);
+            drop(done);
             answer
         });
         read += 1;
@@ -126,6 +127,16 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
     // Finish what was read (clean shutdown answers in-flight requests), then close.
     drop(tx);
     let _ = writer.await;
+}
+
+/// Counts a request as answered when dropped: also when its task panics or is cancelled, so a
+/// serial request behind it is never left waiting.
+struct Answered(Rc<watch::Sender<u64>>);
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n += 1);
+    }
 }
 
 async fn write_responses(
