@@ -360,7 +360,9 @@ impl Db {
                 let mut sink = Sink::connect(&sink_config("weaviate", url, &class))
                     .await
                     .expect("weaviate sink connect");
-                sink.prepare(&record_schema()).await.expect("weaviate class");
+                sink.prepare(&record_schema())
+                    .await
+                    .expect("weaviate class");
                 Target::Weaviate(class)
             }
         }
@@ -1158,7 +1160,11 @@ fn main() {
         }
         for (run, o) in [("connector", &r.connector), ("direct paced", &r.paced)] {
             let w: Vec<String> = o.worst_by_sec.iter().map(|m| format!("{m:.0}")).collect();
-            println!("{run} {}: worst latency per second of the schedule, ms: {}", r.sink, w.join(" "));
+            println!(
+                "{run} {}: worst latency per second of the schedule, ms: {}",
+                r.sink,
+                w.join(" ")
+            );
         }
         for (run, o) in [
             ("connector", &r.connector),

@@ -502,18 +502,23 @@ impl ConnectorConfig {
             }
         }
         if sink.kind == SinkType::Qdrant
-            && (sink.collection.len() > 255
-                || sink.collection.contains(['/', '?', '#', '%', ' ']))
+            && (sink.collection.len() > 255 || sink.collection.contains(['/', '?', '#', '%', ' ']))
         {
             return Err(bad(
                 "sink.collection",
-                format!("`{}`: a Qdrant collection name has no / ? # % or space, at most 255 bytes", sink.collection),
+                format!(
+                    "`{}`: a Qdrant collection name has no / ? # % or space, at most 255 bytes",
+                    sink.collection
+                ),
             ));
         }
         if sink.multi_tenancy.is_some() && sink.kind != SinkType::Weaviate {
             return Err(bad(
                 "sink.multi_tenancy",
-                format!("not supported by the {} sink (Weaviate only)", sink.kind.as_str()),
+                format!(
+                    "not supported by the {} sink (Weaviate only)",
+                    sink.kind.as_str()
+                ),
             ));
         }
         if sink.tenant_separator.is_empty() {

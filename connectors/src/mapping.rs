@@ -130,8 +130,7 @@ impl Declared {
             (None, None) => {
                 return Err((
                     "sink.json_schema",
-                    "schema_mapping = \"json_schema\" needs json_schema or json_schema_file"
-                        .into(),
+                    "schema_mapping = \"json_schema\" needs json_schema or json_schema_file".into(),
                 ))
             }
         };
@@ -154,9 +153,12 @@ impl Declared {
 
     /// Parses a JSON Schema of the record object. Supported: `properties` with a `type`
     /// each (one type, optionally with "null"), `required`, `additionalProperties` (boolean).
-    pub fn parse(text: &str, vector_field: &str, id_field: Option<&str>) -> Result<Declared, String> {
-        let root: Value =
-            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    pub fn parse(
+        text: &str,
+        vector_field: &str,
+        id_field: Option<&str>,
+    ) -> Result<Declared, String> {
+        let root: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
         if !root.is_object() {
             return Err("the schema is not a JSON object".into());
         }
@@ -199,7 +201,9 @@ impl Declared {
                     ));
                 }
                 let (min, max) = (schema.get("minItems"), schema.get("maxItems"));
-                if let (Some(a), Some(b)) = (min.and_then(Value::as_u64), max.and_then(Value::as_u64)) {
+                if let (Some(a), Some(b)) =
+                    (min.and_then(Value::as_u64), max.and_then(Value::as_u64))
+                {
                     if a == b && a > 0 {
                         dimension = Some(a as usize);
                     }
@@ -213,7 +217,9 @@ impl Declared {
         }
         for r in &required {
             if r != vector_field && Some(r.as_str()) != id_field && !fields.contains_key(r) {
-                return Err(format!("`required` names `{r}`, which `properties` does not declare"));
+                return Err(format!(
+                    "`required` names `{r}`, which `properties` does not declare"
+                ));
             }
         }
         required.remove(vector_field);
@@ -281,7 +287,9 @@ impl Declared {
 /// The column type of one property schema.
 fn property_type(name: &str, schema: &Value) -> Result<FieldType, String> {
     if schema.get("$ref").is_some() {
-        return Err(format!("property `{name}`: $ref is not supported; inline the type"));
+        return Err(format!(
+            "property `{name}`: $ref is not supported; inline the type"
+        ));
     }
     let types: Vec<&str> = match schema.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
@@ -353,12 +361,19 @@ mod tests {
     #[test]
     fn given_records_then_checked_against_the_declared_schema() {
         let d = Declared::parse(SCHEMA, "embedding", Some("doc_id")).unwrap();
-        assert!(d.check(&doc(json!({"title": "a", "score": 2}))).is_ok(), "int is a number");
+        assert!(
+            d.check(&doc(json!({"title": "a", "score": 2}))).is_ok(),
+            "int is a number"
+        );
         let e = d.check(&doc(json!({"score": 1.5}))).unwrap_err();
         assert_eq!(e.kind(), "schema_violation");
         assert!(e.to_string().contains("`title` is required"), "{e}");
         let e = d.check(&doc(json!({"title": 7}))).unwrap_err();
-        assert!(e.to_string().contains("`title` is integer, the schema says text"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("`title` is integer, the schema says text"),
+            "{e}"
+        );
         // Not declared, schema open: a new optional field, stored with its inferred type.
         let new = doc(json!({"title": "a", "lang": "en"}));
         assert!(d.check(&new).is_ok());
@@ -366,10 +381,7 @@ mod tests {
         let s = m.schema_for(&new);
         assert_eq!((s.dimension, s.fields.len()), (3, 5));
         assert_eq!(m.field_types(&new)["lang"], FieldType::Text);
-        let closed = Declared {
-            closed: true,
-            ..d
-        };
+        let closed = Declared { closed: true, ..d };
         let e = closed.check(&new).unwrap_err();
         assert!(e.to_string().contains("`lang` is not in the schema"), "{e}");
     }
@@ -385,7 +397,10 @@ mod tests {
                 "one type",
             ),
             ("{\"properties\": {\"a\": {\"$ref\": \"#/x\"}}}", "$ref"),
-            ("{\"properties\": {\"a\": {\"type\": \"date\"}}}", "unknown type"),
+            (
+                "{\"properties\": {\"a\": {\"type\": \"date\"}}}",
+                "unknown type",
+            ),
             ("{\"required\": [\"b\"]}", "`b`"),
             (
                 "{\"properties\": {\"embedding\": {\"type\": \"boolean\"}}}",

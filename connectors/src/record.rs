@@ -238,7 +238,11 @@ fn key_id(rec: &RawRecord) -> Result<String, RecordError> {
 
 /// The tenant of a record under `mode`: its topic, or its key up to `separator`. Tenant names
 /// are Weaviate's: 1 to 64 ASCII letters, digits, `-` and `_`.
-pub fn tenant_of(rec: &RawRecord, mode: TenantMode, separator: &str) -> Result<String, RecordError> {
+pub fn tenant_of(
+    rec: &RawRecord,
+    mode: TenantMode,
+    separator: &str,
+) -> Result<String, RecordError> {
     let tenant = match mode {
         TenantMode::Topic => rec.topic.clone(),
         TenantMode::KeyPrefix => {
@@ -431,7 +435,12 @@ mod tests {
         let r = rec(Some("acme/doc-1"), None);
         assert_eq!(tenant_of(&r, TenantMode::Topic, "/").unwrap(), "t");
         assert_eq!(tenant_of(&r, TenantMode::KeyPrefix, "/").unwrap(), "acme");
-        for (key, sep) in [(Some("acme-doc"), "/"), (None, "/"), (Some("a.b/x"), "/"), (Some("/x"), "/")] {
+        for (key, sep) in [
+            (Some("acme-doc"), "/"),
+            (None, "/"),
+            (Some("a.b/x"), "/"),
+            (Some("/x"), "/"),
+        ] {
             let e = tenant_of(&rec(key, None), TenantMode::KeyPrefix, sep).unwrap_err();
             assert_eq!(e.kind(), "no_tenant", "{key:?}: {e}");
         }

@@ -313,7 +313,12 @@ impl Runner {
                     self.retry_pause(attempt, &e).await;
                 }
                 // The collection refused the new field: this record goes to the DLQ.
-                Err(e) => return Err(RecordError::SchemaViolation(format!("adding fields {:?}: {e}", new.keys().collect::<Vec<_>>()))),
+                Err(e) => {
+                    return Err(RecordError::SchemaViolation(format!(
+                        "adding fields {:?}: {e}",
+                        new.keys().collect::<Vec<_>>()
+                    )))
+                }
             }
         }
     }

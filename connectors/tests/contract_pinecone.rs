@@ -184,7 +184,10 @@ async fn given_a_real_pinecone_when_set_then_write_and_delete() {
         doc("b", vec![0.25; d], json!({})),
     ];
     sink.write(&ops, None).await.expect("upsert");
-    sink.write(&[Op::Delete("a".into(), None), Op::Delete("b".into(), None)], None)
-        .await
-        .expect("delete");
+    sink.write(
+        &[Op::Delete("a".into(), None), Op::Delete("b".into(), None)],
+        None,
+    )
+    .await
+    .expect("delete");
 }

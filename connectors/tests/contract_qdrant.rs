@@ -49,7 +49,9 @@ fn info(dim: &str, distance: &str) -> (u16, Value) {
 /// Connected to a collection of 3 cosine dimensions.
 async fn connected(fake: &Fake) -> Sink {
     fake.expect("GET", "/collections/docs", info("3", "Cosine"));
-    Sink::connect(&cfg(&fake.url, "docs")).await.expect("connect")
+    Sink::connect(&cfg(&fake.url, "docs"))
+        .await
+        .expect("connect")
 }
 
 #[tokio::test]
@@ -66,7 +68,9 @@ async fn given_missing_collection_when_preparing_then_created_with_size_distance
         fixture("qdrant", "collection_created.json", &[]),
     );
     fake.expect("GET", "/collections/docs", info("4", "Cosine"));
-    let mut sink = Sink::connect(&cfg(&fake.url, "docs")).await.expect("connect");
+    let mut sink = Sink::connect(&cfg(&fake.url, "docs"))
+        .await
+        .expect("connect");
     assert!(sink.existing_schema().is_none());
     let s = sink.prepare(&dim(4)).await.expect("create");
     assert_eq!(s.dimension, 4);
@@ -86,7 +90,8 @@ async fn given_collection_of_other_dimension_or_distance_then_mismatch_said() {
     let err = sink.prepare(&dim(4)).await.expect_err("mismatch");
     assert!(matches!(err, SinkError::Schema(_)), "{err}");
     assert!(
-        err.to_string().contains("vectors have 3 dimensions, the records 4"),
+        err.to_string()
+            .contains("vectors have 3 dimensions, the records 4"),
         "{err}"
     );
     fake.expect("GET", "/collections/docs", info("3", "Euclid"));
@@ -95,7 +100,8 @@ async fn given_collection_of_other_dimension_or_distance_then_mismatch_said() {
         .err()
         .expect("distance mismatch");
     assert!(
-        err.to_string().contains("uses the Euclid distance, the config says Cosine"),
+        err.to_string()
+            .contains("uses the Euclid distance, the config says Cosine"),
         "{err}"
     );
 }
@@ -106,14 +112,22 @@ async fn given_ops_when_writing_then_points_upserted_and_deleted_in_order_waitin
     let mut sink = connected(&fake).await;
     sink.prepare(&dim(3)).await.unwrap();
     let ok = || fixture("qdrant", "update_completed.json", &[]);
-    fake.expect("PUT", "/collections/docs/points?wait=true&ordering=strong", ok());
+    fake.expect(
+        "PUT",
+        "/collections/docs/points?wait=true&ordering=strong",
+        ok(),
+    );
     fake.expect(
         "POST",
         "/collections/docs/points/delete?wait=true&ordering=strong",
         ok(),
     );
     let ops = vec![
-        doc("a", vec![0.25, -0.5, 1.0], json!({"title": "a", "meta": {"k": 1}})),
+        doc(
+            "a",
+            vec![0.25, -0.5, 1.0],
+            json!({"title": "a", "meta": {"k": 1}}),
+        ),
         doc("7", vec![1.0, 0.0, 0.0], json!({})),
         doc("a", vec![0.0, 0.0, 1.0], json!({"title": "a2"})),
         Op::Delete("c".into(), None),
@@ -164,7 +178,11 @@ async fn given_reads_then_count_query_and_scroll_pages() {
     let mut sink = connected(&fake).await;
     let u = point_id("a");
     let u = u.as_str().unwrap();
-    fake.expect("POST", "/collections/docs/points/count", fixture("qdrant", "count.json", &[]));
+    fake.expect(
+        "POST",
+        "/collections/docs/points/count",
+        fixture("qdrant", "count.json", &[]),
+    );
     assert_eq!(sink.count().await.unwrap(), 2);
     fake.expect(
         "POST",
@@ -193,7 +211,11 @@ async fn given_reads_then_count_query_and_scroll_pages() {
     let reqs = fake.take_requests();
     assert_eq!(reqs[1].body, json!({"exact": true}));
     assert_eq!(reqs[2].body["limit"], 2);
-    assert_eq!(reqs[4].body["offset"], json!(u), "the second page starts at the offset");
+    assert_eq!(
+        reqs[4].body["offset"],
+        json!(u),
+        "the second page starts at the offset"
+    );
 }
 
 /// Against a real Qdrant (STROM_QDRANT_URL, e.g. http://127.0.0.1:6333): creates a
@@ -215,8 +237,13 @@ async fn given_a_real_qdrant_when_set_then_write_count_query_delete() {
     ];
     assert!(sink.write(&ops, None).await.expect("write").is_empty());
     assert_eq!(sink.count().await.unwrap(), 2);
-    assert_eq!(sink.nearest(&[1.0, 0.0, 0.0], 1).await.unwrap()[0], point_id("a").as_str().unwrap());
-    sink.write(&[Op::Delete("a".into(), None)], None).await.expect("delete");
+    assert_eq!(
+        sink.nearest(&[1.0, 0.0, 0.0], 1).await.unwrap()[0],
+        point_id("a").as_str().unwrap()
+    );
+    sink.write(&[Op::Delete("a".into(), None)], None)
+        .await
+        .expect("delete");
     assert_eq!(sink.count().await.unwrap(), 1);
     let _ = reqwest::Client::new()
         .delete(format!("{url}/collections/{name}"))

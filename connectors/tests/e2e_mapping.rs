@@ -49,8 +49,8 @@ fn records() -> Vec<Outgoing> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_a_json_schema_in_the_toml_when_sinking_then_every_sink_maps_evolves_and_dead_letters()
-{
+async fn given_a_json_schema_in_the_toml_when_sinking_then_every_sink_maps_evolves_and_dead_letters(
+) {
     if !enabled("schema mapping from a JSON Schema") {
         return;
     }
@@ -59,7 +59,11 @@ async fn given_a_json_schema_in_the_toml_when_sinking_then_every_sink_maps_evolv
     let (_pg, pg_url) = start_postgres(dir.path());
     let (_chroma, chroma_url) = start_chroma(dir.path());
     let (_milvus, milvus_url) = start_milvus(dir.path());
-    let sinks = [("pgvector", &pg_url), ("chroma", &chroma_url), ("milvus", &milvus_url)];
+    let sinks = [
+        ("pgvector", &pg_url),
+        ("chroma", &chroma_url),
+        ("milvus", &milvus_url),
+    ];
     let mut toml = format!("admin_listen = \"127.0.0.1:{}\"\n", free_port());
     for (kind, url) in sinks {
         create_topics(&bootstrap, &[(kind, 1), (&format!("{kind}-dlq"), 1)]).await;
@@ -107,16 +111,30 @@ json_schema = '''{SCHEMA}'''
         let (written, dead): (&[&str], &[(&str, &str)]) = match kind {
             "pgvector" => (
                 &["d1", "d4"],
-                &[("1", "schema_violation"), ("2", "schema_violation"), ("4", "type_conflict"), ("5", "wrong_dimension")],
+                &[
+                    ("1", "schema_violation"),
+                    ("2", "schema_violation"),
+                    ("4", "type_conflict"),
+                    ("5", "wrong_dimension"),
+                ],
             ),
             _ => (
                 &["d1", "d4", "d5"],
-                &[("1", "schema_violation"), ("2", "schema_violation"), ("5", "wrong_dimension")],
+                &[
+                    ("1", "schema_violation"),
+                    ("2", "schema_violation"),
+                    ("5", "wrong_dimension"),
+                ],
             ),
         };
         let want: BTreeSet<String> = written.iter().map(|s| s.to_string()).collect();
         assert_eq!(ids, want, "{kind}: objects written");
-        let dlq = read_all(&bootstrap, &format!("{kind}-dlq"), dead.len(), Duration::from_secs(30));
+        let dlq = read_all(
+            &bootstrap,
+            &format!("{kind}-dlq"),
+            dead.len(),
+            Duration::from_secs(30),
+        );
         let got: BTreeMap<String, String> = dlq
             .iter()
             .map(|(h, _)| {
@@ -126,8 +144,10 @@ json_schema = '''{SCHEMA}'''
                 )
             })
             .collect();
-        let want: BTreeMap<String, String> =
-            dead.iter().map(|(o, k)| (o.to_string(), k.to_string())).collect();
+        let want: BTreeMap<String, String> = dead
+            .iter()
+            .map(|(o, k)| (o.to_string(), k.to_string()))
+            .collect();
         assert_eq!(got, want, "{kind}: dead-lettered records and their kinds");
         let message = |offset: &str| {
             dlq.iter()
@@ -135,10 +155,19 @@ json_schema = '''{SCHEMA}'''
                 .map(|(h, _)| h["__connect.errors.exception.message"].clone())
                 .unwrap_or_default()
         };
-        assert!(message("1").contains("`title` is required by the schema"), "{kind}");
-        assert!(message("2").contains("`year` is text, the schema says integer"), "{kind}");
+        assert!(
+            message("1").contains("`title` is required by the schema"),
+            "{kind}"
+        );
+        assert!(
+            message("2").contains("`year` is text, the schema says integer"),
+            "{kind}"
+        );
         // The collection's typed fields: every declared one from the start, `lang` added.
-        let fields = sink.existing_schema().map(|s| s.fields.clone()).unwrap_or_default();
+        let fields = sink
+            .existing_schema()
+            .map(|s| s.fields.clone())
+            .unwrap_or_default();
         match kind {
             "pgvector" => assert_eq!(
                 fields,

@@ -135,7 +135,9 @@ retry_backoff_ms = 50
     for (i, (p, o)) in landed.iter().enumerate() {
         let v = &stored[&offset_id("crash", *p, *o)];
         assert!(
-            v.iter().zip(&data.docs[i]).all(|(a, b)| (a - b).abs() <= 1e-6),
+            v.iter()
+                .zip(&data.docs[i])
+                .all(|(a, b)| (a - b).abs() <= 1e-6),
             "record {i}: wrong vector"
         );
     }
@@ -238,13 +240,17 @@ json_schema = '''{schema}'''
     produce(
         &bootstrap,
         "tenant_a",
-        (0..30).map(|i| (0, None, rec(json!({"embedding": v(i as f32), "n": i})))).collect(),
+        (0..30)
+            .map(|i| (0, None, rec(json!({"embedding": v(i as f32), "n": i}))))
+            .collect(),
     )
     .await;
     produce(
         &bootstrap,
         "tenant_b",
-        (0..20).map(|i| (0, None, rec(json!({"embedding": v(i as f32), "n": i})))).collect(),
+        (0..20)
+            .map(|i| (0, None, rec(json!({"embedding": v(i as f32), "n": i}))))
+            .collect(),
     )
     .await;
     let key = |k: &str| Some(k.as_bytes().to_vec());
@@ -268,13 +274,20 @@ json_schema = '''{schema}'''
         // Breaks it: year is a string.
         rec(json!({"doc_id": "d3", "embedding": v(3.0), "title": "three", "year": "2024"})),
         // A new optional field: becomes a property.
-        rec(json!({"doc_id": "d4", "embedding": v(4.0), "title": "four", "lang": "en", "meta": {"k": [1, 2]}})),
+        rec(
+            json!({"doc_id": "d4", "embedding": v(4.0), "title": "four", "lang": "en", "meta": {"k": [1, 2]}}),
+        ),
         // Then the new field changes type: incompatible, to the DLQ.
         rec(json!({"doc_id": "d5", "embedding": v(5.0), "title": "five", "lang": 5})),
         // A vector of another dimension.
         rec(json!({"doc_id": "d6", "embedding": [1.0, 2.0], "title": "six"})),
     ];
-    produce(&bootstrap, "mapped", mapped.into_iter().map(|r| (0, None, r)).collect()).await;
+    produce(
+        &bootstrap,
+        "mapped",
+        mapped.into_iter().map(|r| (0, None, r)).collect(),
+    )
+    .await;
 
     let mut run = start_connector(dir.path(), &toml, 1);
     eventually(300, "every connector caught up", || async {
@@ -313,7 +326,10 @@ json_schema = '''{schema}'''
     );
     let dlq = read_all(&bootstrap, "prefixed-dlq", 1, Duration::from_secs(30));
     assert_eq!(dlq.len(), 1);
-    assert_eq!(dlq[0].0["__connect.errors.exception.class.name"], "no_tenant");
+    assert_eq!(
+        dlq[0].0["__connect.errors.exception.class.name"],
+        "no_tenant"
+    );
 
     // The JSON Schema: declared properties created up front, `lang` added when it came.
     let c = class(&url, "Mapped").await;
@@ -358,7 +374,12 @@ json_schema = '''{schema}'''
     assert_eq!(kinds["1"].0, "schema_violation");
     assert!(kinds["1"].1.contains("`title` is required"), "{kinds:?}");
     assert_eq!(kinds["2"].0, "schema_violation");
-    assert!(kinds["2"].1.contains("`year` is text, the schema says integer"), "{kinds:?}");
+    assert!(
+        kinds["2"]
+            .1
+            .contains("`year` is text, the schema says integer"),
+        "{kinds:?}"
+    );
     assert_eq!(kinds["4"].0, "type_conflict", "{kinds:?}");
     assert!(kinds["4"].1.contains("lang"), "{kinds:?}");
     assert_eq!(kinds["5"].0, "wrong_dimension", "{kinds:?}");
@@ -402,20 +423,33 @@ async fn given_a_real_weaviate_then_consistency_levels_pass_and_server_refusals_
         let first = Doc {
             id: "a".into(),
             vector: vec![1.0, 0.0, 0.0],
-            fields: json!({"title": "a", "meta": {"x": 1}}).as_object().unwrap().clone(),
+            fields: json!({"title": "a", "meta": {"x": 1}})
+                .as_object()
+                .unwrap()
+                .clone(),
             tenant: None,
         };
-        s.prepare(&Schema::infer(&first)).await.expect("create class");
+        s.prepare(&Schema::infer(&first))
+            .await
+            .expect("create class");
         let ops = [
             Op::Upsert(first.clone()),
             doc("b", vec![0.0, 1.0, 0.0], json!({"title": "b"})),
         ];
-        assert!(s.write(&ops, None).await.expect("write").is_empty(), "{level}");
-        s.write(&[Op::Delete("b".into(), None)], None).await.expect("delete");
+        assert!(
+            s.write(&ops, None).await.expect("write").is_empty(),
+            "{level}"
+        );
+        s.write(&[Op::Delete("b".into(), None)], None)
+            .await
+            .expect("delete");
         assert_eq!(s.count().await.unwrap(), 1, "{level}");
         // Reopened: `meta` is known as JSON (a text property marked so), `title` as text.
         let mut again = Sink::connect(&cfg(&class, level)).await.expect("reopen");
-        let schema = again.prepare(&Schema::infer(&first)).await.expect("reopen prepare");
+        let schema = again
+            .prepare(&Schema::infer(&first))
+            .await
+            .expect("reopen prepare");
         assert_eq!(schema.fields, Schema::infer(&first).fields, "{level}");
     }
 
@@ -432,13 +466,17 @@ async fn given_a_real_weaviate_then_consistency_levels_pass_and_server_refusals_
     assert!(made.status().is_success(), "{:?}", made.text().await);
     let put = http
         .post(format!("{url}/v1/objects"))
-        .json(&json!({"class": "Foreign", "id": object_id("x"), "vector": [1.0, 0.0, 0.0, 0.0],
-            "properties": {"title": "x"}}))
+        .json(
+            &json!({"class": "Foreign", "id": object_id("x"), "vector": [1.0, 0.0, 0.0, 0.0],
+            "properties": {"title": "x"}}),
+        )
         .send()
         .await
         .unwrap();
     assert!(put.status().is_success(), "{:?}", put.text().await);
-    let mut s = Sink::connect(&cfg("Foreign", "QUORUM")).await.expect("connect");
+    let mut s = Sink::connect(&cfg("Foreign", "QUORUM"))
+        .await
+        .expect("connect");
     s.prepare(&Schema {
         dimension: 3,
         fields: Default::default(),
@@ -449,8 +487,18 @@ async fn given_a_real_weaviate_then_consistency_levels_pass_and_server_refusals_
         doc("y", vec![1.0, 0.0, 0.0], json!({"title": "y"})),
         doc("z", vec![0.0, 1.0, 0.0], json!({"title": "z"})),
     ];
-    let rejected = s.write(&ops, None).await.expect("batch answered per object");
-    assert_eq!(rejected.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 1], "{rejected:?}");
-    assert!(rejected[0].1.contains("length"), "the server's reason: {rejected:?}");
+    let rejected = s
+        .write(&ops, None)
+        .await
+        .expect("batch answered per object");
+    assert_eq!(
+        rejected.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [0, 1],
+        "{rejected:?}"
+    );
+    assert!(
+        rejected[0].1.contains("length"),
+        "the server's reason: {rejected:?}"
+    );
     assert_eq!(s.count().await.unwrap(), 1);
 }

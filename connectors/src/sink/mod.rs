@@ -98,9 +98,9 @@ impl Sink {
         match self {
             Sink::Pgvector(s) => s.add_fields(new).await,
             Sink::Weaviate(s) => s.add_fields(new).await,
-            Sink::Chroma(_) | Sink::Pinecone(_) | Sink::Milvus(_) | Sink::Qdrant(_) => Err(SinkError::Permanent(
-                format!("the {} sink adds no fields", self.name()),
-            )),
+            Sink::Chroma(_) | Sink::Pinecone(_) | Sink::Milvus(_) | Sink::Qdrant(_) => Err(
+                SinkError::Permanent(format!("the {} sink adds no fields", self.name())),
+            ),
         }
     }
 

@@ -286,7 +286,11 @@ impl PgSink {
             .map(|(n, &ty)| format!("ADD COLUMN IF NOT EXISTS {} {}", quote(n), sql_type(ty)))
             .collect();
         self.client
-            .batch_execute(&format!("ALTER TABLE {} {}", quote(&self.table), adds.join(", ")))
+            .batch_execute(&format!(
+                "ALTER TABLE {} {}",
+                quote(&self.table),
+                adds.join(", ")
+            ))
             .await
             .map_err(|e| ddl_error("add columns", e))?;
         let schema = self

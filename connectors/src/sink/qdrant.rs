@@ -61,8 +61,12 @@ fn message(v: &Value) -> String {
 
 impl QdrantSink {
     pub async fn connect(cfg: &ConnectorConfig) -> Result<QdrantSink, SinkError> {
-        let headers: Vec<(&'static str, String)> =
-            cfg.sink.api_key.iter().map(|k| ("api-key", k.clone())).collect();
+        let headers: Vec<(&'static str, String)> = cfg
+            .sink
+            .api_key
+            .iter()
+            .map(|k| ("api-key", k.clone()))
+            .collect();
         let mut sink = QdrantSink {
             api: JsonApi::new(cfg.sink.url.trim_end_matches('/').to_string(), &headers)?,
             collection: cfg.sink.collection.clone(),
@@ -74,7 +78,12 @@ impl QdrantSink {
         Ok(sink)
     }
 
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<(u16, Value), SinkError> {
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<(u16, Value), SinkError> {
         let (status, v) = self.api.call(method, path, body).await?;
         Ok((status.as_u16(), v))
     }
@@ -86,14 +95,17 @@ impl QdrantSink {
     /// Reads the collection's vector size and distance; None when it does not exist.
     async fn read_collection(&mut self) -> Result<(), SinkError> {
         let c = &self.collection;
-        let (status, v) = self.call(reqwest::Method::GET, &format!("/collections/{c}"), None).await?;
+        let (status, v) = self
+            .call(reqwest::Method::GET, &format!("/collections/{c}"), None)
+            .await?;
         match status {
             200 => {}
             404 => return Ok(()),
             _ => return Err(Self::fail("get collection", status, &v)),
         }
         let params = &v["result"]["config"]["params"]["vectors"];
-        let (Some(size), Some(dist)) = (params["size"].as_u64(), params["distance"].as_str()) else {
+        let (Some(size), Some(dist)) = (params["size"].as_u64(), params["distance"].as_str())
+        else {
             return Err(SinkError::Schema(format!(
                 "collection {c} has no single unnamed vector (named vectors are not supported): {params}"
             )));
@@ -117,8 +129,15 @@ impl QdrantSink {
 
     pub async fn create(&mut self, wanted: &Schema) -> Result<Schema, SinkError> {
         let c = self.collection.clone();
-        let body = json!({"vectors": {"size": wanted.dimension, "distance": distance(self.metric)}});
-        let (status, v) = self.call(reqwest::Method::PUT, &format!("/collections/{c}"), Some(body)).await?;
+        let body =
+            json!({"vectors": {"size": wanted.dimension, "distance": distance(self.metric)}});
+        let (status, v) = self
+            .call(
+                reqwest::Method::PUT,
+                &format!("/collections/{c}"),
+                Some(body),
+            )
+            .await?;
         if status == 200 {
             tracing::info!(collection = %c, dimension = wanted.dimension, "created qdrant collection");
         } else if !(matches!(status, 400 | 409) && message(&v).contains("already exists")) {
@@ -126,10 +145,9 @@ impl QdrantSink {
         }
         // Read back: another connector may have created it first, with another shape.
         self.read_collection().await?;
-        let have = self
-            .schema
-            .clone()
-            .ok_or_else(|| SinkError::Transient(format!("collection {c} missing after creation")))?;
+        let have = self.schema.clone().ok_or_else(|| {
+            SinkError::Transient(format!("collection {c} missing after creation"))
+        })?;
         let diffs = super::mismatches(&have, wanted, false);
         if !diffs.is_empty() {
             return Err(SinkError::Schema(diffs.join("; ")));
@@ -162,14 +180,30 @@ impl QdrantSink {
                         Op::Delete(..) => None,
                     })
                     .collect();
-                (reqwest::Method::PUT, format!("/collections/{c}/points{q}"), json!({"points": points}))
+                (
+                    reqwest::Method::PUT,
+                    format!("/collections/{c}/points{q}"),
+                    json!({"points": points}),
+                )
             } else {
                 let ids: Vec<Value> = run.iter().map(|o| point_id(o.id())).collect();
-                (reqwest::Method::POST, format!("/collections/{c}/points/delete{q}"), json!({"points": ids}))
+                (
+                    reqwest::Method::POST,
+                    format!("/collections/{c}/points/delete{q}"),
+                    json!({"points": ids}),
+                )
             };
             let (status, v) = self.call(method, &path, Some(body)).await?;
             if status != 200 {
-                return Err(Self::fail(if upsert { "upsert points" } else { "delete points" }, status, &v));
+                return Err(Self::fail(
+                    if upsert {
+                        "upsert points"
+                    } else {
+                        "delete points"
+                    },
+                    status,
+                    &v,
+                ));
             }
         }
         // Qdrant refuses a batch as a whole: the runner finds the culprits one by one.
@@ -186,7 +220,10 @@ impl QdrantSink {
 
     pub async fn count(&mut self) -> Result<u64, SinkError> {
         let v = self
-            .post(&format!("/collections/{}/points/count", self.collection), json!({"exact": true}))
+            .post(
+                &format!("/collections/{}/points/count", self.collection),
+                json!({"exact": true}),
+            )
             .await?;
         v["result"]["count"]
             .as_u64()
@@ -217,7 +254,10 @@ impl QdrantSink {
                 body["offset"] = offset.clone();
             }
             let v = self
-                .post(&format!("/collections/{}/points/scroll", self.collection), body)
+                .post(
+                    &format!("/collections/{}/points/scroll", self.collection),
+                    body,
+                )
                 .await?;
             for p in v["result"]["points"].as_array().into_iter().flatten() {
                 out.push((id_text(&p["id"]), floats(&p["vector"])));

@@ -145,7 +145,11 @@ impl WeaviateSink {
     async fn read_class(&mut self) -> Result<Option<Value>, SinkError> {
         let (status, class) = self
             .api
-            .call(reqwest::Method::GET, &format!("/schema/{}", self.class), None)
+            .call(
+                reqwest::Method::GET,
+                &format!("/schema/{}", self.class),
+                None,
+            )
             .await?;
         match status.as_u16() {
             200 => {
@@ -173,7 +177,11 @@ impl WeaviateSink {
                 "class {} has multi-tenancy {}, the config {}",
                 self.class,
                 if mt { "enabled" } else { "disabled" },
-                if self.multi_tenancy { "sets multi_tenancy" } else { "none" }
+                if self.multi_tenancy {
+                    "sets multi_tenancy"
+                } else {
+                    "none"
+                }
             )));
         }
         let props = class["properties"].as_array().cloned().unwrap_or_default();
@@ -286,7 +294,8 @@ impl WeaviateSink {
                 )
                 .await?;
             // 422 "already exists": added concurrently; the class read below says its type.
-            if !status.is_success() && !(status.as_u16() == 422 && v.to_string().contains("exist")) {
+            let exists = status.as_u16() == 422 && v.to_string().contains("exist");
+            if !status.is_success() && !exists {
                 return Err(weaviate_error("add property", status, &v));
             }
         }
@@ -372,7 +381,11 @@ impl WeaviateSink {
         let path = format!("/batch/objects{}", self.query(None));
         let (status, answer) = self
             .api
-            .call(reqwest::Method::POST, &path, Some(json!({"objects": objects})))
+            .call(
+                reqwest::Method::POST,
+                &path,
+                Some(json!({"objects": objects})),
+            )
             .await?;
         if !status.is_success() {
             return Err(weaviate_error("batch objects", status, &answer));
@@ -393,7 +406,10 @@ impl WeaviateSink {
                 return Err(SinkError::Transient(format!("batch object: {message}")));
             }
             let id = obj["id"].as_str().unwrap_or_default().to_string();
-            let tenant = obj["tenant"].as_str().filter(|t| !t.is_empty()).map(str::to_string);
+            let tenant = obj["tenant"]
+                .as_str()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
             match index.get(&(id, tenant)) {
                 Some(&at) => rejected.push((at, message)),
                 // An error we cannot pin on a record fails the batch (retried, not dropped).
@@ -426,7 +442,11 @@ impl WeaviateSink {
         }
         let (status, v) = self
             .api
-            .call(reqwest::Method::GET, &format!("/schema/{}/tenants", self.class), None)
+            .call(
+                reqwest::Method::GET,
+                &format!("/schema/{}/tenants", self.class),
+                None,
+            )
             .await?;
         if status.as_u16() == 404 {
             return Ok(Vec::new());
@@ -456,7 +476,9 @@ impl WeaviateSink {
         let c = &self.class;
         let args = Self::tenant_arg(tenant, "");
         let v = self
-            .graphql(format!("{{ Aggregate {{ {c}{args} {{ meta {{ count }} }} }} }}"))
+            .graphql(format!(
+                "{{ Aggregate {{ {c}{args} {{ meta {{ count }} }} }} }}"
+            ))
             .await?;
         v["data"]["Aggregate"][c][0]["meta"]["count"]
             .as_u64()
@@ -495,7 +517,10 @@ impl WeaviateSink {
             .flatten()
             .filter_map(|o| {
                 let a = &o["_additional"];
-                Some((a["id"].as_str()?.to_string(), a["distance"].as_f64().unwrap_or(0.0)))
+                Some((
+                    a["id"].as_str()?.to_string(),
+                    a["distance"].as_f64().unwrap_or(0.0),
+                ))
             })
             .collect())
     }
@@ -586,9 +611,18 @@ mod tests {
     #[test]
     fn given_json_fields_then_marked_text_properties_read_back_as_json() {
         let p = property("meta", FieldType::Json);
-        assert_eq!((p["dataType"][0].as_str(), field_type(&p)), (Some("text"), Some(FieldType::Json)));
-        assert_eq!(field_type(&property("t", FieldType::Text)), Some(FieldType::Text));
-        assert_eq!(field_type(&property("n", FieldType::Int)), Some(FieldType::Int));
+        assert_eq!(
+            (p["dataType"][0].as_str(), field_type(&p)),
+            (Some("text"), Some(FieldType::Json))
+        );
+        assert_eq!(
+            field_type(&property("t", FieldType::Text)),
+            Some(FieldType::Text)
+        );
+        assert_eq!(
+            field_type(&property("n", FieldType::Int)),
+            Some(FieldType::Int)
+        );
     }
 
     #[test]

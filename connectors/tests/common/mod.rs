@@ -697,7 +697,11 @@ pub fn http_status(port: u16, path: &str) -> Option<u16> {
     use std::io::{Read, Write};
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n").ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut head = [0u8; 12];
     s.read_exact(&mut head).ok()?;
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
