@@ -386,6 +386,63 @@ mod tests {
         assert!(e.to_string().contains("`lang` is not in the schema"), "{e}");
     }
 
+    /// JSON values of any shape, nested a few levels.
+    fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            prop_oneof![
+                Just("type".to_string()),
+                Just("object".to_string()),
+                Just("string".to_string()),
+                Just("properties".to_string()),
+                Just("required".to_string()),
+                "[a-z]{0,6}"
+            ]
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("type".to_string()),
+                        Just("properties".to_string()),
+                        Just("required".to_string()),
+                        Just("additionalProperties".to_string()),
+                        Just("minItems".to_string()),
+                        Just("maxItems".to_string()),
+                        Just("embedding".to_string()),
+                        "[a-z]{1,6}"
+                    ],
+                    inner,
+                    0..6
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever the TOML holds, parsing answers a schema or an error, and a parsed
+        /// schema checks any record without panicking.
+        #[test]
+        fn given_any_json_when_parsed_as_a_schema_then_no_panic(schema in any_json(), record in any_json()) {
+            if let Ok(d) = Declared::parse(&schema.to_string(), "embedding", Some("id")) {
+                if let Value::Object(fields) = record {
+                    let doc = Doc { id: "x".into(), vector: vec![0.0; 3], fields, tenant: None };
+                    let _ = d.check(&doc);
+                    let _ = d.schema_for(&doc);
+                }
+            }
+        }
+    }
+
     #[test]
     fn given_bad_schemas_then_errors_say_why() {
         for (text, want) in [

@@ -451,6 +451,28 @@ mod tests {
         assert!(tenant_of(&dotted, TenantMode::Topic, "/").is_err());
     }
 
+    proptest::proptest! {
+        /// A key or topic from the network: a tenant or a `no_tenant` error, never a panic,
+        /// and a tenant is always a valid name.
+        #[test]
+        fn given_any_key_when_taking_a_tenant_then_valid_name_or_error(
+            key in proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80)),
+            topic in "[a-zA-Z0-9._-]{1,70}",
+            sep in "[/:|]{1,2}",
+        ) {
+            let r = RawRecord { topic, key, ..rec(None, None) };
+            for mode in [TenantMode::Topic, TenantMode::KeyPrefix] {
+                match tenant_of(&r, mode, &sep) {
+                    Ok(t) => proptest::prop_assert!(
+                        (1..=64).contains(&t.len())
+                            && t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                    ),
+                    Err(e) => proptest::prop_assert_eq!(e.kind(), "no_tenant"),
+                }
+            }
+        }
+    }
+
     #[test]
     fn given_bad_records_when_decoded_then_each_error_kind() {
         let cases: Vec<(RawRecord, &str)> = vec![
