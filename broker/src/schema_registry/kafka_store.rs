@@ -59,7 +59,7 @@ impl SchemasLog {
     /// Records from `offset` (or the log start, if compaction or retention moved it past).
     pub async fn read(&self, offset: i64) -> Result<Read, RegistryError> {
         frontend::call_from_outside(&self.ctx, self.home(), move |state| async move {
-            let Some(part) = crate::coordinator_log::partition_on_shard(&state, TOPIC, 0) else {
+            let Some(part) = crate::coordinator::log::partition_on_shard(&state, TOPIC, 0) else {
                 return Ok(Read {
                     records: Vec::new(),
                     next_offset: offset,
@@ -125,9 +125,9 @@ impl SchemasLog {
         }
         self.ensure_topic().await?;
         frontend::call_from_outside(&self.ctx, self.home(), move |state| async move {
-            let part = crate::coordinator_log::partition_on_shard(&state, TOPIC, 0)
+            let part = crate::coordinator::log::partition_on_shard(&state, TOPIC, 0)
                 .ok_or_else(|| store_error("partition 0 is not open"))?;
-            crate::coordinator_log::append(&part, &encoded, None)
+            crate::coordinator::log::append(&part, &encoded, None)
                 .await
                 .map_err(store_error)
         })
@@ -148,7 +148,7 @@ impl SchemasLog {
         let meta = match self.ctx.catalog.create(TOPIC, 1, configs, false) {
             Ok(meta) => meta,
             // Created meanwhile (a Kafka client, `strom migrate`): use it.
-            Err(crate::catalog::CatalogError::AlreadyExists(_)) => {
+            Err(crate::metadata::catalog::CatalogError::AlreadyExists(_)) => {
                 return Ok(());
             }
             Err(e) => return Err(store_error(e)),
