@@ -9,6 +9,7 @@
 
 pub mod dynamic;
 pub mod effective;
+pub mod schema_validation;
 pub mod topic;
 
 use std::collections::BTreeMap;

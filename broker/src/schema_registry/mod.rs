@@ -27,7 +27,7 @@ pub mod records;
 pub mod registry;
 pub mod store;
 pub mod types;
-pub mod validation;
+pub mod view;
 
 #[cfg(test)]
 mod registry_tests;
@@ -179,7 +179,8 @@ async fn run(
     listener: std::net::TcpListener,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let service = Service::new(ctx);
+    let service = Service::new(ctx.clone());
+    let _ = ctx.schema_view.set(service.clone());
     // The first replay; a failure (a shard still starting) is retried by the tailer, and
     // requests meanwhile answer from what was replayed.
     if let Err(e) = service.catch_up().await {

@@ -107,6 +107,7 @@ impl Server {
             producer_ids,
             started_ms: crate::now_ms(),
             steering: steering_probe,
+            schema_view: Default::default(),
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
                 &data_dir,
             )),

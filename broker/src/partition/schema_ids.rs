@@ -5,89 +5,14 @@
 //! naming strategy gives is rejected (INVALID_RECORD, KIP-467 record errors naming it); the
 //! other records of the batch are unaffected.
 //!
-//! A pure function of the topic's settings, the records and a view of the registry, so the
-//! produce path can call it on the partition's home shard without I/O (the view is a
-//! snapshot the shard keeps). Wiring it into `handlers/produce.rs` is the produce path's job.
+//! A pure function of the topic's settings, the records and a view of the registry
+//! (`SchemaView`, implemented by `schema_registry` and handed to the broker context at start),
+//! called where the produce path reads a batch's records (`validate_produce_records`).
 
-use std::collections::BTreeMap;
-
-/// Confluent's subject name strategies (`confluent.value.subject.name.strategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Strategy {
-    /// `{topic}-key` / `{topic}-value`.
-    #[default]
-    TopicName,
-    /// The schema's fully-qualified record name.
-    RecordName,
-    /// `{topic}-{record name}`.
-    TopicRecordName,
-}
-
-impl Strategy {
-    /// Confluent's class names (with or without the package) and Redpanda's short names.
-    pub fn parse(s: &str) -> Option<Strategy> {
-        let short = s.rsplit('.').next().unwrap_or(s);
-        match short {
-            "TopicNameStrategy" | "topic_name" => Some(Strategy::TopicName),
-            "RecordNameStrategy" | "record_name" => Some(Strategy::RecordName),
-            "TopicRecordNameStrategy" | "topic_record_name" => Some(Strategy::TopicRecordName),
-            _ => None,
-        }
-    }
-}
-
-/// What to validate on one topic, read from its configs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TopicValidation {
-    pub key: bool,
-    pub value: bool,
-    pub key_strategy: Strategy,
-    pub value_strategy: Strategy,
-}
-
-impl TopicValidation {
-    /// From a topic's config overrides (Confluent's and Redpanda's names).
-    pub fn from_configs(configs: &BTreeMap<String, String>) -> TopicValidation {
-        let on = |names: &[&str]| {
-            names.iter().any(|n| {
-                configs
-                    .get(*n)
-                    .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-            })
-        };
-        let strategy = |names: &[&str]| {
-            names
-                .iter()
-                .find_map(|n| configs.get(*n).and_then(|v| Strategy::parse(v)))
-                .unwrap_or_default()
-        };
-        TopicValidation {
-            key: on(&[
-                "confluent.key.schema.validation",
-                "redpanda.key.schema.id.validation",
-            ]),
-            value: on(&[
-                "confluent.value.schema.validation",
-                "redpanda.value.schema.id.validation",
-            ]),
-            key_strategy: strategy(&[
-                "confluent.key.subject.name.strategy",
-                "redpanda.key.subject.name.strategy",
-            ]),
-            value_strategy: strategy(&[
-                "confluent.value.subject.name.strategy",
-                "redpanda.value.subject.name.strategy",
-            ]),
-        }
-    }
-
-    pub fn enabled(&self) -> bool {
-        self.key || self.value
-    }
-}
+pub use crate::config::schema_validation::{Strategy, TopicValidation};
 
 /// What validation needs of the registry.
-pub trait RegistryView {
+pub trait SchemaView: Send + Sync {
     /// Whether schema `id` is registered (live) under `subject`.
     fn id_in_subject(&self, id: i32, subject: &str) -> bool;
     /// The fully-qualified record name of schema `id` (Avro's named type, Protobuf's first
@@ -103,6 +28,18 @@ pub struct RecordError {
     pub message: String,
 }
 
+/// The view when no registry runs: no schema id is registered.
+pub struct NoRegistry;
+
+impl SchemaView for NoRegistry {
+    fn id_in_subject(&self, _: i32, _: &str) -> bool {
+        false
+    }
+    fn record_name(&self, _: i32) -> Option<String> {
+        None
+    }
+}
+
 /// The schema id of a payload in Confluent's wire format (magic 0, id big-endian).
 pub fn schema_id(payload: &[u8]) -> Option<i32> {
     match payload {
@@ -116,7 +53,7 @@ fn check(
     part: &str,
     payload: Option<&[u8]>,
     strategy: Strategy,
-    view: &impl RegistryView,
+    view: &(impl SchemaView + ?Sized),
 ) -> Result<(), String> {
     let payload = payload.ok_or_else(|| format!("the record has no {part}"))?;
     let id = schema_id(payload).ok_or_else(|| {
@@ -144,6 +81,23 @@ fn check(
     }
 }
 
+/// One record's check: `Err` with the message for KIP-467's `record_errors`.
+pub fn check_record(
+    topic: &str,
+    settings: &TopicValidation,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    view: &(impl SchemaView + ?Sized),
+) -> Result<(), String> {
+    if settings.key {
+        check(topic, "key", key, settings.key_strategy, view)?;
+    }
+    if settings.value {
+        check(topic, "value", value, settings.value_strategy, view)?;
+    }
+    Ok(())
+}
+
 /// A record's key and value (None: null).
 pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 
@@ -152,21 +106,14 @@ pub fn validate<'a>(
     topic: &str,
     settings: &TopicValidation,
     records: impl IntoIterator<Item = KeyValue<'a>>,
-    view: &impl RegistryView,
+    view: &(impl SchemaView + ?Sized),
 ) -> Vec<RecordError> {
     let mut errors = Vec::new();
     if !settings.enabled() {
         return errors;
     }
     for (i, (key, value)) in records.into_iter().enumerate() {
-        let mut result = Ok(());
-        if settings.key {
-            result = check(topic, "key", key, settings.key_strategy, view);
-        }
-        if result.is_ok() && settings.value {
-            result = check(topic, "value", value, settings.value_strategy, view);
-        }
-        if let Err(message) = result {
+        if let Err(message) = check_record(topic, settings, key, value, view) {
             errors.push(RecordError {
                 batch_index: i as i32,
                 message,
@@ -176,59 +123,15 @@ pub fn validate<'a>(
     errors
 }
 
-/// The view over the registry's store.
-impl RegistryView for super::store::Store {
-    fn id_in_subject(&self, id: i32, subject: &str) -> bool {
-        self.keys_of_id(id)
-            .any(|v| v.value.subject == subject && !v.value.deleted)
-    }
-
-    fn record_name(&self, id: i32) -> Option<String> {
-        let v = self.keys_of_id(id).next()?;
-        record_name_of(&v.value.schema_type, &v.value.schema)
-    }
-}
-
-/// The record name of a stored (canonical) schema string.
-pub fn record_name_of(schema_type: &str, schema: &str) -> Option<String> {
-    match schema_type {
-        "AVRO" => {
-            let v: serde_json::Value = serde_json::from_str(schema).ok()?;
-            let name = v.get("name")?.as_str()?;
-            match v.get("namespace").and_then(|n| n.as_str()) {
-                Some(ns) if !ns.is_empty() && !name.contains('.') => Some(format!("{ns}.{name}")),
-                _ => Some(name.to_string()),
-            }
-        }
-        "JSON" => {
-            let v: serde_json::Value = serde_json::from_str(schema).ok()?;
-            v.get("title")?.as_str().map(str::to_string)
-        }
-        "PROTOBUF" => {
-            // The canonical text: `package p;` then the first top-level `message M {`.
-            let package = schema
-                .lines()
-                .find_map(|l| l.strip_prefix("package ")?.strip_suffix(';'));
-            let message = schema
-                .lines()
-                .find_map(|l| l.strip_prefix("message ")?.strip_suffix(" {"))?;
-            Some(match package {
-                Some(p) => format!("{p}.{message}"),
-                None => message.to_string(),
-            })
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
     use std::collections::HashMap;
 
     struct View(HashMap<i32, (&'static str, &'static str)>);
 
-    impl RegistryView for View {
+    impl SchemaView for View {
         fn id_in_subject(&self, id: i32, subject: &str) -> bool {
             self.0.get(&id).is_some_and(|(s, _)| *s == subject)
         }
@@ -313,27 +216,7 @@ mod tests {
     }
 
     #[test]
-    fn given_canonical_schemas_then_record_names() {
-        assert_eq!(
-            record_name_of(
-                "AVRO",
-                r#"{"type":"record","namespace":"a.b","name":"C","fields":[]}"#
-            )
-            .as_deref(),
-            Some("a.b.C")
-        );
-        assert_eq!(
-            record_name_of(
-                "PROTOBUF",
-                "syntax = \"proto3\";\npackage p;\n\nmessage M {\n}\n"
-            )
-            .as_deref(),
-            Some("p.M")
-        );
-        assert_eq!(
-            record_name_of("JSON", r#"{"title":"T"}"#).as_deref(),
-            Some("T")
-        );
+    fn given_wire_format_payloads_then_schema_ids() {
         assert_eq!(schema_id(&[0, 0, 0, 1, 2]), Some(258));
         assert_eq!(schema_id(&[1, 0, 0, 0, 1]), None);
         assert_eq!(schema_id(&[0, 0, 0]), None);
