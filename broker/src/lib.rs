@@ -10,6 +10,7 @@
 //! reads; they are immutable snapshots behind an `Arc`.
 
 pub mod catalog;
+pub mod cli;
 pub mod cleaner;
 pub mod config;
 pub mod coordinator_log;

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod connection;
+pub mod console;
 pub mod listener;
 pub mod steering;
 
@@ -40,6 +41,8 @@ pub struct Server {
     pub kafka_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
     pub ctx: Arc<BrokerContext>,
+    /// The connectors `strom serve` runs beside the broker, for the console to show.
+    pub connectors: Arc<console::Connectors>,
     shutdown: watch::Sender<bool>,
     shards: Vec<JoinHandle<anyhow::Result<ShardReport>>>,
     admin: Option<JoinHandle<()>>,
@@ -120,13 +123,13 @@ impl Server {
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready_flag = Arc::new(AtomicBool::new(false));
+        let connectors = Arc::new(console::Connectors::default());
         let admin = {
             let ready = ready_flag.clone();
             let ctx = ctx.clone();
             let shutdown = shutdown_rx.clone();
-            admin::spawn_thread("admin", metrics_std, move |l| {
-                admin::serve(l, ready, ctx, shutdown)
-            })?
+            let router = admin::broker_router(ready, ctx, connectors.clone());
+            admin::spawn_thread("admin", metrics_std, router, shutdown)?
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
         let recovery_points = Arc::new((recovery_points, log_starts));
@@ -166,6 +169,7 @@ impl Server {
             kafka_addr,
             metrics_addr,
             ctx,
+            connectors,
             shutdown: shutdown_tx,
             shards,
             admin: Some(admin),
