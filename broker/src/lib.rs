@@ -10,8 +10,8 @@
 //! reads; they are immutable snapshots behind an `Arc`.
 
 pub mod catalog;
-pub mod cli;
 pub mod cleaner;
+pub mod cli;
 pub mod config;
 pub mod coordinator_log;
 pub mod fetch_session;

@@ -106,11 +106,11 @@ fn main() -> anyhow::Result<()> {
         }) => client_command(cli::Command::ConnectStatus(a)),
         Command::Completion { shell } => {
             cli::completion(shell, Cli::command());
-            return Ok(());
+            Ok(())
         }
         Command::Man { dir } => {
             cli::man(Cli::command(), dir.as_deref())?;
-            return Ok(());
+            Ok(())
         }
         command => run_server(command),
     }

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, FindCoordinatorRequest, ApiVersionsRequest, MetadataRequest,
-    MetadataResponse, RequestHeader, ResponseHeader,
+    ApiKey, ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest, MetadataResponse,
+    RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -126,7 +126,10 @@ impl Client {
     /// The version to use for `key`: the highest both sides speak within `[lo, hi]`.
     fn version_for(&self, key: ApiKey, lo: i16, hi: i16) -> Result<i16, CliError> {
         let (bmin, bmax) = self.versions.get(&(key as i16)).copied().ok_or_else(|| {
-            CliError::Client(format!("the broker does not support {key:?} (API key {})", key as i16))
+            CliError::Client(format!(
+                "the broker does not support {key:?} (API key {})",
+                key as i16
+            ))
         })?;
         let v = hi.min(bmax);
         if v < lo.max(bmin) {
@@ -178,9 +181,10 @@ impl Client {
             .map_err(|e| bad(format!("encoding request: {e}")))?;
         req.encode(&mut body, version)
             .map_err(|e| bad(format!("encoding request: {e}")))?;
-        let mut resp = match &mut self.transport {
-            Transport::Local { .. } => self.exchange_local(body.freeze()).await?,
-            Transport::Tcp { .. } => self.exchange_tcp(node, body).await?,
+        let mut resp = if matches!(self.transport, Transport::Local { .. }) {
+            self.exchange_local(body.freeze()).await?
+        } else {
+            self.exchange_tcp(node, body).await?
         };
         let header = ResponseHeader::decode(&mut resp, Resp::header_version(version))
             .map_err(|e| bad(format!("decoding response header: {e}")))?;
@@ -223,11 +227,12 @@ impl Client {
         let Transport::Tcp { conns, .. } = &mut self.transport else {
             unreachable!("tcp transport")
         };
-        if !conns.contains_key(&node) {
-            let stream = connect_any(&addr, timeout).await?;
-            conns.insert(node, stream);
-        }
-        let stream = conns.get_mut(&node).expect("inserted");
+        let stream = match conns.entry(node) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(connect_any(&addr, timeout).await?)
+            }
+        };
         let mut frame = BytesMut::with_capacity(body.len() + 4);
         frame.put_i32(body.len() as i32);
         frame.put_slice(&body);
@@ -273,7 +278,10 @@ impl Client {
     }
 
     /// Metadata for `topics` (all when `None`); learns the brokers' addresses.
-    pub async fn metadata(&mut self, topics: Option<&[String]>) -> Result<MetadataResponse, CliError> {
+    pub async fn metadata(
+        &mut self,
+        topics: Option<&[String]>,
+    ) -> Result<MetadataResponse, CliError> {
         let req = MetadataRequest::default()
             .with_allow_auto_topic_creation(false)
             .with_topics(topics.map(|ts| {
@@ -321,12 +329,25 @@ impl Client {
             }
             let (resp, v) = self.call(ANY, &req, 6).await?;
             let (code, message, node, host, port) = if v >= 4 {
-                let c = resp.coordinators.first().ok_or_else(|| {
-                    CliError::Client("FindCoordinator: empty answer".into())
-                })?;
-                (c.error_code, c.error_message.clone(), c.node_id.0, c.host.to_string(), c.port)
+                let c = resp
+                    .coordinators
+                    .first()
+                    .ok_or_else(|| CliError::Client("FindCoordinator: empty answer".into()))?;
+                (
+                    c.error_code,
+                    c.error_message.clone(),
+                    c.node_id.0,
+                    c.host.to_string(),
+                    c.port,
+                )
             } else {
-                (resp.error_code, resp.error_message.clone(), resp.node_id.0, resp.host.to_string(), resp.port)
+                (
+                    resp.error_code,
+                    resp.error_message.clone(),
+                    resp.node_id.0,
+                    resp.host.to_string(),
+                    resp.port,
+                )
             };
             match code {
                 0 => {

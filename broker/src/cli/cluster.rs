@@ -65,11 +65,16 @@ pub async fn run(client: &mut Client, cmd: ClusterCmd, format: Format) -> Result
                     md.brokers.iter().map(|b| b.node_id.0).min().unwrap_or(0)
                 }
             };
-            let configs = topic::describe_configs(client, RESOURCE_BROKER, &broker.to_string(), &keys).await?;
+            let configs =
+                topic::describe_configs(client, RESOURCE_BROKER, &broker.to_string(), &keys)
+                    .await?;
             super::output::print(&BrokerConfigs { broker, configs }, format)?;
         }
         ClusterCmd::Config(ConfigCmd::Set { pairs, broker }) => {
-            let set = pairs.iter().map(|p| split_kv(p)).collect::<Result<Vec<_>, _>>()?;
+            let set = pairs
+                .iter()
+                .map(|p| split_kv(p))
+                .collect::<Result<Vec<_>, _>>()?;
             if broker.is_some() {
                 client.metadata(Some(&[])).await?;
             }
@@ -83,7 +88,10 @@ pub async fn run(client: &mut Client, cmd: ClusterCmd, format: Format) -> Result
             };
             super::output::print(&out, format)?;
             if failed {
-                return Err(CliError::Partial { failed: 1, total: 1 });
+                return Err(CliError::Partial {
+                    failed: 1,
+                    total: 1,
+                });
             }
         }
     }
@@ -112,7 +120,10 @@ pub struct ConfigSet {
 
 impl Render for ConfigSet {
     fn table(&self, t: &mut Table) {
-        let target = self.broker.map(|b| format!("broker {b}")).unwrap_or_else(|| "cluster default".into());
+        let target = self
+            .broker
+            .map(|b| format!("broker {b}"))
+            .unwrap_or_else(|| "cluster default".into());
         t.header(&["KEY", "TARGET", "STATUS"]);
         for k in &self.set {
             t.row([k.clone(), target.clone(), topic::status(&self.error)]);
@@ -138,8 +149,17 @@ impl Render for ClusterInfo {
         t.section();
         t.header(&["ID", "HOST", "PORT", "RACK"]);
         for b in &self.brokers {
-            let id = if b.node_id == self.controller { format!("{}*", b.node_id) } else { b.node_id.to_string() };
-            t.row([id, b.host.clone(), b.port.to_string(), b.rack.clone().unwrap_or_else(|| "-".into())]);
+            let id = if b.node_id == self.controller {
+                format!("{}*", b.node_id)
+            } else {
+                b.node_id.to_string()
+            };
+            t.row([
+                id,
+                b.host.clone(),
+                b.port.to_string(),
+                b.rack.clone().unwrap_or_else(|| "-".into()),
+            ]);
         }
     }
 }
@@ -150,7 +170,10 @@ pub async fn info(client: &mut Client) -> Result<ClusterInfo, CliError> {
     let mut cluster_id = md.cluster_id.as_ref().map(|c| c.to_string());
     // DescribeCluster names the active controller as Kafka's admin tools see it.
     if client.supports(ApiKey::DescribeCluster, 0) {
-        if let Ok((d, _)) = client.call(super::client::ANY, &DescribeClusterRequest::default(), 1).await {
+        if let Ok((d, _)) = client
+            .call(super::client::ANY, &DescribeClusterRequest::default(), 1)
+            .await
+        {
             if d.error_code == 0 {
                 controller = d.controller_id.0;
                 cluster_id = Some(d.cluster_id.to_string());
@@ -188,7 +211,10 @@ impl Render for Health {
             if v.is_empty() {
                 "[]".to_string()
             } else {
-                v.iter().map(|p| format!("{}/{}", p.topic, p.partition)).collect::<Vec<_>>().join(" ")
+                v.iter()
+                    .map(|p| format!("{}/{}", p.topic, p.partition))
+                    .collect::<Vec<_>>()
+                    .join(" ")
             }
         };
         t.row(["HEALTHY", &self.healthy.to_string()]);
@@ -196,7 +222,10 @@ impl Render for Health {
         t.row(["BROKERS", &format!("{:?}", self.brokers)]);
         t.row(["BROKERS-DOWN", &format!("{:?}", self.brokers_down)]);
         t.row(["LEADERLESS-PARTITIONS", &list(&self.leaderless_partitions)]);
-        t.row(["UNDER-REPLICATED-PARTITIONS", &list(&self.under_replicated_partitions)]);
+        t.row([
+            "UNDER-REPLICATED-PARTITIONS",
+            &list(&self.under_replicated_partitions),
+        ]);
     }
 }
 
@@ -210,7 +239,10 @@ pub async fn health(client: &mut Client) -> Result<Health, CliError> {
         let name = t.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
         for p in &t.partitions {
             replicas.extend(p.replica_nodes.iter().map(|b| b.0));
-            let pref = || PartitionRef { topic: name.clone(), partition: p.partition_index };
+            let pref = || PartitionRef {
+                topic: name.clone(),
+                partition: p.partition_index,
+            };
             if p.leader_id.0 < 0 || p.error_code == 5 {
                 leaderless.push(pref());
             }
@@ -221,7 +253,10 @@ pub async fn health(client: &mut Client) -> Result<Health, CliError> {
     }
     let down: Vec<i32> = replicas.difference(&brokers).copied().collect();
     Ok(Health {
-        healthy: down.is_empty() && leaderless.is_empty() && under.is_empty() && !brokers.is_empty(),
+        healthy: down.is_empty()
+            && leaderless.is_empty()
+            && under.is_empty()
+            && !brokers.is_empty(),
         controller: md.controller_id.0,
         brokers: brokers.into_iter().collect(),
         brokers_down: down,

@@ -35,7 +35,14 @@ pub struct Statuses(pub Vec<ConnectorStatus>);
 
 impl Render for Statuses {
     fn table(&self, t: &mut Table) {
-        t.header(&["CONNECTOR", "RECORDS-WRITTEN", "BATCHES", "DLQ-RECORDS", "ERRORS", "LAG"]);
+        t.header(&[
+            "CONNECTOR",
+            "RECORDS-WRITTEN",
+            "BATCHES",
+            "DLQ-RECORDS",
+            "ERRORS",
+            "LAG",
+        ]);
         for c in &self.0 {
             t.row([
                 c.connector.clone(),
@@ -57,15 +64,21 @@ pub fn from_metrics(text: &str) -> Vec<ConnectorStatus> {
     };
     let mut by: BTreeMap<String, ConnectorStatus> = BTreeMap::new();
     for s in scrape.samples {
-        let Some(name) = s.labels.get("connector") else { continue };
+        let Some(name) = s.labels.get("connector") else {
+            continue;
+        };
         let v = match s.value {
-            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
             _ => continue,
         };
-        let c = by.entry(name.to_string()).or_insert_with(|| ConnectorStatus {
-            connector: name.to_string(),
-            ..ConnectorStatus::default()
-        });
+        let c = by
+            .entry(name.to_string())
+            .or_insert_with(|| ConnectorStatus {
+                connector: name.to_string(),
+                ..ConnectorStatus::default()
+            });
         match s.metric.as_str() {
             "strom_connector_records_written_total" => c.records_written = v as u64,
             "strom_connector_batches_written_total" => c.batches_written = v as u64,
@@ -125,11 +138,22 @@ mod tests {
         assert_eq!(got.len(), 2);
         let docs = &got[0];
         assert_eq!(
-            (docs.connector.as_str(), docs.records_written, docs.batches_written, docs.dlq_records, docs.lag),
+            (
+                docs.connector.as_str(),
+                docs.records_written,
+                docs.batches_written,
+                docs.dlq_records,
+                docs.lag
+            ),
             ("docs", 40, 2, 3, 12)
         );
         assert_eq!(docs.errors.get("record"), Some(&3));
         assert_eq!(got[1].records_written, 1);
-        assert!(from_metrics("garbage{").is_empty() || from_metrics("garbage{").iter().all(|c| c.records_written == 0));
+        assert!(
+            from_metrics("garbage{").is_empty()
+                || from_metrics("garbage{")
+                    .iter()
+                    .all(|c| c.records_written == 0)
+        );
     }
 }

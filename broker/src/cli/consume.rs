@@ -97,7 +97,11 @@ pub async fn run(conn: &ConnArgs, args: ConsumeArgs) -> Result<(), CliError> {
             .filter(|p| args.partitions.is_empty() || args.partitions.contains(&p.partition_index))
             .map(|p| (p.partition_index, p.leader_id.0))
             .collect();
-        if let Some(missing) = args.partitions.iter().find(|p| !parts.iter().any(|(i, _)| i == *p)) {
+        if let Some(missing) = args
+            .partitions
+            .iter()
+            .find(|p| !parts.iter().any(|(i, _)| i == *p))
+        {
             return Err(CliError::kafka(format!("{t} partition {missing}"), 3, None));
         }
         layout.insert(t.clone(), parts);
@@ -125,17 +129,27 @@ pub async fn run(conn: &ConnArgs, args: ConsumeArgs) -> Result<(), CliError> {
                 .set("enable.auto.offset.store", "false");
         }
         None => {
-            config.set("group.id", "strom-cli").set("enable.auto.commit", "false");
+            config
+                .set("group.id", "strom-cli")
+                .set("enable.auto.commit", "false");
             for (t, parts) in &layout {
                 let end = offsets::list(&mut admin, t, parts, OffsetSpec::End).await?;
                 let start = match spec {
-                    OffsetSpec::Start | OffsetSpec::Timestamp(_) => offsets::resolve(&mut admin, t, parts, spec).await?,
+                    OffsetSpec::Start | OffsetSpec::Timestamp(_) => {
+                        offsets::resolve(&mut admin, t, parts, spec).await?
+                    }
                     OffsetSpec::End => end.clone(),
                     OffsetSpec::Exact(o) => parts.iter().map(|(p, _)| (*p, Ok(o))).collect(),
                 };
                 for (p, _) in parts {
-                    let e = end.get(p).cloned().unwrap_or(Err(3)).map_err(|c| CliError::kafka(format!("ListOffsets {t}/{p}"), c, None))?;
-                    let s = start.get(p).cloned().unwrap_or(Err(3)).map_err(|c| CliError::kafka(format!("ListOffsets {t}/{p}"), c, None))?;
+                    let e =
+                        end.get(p).cloned().unwrap_or(Err(3)).map_err(|c| {
+                            CliError::kafka(format!("ListOffsets {t}/{p}"), c, None)
+                        })?;
+                    let s =
+                        start.get(p).cloned().unwrap_or(Err(3)).map_err(|c| {
+                            CliError::kafka(format!("ListOffsets {t}/{p}"), c, None)
+                        })?;
                     ends.insert((t.clone(), *p), (Some(s), e));
                     assign
                         .add_partition_offset(t, *p, Offset::Offset(s))
@@ -148,13 +162,19 @@ pub async fn run(conn: &ConnArgs, args: ConsumeArgs) -> Result<(), CliError> {
         let (k, v) = split_kv(p)?;
         config.set(k, v);
     }
-    let consumer: BaseConsumer = config.create().map_err(|e| CliError::Client(format!("creating the consumer: {e}")))?;
+    let consumer: BaseConsumer = config
+        .create()
+        .map_err(|e| CliError::Client(format!("creating the consumer: {e}")))?;
     match &args.group {
         Some(_) => {
             let topics: Vec<&str> = args.topics.iter().map(|t| t.as_str()).collect();
-            consumer.subscribe(&topics).map_err(|e| CliError::Client(format!("subscribing: {e}")))?;
+            consumer
+                .subscribe(&topics)
+                .map_err(|e| CliError::Client(format!("subscribing: {e}")))?;
         }
-        None => consumer.assign(&assign).map_err(|e| CliError::Client(format!("assigning: {e}")))?,
+        None => consumer
+            .assign(&assign)
+            .map_err(|e| CliError::Client(format!("assigning: {e}")))?,
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -171,7 +191,9 @@ pub async fn run(conn: &ConnArgs, args: ConsumeArgs) -> Result<(), CliError> {
     tokio::task::spawn_blocking(move || {
         let follow = args.follow;
         let num = args.num;
-        poll_loop(&consumer, &output, grouped, follow, num, ends, &stop, timeout)
+        poll_loop(
+            &consumer, &output, grouped, follow, num, ends, &stop, timeout,
+        )
     })
     .await
     .map_err(|e| CliError::Client(format!("consumer thread: {e}")))?
@@ -193,6 +215,9 @@ fn poll_loop(
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut count = 0u64;
     let mut assigned: Vec<(String, i32)> = Vec::new();
+    // Partitions librdkafka reported at their end (its EOF event carries no topic: used when
+    // the partition number names one partition of the topics read).
+    let mut eof: std::collections::BTreeSet<(String, i32)> = Default::default();
     let mut result = Ok(());
     loop {
         if stop.load(Ordering::Relaxed) || num.is_some_and(|n| count >= n) {
@@ -202,27 +227,42 @@ fn poll_loop(
             // A (re)assignment: read where this group's members' partitions end now.
             let now: Vec<(String, i32)> = consumer
                 .assignment()
-                .map(|l| l.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect())
+                .map(|l| {
+                    l.elements()
+                        .iter()
+                        .map(|e| (e.topic().to_string(), e.partition()))
+                        .collect()
+                })
                 .unwrap_or_default();
             if now != assigned {
                 for (t, p) in &now {
-                    if !ends.contains_key(&(t.clone(), *p)) {
+                    if let std::collections::btree_map::Entry::Vacant(e) =
+                        ends.entry((t.clone(), *p))
+                    {
                         if let Ok((_, high)) = consumer.fetch_watermarks(t, *p, timeout) {
-                            ends.insert((t.clone(), *p), (None, high));
+                            e.insert((None, high));
                         }
                     }
                 }
                 assigned = now;
             }
         }
-        if !follow && at_end(consumer, grouped, &assigned, &ends, timeout) {
+        if !follow && at_end(consumer, grouped, &assigned, &ends, &eof, timeout) {
             break;
         }
         match consumer.poll(Duration::from_millis(200)) {
             None => {}
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => {}
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                let mut keys = ends.keys().filter(|(_, q)| *q == p);
+                if let (Some(k), None) = (keys.next(), keys.next()) {
+                    eof.insert(k.clone());
+                }
+            }
             Some(Err(e)) => {
-                result = Err(CliError::Client(format!("consuming: {}", describe_kafka_error(&e))));
+                result = Err(CliError::Client(format!(
+                    "consuming: {}",
+                    describe_kafka_error(&e)
+                )));
                 break;
             }
             Some(Ok(m)) => {
@@ -261,8 +301,15 @@ fn poll_loop(
     if grouped {
         if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
             // Nothing stored yet (no record read) is not a failure.
-            if !matches!(e.rdkafka_error_code(), Some(rdkafka::types::RDKafkaErrorCode::NoOffset)) && result.is_ok() {
-                result = Err(CliError::Client(format!("committing: {}", describe_kafka_error(&e))));
+            if !matches!(
+                e.rdkafka_error_code(),
+                Some(rdkafka::types::RDKafkaErrorCode::NoOffset)
+            ) && result.is_ok()
+            {
+                result = Err(CliError::Client(format!(
+                    "committing: {}",
+                    describe_kafka_error(&e)
+                )));
             }
         }
     }
@@ -270,7 +317,14 @@ fn poll_loop(
 }
 
 /// Every partition read up to the end recorded for it.
-fn at_end(consumer: &BaseConsumer, grouped: bool, assigned: &[(String, i32)], ends: &Ends, timeout: Duration) -> bool {
+fn at_end(
+    consumer: &BaseConsumer,
+    grouped: bool,
+    assigned: &[(String, i32)],
+    ends: &Ends,
+    eof: &std::collections::BTreeSet<(String, i32)>,
+    timeout: Duration,
+) -> bool {
     let wanted: Vec<(String, i32)> = if grouped {
         if assigned.is_empty() {
             return false;
@@ -279,7 +333,9 @@ fn at_end(consumer: &BaseConsumer, grouped: bool, assigned: &[(String, i32)], en
     } else {
         ends.keys().cloned().collect()
     };
-    let Ok(positions) = consumer.position() else { return false };
+    let Ok(positions) = consumer.position() else {
+        return false;
+    };
     let mut pos: BTreeMap<(String, i32), i64> = BTreeMap::new();
     for e in positions.elements() {
         if let Offset::Offset(o) = e.offset() {
@@ -293,7 +349,12 @@ fn at_end(consumer: &BaseConsumer, grouped: bool, assigned: &[(String, i32)], en
         None
     };
     wanted.iter().all(|k| {
-        let Some(&(start, end)) = ends.get(k) else { return false };
+        if eof.contains(k) {
+            return true;
+        }
+        let Some(&(start, end)) = ends.get(k) else {
+            return false;
+        };
         if let Some(p) = pos.get(k) {
             return *p >= end;
         }
@@ -318,16 +379,30 @@ fn to_rec(m: &rdkafka::message::BorrowedMessage<'_>) -> Rec {
         timestamp: m.timestamp().to_millis(),
         headers: m
             .headers()
-            .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(|v| v.to_vec()))).collect())
+            .map(|hs| {
+                hs.iter()
+                    .map(|h| (h.key.to_string(), h.value.map(|v| v.to_vec())))
+                    .collect()
+            })
             .unwrap_or_default(),
     }
 }
 
-fn write_json(out: &mut impl Write, m: &rdkafka::message::BorrowedMessage<'_>) -> std::io::Result<()> {
+fn write_json(
+    out: &mut impl Write,
+    m: &rdkafka::message::BorrowedMessage<'_>,
+) -> std::io::Result<()> {
     let text = |b: Option<&[u8]>| b.map(|b| String::from_utf8_lossy(b).into_owned());
     let headers: Vec<JsonHeader<'_>> = m
         .headers()
-        .map(|hs| hs.iter().map(|h| JsonHeader { key: h.key, value: text(h.value) }).collect())
+        .map(|hs| {
+            hs.iter()
+                .map(|h| JsonHeader {
+                    key: h.key,
+                    value: text(h.value),
+                })
+                .collect()
+        })
         .unwrap_or_default();
     let r = JsonRecord {
         topic: m.topic(),
@@ -349,10 +424,14 @@ fn progress_bar(num: Option<u64>) -> Option<indicatif::ProgressBar> {
     }
     let p = match num {
         Some(n) => indicatif::ProgressBar::new(n).with_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} records ({per_sec}, eta {eta})").ok()?,
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} records ({per_sec}, eta {eta})",
+            )
+            .ok()?,
         ),
-        None => indicatif::ProgressBar::new_spinner()
-            .with_style(indicatif::ProgressStyle::with_template("{spinner} {pos} records ({per_sec})").ok()?),
+        None => indicatif::ProgressBar::new_spinner().with_style(
+            indicatif::ProgressStyle::with_template("{spinner} {pos} records ({per_sec})").ok()?,
+        ),
     };
     p.set_draw_target(indicatif::ProgressDrawTarget::stderr());
     p.enable_steady_tick(Duration::from_millis(200));

@@ -119,7 +119,7 @@ fn hint(code: i16) -> Option<&'static str> {
         7 => "the broker did not finish in time; check it with `strom cluster health` and retry",
         15 | 14 => "the group coordinator is starting up; retry in a few seconds",
         25 => "the group has active members: stop its consumers first (`strom group describe GROUP`)",
-        29 | 30 | 31 => "the principal is not allowed to do this: check the ACLs",
+        29..=31 => "the principal is not allowed to do this: check the ACLs",
         35 => "the broker does not support this request version",
         36 => "the topic exists: inspect it with `strom topic describe TOPIC`",
         37 => "partitions must be at least 1 (or -1 for the broker's num.partitions)",

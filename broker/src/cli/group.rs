@@ -82,7 +82,9 @@ pub async fn run(client: &mut Client, cmd: GroupCmd, format: Format) -> Result<(
         } => {
             let target = match (to, to_file) {
                 (Some(to), _) => SeekTarget::Spec(OffsetSpec::parse(&to)?),
-                (None, Some(path)) => SeekTarget::File(parse_offsets_file(&std::fs::read_to_string(&path)?)?),
+                (None, Some(path)) => {
+                    SeekTarget::File(parse_offsets_file(&std::fs::read_to_string(&path)?)?)
+                }
                 (None, None) => return Err(CliError::Usage("give --to or --to-file".into())),
             };
             let r = seek(client, &group, &topics, target, dry_run).await?;
@@ -227,7 +229,10 @@ impl Render for GroupDescription {
         t.row(["COORDINATOR", &self.coordinator.to_string()]);
         t.row(["STATE", &self.state]);
         t.row(["TYPE", &self.group_type]);
-        t.row(["PROTOCOL", &or_dash((!self.protocol.is_empty()).then_some(&self.protocol))]);
+        t.row([
+            "PROTOCOL",
+            &or_dash((!self.protocol.is_empty()).then_some(&self.protocol)),
+        ]);
         t.row(["MEMBERS", &self.members.len().to_string()]);
         t.row(["TOTAL-LAG", &self.total_lag.to_string()]);
         t.section();
@@ -265,7 +270,11 @@ struct GroupState {
     members: Vec<Member>,
 }
 
-async fn group_type(client: &mut Client, node: i32, group: &str) -> Result<Option<String>, CliError> {
+async fn group_type(
+    client: &mut Client,
+    node: i32,
+    group: &str,
+) -> Result<Option<String>, CliError> {
     let (resp, v) = client.call(node, &ListGroupsRequest::default(), 5).await?;
     if v < 5 {
         return Ok(None);
@@ -277,12 +286,18 @@ async fn group_type(client: &mut Client, node: i32, group: &str) -> Result<Optio
         .map(|g| g.group_type.to_string()))
 }
 
-async fn group_state(client: &mut Client, node: i32, group: &str) -> Result<Result<GroupState, ItemError>, CliError> {
+async fn group_state(
+    client: &mut Client,
+    node: i32,
+    group: &str,
+) -> Result<Result<GroupState, ItemError>, CliError> {
     let gid = GroupId(StrBytes::from_string(group.to_string()));
     // KIP-848 groups are described by ConsumerGroupDescribe; DescribeGroups answers them
     // only in the classic shape (or not at all, depending on the broker version).
     let kind = group_type(client, node, group).await?;
-    if kind.as_deref() == Some("consumer") && client.supports(kafka_protocol::messages::ApiKey::ConsumerGroupDescribe, 0) {
+    if kind.as_deref() == Some("consumer")
+        && client.supports(kafka_protocol::messages::ApiKey::ConsumerGroupDescribe, 0)
+    {
         let req = ConsumerGroupDescribeRequest::default().with_group_ids(vec![gid]);
         let (resp, _) = client.call(node, &req, 1).await?;
         let g = resp
@@ -291,7 +306,11 @@ async fn group_state(client: &mut Client, node: i32, group: &str) -> Result<Resu
             .next()
             .ok_or_else(|| CliError::Client("ConsumerGroupDescribe: empty answer".into()))?;
         if g.error_code != 0 {
-            return Ok(Err(ItemError::from_code(g.error_code, g.error_message.map(|m| m.to_string())).expect("error")));
+            return Ok(Err(ItemError::from_code(
+                g.error_code,
+                g.error_message.map(|m| m.to_string()),
+            )
+            .expect("error")));
         }
         let members = g
             .members
@@ -328,7 +347,11 @@ async fn group_state(client: &mut Client, node: i32, group: &str) -> Result<Resu
         .next()
         .ok_or_else(|| CliError::Client("DescribeGroups: empty answer".into()))?;
     if g.error_code != 0 {
-        return Ok(Err(ItemError::from_code(g.error_code, g.error_message.map(|m| m.to_string())).expect("error")));
+        return Ok(Err(ItemError::from_code(
+            g.error_code,
+            g.error_message.map(|m| m.to_string()),
+        )
+        .expect("error")));
     }
     let consumer = g.protocol_type.as_str() == "consumer";
     let members = g
@@ -376,13 +399,20 @@ pub fn decode_assignment(mut bytes: bytes::Bytes) -> Vec<Assignment> {
 }
 
 /// The group's committed offsets: topic → partition → offset.
-pub async fn committed(client: &mut Client, node: i32, group: &str) -> Result<BTreeMap<String, BTreeMap<i32, i64>>, CliError> {
+pub async fn committed(
+    client: &mut Client,
+    node: i32,
+    group: &str,
+) -> Result<BTreeMap<String, BTreeMap<i32, i64>>, CliError> {
     let gid = GroupId(StrBytes::from_string(group.to_string()));
     let mut out: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
     let req = if client.supports(kafka_protocol::messages::ApiKey::OffsetFetch, 8) {
-        OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default().with_group_id(gid)])
+        OffsetFetchRequest::default()
+            .with_groups(vec![OffsetFetchRequestGroup::default().with_group_id(gid)])
     } else {
-        OffsetFetchRequest::default().with_group_id(gid).with_topics(None)
+        OffsetFetchRequest::default()
+            .with_group_id(gid)
+            .with_topics(None)
     };
     let (resp, v) = client.call(node, &req, 9).await?;
     let ctx = format!("OffsetFetch for group {group:?}");
@@ -394,7 +424,9 @@ pub async fn committed(client: &mut Client, node: i32, group: &str) -> Result<BT
             for t in g.topics {
                 for p in t.partitions {
                     if p.error_code == 0 && p.committed_offset >= 0 {
-                        out.entry(t.name.to_string()).or_default().insert(p.partition_index, p.committed_offset);
+                        out.entry(t.name.to_string())
+                            .or_default()
+                            .insert(p.partition_index, p.committed_offset);
                     }
                 }
             }
@@ -406,7 +438,9 @@ pub async fn committed(client: &mut Client, node: i32, group: &str) -> Result<BT
         for t in resp.topics {
             for p in t.partitions {
                 if p.error_code == 0 && p.committed_offset >= 0 {
-                    out.entry(t.name.to_string()).or_default().insert(p.partition_index, p.committed_offset);
+                    out.entry(t.name.to_string())
+                        .or_default()
+                        .insert(p.partition_index, p.committed_offset);
                 }
             }
         }
@@ -415,7 +449,10 @@ pub async fn committed(client: &mut Client, node: i32, group: &str) -> Result<BT
 }
 
 /// Leaders of each partition of `topics`: topic → [(partition, leader)]; unknown topics left out.
-async fn leaders(client: &mut Client, topics: &BTreeSet<String>) -> Result<BTreeMap<String, Vec<(i32, i32)>>, CliError> {
+async fn leaders(
+    client: &mut Client,
+    topics: &BTreeSet<String>,
+) -> Result<BTreeMap<String, Vec<(i32, i32)>>, CliError> {
     if topics.is_empty() {
         return Ok(BTreeMap::new());
     }
@@ -426,7 +463,11 @@ async fn leaders(client: &mut Client, topics: &BTreeSet<String>) -> Result<BTree
         .into_iter()
         .filter(|t| t.error_code == 0)
         .map(|t| {
-            let mut ps: Vec<(i32, i32)> = t.partitions.iter().map(|p| (p.partition_index, p.leader_id.0)).collect();
+            let mut ps: Vec<(i32, i32)> = t
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, p.leader_id.0))
+                .collect();
             ps.sort();
             (t.name.map(|n| n.to_string()).unwrap_or_default(), ps)
         })
@@ -524,10 +565,25 @@ pub fn parse_offsets_file(text: &str) -> Result<Vec<(String, i32, i64)>, CliErro
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let bad = || CliError::Usage(format!("offsets file line {}: expected topic,partition,offset: {line:?}", n + 1));
+        let bad = || {
+            CliError::Usage(format!(
+                "offsets file line {}: expected topic,partition,offset: {line:?}",
+                n + 1
+            ))
+        };
         let mut parts = line.rsplitn(3, ',');
-        let offset = parts.next().ok_or_else(bad)?.trim().parse::<i64>().map_err(|_| bad())?;
-        let partition = parts.next().ok_or_else(bad)?.trim().parse::<i32>().map_err(|_| bad())?;
+        let offset = parts
+            .next()
+            .ok_or_else(bad)?
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| bad())?;
+        let partition = parts
+            .next()
+            .ok_or_else(bad)?
+            .trim()
+            .parse::<i32>()
+            .map_err(|_| bad())?;
         let topic = parts.next().ok_or_else(bad)?.trim().to_string();
         if topic.is_empty() || offset < 0 || partition < 0 {
             return Err(bad());
@@ -562,15 +618,37 @@ impl Failures for SeekResults {
 
 impl Render for SeekResults {
     fn table(&self, t: &mut Table) {
-        t.header(&["TOPIC", "PARTITION", "PREVIOUS-OFFSET", "NEW-OFFSET", "STATUS"]);
+        t.header(&[
+            "TOPIC",
+            "PARTITION",
+            "PREVIOUS-OFFSET",
+            "NEW-OFFSET",
+            "STATUS",
+        ]);
         for r in &self.partitions {
-            let st = if self.dry_run && r.error.is_none() { "DRY-RUN".to_string() } else { status(&r.error) };
-            t.row([r.topic.clone(), r.partition.to_string(), or_dash(r.previous_offset), or_dash(r.new_offset), st]);
+            let st = if self.dry_run && r.error.is_none() {
+                "DRY-RUN".to_string()
+            } else {
+                status(&r.error)
+            };
+            t.row([
+                r.topic.clone(),
+                r.partition.to_string(),
+                or_dash(r.previous_offset),
+                or_dash(r.new_offset),
+                st,
+            ]);
         }
     }
 }
 
-pub async fn seek(client: &mut Client, group: &str, topics: &[String], target: SeekTarget, dry_run: bool) -> Result<SeekResults, CliError> {
+pub async fn seek(
+    client: &mut Client,
+    group: &str,
+    topics: &[String],
+    target: SeekTarget,
+    dry_run: bool,
+) -> Result<SeekResults, CliError> {
     let coordinator = client.coordinator(group).await?;
     let node = client.route(coordinator);
     // Kafka refuses commits from outside a group that has members (UNKNOWN_MEMBER_ID); say
@@ -578,7 +656,11 @@ pub async fn seek(client: &mut Client, group: &str, topics: &[String], target: S
     if let Ok(st) = group_state(client, node, group).await? {
         if !st.members.is_empty() {
             return Err(CliError::kafka(
-                format!("seek group {group:?}: it has {} active member(s) (state {})", st.members.len(), st.state),
+                format!(
+                    "seek group {group:?}: it has {} active member(s) (state {})",
+                    st.members.len(),
+                    st.state
+                ),
                 68,
                 None,
             ));
@@ -602,7 +684,9 @@ pub async fn seek(client: &mut Client, group: &str, topics: &[String], target: S
                 topics.iter().cloned().collect()
             };
             if names.is_empty() {
-                return Err(CliError::Usage(format!("group {group:?} has no committed offsets: name the topics with --topic")));
+                return Err(CliError::Usage(format!(
+                    "group {group:?} has no committed offsets: name the topics with --topic"
+                )));
             }
             let leaders = leaders(client, &names).await?;
             for t in &names {
@@ -622,9 +706,21 @@ pub async fn seek(client: &mut Client, group: &str, topics: &[String], target: S
         match r {
             Ok(o) => {
                 commit.entry(t.clone()).or_default().push((p, o));
-                results.push(SeekResult { topic: t, partition: p, previous_offset: prev, new_offset: Some(o), error: None });
+                results.push(SeekResult {
+                    topic: t,
+                    partition: p,
+                    previous_offset: prev,
+                    new_offset: Some(o),
+                    error: None,
+                });
             }
-            Err(code) => results.push(SeekResult { topic: t, partition: p, previous_offset: prev, new_offset: None, error: ItemError::from_code(code, None) }),
+            Err(code) => results.push(SeekResult {
+                topic: t,
+                partition: p,
+                previous_offset: prev,
+                new_offset: None,
+                error: ItemError::from_code(code, None),
+            }),
         }
     }
     if !dry_run && !commit.is_empty() {
@@ -637,16 +733,18 @@ pub async fn seek(client: &mut Client, group: &str, topics: &[String], target: S
                 commit
                     .iter()
                     .map(|(t, ps)| {
-                        OffsetCommitRequestTopic::default().with_name(super::topic_name(t)).with_partitions(
-                            ps.iter()
-                                .map(|(p, o)| {
-                                    OffsetCommitRequestPartition::default()
-                                        .with_partition_index(*p)
-                                        .with_committed_offset(*o)
-                                        .with_committed_leader_epoch(-1)
-                                })
-                                .collect(),
-                        )
+                        OffsetCommitRequestTopic::default()
+                            .with_name(super::topic_name(t))
+                            .with_partitions(
+                                ps.iter()
+                                    .map(|(p, o)| {
+                                        OffsetCommitRequestPartition::default()
+                                            .with_partition_index(*p)
+                                            .with_committed_offset(*o)
+                                            .with_committed_leader_epoch(-1)
+                                    })
+                                    .collect(),
+                            )
                     })
                     .collect(),
             );
@@ -654,7 +752,10 @@ pub async fn seek(client: &mut Client, group: &str, topics: &[String], target: S
         for t in resp.topics {
             for p in t.partitions {
                 if p.error_code != 0 {
-                    if let Some(r) = results.iter_mut().find(|r| r.topic == t.name.as_str() && r.partition == p.partition_index) {
+                    if let Some(r) = results
+                        .iter_mut()
+                        .find(|r| r.topic == t.name.as_str() && r.partition == p.partition_index)
+                    {
                         r.error = ItemError::from_code(p.error_code, None);
                     }
                 }
@@ -662,7 +763,11 @@ pub async fn seek(client: &mut Client, group: &str, topics: &[String], target: S
         }
     }
     results.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-    Ok(SeekResults { group: group.to_string(), dry_run, partitions: results })
+    Ok(SeekResults {
+        group: group.to_string(),
+        dry_run,
+        partitions: results,
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -677,7 +782,10 @@ pub struct DeleteResults(pub Vec<DeleteResult>);
 
 impl Failures for DeleteResults {
     fn failures(&self) -> (usize, usize) {
-        (self.0.iter().filter(|r| r.error.is_some()).count(), self.0.len())
+        (
+            self.0.iter().filter(|r| r.error.is_some()).count(),
+            self.0.len(),
+        )
     }
 }
 
@@ -694,10 +802,14 @@ pub async fn delete(client: &mut Client, groups: &[String]) -> Result<DeleteResu
     let mut out = Vec::new();
     for g in groups {
         let node = client.coordinator(g).await?;
-        let req = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(StrBytes::from_string(g.clone()))]);
+        let req = DeleteGroupsRequest::default()
+            .with_groups_names(vec![GroupId(StrBytes::from_string(g.clone()))]);
         let (resp, _) = client.call(client.route(node), &req, 2).await?;
         for r in resp.results {
-            out.push(DeleteResult { group: r.group_id.to_string(), error: ItemError::from_code(r.error_code, None) });
+            out.push(DeleteResult {
+                group: r.group_id.to_string(),
+                error: ItemError::from_code(r.error_code, None),
+            });
         }
     }
     let _ = ANY;
@@ -710,10 +822,15 @@ mod tests {
 
     #[test]
     fn given_an_offsets_file_when_parsed_then_rows_and_comments_skipped() {
-        let rows = parse_offsets_file("# saved\norders,0,10\n\norders , 1 , 20\nmy,topic,2,5\n").unwrap();
+        let rows =
+            parse_offsets_file("# saved\norders,0,10\n\norders , 1 , 20\nmy,topic,2,5\n").unwrap();
         assert_eq!(
             rows,
-            vec![("orders".into(), 0, 10), ("orders".into(), 1, 20), ("my,topic".into(), 2, 5)]
+            vec![
+                ("orders".into(), 0, 10),
+                ("orders".into(), 1, 20),
+                ("my,topic".into(), 2, 5)
+            ]
         );
     }
 
@@ -729,15 +846,20 @@ mod tests {
     fn given_assignment_bytes_when_decoded_then_topics_and_partitions() {
         use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
         use kafka_protocol::protocol::Encodable;
-        let a = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![TopicPartition::default()
-            .with_topic(super::super::topic_name("orders"))
-            .with_partitions(vec![0, 2])]);
+        let a = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
+            TopicPartition::default()
+                .with_topic(super::super::topic_name("orders"))
+                .with_partitions(vec![0, 2]),
+        ]);
         let mut buf = bytes::BytesMut::new();
         bytes::BufMut::put_i16(&mut buf, 1);
         a.encode(&mut buf, 1).unwrap();
         let got = decode_assignment(buf.freeze());
         assert_eq!(got.len(), 1);
-        assert_eq!((got[0].topic.as_str(), got[0].partitions.clone()), ("orders", vec![0, 2]));
+        assert_eq!(
+            (got[0].topic.as_str(), got[0].partitions.clone()),
+            ("orders", vec![0, 2])
+        );
         assert!(decode_assignment(bytes::Bytes::from_static(&[0, 1, 9])).is_empty());
     }
 }

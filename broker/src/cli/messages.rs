@@ -126,14 +126,20 @@ pub async fn browse(
             .find(|p| p.partition_index == partition)
             .ok_or_else(|| CliError::Client("Fetch: partition missing from the answer".into()))?;
         if data.error_code != 0 {
-            return Err(CliError::kafka(format!("Fetch {topic}/{partition}"), data.error_code, None));
+            return Err(CliError::kafka(
+                format!("Fetch {topic}/{partition}"),
+                data.error_code,
+                None,
+            ));
         }
         let before = offset;
         let mut records = data.records.unwrap_or_default();
         for batch in whole_batches(&mut records) {
             let mut b = batch;
             let Ok(set) = RecordBatchDecoder::decode(&mut b) else {
-                return Err(CliError::Client(format!("undecodable batch at offset {offset} of {topic}/{partition}")));
+                return Err(CliError::Client(format!(
+                    "undecodable batch at offset {offset} of {topic}/{partition}"
+                )));
             };
             for r in set.records {
                 if r.offset < offset {
@@ -214,7 +220,10 @@ mod tests {
         buf.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 99, 1, 2]); // cut
         let mut b = Bytes::from(buf);
         let got = whole_batches(&mut b);
-        assert_eq!(got.iter().map(|b| b.len()).collect::<Vec<_>>(), vec![32, 17]);
+        assert_eq!(
+            got.iter().map(|b| b.len()).collect::<Vec<_>>(),
+            vec![32, 17]
+        );
         let mut neg = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255]);
         assert!(whole_batches(&mut neg).is_empty());
     }

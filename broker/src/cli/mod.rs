@@ -34,10 +34,21 @@ use output::Format;
 #[derive(clap::Args, Clone, Debug)]
 pub struct ConnArgs {
     /// Bootstrap brokers, HOST:PORT[,HOST:PORT...].
-    #[arg(short = 'b', long, env = "STROM_BROKERS", default_value = "127.0.0.1:9092", global = true)]
+    #[arg(
+        short = 'b',
+        long,
+        env = "STROM_BROKERS",
+        default_value = "127.0.0.1:9092",
+        global = true
+    )]
     pub brokers: String,
     /// Timeout of each request (and of connecting), in milliseconds.
-    #[arg(long = "timeout-ms", env = "STROM_TIMEOUT_MS", default_value_t = 30_000, global = true)]
+    #[arg(
+        long = "timeout-ms",
+        env = "STROM_TIMEOUT_MS",
+        default_value_t = 30_000,
+        global = true
+    )]
     pub timeout_ms: u64,
 }
 
@@ -91,7 +102,10 @@ pub enum Command {
 /// Runs a client command; returns the process exit code (error::EXIT_*), after printing the
 /// error and what to do about it.
 pub fn run(cmd: Command) -> i32 {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("strom: error: starting the runtime: {e}");
@@ -189,7 +203,10 @@ mod tests {
     #[test]
     fn given_key_value_pairs_when_split_then_value_may_hold_equals() {
         assert_eq!(split_kv("a=b=c").unwrap(), ("a".into(), "b=c".into()));
-        assert_eq!(split_kv("retention.ms=").unwrap(), ("retention.ms".into(), String::new()));
+        assert_eq!(
+            split_kv("retention.ms=").unwrap(),
+            ("retention.ms".into(), String::new())
+        );
         assert!(split_kv("novalue").is_err());
         assert!(split_kv("=x").is_err());
     }

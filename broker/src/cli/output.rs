@@ -28,7 +28,8 @@ pub struct Table {
 
 impl Table {
     pub fn header(&mut self, cells: &[&str]) {
-        self.rows.push(cells.iter().map(|c| c.to_string()).collect());
+        self.rows
+            .push(cells.iter().map(|c| c.to_string()).collect());
     }
 
     pub fn row<I, S>(&mut self, cells: I)
@@ -36,7 +37,8 @@ impl Table {
         I: IntoIterator<Item = S>,
         S: ToString,
     {
-        self.rows.push(cells.into_iter().map(|c| c.to_string()).collect());
+        self.rows
+            .push(cells.into_iter().map(|c| c.to_string()).collect());
     }
 
     /// Ends the current block of aligned rows; the next rows align among themselves.

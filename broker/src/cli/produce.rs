@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::stream::{FuturesOrdered, StreamExt};
 use rdkafka::config::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 use serde::Serialize;
 
@@ -19,6 +19,13 @@ use super::template::{Rec, Template};
 use super::{split_kv, ConnArgs};
 
 const MAX_IN_FLIGHT: usize = 10_000;
+
+type Outcome = Result<
+    rdkafka::producer::future_producer::OwnedDeliveryResult,
+    futures::channel::oneshot::Canceled,
+>;
+/// A record's delivery: its topic and librdkafka's answer.
+type Pending = std::pin::Pin<Box<dyn std::future::Future<Output = (String, Outcome)> + Send>>;
 
 #[derive(clap::Args)]
 pub struct ProduceArgs {
@@ -67,13 +74,25 @@ fn json_record(line: &str, topic: &str) -> Result<Rec, CliError> {
     let bad = |why: String| CliError::Usage(format!("json input line {line:?}: {why}"));
     let v: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
     let obj = v.as_object().ok_or_else(|| bad("not an object".into()))?;
-    let text = |k: &str| obj.get(k).and_then(|v| v.as_str()).map(|s| s.as_bytes().to_vec());
+    let text = |k: &str| {
+        obj.get(k)
+            .and_then(|v| v.as_str())
+            .map(|s| s.as_bytes().to_vec())
+    };
     let mut headers = Vec::new();
     match obj.get("headers") {
         Some(serde_json::Value::Array(hs)) => {
             for h in hs {
-                let k = h.get("key").and_then(|k| k.as_str()).ok_or_else(|| bad("header without key".into()))?;
-                headers.push((k.to_string(), h.get("value").and_then(|v| v.as_str()).map(|s| s.as_bytes().to_vec())));
+                let k = h
+                    .get("key")
+                    .and_then(|k| k.as_str())
+                    .ok_or_else(|| bad("header without key".into()))?;
+                headers.push((
+                    k.to_string(),
+                    h.get("value")
+                        .and_then(|v| v.as_str())
+                        .map(|s| s.as_bytes().to_vec()),
+                ));
             }
         }
         Some(serde_json::Value::Object(hs)) => {
@@ -85,8 +104,15 @@ fn json_record(line: &str, topic: &str) -> Result<Rec, CliError> {
         Some(_) => return Err(bad("headers must be a list or an object".into())),
     }
     Ok(Rec {
-        topic: obj.get("topic").and_then(|t| t.as_str()).unwrap_or(topic).to_string(),
-        partition: obj.get("partition").and_then(|p| p.as_i64()).map(|p| p as i32),
+        topic: obj
+            .get("topic")
+            .and_then(|t| t.as_str())
+            .unwrap_or(topic)
+            .to_string(),
+        partition: obj
+            .get("partition")
+            .and_then(|p| p.as_i64())
+            .map(|p| p as i32),
         offset: None,
         key: text("key"),
         value: text("value"),
@@ -132,7 +158,7 @@ pub fn producer_config(conn: &ConnArgs, properties: &[String]) -> Result<ClientC
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &conn.brokers)
         .set("client.id", "strom-cli")
-        .set("socket.timeout.ms", (conn.timeout_ms().max(10) as u64).to_string());
+        .set("socket.timeout.ms", conn.timeout_ms().max(10).to_string());
     for p in properties {
         let (k, v) = split_kv(p)?;
         c.set(k, v);
@@ -145,17 +171,36 @@ pub async fn run(conn: &ConnArgs, args: ProduceArgs) -> Result<(), CliError> {
         "all" | "-1" => "all",
         "1" => "1",
         "0" => "0",
-        other => return Err(CliError::Usage(format!("--acks {other:?}: expected all, 1 or 0"))),
+        other => {
+            return Err(CliError::Usage(format!(
+                "--acks {other:?}: expected all, 1 or 0"
+            )))
+        }
     };
     if !["none", "gzip", "snappy", "lz4", "zstd"].contains(&args.compression.as_str()) {
-        return Err(CliError::Usage(format!("--compression {:?}: expected none, gzip, snappy, lz4 or zstd", args.compression)));
+        return Err(CliError::Usage(format!(
+            "--compression {:?}: expected none, gzip, snappy, lz4 or zstd",
+            args.compression
+        )));
     }
     let output = match args.output.as_str() {
         "text" | "json" | "none" => args.output.clone(),
-        other => return Err(CliError::Usage(format!("--output {other:?}: expected text, json or none"))),
+        other => {
+            return Err(CliError::Usage(format!(
+                "--output {other:?}: expected text, json or none"
+            )))
+        }
     };
-    let input = if args.format == "json" { Input::Json } else { Input::Template(Template::parse(&args.format)?) };
-    let fixed_headers: Vec<(String, String)> = args.headers.iter().map(|h| split_kv(h)).collect::<Result<_, _>>()?;
+    let input = if args.format == "json" {
+        Input::Json
+    } else {
+        Input::Template(Template::parse(&args.format)?)
+    };
+    let fixed_headers: Vec<(String, String)> = args
+        .headers
+        .iter()
+        .map(|h| split_kv(h))
+        .collect::<Result<_, _>>()?;
 
     let mut config = producer_config(conn, &[])?;
     config
@@ -164,42 +209,62 @@ pub async fn run(conn: &ConnArgs, args: ProduceArgs) -> Result<(), CliError> {
         // Kafka's Java clients partition keys by murmur2; so do we, so keys land where
         // they would from any Java producer.
         .set("partitioner", "murmur2_random")
-        .set("enable.idempotence", if acks == "all" { "true" } else { "false" })
-        .set("message.timeout.ms", conn.timeout_ms().max(1000).to_string());
+        .set(
+            "enable.idempotence",
+            if acks == "all" { "true" } else { "false" },
+        )
+        .set(
+            "message.timeout.ms",
+            conn.timeout_ms().max(1000).to_string(),
+        );
     for p in &args.properties {
         let (k, v) = split_kv(p)?;
         config.set(k, v);
     }
-    let producer: FutureProducer = config.create().map_err(|e| CliError::Client(format!("creating the producer: {e}")))?;
+    let producer: FutureProducer = config
+        .create()
+        .map_err(|e| CliError::Client(format!("creating the producer: {e}")))?;
 
     let progress = progress_bar();
     let mut records = spawn_reader(input, args.topic.clone());
-    let mut pending = FuturesOrdered::new();
+    let mut pending: FuturesOrdered<Pending> = FuturesOrdered::new();
     let (mut ok, mut failed) = (0u64, 0u64);
     let mut input_error = None;
     let mut input_done = false;
-    let report = |topic: &str, r: Result<rdkafka::producer::OwnedDeliveryResult, futures::channel::oneshot::Canceled>, ok: &mut u64, failed: &mut u64| {
-        match r {
-            Ok(Ok(d)) => {
-                *ok += 1;
-                let ts = d.timestamp.to_millis();
-                match output.as_str() {
-                    "text" => println!("Produced to partition {} at offset {} with timestamp {}.", d.partition, d.offset, ts.unwrap_or(-1)),
-                    "json" => println!(
-                        "{}",
-                        serde_json::to_string(&Delivered { topic, partition: d.partition, offset: d.offset, timestamp: ts }).unwrap_or_default()
-                    ),
-                    _ => {}
-                }
+    let report = |topic: &str, r: Outcome, ok: &mut u64, failed: &mut u64| match r {
+        Ok(Ok(d)) => {
+            *ok += 1;
+            let ts = d.timestamp.to_millis();
+            match output.as_str() {
+                "text" => println!(
+                    "Produced to partition {} at offset {} with timestamp {}.",
+                    d.partition,
+                    d.offset,
+                    ts.unwrap_or(-1)
+                ),
+                "json" => println!(
+                    "{}",
+                    serde_json::to_string(&Delivered {
+                        topic,
+                        partition: d.partition,
+                        offset: d.offset,
+                        timestamp: ts
+                    })
+                    .unwrap_or_default()
+                ),
+                _ => {}
             }
-            Ok(Err((e, _))) => {
-                *failed += 1;
-                eprintln!("strom: record not delivered to {topic}: {}", describe_kafka_error(&e));
-            }
-            Err(_) => {
-                *failed += 1;
-                eprintln!("strom: record not delivered to {topic}: the producer went away");
-            }
+        }
+        Ok(Err((e, _))) => {
+            *failed += 1;
+            eprintln!(
+                "strom: record not delivered to {topic}: {}",
+                describe_kafka_error(&e)
+            );
+        }
+        Err(_) => {
+            *failed += 1;
+            eprintln!("strom: record not delivered to {topic}: the producer went away");
         }
     };
     loop {
@@ -245,7 +310,7 @@ pub async fn run(conn: &ConnArgs, args: ProduceArgs) -> Result<(), CliError> {
                         Err((e, _)) => return Err(CliError::Client(format!("producing to {topic}: {}", describe_kafka_error(&e)))),
                     }
                 };
-                pending.push_back(async move { (topic, fut.await) });
+                pending.push_back(Box::pin(async move { (topic, fut.await) }));
             }
             else => break,
         }
@@ -257,11 +322,17 @@ pub async fn run(conn: &ConnArgs, args: ProduceArgs) -> Result<(), CliError> {
         p.finish_and_clear();
     }
     if let Some(e) = input_error {
-        eprintln!("strom: stopped reading input after {} record(s)", ok + failed);
+        eprintln!(
+            "strom: stopped reading input after {} record(s)",
+            ok + failed
+        );
         return Err(e);
     }
     if failed > 0 {
-        return Err(CliError::Partial { failed: failed as usize, total: (ok + failed) as usize });
+        return Err(CliError::Partial {
+            failed: failed as usize,
+            total: (ok + failed) as usize,
+        });
     }
     Ok(())
 }
@@ -280,7 +351,10 @@ fn progress_bar() -> Option<indicatif::ProgressBar> {
         return None;
     }
     let p = indicatif::ProgressBar::new_spinner();
-    p.set_style(indicatif::ProgressStyle::with_template("{spinner} {pos} records delivered ({per_sec})").ok()?);
+    p.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {pos} records delivered ({per_sec})")
+            .ok()?,
+    );
     p.enable_steady_tick(Duration::from_millis(200));
     Some(p)
 }
@@ -293,8 +367,14 @@ mod tests {
     fn given_json_lines_when_read_then_records_like_consume_prints_them() {
         let r = json_record(r#"{"key":"k","value":"v","partition":1,"timestamp":5,"headers":[{"key":"h","value":"x"},{"key":"n","value":null}]}"#, "t").unwrap();
         assert_eq!(r.key.as_deref(), Some(&b"k"[..]));
-        assert_eq!((r.partition, r.timestamp, r.topic.as_str()), (Some(1), Some(5), "t"));
-        assert_eq!(r.headers, vec![("h".into(), Some(b"x".to_vec())), ("n".into(), None)]);
+        assert_eq!(
+            (r.partition, r.timestamp, r.topic.as_str()),
+            (Some(1), Some(5), "t")
+        );
+        assert_eq!(
+            r.headers,
+            vec![("h".into(), Some(b"x".to_vec())), ("n".into(), None)]
+        );
         let r = json_record(r#"{"value":null,"headers":{"a":"1"}}"#, "t").unwrap();
         assert_eq!((r.key, r.value), (None, None));
         assert_eq!(r.headers.len(), 1);
@@ -302,8 +382,16 @@ mod tests {
 
     #[test]
     fn given_bad_json_lines_when_read_then_usage_errors() {
-        for line in ["not json", "[1]", r#"{"headers":5}"#, r#"{"headers":[{"value":"x"}]}"#] {
-            assert!(matches!(json_record(line, "t"), Err(CliError::Usage(_))), "{line}");
+        for line in [
+            "not json",
+            "[1]",
+            r#"{"headers":5}"#,
+            r#"{"headers":[{"value":"x"}]}"#,
+        ] {
+            assert!(
+                matches!(json_record(line, "t"), Err(CliError::Usage(_))),
+                "{line}"
+            );
         }
     }
 }

@@ -118,8 +118,12 @@ impl Template {
                     Field::Offset => write!(out, "{}", r.offset.unwrap_or(-1))?,
                     Field::Key => out.write_all(r.key.as_deref().unwrap_or_default())?,
                     Field::Value => out.write_all(r.value.as_deref().unwrap_or_default())?,
-                    Field::KeyLen => write!(out, "{}", r.key.as_ref().map_or(-1, |k| k.len() as i64))?,
-                    Field::ValueLen => write!(out, "{}", r.value.as_ref().map_or(-1, |v| v.len() as i64))?,
+                    Field::KeyLen => {
+                        write!(out, "{}", r.key.as_ref().map_or(-1, |k| k.len() as i64))?
+                    }
+                    Field::ValueLen => {
+                        write!(out, "{}", r.value.as_ref().map_or(-1, |v| v.len() as i64))?
+                    }
                     Field::Timestamp => write!(out, "{}", r.timestamp.unwrap_or(-1))?,
                     Field::Headers => {
                         for (i, (k, v)) in r.headers.iter().enumerate() {
@@ -201,7 +205,12 @@ impl Template {
 
 fn set_field(rec: &mut Rec, f: Field, bytes: Vec<u8>) -> Result<(), CliError> {
     let text = || String::from_utf8_lossy(&bytes).trim().to_string();
-    let bad = |what: &str| CliError::Usage(format!("input {what} {:?} is not a number", String::from_utf8_lossy(&bytes)));
+    let bad = |what: &str| {
+        CliError::Usage(format!(
+            "input {what} {:?} is not a number",
+            String::from_utf8_lossy(&bytes)
+        ))
+    };
     match f {
         Field::Topic => rec.topic = text(),
         Field::Partition => rec.partition = Some(text().parse().map_err(|_| bad("partition"))?),
@@ -209,13 +218,19 @@ fn set_field(rec: &mut Rec, f: Field, bytes: Vec<u8>) -> Result<(), CliError> {
         Field::Key => rec.key = Some(bytes),
         Field::Value => rec.value = Some(bytes),
         Field::Headers => {
-            for h in String::from_utf8_lossy(&bytes).split(',').filter(|h| !h.is_empty()) {
+            for h in String::from_utf8_lossy(&bytes)
+                .split(',')
+                .filter(|h| !h.is_empty())
+            {
                 let (k, v) = h.split_once('=').unwrap_or((h, ""));
-                rec.headers.push((k.to_string(), Some(v.as_bytes().to_vec())));
+                rec.headers
+                    .push((k.to_string(), Some(v.as_bytes().to_vec())));
             }
         }
         Field::Offset | Field::KeyLen | Field::ValueLen => {
-            return Err(CliError::Usage("produce formats cannot read %o, %K or %V".into()))
+            return Err(CliError::Usage(
+                "produce formats cannot read %o, %K or %V".into(),
+            ))
         }
     }
     Ok(())
@@ -274,7 +289,12 @@ mod tests {
     #[test]
     fn given_a_last_line_without_newline_when_read_then_it_is_a_record() {
         let recs = read_all("%v\\n", b"a\nb").unwrap();
-        assert_eq!(recs.iter().map(|r| r.value.clone().unwrap()).collect::<Vec<_>>(), vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(
+            recs.iter()
+                .map(|r| r.value.clone().unwrap())
+                .collect::<Vec<_>>(),
+            vec![b"a".to_vec(), b"b".to_vec()]
+        );
         assert!(read_all("%v\\n", b"").unwrap().is_empty());
     }
 
@@ -282,8 +302,17 @@ mod tests {
     fn given_partition_headers_and_timestamp_fields_when_read_then_set() {
         let recs = read_all("%p %T %h %v\\n", b"2 1700000000000 a=1,b=2 body\n").unwrap();
         let r = &recs[0];
-        assert_eq!((r.partition, r.timestamp), (Some(2), Some(1_700_000_000_000)));
-        assert_eq!(r.headers, vec![("a".into(), Some(b"1".to_vec())), ("b".into(), Some(b"2".to_vec()))]);
+        assert_eq!(
+            (r.partition, r.timestamp),
+            (Some(2), Some(1_700_000_000_000))
+        );
+        assert_eq!(
+            r.headers,
+            vec![
+                ("a".into(), Some(b"1".to_vec())),
+                ("b".into(), Some(b"2".to_vec()))
+            ]
+        );
         assert!(read_all("%p %v\\n", b"x body\n").is_err());
     }
 

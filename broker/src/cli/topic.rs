@@ -119,7 +119,9 @@ pub async fn run(client: &mut Client, cmd: TopicCmd, format: Format) -> Result<(
         }
         TopicCmd::AlterConfig { topic, set, delete } => {
             if set.is_empty() && delete.is_empty() {
-                return Err(CliError::Usage("give --set KEY=VALUE or --delete KEY".into()));
+                return Err(CliError::Usage(
+                    "give --set KEY=VALUE or --delete KEY".into(),
+                ));
             }
             let set = set
                 .iter()
@@ -270,7 +272,10 @@ pub async fn create(
                     topic_id: (ok && version >= 7).then(|| t.topic_id.to_string()),
                     partitions: (ok && version >= 5).then_some(t.num_partitions),
                     replication_factor: (ok && version >= 5).then_some(t.replication_factor),
-                    error: ItemError::from_code(t.error_code, t.error_message.map(|m| m.to_string())),
+                    error: ItemError::from_code(
+                        t.error_code,
+                        t.error_message.map(|m| m.to_string()),
+                    ),
                 }
             })
             .collect(),
@@ -533,7 +538,11 @@ pub async fn partitions_of(
         .next()
         .ok_or_else(|| CliError::kafka(format!("topic {topic:?}"), 3, None))?;
     if t.error_code != 0 {
-        return Err(CliError::kafka(format!("topic {topic:?}"), t.error_code, None));
+        return Err(CliError::kafka(
+            format!("topic {topic:?}"),
+            t.error_code,
+            None,
+        ));
     }
     t.partitions.sort_by_key(|p| p.partition_index);
     Ok(t)
@@ -604,15 +613,15 @@ pub async fn describe_configs(
     name: &str,
     keys: &[String],
 ) -> Result<Vec<ConfigEntry>, CliError> {
-    let req = DescribeConfigsRequest::default().with_resources(vec![
-        DescribeConfigsResource::default()
+    let req =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
             .with_resource_type(resource_type)
             .with_resource_name(StrBytes::from_string(name.to_string()))
-            .with_configuration_keys(
-                (!keys.is_empty())
-                    .then(|| keys.iter().map(|k| StrBytes::from_string(k.clone())).collect()),
-            ),
-    ]);
+            .with_configuration_keys((!keys.is_empty()).then(|| {
+                keys.iter()
+                    .map(|k| StrBytes::from_string(k.clone()))
+                    .collect()
+            }))]);
     let node = match (resource_type, name.parse::<i32>()) {
         (RESOURCE_BROKER, Ok(id)) => client.route(id),
         _ => ANY,

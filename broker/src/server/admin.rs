@@ -23,7 +23,8 @@ use tokio::sync::watch;
 
 use crate::shard::BrokerContext;
 
-/// Requests handled at once: each holds a socket and, for /metrics, a rendering.
+/// Requests handled at once over all routes: each holds a socket and, for /metrics, a
+/// rendering.
 const MAX_CONCURRENT: usize = 16;
 
 pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4";
@@ -83,7 +84,9 @@ pub fn spawn_thread(
     // scrapers and probes open one each, and nothing idles on the admin thread.
     let router = router
         .layer(axum::middleware::map_response(close_connection))
-        .layer(tower::limit::ConcurrencyLimitLayer::new(MAX_CONCURRENT));
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+            MAX_CONCURRENT,
+        ));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -60,10 +60,22 @@ impl Console {
 pub fn router(ctx: Arc<BrokerContext>, connectors: Arc<Connectors>) -> Router {
     Router::new()
         .route("/", get(|| async { Redirect::temporary("/console/") }))
-        .route("/console", get(|| async { Redirect::permanent("/console/") }))
-        .route("/console/", get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }))
-        .route("/console/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
-        .route("/console/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
+        .route(
+            "/console",
+            get(|| async { Redirect::permanent("/console/") }),
+        )
+        .route(
+            "/console/",
+            get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }),
+        )
+        .route(
+            "/console/app.js",
+            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
+        )
+        .route(
+            "/console/app.css",
+            get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
+        )
         .route("/api/v1/cluster", get(cluster_info))
         .route("/api/v1/health", get(health))
         .route("/api/v1/topics", get(topics))
@@ -77,7 +89,14 @@ pub fn router(ctx: Arc<BrokerContext>, connectors: Arc<Connectors>) -> Router {
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
-    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// An API error: `{"error": {"code", "name", "message", "hint"}}` with a status that says
@@ -102,7 +121,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = match &self.0 {
             // UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND
-            CliError::Kafka { code: c @ (3 | 69), .. } => (StatusCode::NOT_FOUND, Some(*c)),
+            CliError::Kafka {
+                code: c @ (3 | 69), ..
+            } => (StatusCode::NOT_FOUND, Some(*c)),
             CliError::Kafka { code, .. } => (StatusCode::CONFLICT, Some(*code)),
             CliError::Usage(_) => (StatusCode::BAD_REQUEST, None),
             CliError::Unreachable { .. } => (StatusCode::SERVICE_UNAVAILABLE, None),
@@ -110,7 +131,13 @@ impl IntoResponse for ApiError {
         };
         let body = ErrorBody {
             code,
-            name: code.map(|c| kafka_error_name(c).split(' ').next().unwrap_or_default().to_string()),
+            name: code.map(|c| {
+                kafka_error_name(c)
+                    .split(' ')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            }),
             message: self.0.to_string(),
             hint: self.0.hint(),
         };
@@ -134,11 +161,17 @@ struct TopicsQuery {
     internal: bool,
 }
 
-async fn topics(State(c): State<Console>, Query(q): Query<TopicsQuery>) -> ApiResult<topic::TopicList> {
+async fn topics(
+    State(c): State<Console>,
+    Query(q): Query<TopicsQuery>,
+) -> ApiResult<topic::TopicList> {
     Ok(Json(topic::list(&mut c.client(), q.internal).await?))
 }
 
-async fn topic_describe(State(c): State<Console>, Path(name): Path<String>) -> ApiResult<topic::TopicDescription> {
+async fn topic_describe(
+    State(c): State<Console>,
+    Path(name): Path<String>,
+) -> ApiResult<topic::TopicDescription> {
     Ok(Json(topic::describe(&mut c.client(), &name).await?))
 }
 
@@ -160,14 +193,19 @@ async fn topic_messages(
     let from = OffsetSpec::parse(q.offset.as_deref().unwrap_or("end"))?;
     let limit = q.limit.unwrap_or(50).clamp(1, MAX_PAGE);
     let key = q.key.as_deref().filter(|k| !k.is_empty());
-    Ok(Json(messages::browse(&mut c.client(), &name, q.partition, from, limit, key).await?))
+    Ok(Json(
+        messages::browse(&mut c.client(), &name, q.partition, from, limit, key).await?,
+    ))
 }
 
 async fn groups(State(c): State<Console>) -> ApiResult<group::GroupList> {
     Ok(Json(group::list(&mut c.client()).await?))
 }
 
-async fn group_describe(State(c): State<Console>, Path(id): Path<String>) -> ApiResult<group::GroupDescription> {
+async fn group_describe(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+) -> ApiResult<group::GroupDescription> {
     let d = group::describe(&mut c.client(), &id).await?;
     if let Some(e) = &d.error {
         return Err(CliError::kafka(format!("group {id:?}"), e.code, e.message.clone()).into());
@@ -191,7 +229,14 @@ async fn group_seek(
     Json(body): Json<SeekBody>,
 ) -> ApiResult<group::SeekResults> {
     let spec = OffsetSpec::parse(&body.to)?;
-    let r = group::seek(&mut c.client(), &id, &body.topics, group::SeekTarget::Spec(spec), body.dry_run).await?;
+    let r = group::seek(
+        &mut c.client(),
+        &id,
+        &body.topics,
+        group::SeekTarget::Spec(spec),
+        body.dry_run,
+    )
+    .await?;
     Ok(Json(r))
 }
 
@@ -224,7 +269,10 @@ mod tests {
             (CliError::kafka("t", 3, None), StatusCode::NOT_FOUND),
             (CliError::kafka("g", 69, None), StatusCode::NOT_FOUND),
             (CliError::kafka("g", 68, None), StatusCode::CONFLICT),
-            (CliError::Usage("bad offset".into()), StatusCode::BAD_REQUEST),
+            (
+                CliError::Usage("bad offset".into()),
+                StatusCode::BAD_REQUEST,
+            ),
             (
                 CliError::Unreachable {
                     addr: "shard 0".into(),
@@ -232,7 +280,10 @@ mod tests {
                 },
                 StatusCode::SERVICE_UNAVAILABLE,
             ),
-            (CliError::Client("x".into()), StatusCode::INTERNAL_SERVER_ERROR),
+            (
+                CliError::Client("x".into()),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
         ];
         for (e, status) in cases {
             assert_eq!(ApiError(e).into_response().status(), status);
