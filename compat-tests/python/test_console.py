@@ -116,7 +116,7 @@ def test_console_pages_messages_lag_and_offset_reset(strom_broker, browser):
     rows = d.find_elements(By.CSS_SELECTOR, "[data-test=partitions] tbody tr")
     assert [r.find_elements(By.TAG_NAME, "td")[5].text for r in rows] == ["12", "2"]
     first = d.find_element(By.CSS_SELECTOR, "#mb-results tr[data-offset='0']").text
-    assert "user-0" in first and '"text":"hello 0"' in first and "origin=console-test" in first
+    assert "user-0" in first and '"text": "hello 0"' in first and "origin=console-test" in first
     d.save_screenshot(str(SHOTS / "04-topic-messages.png"))
 
     # Seek by offset, then search by key, then decode as JSON, then the other partition.

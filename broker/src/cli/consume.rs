@@ -125,8 +125,8 @@ pub async fn run(conn: &ConnArgs, args: ConsumeArgs) -> Result<(), CliError> {
             config
                 .set("group.id", group)
                 .set("auto.offset.reset", reset)
-                .set("enable.auto.commit", "true")
-                .set("enable.auto.offset.store", "false");
+                // Committed by us, exactly what was printed (`commit_printed`).
+                .set("enable.auto.commit", "false");
         }
         None => {
             config
@@ -219,6 +219,9 @@ fn poll_loop(
     // the partition number names one partition of the topics read).
     let mut eof: std::collections::BTreeSet<(String, i32)> = Default::default();
     let mut result = Ok(());
+    // Next offset per partition after the records printed: what a group member commits.
+    let mut printed: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    let mut last_commit = std::time::Instant::now();
     loop {
         if stop.load(Ordering::Relaxed) || num.is_some_and(|n| count >= n) {
             break;
@@ -278,7 +281,14 @@ fn poll_loop(
                     break;
                 }
                 if grouped {
-                    let _ = consumer.store_offset_from_message(&m);
+                    printed.insert((m.topic().to_string(), m.partition()), m.offset() + 1);
+                    if last_commit.elapsed() >= COMMIT_EVERY {
+                        if let Err(e) = commit_printed(consumer, &printed) {
+                            result = Err(e);
+                            break;
+                        }
+                        last_commit = std::time::Instant::now();
+                    }
                 }
                 count += 1;
                 if let Some(p) = &progress {
@@ -299,21 +309,33 @@ fn poll_loop(
         p.finish_and_clear();
     }
     if grouped {
-        if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
-            // Nothing stored yet (no record read) is not a failure.
-            if !matches!(
-                e.rdkafka_error_code(),
-                Some(rdkafka::types::RDKafkaErrorCode::NoOffset)
-            ) && result.is_ok()
-            {
-                result = Err(CliError::Client(format!(
-                    "committing: {}",
-                    describe_kafka_error(&e)
-                )));
+        if let Err(e) = commit_printed(consumer, &printed) {
+            if result.is_ok() {
+                result = Err(e);
             }
         }
     }
     result
+}
+
+/// A long-running group member commits this often (and at the end).
+const COMMIT_EVERY: Duration = Duration::from_secs(5);
+
+fn commit_printed(
+    consumer: &BaseConsumer,
+    printed: &BTreeMap<(String, i32), i64>,
+) -> Result<(), CliError> {
+    if printed.is_empty() {
+        return Ok(());
+    }
+    let mut tpl = TopicPartitionList::new();
+    for ((t, p), o) in printed {
+        tpl.add_partition_offset(t, *p, Offset::Offset(*o))
+            .map_err(|e| CliError::Client(e.to_string()))?;
+    }
+    consumer
+        .commit(&tpl, CommitMode::Sync)
+        .map_err(|e| CliError::Client(format!("committing: {}", describe_kafka_error(&e))))
 }
 
 /// Every partition read up to the end recorded for it.

@@ -104,11 +104,9 @@ fn json_record(line: &str, topic: &str) -> Result<Rec, CliError> {
         Some(_) => return Err(bad("headers must be a list or an object".into())),
     }
     Ok(Rec {
-        topic: obj
-            .get("topic")
-            .and_then(|t| t.as_str())
-            .unwrap_or(topic)
-            .to_string(),
+        // The TOPIC argument is where records go, so `consume -f json` output copies a
+        // topic into another.
+        topic: topic.to_string(),
         partition: obj
             .get("partition")
             .and_then(|p| p.as_i64())

@@ -333,6 +333,9 @@ pub async fn add_partitions(
                         CreatePartitionsTopic::default()
                             .with_name(topic_name(t))
                             .with_count(*n)
+                            // The crate's default is an empty list, which means "assign
+                            // these replicas": none.
+                            .with_assignments(None)
                     })
                     .collect(),
             );
