@@ -407,8 +407,10 @@ pub async fn committed(
     let gid = GroupId(StrBytes::from_string(group.to_string()));
     let mut out: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
     let req = if client.supports(kafka_protocol::messages::ApiKey::OffsetFetch, 8) {
-        OffsetFetchRequest::default()
-            .with_groups(vec![OffsetFetchRequestGroup::default().with_group_id(gid)])
+        OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(gid)
+            // All topics: the crate's default is an empty list, which asks for none.
+            .with_topics(None)])
     } else {
         OffsetFetchRequest::default()
             .with_group_id(gid)

@@ -376,6 +376,7 @@ pub async fn alter_configs(
         AlterableConfig::default()
             .with_name(StrBytes::from_string(k.clone()))
             .with_config_operation(1) // DELETE
+            .with_value(None)
     }));
     let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
         AlterConfigsResource::default()
