@@ -287,7 +287,13 @@ def test_cluster_info_health_config(broker):
     assert {c["name"] for c in got["configs"]} == {"log.retention.ms", "num.partitions"}
     # The cluster-wide default, set to the value it has: no other test sees a change.
     strom(broker, "cluster", "config", "set", "log.retention.ms=604800000")
-    got = {c["name"]: c for c in js(broker, "cluster", "config", "get", "log.retention.ms")["configs"]}
+    # Kafka applies a cluster-wide default once its metadata log delivers it: poll.
+    deadline = time.monotonic() + 20
+    while True:
+        got = {c["name"]: c for c in js(broker, "cluster", "config", "get", "log.retention.ms")["configs"]}
+        if got["log.retention.ms"]["source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG" or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
     assert got["log.retention.ms"]["value"] == "604800000"
     assert got["log.retention.ms"]["source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"
     r = js(broker, "cluster", "config", "set", "broker.id=7", code=1)
