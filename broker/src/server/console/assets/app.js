@@ -31,8 +31,11 @@ async function api(path, opts) {
 }
 
 function table(headers, rows, attrs) {
+  // A column is numeric (right-aligned) when its cells are: the header follows the first row.
+  const first = rows[0] && rows[0].children;
+  const num = (i) => (first && first[i] && first[i].classList.contains("num") ? "num" : null);
   return h("table", attrs || {},
-    h("thead", {}, h("tr", {}, headers.map((c) => h("th", { class: /^(partitions|replicas|offset|lag|count|records|size|.*offset.*|high watermark|log start|batches|dlq|errors)$/i.test(c) ? "num" : null }, c)))),
+    h("thead", {}, h("tr", {}, headers.map((c, i) => h("th", { class: num(i) }, c)))),
     h("tbody", {}, rows));
 }
 
@@ -101,7 +104,7 @@ function fmtRate(kind, v) {
 function drawSpark(svg, values) {
   const w = 160, hgt = 32;
   const max = Math.max(1, ...values);
-  const pts = values.map((v, i) => `${(i / Math.max(1, HISTORY - 1)) * w},${hgt - (v / max) * (hgt - 2) - 1}`);
+  const pts = values.map((v, i) => `${(i / Math.max(1, values.length - 1)) * w},${hgt - (v / max) * (hgt - 2) - 1}`);
   svg.setAttribute("viewBox", `0 0 ${w} ${hgt}`);
   svg.innerHTML = "";
   const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
@@ -356,7 +359,7 @@ async function route() {
   app.dataset.page = page;
   app.dataset.loaded = "false";
   try {
-    app.replaceChildren(...(await view()));
+    app.replaceChildren(...(await view()).filter((x) => x !== null && x !== undefined));
   } catch (e) {
     app.replaceChildren(errorBox(e));
   }
