@@ -183,6 +183,10 @@ impl Template {
                         None => {
                             let mut b = Vec::new();
                             input.read_to_end(&mut b)?;
+                            if b.is_empty() && !started {
+                                // Nothing left: no record (not an empty one, forever).
+                                return Ok(None);
+                            }
                             i += 1;
                             (b, true)
                         }
@@ -288,6 +292,9 @@ mod tests {
 
     #[test]
     fn given_a_last_line_without_newline_when_read_then_it_is_a_record() {
+        let whole = read_all("%v", b"all of it\n").unwrap();
+        assert_eq!(whole.len(), 1);
+        assert!(read_all("%v", b"").unwrap().is_empty());
         let recs = read_all("%v\\n", b"a\nb").unwrap();
         assert_eq!(
             recs.iter()
