@@ -291,10 +291,10 @@ def test_cluster_info_health_config(broker):
     deadline = time.monotonic() + 60
     while True:
         got = {c["name"]: c for c in js(broker, "cluster", "config", "get", "log.retention.ms")["configs"]}
-        if got["log.retention.ms"]["source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG" or time.monotonic() > deadline:
+        if got["log.retention.ms"]["value"] == "604800000" or time.monotonic() > deadline:
             break
         time.sleep(0.3)
-    assert got["log.retention.ms"]["value"] == "604800000"
+    assert got["log.retention.ms"]["value"] == "604800000", got
     assert got["log.retention.ms"]["source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"
     r = js(broker, "cluster", "config", "set", "broker.id=7", code=1)
     assert r["error"] is not None
