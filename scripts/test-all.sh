@@ -11,9 +11,12 @@
 #   storage-sync  cargo test -p storage on the pwrite+fdatasync backend (`test` runs it on
 #             io_uring when the kernel allows; both backends must pass)
 #   build     cargo build --release -p strom (the binary every compat test runs)
-#   connectors  the sink connectors end to end (connectors/tests/e2e.rs): real `strom serve`
-#             and `strom connect` into real PostgreSQL+pgvector, Chroma and milvus-lite servers
-#             from the pinned wheels in compat-tests/.venv-vector (compat-tests/requirements-vector.txt)
+#   weaviate  builds the Weaviate server (Go module, pinned version) into compat-tests/.cache
+#             (scripts/build-weaviate.sh; skipped when the binary is there)
+#   connectors  the sink connectors end to end (connectors/tests/e2e*.rs): real
+#             `strom serve` and `strom connect` into real PostgreSQL+pgvector, Chroma and
+#             milvus-lite servers from the pinned wheels in compat-tests/.venv-vector
+#             (compat-tests/requirements-vector.txt) and the real Weaviate server
 #   compat    pytest compat-tests/python against `strom serve` and Apache Kafka
 #   clients   the Java, Go (franz-go, Sarama), Node (kafkajs) and Rust (rdkafka) client
 #             suites against both brokers (compat-tests/run-clients.sh); fetches their
@@ -187,13 +190,16 @@ if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
     phase storage-sync env STROM_IO_BACKEND=sync cargo test -p storage -j"$jobs"
     phase build cargo build --release -j"$jobs" -p strom
 fi
-# Real strom serve + strom connect (release binary) into real pgvector, Chroma and milvus-lite
-# servers.
-# Bounded beyond the tests' own waits (about 6 minutes for all three on a loaded 2-core
+# Real strom serve + strom connect (release binary) into real pgvector, Chroma, milvus-lite and
+# Weaviate servers.
+# Bounded beyond the tests' own waits (about 6 minutes for the first three on a loaded 2-core
 # machine). --workspace, not -p: the same feature set as the `test` phase, so nothing rebuilds.
+# The Weaviate build: ~8 minutes the first time on 2 cores (Go's module and build caches then
+# make a fresh clone's rebuild mostly a link), nothing when the binary is cached.
 if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
-    phase connectors env STROM_CONNECTOR_E2E=1 timeout --kill-after=30 1800 \
-        cargo test -j"$jobs" --workspace --test e2e -- --test-threads=1
+    phase weaviate bash scripts/build-weaviate.sh
+    phase connectors env STROM_CONNECTOR_E2E=1 timeout --kill-after=30 2400 \
+        cargo test -j"$jobs" --workspace --test e2e --test e2e_weaviate --test e2e_mapping -- --test-threads=1
 fi
 phase compat compat
 [[ "${STROM_COMPAT_CLIENTS:-}" == none ]] || phase clients clients

@@ -204,7 +204,7 @@ impl Client {
         let call = crate::shard::frontend::call_from_outside(ctx, shard, move |state| async move {
             crate::handlers::handle_frame(state, Rc::from("console"), frame)
                 .await
-                .map(|r| r.map(BytesMut::freeze))
+                .map(|r| r.map(|f| f.to_bytes().freeze()))
                 .map_err(|e| e.to_string())
         });
         let unreachable = |reason: String| CliError::Unreachable {

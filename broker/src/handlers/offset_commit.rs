@@ -2,63 +2,49 @@
 //! then answered, so an acknowledged commit survives a crash. Topics must exist (Kafka checks
 //! its metadata cache before the coordinator sees the request).
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
+use super::commit_plan::CommitPlan;
 use super::RequestContext;
-use crate::group::coordinator::CommitItem;
-use crate::group::{self, GroupError};
+use crate::coordinator::group::{self};
 
 pub const MIN_VERSION: i16 = 2;
 pub const MAX_VERSION: i16 = 9;
 
-/// The one place OffsetCommit failures become Kafka error codes.
-pub fn error_code(e: &GroupError) -> i16 {
-    group::error_code(e)
-}
-
 pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
     let version = ctx.version();
     let catalog = ctx.ctx().catalog.snapshot();
-    // (topic index, partition index) → answer; filled by validation then by the coordinator.
-    let mut answers: Vec<Vec<i16>> = req
-        .topics
-        .iter()
-        .map(|t| vec![0; t.partitions.len()])
-        .collect();
-    let mut items = Vec::new();
-    let mut slots = Vec::new();
-    for (ti, t) in req.topics.iter().enumerate() {
-        let meta = catalog.get(t.name.as_str());
-        for (pi, p) in t.partitions.iter().enumerate() {
-            if !meta.is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions) {
-                answers[ti][pi] = ResponseError::UnknownTopicOrPartition.code();
-                continue;
-            }
-            items.push(CommitItem {
-                topic: t.name.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: if version >= 6 {
+    let requested = req.topics.iter().map(|t| {
+        let partitions = t
+            .partitions
+            .iter()
+            .map(|p| {
+                let epoch = if version >= 6 {
                     p.committed_leader_epoch
                 } else {
                     -1
-                },
-                metadata: p.committed_metadata.as_ref().map(|s| s.to_string()),
-            });
-            slots.push((ti, pi));
-        }
-    }
-    if !items.is_empty() {
+                };
+                let metadata = p.committed_metadata.as_ref().map(|s| s.to_string());
+                (p.partition_index, p.committed_offset, epoch, metadata)
+            })
+            .collect();
+        (t.name.as_str(), partitions)
+    });
+    let mut plan = CommitPlan::new(&catalog, requested);
+    let items = plan.take_items();
+    let answers = if items.is_empty() {
+        plan.answer([])
+    } else {
+        let n = items.len();
         let group_id = req.group_id.to_string();
         let gid = group_id.clone();
         let member = req.member_id.to_string();
         let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
         let generation = req.generation_id_or_member_epoch;
-        let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+        let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
             gs.commit(
                 &gid,
                 &member,
@@ -72,18 +58,14 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCom
         })
         .await;
         match r {
-            Ok(results) => {
-                for ((ti, pi), r) in slots.into_iter().zip(results) {
-                    answers[ti][pi] = r.err().map(|e| error_code(&e)).unwrap_or(0);
-                }
-            }
-            Err(e) => {
-                for (ti, pi) in slots {
-                    answers[ti][pi] = error_code(&e);
-                }
-            }
+            Ok(results) => plan.answer(
+                results
+                    .into_iter()
+                    .map(|r| r.err().map(|e| super::errors::group_code(&e)).unwrap_or(0)),
+            ),
+            Err(e) => plan.answer(vec![super::errors::group_code(&e); n]),
         }
-    }
+    };
     let topics = req
         .topics
         .into_iter()

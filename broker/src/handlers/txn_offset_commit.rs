@@ -4,17 +4,17 @@
 //! offsets into that partition as transactional records (acks=all). They stay pending, visible
 //! to no OffsetFetch, until the transaction's marker: applied on commit, dropped on abort.
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
+use super::commit_plan::CommitPlan;
 use super::RequestContext;
-use crate::coordinator_log::TxnProducer;
-use crate::group::coordinator::CommitItem;
-use crate::group::{self, OFFSETS_TOPIC};
-use crate::txn::{self, TxnError};
+use crate::coordinator::group::coordinator::CommitItem;
+use crate::coordinator::group::{self, OFFSETS_TOPIC};
+use crate::coordinator::log::TxnProducer;
+use crate::coordinator::txn::{self, TxnError};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
@@ -30,7 +30,7 @@ async fn verify(
     let tid = req.transactional_id.to_string();
     let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
     let id = tid.clone();
-    let in_txn = txn::on_coordinator(ctx, &tid, move |txns, _| async move {
+    let in_txn = txn::on_coordinator(ctx.ctx(), &tid, move |txns, _| async move {
         txns.verify(&id, pid, epoch, &[(OFFSETS_TOPIC.to_string(), p)])
     })
     .await?;
@@ -47,40 +47,30 @@ async fn verify(
 pub async fn handle(ctx: &RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
     let version = ctx.version();
     let catalog = ctx.ctx().catalog.snapshot();
-    let mut answers: Vec<Vec<i16>> = req
-        .topics
-        .iter()
-        .map(|t| vec![0; t.partitions.len()])
-        .collect();
-    let mut items = Vec::new();
-    let mut slots = Vec::new();
-    for (ti, t) in req.topics.iter().enumerate() {
-        let meta = catalog.get(t.name.as_str());
-        for (pi, p) in t.partitions.iter().enumerate() {
-            if !meta.is_some_and(|m| (0..m.partitions).contains(&p.partition_index)) {
-                answers[ti][pi] = ResponseError::UnknownTopicOrPartition.code();
-                continue;
-            }
-            items.push(CommitItem {
-                topic: t.name.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: if version >= 2 {
+    let requested = req.topics.iter().map(|t| {
+        let partitions = t
+            .partitions
+            .iter()
+            .map(|p| {
+                let epoch = if version >= 2 {
                     p.committed_leader_epoch
                 } else {
                     -1
-                },
-                metadata: p.committed_metadata.as_ref().map(|s| s.to_string()),
-            });
-            slots.push((ti, pi));
-        }
-    }
-    if !items.is_empty() {
+                };
+                let metadata = p.committed_metadata.as_ref().map(|s| s.to_string());
+                (p.partition_index, p.committed_offset, epoch, metadata)
+            })
+            .collect();
+        (t.name.as_str(), partitions)
+    });
+    let mut plan = CommitPlan::new(&catalog, requested);
+    let items = plan.take_items();
+    let answers = if items.is_empty() {
+        plan.answer([])
+    } else {
         let codes = commit(ctx, &req, items).await;
-        for ((ti, pi), code) in slots.into_iter().zip(codes) {
-            answers[ti][pi] = code;
-        }
-    }
+        plan.answer(codes)
+    };
     let topics = req
         .topics
         .into_iter()
@@ -111,14 +101,14 @@ async fn commit(
     items: Vec<CommitItem>,
 ) -> Vec<i16> {
     let n = items.len();
-    let partitions = match group::ensure_offsets_topic(ctx).await {
+    let partitions = match group::ensure_offsets_topic(ctx.ctx()).await {
         Ok(p) => p,
-        Err(e) => return vec![group::error_code(&e); n],
+        Err(e) => return vec![super::errors::group_code(&e); n],
     };
     let group_id = req.group_id.to_string();
     if let Err(e) = verify(ctx, req, group::offsets_partition(&group_id, partitions)).await {
         tracing::debug!(group = %group_id, error = %e, "TxnOffsetCommit outside the transaction");
-        return vec![txn::error_code(&e, ctx.version(), FENCED_SINCE); n];
+        return vec![super::errors::txn_code(&e, ctx.version(), FENCED_SINCE); n];
     }
     let txn = TxnProducer {
         producer_id: req.producer_id.0,
@@ -135,7 +125,7 @@ async fn commit(
         (String::new(), None, -1)
     };
     let gid = group_id.clone();
-    let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+    let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
         gs.commit(
             &gid,
             &member,
@@ -151,8 +141,8 @@ async fn commit(
     match r {
         Ok(results) => results
             .into_iter()
-            .map(|r| r.err().map(|e| group::error_code(&e)).unwrap_or(0))
+            .map(|r| r.err().map(|e| super::errors::group_code(&e)).unwrap_or(0))
             .collect(),
-        Err(e) => vec![group::error_code(&e); n],
+        Err(e) => vec![super::errors::group_code(&e); n],
     }
 }
