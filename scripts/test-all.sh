@@ -2,7 +2,8 @@
 # Strom's one test command: installs what it needs on a fresh Debian machine (as root),
 # then runs every check CI runs, in order, failing at the first broken phase:
 #
-#   setup     apt packages (kcat, maven, Java 17, python venv, clang), the pinned Python clients
+#   setup     apt packages (kcat, maven, Java 17, python venv, clang, chromium + chromedriver),
+#             the pinned Python clients (and selenium)
 #             in compat-tests/.venv, the Apache Kafka jars in compat-tests/.cache
 #   fmt       cargo fmt --all -- --check
 #   clippy    cargo clippy --all-targets -- -D warnings
@@ -75,7 +76,9 @@ apt_install_missing() {
     # Debian package per command; apt-get update runs once, only if something is missing.
     local -A want=([java]=openjdk-17-jre-headless [mvn]=maven [kcat]=kcat [python3]=python3
         [cmake]=cmake [g++]=g++ [node]=nodejs [npm]=npm
-        [clang]=clang) # clang: ebpf/build.rs compiles the steering program (else it falls back)
+        [clang]=clang # clang: ebpf/build.rs compiles the steering program (else it falls back)
+        # the console's browser test (compat-tests/python/test_console.py)
+        [chromium]=chromium [chromedriver]=chromium-driver)
     local pkgs=() cmd
     for cmd in "${!want[@]}"; do
         command -v "$cmd" >/dev/null 2>&1 || pkgs+=("${want[$cmd]}")

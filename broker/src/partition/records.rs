@@ -49,8 +49,11 @@ pub struct RecordChecks<'a> {
     /// base timestamp.
     pub timestamps: Option<TimestampBounds>,
     /// A check of each record's key and value (schema ids): `Err` names why it is refused.
-    pub each: Option<&'a dyn Fn(Option<&[u8]>, Option<&[u8]>) -> Result<(), String>>,
+    pub each: Option<&'a EachRecord<'a>>,
 }
+
+/// A check of one record's (key, value); `Err` is the message naming why it is refused.
+pub type EachRecord<'a> = dyn Fn(Option<&[u8]>, Option<&[u8]>) -> Result<(), String> + 'a;
 
 #[derive(Debug, Clone, Copy)]
 pub struct TimestampBounds {

@@ -48,6 +48,19 @@ pub fn record_name_of(schema_type: &str, schema: &str) -> Option<String> {
     }
 }
 
+/// The running service's view: one lock of the registry per question (only on topics that
+/// validate schema ids; the produce path of others never asks).
+impl SchemaView for super::Service {
+    fn id_in_subject(&self, id: i32, subject: &str) -> bool {
+        self.read(|r| Ok(r.store.id_in_subject(id, subject)))
+            .unwrap_or(false)
+    }
+
+    fn record_name(&self, id: i32) -> Option<String> {
+        self.read(|r| Ok(r.store.record_name(id))).ok().flatten()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,18 +87,5 @@ mod tests {
             record_name_of("JSON", r#"{"title":"T"}"#).as_deref(),
             Some("T")
         );
-    }
-}
-
-/// The running service's view: one lock of the registry per question (only on topics that
-/// validate schema ids; the produce path of others never asks).
-impl SchemaView for super::Service {
-    fn id_in_subject(&self, id: i32, subject: &str) -> bool {
-        self.read(|r| Ok(r.store.id_in_subject(id, subject)))
-            .unwrap_or(false)
-    }
-
-    fn record_name(&self, id: i32) -> Option<String> {
-        self.read(|r| Ok(r.store.record_name(id))).ok().flatten()
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod connection;
+pub mod console;
 pub mod listener;
 pub mod steering;
 
@@ -29,6 +30,8 @@ pub struct Server {
     /// The Schema Registry's address, when it is serving.
     pub schema_registry_addr: Option<SocketAddr>,
     pub ctx: Arc<BrokerContext>,
+    /// The connectors `strom serve` runs beside the broker, for the console to show.
+    pub connectors: Arc<console::Connectors>,
     shutdown: watch::Sender<bool>,
     shards: Vec<JoinHandle<anyhow::Result<shard::run::ShardReport>>>,
     admin: Option<JoinHandle<()>>,
@@ -114,13 +117,13 @@ impl Server {
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready_flag = Arc::new(AtomicBool::new(false));
+        let connectors = Arc::new(console::Connectors::default());
         let admin = {
             let ready = ready_flag.clone();
             let ctx = ctx.clone();
             let shutdown = shutdown_rx.clone();
-            admin::spawn_thread("admin", metrics_std, move |l| {
-                admin::serve(l, ready, ctx, shutdown)
-            })?
+            let router = admin::broker_router(ready, ctx, connectors.clone());
+            admin::spawn_thread("admin", metrics_std, router, shutdown)?
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
         let recovery_points = Arc::new((recovery_points, log_starts));
@@ -175,6 +178,7 @@ impl Server {
             metrics_addr,
             schema_registry_addr,
             ctx,
+            connectors,
             shutdown: shutdown_tx,
             shards,
             admin: Some(admin),
