@@ -201,7 +201,7 @@ def start_strom(shards: int = 2, data_dir: Path | None = None) -> BrokerProcess:
     try:
         b.wait_ready()
     except BaseException:
-        b.stop()
+        b.cleanup()  # the error carries the log tail; the temp dir would be left behind
         raise
     return b
 
@@ -224,6 +224,6 @@ def start_kafka() -> BrokerProcess:
         # listens before it serves, and the tests that start a Kafka of their own use it at once.
         b.wait_ready(timeout_s=max(START_TIMEOUT_S, 120), serving=True)
     except BaseException:
-        b.stop()
+        b.cleanup()  # the error carries the log tail; the temp dir would be left behind
         raise
     return b
