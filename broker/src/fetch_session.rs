@@ -14,7 +14,6 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{FetchRequest, TopicName};
 use uuid::Uuid;
 
@@ -56,6 +55,15 @@ pub struct FetchPlan {
     /// Incremental: answer only partitions with news.
     pub incremental: bool,
     pub partitions: Vec<SessionPartition>,
+}
+
+/// Why an incremental fetch cannot use its session (Kafka's FetchSession errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("the fetch session id is not known (evicted, or opened on another shard)")]
+    NotFound,
+    #[error("the fetch session epoch is not the session's next one")]
+    InvalidEpoch,
 }
 
 pub struct FetchSessionCache {
@@ -130,7 +138,7 @@ impl FetchSessionCache {
     }
 
     /// Interprets the request's session id and epoch as Kafka's `FetchManager.newContext` does.
-    pub fn plan(&mut self, req: &FetchRequest) -> Result<FetchPlan, i16> {
+    pub fn plan(&mut self, req: &FetchRequest) -> Result<FetchPlan, SessionError> {
         let (id, epoch) = (req.session_id, req.session_epoch);
         if epoch == FINAL_EPOCH {
             if id != 0 {
@@ -155,14 +163,11 @@ impl FetchSessionCache {
             });
         }
         if id == 0 {
-            return Err(ResponseError::InvalidFetchSessionEpoch.code());
+            return Err(SessionError::InvalidEpoch);
         }
-        let session = self
-            .sessions
-            .get_mut(&id)
-            .ok_or(ResponseError::FetchSessionIdNotFound.code())?;
+        let session = self.sessions.get_mut(&id).ok_or(SessionError::NotFound)?;
         if session.epoch != epoch {
-            return Err(ResponseError::InvalidFetchSessionEpoch.code());
+            return Err(SessionError::InvalidEpoch);
         }
         for update in request_partitions(req) {
             match session
@@ -253,14 +258,20 @@ mod tests {
     #[test]
     fn given_bad_session_or_epoch_when_planning_then_kafka_errors() {
         let mut c = FetchSessionCache::new(0, 10);
-        assert_eq!(c.plan(&req(12345, 3, &[])), Err(70));
+        assert_eq!(c.plan(&req(12345, 3, &[])), Err(SessionError::NotFound));
         let p = c.plan(&req(0, 0, &[(0, 0)])).unwrap();
-        assert_eq!(c.plan(&req(p.session_id, 5, &[])), Err(71));
-        assert_eq!(c.plan(&req(0, 4, &[])), Err(71));
+        assert_eq!(
+            c.plan(&req(p.session_id, 5, &[])),
+            Err(SessionError::InvalidEpoch)
+        );
+        assert_eq!(c.plan(&req(0, 4, &[])), Err(SessionError::InvalidEpoch));
         // Final epoch closes it.
         let f = c.plan(&req(p.session_id, FINAL_EPOCH, &[(0, 0)])).unwrap();
         assert_eq!(f.session_id, 0);
-        assert_eq!(c.plan(&req(p.session_id, 1, &[])), Err(70));
+        assert_eq!(
+            c.plan(&req(p.session_id, 1, &[])),
+            Err(SessionError::NotFound)
+        );
     }
 
     #[test]
@@ -285,7 +296,7 @@ mod tests {
         let b = c.plan(&req(0, 0, &[(0, 0)])).unwrap().session_id;
         assert_ne!(a, b);
         assert_eq!(c.len(), 1);
-        assert_eq!(c.plan(&req(a, 1, &[])), Err(70));
+        assert_eq!(c.plan(&req(a, 1, &[])), Err(SessionError::NotFound));
         let mut none = FetchSessionCache::new(0, 0);
         assert_eq!(none.plan(&req(0, 0, &[(0, 0)])).unwrap().session_id, 0);
     }

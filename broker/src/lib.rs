@@ -9,20 +9,18 @@
 //! The topic catalog (`catalog`) and the config (`config`) are the only state every shard
 //! reads; they are immutable snapshots behind an `Arc`.
 
-pub mod catalog;
-pub mod cleaner;
 pub mod config;
-pub mod coordinator_log;
+pub mod coordinator;
 pub mod fetch_session;
-pub mod group;
 pub mod handlers;
+pub mod metadata;
 pub mod metrics;
 pub mod migrate;
 pub mod partition;
-pub mod producer_ids;
 pub mod server;
 pub mod shard;
-pub mod txn;
+#[doc(hidden)]
+pub mod test_support;
 
 pub use server::Server;
 

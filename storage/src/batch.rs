@@ -309,6 +309,21 @@ impl<'a> Iterator for BatchIter<'a> {
     }
 }
 
+/// Bytes at the start of a batch that hold every field the log rewrites on a normal append
+/// (base offset, partition leader epoch, and the batch length between them, unchanged):
+/// all before the magic byte, outside the CRC.
+pub const REWRITTEN_PREFIX: usize = 16;
+
+/// `batch`'s first [`REWRITTEN_PREFIX`] bytes as the log stores them: base offset and
+/// partition leader epoch replaced. The rest of the batch is written as received.
+pub fn rewritten_prefix(batch: &[u8], base_offset: i64, epoch: i32) -> [u8; REWRITTEN_PREFIX] {
+    let mut p = [0u8; REWRITTEN_PREFIX];
+    p.copy_from_slice(&batch[..REWRITTEN_PREFIX]);
+    set_base_offset(&mut p, base_offset);
+    set_partition_leader_epoch(&mut p, epoch);
+    p
+}
+
 /// Rewrites the base offset (not covered by the CRC).
 pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
     batch[0..8].copy_from_slice(&base_offset.to_be_bytes());

@@ -10,8 +10,8 @@
 
 use std::path::PathBuf;
 
+use crate::error::StorageError;
 use crate::logdir;
-use crate::StorageError;
 
 /// Kafka's `UNDEFINED_EPOCH` / `UNDEFINED_EPOCH_OFFSET`.
 pub const UNDEFINED_EPOCH: i32 = -1;

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use crate::StorageError;
+use crate::error::StorageError;
 
 /// Exclusive lock on the data dir (`.lock`, flock), released on drop.
 pub struct DirLock {
@@ -50,7 +50,7 @@ pub fn random_uuid() -> [u8; 16] {
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 16, 0) };
     if n != 16 {
         // Practically unreachable; time-derived bytes still make a usable id.
-        let t = crate::now_ms() as u128 ^ ((std::process::id() as u128) << 64);
+        let t = crate::clock::now_ms() as u128 ^ ((std::process::id() as u128) << 64);
         b = t.to_be_bytes();
     }
     b[6] = (b[6] & 0x0f) | 0x40;

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::StorageError;
+use crate::error::StorageError;
 
 const VERSION: i16 = 1;
 const ENTRY_SIZE: usize = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8;

@@ -24,9 +24,10 @@ use bytes::Bytes;
 use memmap2::{Mmap, MmapOptions};
 
 use crate::batch::{self, BatchHeader};
-use crate::index::{OffsetIndex, TimeIndex};
+use crate::config::LogConfig;
+use crate::error::StorageError;
+use crate::index::{Bounds, OffsetIndex, TimeIndex};
 use crate::txn_index::TxnIndex;
-use crate::{LogConfig, StorageError};
 
 pub(crate) fn file_name(base: i64, ext: &str) -> String {
     format!("{base:020}.{ext}")
@@ -176,8 +177,14 @@ impl Segment {
         self.next_offset.set(next_base);
         self.max_ts_known.set(false);
         let max_rel = (next_base - self.base_offset).max(0) as u64;
-        self.index.borrow().set_bounds(max_rel, size);
-        self.time_index.borrow().set_bounds(max_rel);
+        self.index.borrow().set_bounds(Bounds {
+            max_rel,
+            max_pos: size,
+        });
+        self.time_index.borrow().set_bounds(Bounds {
+            max_rel,
+            max_pos: u64::MAX,
+        });
     }
 
     /// Whether the offset index file can be trusted to be there: a missing (empty) index

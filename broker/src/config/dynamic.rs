@@ -42,6 +42,8 @@ pub enum DynamicFileError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot persist dynamic broker configs: {0}")]
+    Persist(#[source] storage::StorageError),
     #[error("dynamic broker configs {path} are corrupt: {message}")]
     Corrupt { path: PathBuf, message: String },
 }
@@ -61,10 +63,7 @@ pub fn load(data_dir: &Path) -> Result<StoredDynamic, DynamicFileError> {
 pub fn save(data_dir: &Path, stored: &StoredDynamic) -> Result<(), DynamicFileError> {
     let path = data_dir.join(FILE_NAME);
     let bytes = serde_json::to_vec_pretty(stored).expect("dynamic configs serialise");
-    crate::catalog::write_atomically(&path, &bytes).map_err(|source| DynamicFileError::Io {
-        path: path.clone(),
-        source,
-    })
+    storage::logdir::write_atomic(&path, &bytes).map_err(DynamicFileError::Persist)
 }
 
 /// Kafka's broker configs that may change at runtime but that Strom does not apply live

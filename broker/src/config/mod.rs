@@ -8,6 +8,7 @@
 //! `STROM_` plus the key uppercased (`STROM_LOG_RETENTION_CHECK_INTERVAL_MS`).
 
 pub mod dynamic;
+pub mod effective;
 pub mod topic;
 
 use std::collections::BTreeMap;

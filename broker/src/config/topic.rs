@@ -1,10 +1,6 @@
 //! Kafka's topic-level configs: names, types, defaults (some taken from a broker config, as
 //! Kafka does), validation with Kafka's messages, and the typed view the broker uses.
 
-use std::collections::BTreeMap;
-
-use super::dynamic::BrokerView;
-
 /// Kafka's `ConfigType` as DescribeConfigs v3+ reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigType {
@@ -406,9 +402,58 @@ fn invalid(name: &str, value: &str, reason: &str) -> TopicConfigError {
 }
 
 /// Checks one override the way Kafka's `LogConfig.validate` does for its type and range.
+/// Kafka topic configs Strom does not implement yet. Their default value is accepted (tools
+/// and `strom migrate` pass topics' configs along, and the default is what Strom does); any
+/// other value is refused with the reason, never accepted to do nothing.
+pub const NOT_IMPLEMENTED: &[(&str, &str)] = &[
+    (
+        "errors.deadletterqueue.group.enable",
+        "share groups are not built yet",
+    ),
+    (
+        "follower.replication.throttled.replicas",
+        "replication is not built yet (one node)",
+    ),
+    (
+        "leader.replication.throttled.replicas",
+        "replication is not built yet (one node)",
+    ),
+    (
+        "unclean.leader.election.enable",
+        "replication is not built yet (one node)",
+    ),
+    ("local.retention.bytes", "tiered storage is not built yet"),
+    ("local.retention.ms", "tiered storage is not built yet"),
+    ("remote.copy.lag.bytes", "tiered storage is not built yet"),
+    ("remote.copy.lag.ms", "tiered storage is not built yet"),
+    ("remote.log.copy.disable", "tiered storage is not built yet"),
+    (
+        "remote.log.delete.on.disable",
+        "tiered storage is not built yet",
+    ),
+    ("remote.storage.enable", "tiered storage is not built yet"),
+    ("preallocate", "segment files are not preallocated"),
+    (
+        "segment.jitter.ms",
+        "segments roll at segment.ms without jitter",
+    ),
+];
+
 pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
     let d = find(name).ok_or_else(|| TopicConfigError::Unknown(name.into()))?;
     let v = value.trim();
+    if let Some((_, why)) = NOT_IMPLEMENTED.iter().find(|(n, _)| *n == name) {
+        if !v.eq_ignore_ascii_case(d.default) {
+            return Err(invalid(
+                name,
+                value,
+                &format!(
+                    "Strom accepts only the default ({:?}) here: {why}",
+                    d.default
+                ),
+            ));
+        }
+    }
     match d.kind {
         Boolean => {
             if !v.eq_ignore_ascii_case("true") && !v.eq_ignore_ascii_case("false") {
@@ -455,6 +500,15 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
                 "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
             ));
         }
+        "compression.gzip.level" if !(int() == -1 || (1..=9).contains(&int())) => {
+            return Err(invalid(name, value, "Value must be between 1 and 9, or -1"));
+        }
+        "compression.lz4.level" if !(1..=17).contains(&int()) => {
+            return Err(invalid(name, value, "Value must be between 1 and 17"));
+        }
+        "compression.zstd.level" if !(-131072..=22).contains(&int()) => {
+            return Err(invalid(name, value, "Value must be between -131072 and 22"));
+        }
         "message.timestamp.type" if v != "CreateTime" && v != "LogAppendTime" => {
             return Err(invalid(
                 name,
@@ -498,130 +552,6 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
         _ => {}
     }
     Ok(())
-}
-
-/// One described config entry.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DescribedConfig {
-    pub name: &'static str,
-    pub value: String,
-    pub source: ConfigSource,
-    pub kind: ConfigType,
-    pub doc: &'static str,
-    pub is_default: bool,
-}
-
-/// The effective value of `d` for a topic with `overrides`, and where it came from: the
-/// override, else the dynamic broker default (per-broker, then cluster-wide), else the static
-/// broker config, else Kafka's default.
-pub fn effective(
-    d: &TopicConfigDef,
-    overrides: &BTreeMap<String, String>,
-    broker: &BrokerView,
-) -> DescribedConfig {
-    let described = |value: String, source: ConfigSource| DescribedConfig {
-        name: d.name,
-        value,
-        source,
-        kind: d.kind,
-        doc: d.doc,
-        is_default: source == ConfigSource::Default,
-    };
-    if let Some(v) = overrides.get(d.name) {
-        return described(v.clone(), ConfigSource::DynamicTopic);
-    }
-    broker_default(d, broker)
-}
-
-/// What a topic without an override of `d` gets: the broker-level value and its source.
-pub fn broker_default(d: &TopicConfigDef, broker: &BrokerView) -> DescribedConfig {
-    let described = |value: String, source: ConfigSource| DescribedConfig {
-        name: d.name,
-        value,
-        source,
-        kind: d.kind,
-        doc: d.doc,
-        is_default: source == ConfigSource::Default,
-    };
-    if let Some(syn) = broker_synonym(d.name) {
-        if let Some((v, source)) = broker.dynamic(syn.name) {
-            return described(v.to_string(), source);
-        }
-    }
-    match d.broker_synonym {
-        Some(key) => {
-            let value = super::dynamic::field_value(&broker.static_config, key)
-                .unwrap_or_else(|| d.default.to_string());
-            let source = if broker.origins.contains_key(key) {
-                ConfigSource::StaticBroker
-            } else {
-                ConfigSource::Default
-            };
-            described(value, source)
-        }
-        None => described(d.default.to_string(), ConfigSource::Default),
-    }
-}
-
-/// The typed settings the produce and fetch paths consult, resolved once per topic change.
-#[derive(Debug, Clone)]
-pub struct TopicSettings {
-    pub compact: bool,
-    pub max_message_bytes: i32,
-    pub log_append_time: bool,
-    pub timestamp_before_max_ms: i64,
-    pub timestamp_after_max_ms: i64,
-    /// Kafka 4.4's `max.decompressed.message.bytes`: the most a produced batch may inflate
-    /// to when the broker reads its records.
-    pub max_decompressed_bytes: usize,
-    pub log: storage::LogConfig,
-    /// delete.retention.ms, min/max.compaction.lag.ms, min.cleanable.dirty.ratio.
-    pub cleaner: storage::cleaner::CleanerConfig,
-    /// `retention.ms`, `retention.bytes` and whether `cleanup.policy` has `delete`: read by
-    /// the shard's housekeeping at every check, so a changed topic config applies at once.
-    pub retention: storage::RetentionPolicy,
-}
-
-impl TopicSettings {
-    pub fn resolve(overrides: &BTreeMap<String, String>, broker: &BrokerView) -> TopicSettings {
-        let get =
-            |name: &str| effective(find(name).expect("known config"), overrides, broker).value;
-        let long = |name: &str| get(name).trim().parse::<i64>().unwrap_or(i64::MAX);
-        let nonneg = |name: &str| long(name).max(0) as u64;
-        let log = storage::LogConfig {
-            segment_bytes: nonneg("segment.bytes"),
-            segment_ms: nonneg("segment.ms"),
-            segment_index_bytes: nonneg("segment.index.bytes"),
-            index_interval_bytes: nonneg("index.interval.bytes"),
-            flush_messages: nonneg("flush.messages"),
-            flush_ms: nonneg("flush.ms"),
-            file_delete_delay_ms: nonneg("file.delete.delay.ms"),
-        };
-        TopicSettings {
-            compact: get("cleanup.policy").contains("compact"),
-            max_message_bytes: long("max.message.bytes").clamp(0, i32::MAX as i64) as i32,
-            log_append_time: get("message.timestamp.type") == "LogAppendTime",
-            timestamp_before_max_ms: long("message.timestamp.before.max.ms"),
-            timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
-            max_decompressed_bytes: long("max.decompressed.message.bytes").max(0) as usize,
-            log,
-            cleaner: storage::cleaner::CleanerConfig {
-                delete_retention_ms: long("delete.retention.ms").max(0),
-                min_compaction_lag_ms: long("min.compaction.lag.ms").max(0),
-                max_compaction_lag_ms: long("max.compaction.lag.ms").max(1),
-                min_cleanable_dirty_ratio: get("min.cleanable.dirty.ratio")
-                    .trim()
-                    .parse::<f64>()
-                    .unwrap_or(0.5),
-                dedupe_buffer_bytes: broker.config.log_cleaner_dedupe_buffer_size.max(0) as usize,
-            },
-            retention: storage::RetentionPolicy {
-                retention_ms: long("retention.ms"),
-                retention_bytes: long("retention.bytes"),
-                delete: get("cleanup.policy").contains("delete"),
-            },
-        }
-    }
 }
 
 #[cfg(test)]
@@ -697,50 +627,5 @@ mod tests {
         let mut ours: Vec<&str> = TOPIC_CONFIGS.iter().map(|d| d.name).collect();
         ours.sort_unstable();
         assert_eq!(ours, kafka);
-    }
-
-    #[test]
-    fn given_broker_override_when_describing_then_static_broker_source() {
-        use crate::config::{BrokerConfig, Origin};
-        let broker = BrokerConfig {
-            message_max_bytes: 2000,
-            ..Default::default()
-        };
-        let mut origins = BTreeMap::new();
-        origins.insert("message_max_bytes".to_string(), Origin::File);
-        let broker = BrokerView::from_static(broker, origins);
-        let d = effective(
-            find("max.message.bytes").unwrap(),
-            &BTreeMap::new(),
-            &broker,
-        );
-        assert_eq!(d.value, "2000");
-        assert_eq!(d.source, ConfigSource::StaticBroker);
-        let d = effective(find("segment.bytes").unwrap(), &BTreeMap::new(), &broker);
-        assert_eq!(
-            (d.value.as_str(), d.source),
-            ("1073741824", ConfigSource::Default)
-        );
-        let mut o = BTreeMap::new();
-        o.insert("segment.bytes".to_string(), "1000".to_string());
-        let d = effective(find("segment.bytes").unwrap(), &o, &broker);
-        assert_eq!(
-            (d.value.as_str(), d.source),
-            ("1000", ConfigSource::DynamicTopic)
-        );
-    }
-
-    #[test]
-    fn given_overrides_when_resolving_then_typed_settings() {
-        let mut o = BTreeMap::new();
-        o.insert("cleanup.policy".to_string(), "compact".to_string());
-        o.insert("segment.bytes".to_string(), "4096".to_string());
-        let s = TopicSettings::resolve(
-            &o,
-            &BrokerView::from_static(Default::default(), BTreeMap::new()),
-        );
-        assert!(s.compact);
-        assert_eq!(s.log.segment_bytes, 4096);
-        assert_eq!(s.max_message_bytes, 1_048_588);
     }
 }

@@ -5,8 +5,8 @@
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
 use super::RequestContext;
-use crate::group::{self, OFFSETS_TOPIC};
-use crate::txn::{self, TxnError};
+use crate::coordinator::group::{self, OFFSETS_TOPIC};
+use crate::coordinator::txn::{self, TxnError};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 4;
@@ -15,14 +15,14 @@ const FENCED_SINCE: i16 = 2;
 
 pub async fn handle(ctx: &RequestContext, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
     let r = async {
-        let partitions = group::ensure_offsets_topic(ctx)
+        let partitions = group::ensure_offsets_topic(ctx.ctx())
             .await
             .map_err(|_| TxnError::CoordinatorNotAvailable)?;
         let p = group::offsets_partition(req.group_id.as_str(), partitions);
         let tid = req.transactional_id.to_string();
         let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
         let id = tid.clone();
-        txn::on_coordinator(ctx, &tid, move |txns, _| async move {
+        txn::on_coordinator(ctx.ctx(), &tid, move |txns, _| async move {
             txns.add_partitions(&id, pid, epoch, vec![(OFFSETS_TOPIC.to_string(), p)])
                 .await
         })
@@ -33,7 +33,7 @@ pub async fn handle(ctx: &RequestContext, req: AddOffsetsToTxnRequest) -> AddOff
         Ok(()) => 0,
         Err(e) => {
             tracing::debug!(error = %e, "AddOffsetsToTxn failed");
-            txn::error_code(&e, ctx.version(), FENCED_SINCE)
+            super::errors::txn_code(&e, ctx.version(), FENCED_SINCE)
         }
     };
     AddOffsetsToTxnResponse::default().with_error_code(code)

@@ -12,7 +12,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 
 use super::RequestContext;
-use crate::txn;
+use crate::coordinator::txn;
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
@@ -87,7 +87,7 @@ async fn one(
     }
     let list: Vec<(String, i32)> = partitions.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
     let id = tid.clone();
-    let r = txn::on_coordinator(ctx, &tid, move |txns, _| async move {
+    let r = txn::on_coordinator(ctx.ctx(), &tid, move |txns, _| async move {
         if verify_only {
             txns.verify(&id, pid, epoch, &list)
         } else {
@@ -107,7 +107,7 @@ async fn one(
         }),
         Err(e) => {
             tracing::debug!(transactional_id = %tid, error = %e, "AddPartitionsToTxn failed");
-            let code = txn::error_code(&e, ctx.version(), FENCED_SINCE);
+            let code = super::errors::txn_code(&e, ctx.version(), FENCED_SINCE);
             shape(&|_, _| code)
         }
     }

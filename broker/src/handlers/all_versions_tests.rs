@@ -12,8 +12,8 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use super::produce::tests::{batch, create, produce_req};
 use super::API_TABLE;
+use crate::handlers::testing::{batch, create, produce_req};
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.into()))

@@ -59,9 +59,9 @@ pub async fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConf
 
 #[cfg(test)]
 mod tests {
-    use super::super::produce::tests::create;
     use super::super::testing::*;
     use super::*;
+    use crate::handlers::testing::create;
     use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
     use kafka_protocol::messages::ApiKey;
     use kafka_protocol::protocol::StrBytes;

@@ -5,62 +5,22 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::catalog::CatalogError;
-use crate::config::dynamic::{self, BrokerConfigError};
-use crate::config::topic::{self as topic_config, ConfigType, TopicConfigError};
+use crate::config::dynamic::{self};
+use crate::config::topic::{self as topic_config, ConfigType};
+use crate::metadata::catalog::CatalogError;
 use crate::shard::frontend;
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 
-/// Why one resource of an alter request fails.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum AlterError {
-    #[error("{0}")]
-    InvalidRequest(String),
-    #[error("{0}")]
-    InvalidConfig(String),
-    #[error("{0}")]
-    InvalidTopic(String),
-    #[error("The topic '{0}' does not exist.")]
-    UnknownTopic(String),
-    #[error("{0}")]
-    Storage(String),
-}
-
-impl AlterError {
-    /// The one place alter errors become Kafka codes.
-    pub fn code(&self) -> i16 {
-        match self {
-            AlterError::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
-            AlterError::InvalidConfig(_) => ResponseError::InvalidConfig.code(),
-            AlterError::InvalidTopic(_) => ResponseError::InvalidTopicException.code(),
-            AlterError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition.code(),
-            AlterError::Storage(_) => ResponseError::KafkaStorageError.code(),
-        }
-    }
-}
-
-impl From<TopicConfigError> for AlterError {
-    fn from(e: TopicConfigError) -> Self {
-        AlterError::InvalidConfig(e.to_string())
-    }
-}
-
-impl From<BrokerConfigError> for AlterError {
-    /// Kafka wraps broker-side validation failures in InvalidRequestException (KAFKA-13609).
-    fn from(e: BrokerConfigError) -> Self {
-        AlterError::InvalidRequest(e.to_string())
-    }
-}
+pub use super::errors::AlterError;
 
 /// Which configs a resource names.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Target {
+pub enum AlterTarget {
     Topic(String),
     /// `node_scope`: this broker (`"<id>"`), else the cluster-wide default (`""`).
     Broker {
@@ -132,7 +92,10 @@ pub async fn answer_each<R>(
         };
         out.push(match outcome {
             Ok(()) => (0, None),
-            Err(e) => (e.code(), Some(StrBytes::from_string(e.to_string()))),
+            Err(e) => (
+                super::errors::alter_code(&e),
+                Some(StrBytes::from_string(e.to_string())),
+            ),
         });
     }
     out
@@ -146,7 +109,7 @@ pub fn preprocess(
     resource_type: i8,
     name: &str,
     entries: &[(&str, bool)],
-) -> Result<Target, AlterError> {
+) -> Result<AlterTarget, AlterError> {
     let mut keys = HashSet::new();
     if !entries.iter().all(|(k, _)| keys.insert(*k)) {
         return Err(AlterError::InvalidRequest(
@@ -171,12 +134,13 @@ pub fn preprocess(
                     "Default topic resources are not allowed.".into(),
                 ));
             }
-            crate::catalog::validate_topic_name(name).map_err(AlterError::InvalidTopic)?;
-            Ok(Target::Topic(name.into()))
+            crate::metadata::catalog::validate_topic_name(name)
+                .map_err(AlterError::InvalidTopic)?;
+            Ok(AlterTarget::Topic(name.into()))
         }
         RESOURCE_BROKER => {
             if name.is_empty() {
-                return Ok(Target::Broker { node_scope: false });
+                return Ok(AlterTarget::Broker { node_scope: false });
             }
             let node_id = ctx.ctx().config.node_id;
             let id: i32 = name.parse().map_err(|_| {
@@ -187,7 +151,7 @@ pub fn preprocess(
                     "Unexpected broker id, expected {node_id}, but received {name}"
                 )));
             }
-            Ok(Target::Broker { node_scope: true })
+            Ok(AlterTarget::Broker { node_scope: true })
         }
         // BROKER_LOGGER (8), CLIENT_METRICS (16) and GROUP (32) configs are not implemented;
         // Kafka's answer for a type it does not handle.
@@ -198,15 +162,15 @@ pub fn preprocess(
 }
 
 /// The configs of `target` as they stand (topic overrides, or one scope's dynamic values).
-pub fn current(ctx: &RequestContext, target: &Target) -> BTreeMap<String, String> {
+pub fn current(ctx: &RequestContext, target: &AlterTarget) -> BTreeMap<String, String> {
     let cat = &ctx.ctx().catalog;
     match target {
-        Target::Topic(name) => cat
+        AlterTarget::Topic(name) => cat
             .snapshot()
             .get(name)
             .map(|t| t.configs.clone())
             .unwrap_or_default(),
-        Target::Broker { node_scope } => {
+        AlterTarget::Broker { node_scope } => {
             let view = cat.broker();
             if *node_scope {
                 view.node.clone()
@@ -217,12 +181,12 @@ pub fn current(ctx: &RequestContext, target: &Target) -> BTreeMap<String, String
     }
 }
 
-fn list_kind(target: &Target, name: &str) -> Option<(bool, &'static str)> {
+fn list_kind(target: &AlterTarget, name: &str) -> Option<(bool, &'static str)> {
     match target {
-        Target::Topic(_) => {
+        AlterTarget::Topic(_) => {
             topic_config::find(name).map(|d| (d.kind == ConfigType::List, d.default))
         }
-        Target::Broker { .. } => match name {
+        AlterTarget::Broker { .. } => match name {
             "listeners" | "advertised.listeners" | "log.dirs" => Some((true, "")),
             _ => dynamic::kind(name).map(|k| {
                 (
@@ -238,7 +202,7 @@ fn list_kind(target: &Target, name: &str) -> Option<(bool, &'static str)> {
 /// controller's APPEND/SUBTRACT): APPEND adds values not yet present, SUBTRACT removes them,
 /// both starting from the config's default when it is not set.
 pub fn apply_ops(
-    target: &Target,
+    target: &AlterTarget,
     mut configs: BTreeMap<String, String>,
     changes: &[Change],
 ) -> Result<BTreeMap<String, String>, AlterError> {
@@ -253,14 +217,14 @@ pub fn apply_ops(
             Op::Append | Op::Subtract => {
                 let default = match (target, list_kind(target, &c.name)) {
                     (_, Some((true, default))) => default,
-                    (Target::Topic(_), _) => {
+                    (AlterTarget::Topic(_), _) => {
                         return Err(AlterError::InvalidConfig(format!(
                             "Can't {} to key {} because its type is not LIST.",
                             c.op.kafka_name(),
                             c.name
                         )))
                     }
-                    (Target::Broker { .. }, Some(_)) => {
+                    (AlterTarget::Broker { .. }, Some(_)) => {
                         let verb = if c.op == Op::Append {
                             "append"
                         } else {
@@ -271,7 +235,7 @@ pub fn apply_ops(
                             c.name
                         )));
                     }
-                    (Target::Broker { .. }, None) => {
+                    (AlterTarget::Broker { .. }, None) => {
                         return Err(AlterError::InvalidConfig(format!(
                             "Unknown config name: {}",
                             c.name
@@ -304,13 +268,13 @@ pub fn apply_ops(
 /// and pushes the resulting settings to the partitions on their home shards.
 pub async fn commit(
     ctx: &RequestContext,
-    target: &Target,
+    target: &AlterTarget,
     configs: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<(), AlterError> {
     let broker = ctx.ctx();
     match target {
-        Target::Topic(name) => {
+        AlterTarget::Topic(name) => {
             for (k, v) in &configs {
                 topic_config::validate(k, v)?;
             }
@@ -332,7 +296,7 @@ pub async fn commit(
             }
             tracing::info!(topic = %name, "topic configs altered");
         }
-        Target::Broker { node_scope } => {
+        AlterTarget::Broker { node_scope } => {
             dynamic::validate_all(&configs)?;
             if validate_only {
                 return Ok(());
@@ -355,32 +319,6 @@ pub async fn commit(
 mod tests {
     use super::*;
 
-    #[test]
-    fn given_each_alter_error_when_mapped_then_kafka_code() {
-        let cases = [
-            (AlterError::InvalidRequest("x".into()), 42),
-            (AlterError::InvalidConfig("x".into()), 40),
-            (AlterError::InvalidTopic("x".into()), 17),
-            (AlterError::UnknownTopic("t".into()), 3),
-            (AlterError::Storage("x".into()), 56),
-            (
-                AlterError::from(BrokerConfigError::NotDynamic(vec!["log.dirs".into()])),
-                42,
-            ),
-            (
-                AlterError::from(TopicConfigError::Unknown("nope".into())),
-                40,
-            ),
-        ];
-        for (e, code) in cases {
-            assert_eq!(e.code(), code, "{e:?}");
-        }
-        assert_eq!(
-            AlterError::UnknownTopic("t".into()).to_string(),
-            "The topic 't' does not exist."
-        );
-    }
-
     fn change(name: &str, op: Op, value: &str) -> Change {
         Change {
             name: name.into(),
@@ -391,7 +329,7 @@ mod tests {
 
     #[test]
     fn given_list_ops_when_applied_then_kafka_arithmetic() {
-        let t = Target::Topic("t".into());
+        let t = AlterTarget::Topic("t".into());
         let out = apply_ops(
             &t,
             BTreeMap::new(),
@@ -415,15 +353,15 @@ mod tests {
                 "Can't APPEND to key retention.ms because its type is not LIST.".into()
             )
         );
-        let b = Target::Broker { node_scope: false };
+        let b = AlterTarget::Broker { node_scope: false };
         assert_eq!(
             apply_ops(
                 &b,
                 BTreeMap::new(),
                 &[change("message.max.bytes", Op::Subtract, "1")]
             )
-            .unwrap_err()
-            .code(),
+            .map_err(|e| crate::handlers::errors::alter_code(&e))
+            .unwrap_err(),
             40
         );
         let out = apply_ops(

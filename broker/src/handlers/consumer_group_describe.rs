@@ -10,18 +10,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::catalog::Catalog;
-use crate::group::assignor::Assignment as Parts;
-use crate::group::{self, GroupError};
+use crate::coordinator::group::assignor::Assignment as Parts;
+use crate::coordinator::group::{self, GroupError};
+use crate::metadata::catalog::Catalog;
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 1;
 
 /// The one place ConsumerGroupDescribe failures become Kafka error codes.
-pub fn error_code(e: &GroupError) -> i16 {
-    group::error_code(e)
-}
-
 fn assignment(catalog: &Catalog, a: &Parts) -> Assignment {
     Assignment::default().with_topic_partitions(
         a.iter()
@@ -49,7 +45,7 @@ pub async fn handle(
         let id = gid.to_string();
         let key = id.clone();
         let c2 = catalog.clone();
-        let r = group::on_coordinator(ctx, &id, move |gs, _| async move {
+        let r = group::on_coordinator(ctx.ctx(), &id, move |gs, _| async move {
             let groups = gs.groups.borrow();
             let g = groups.get(&key).ok_or(GroupError::GroupIdNotFound)?;
             let Some(c) = g.consumer.as_ref().filter(|_| g.members.is_empty()) else {
@@ -93,7 +89,7 @@ pub async fn handle(
         let d = match r {
             Ok(d) => d,
             Err(e) => DescribedGroup::default()
-                .with_error_code(error_code(&e))
+                .with_error_code(super::errors::group_code(&e))
                 .with_error_message(Some(StrBytes::from_string(e.to_string()))),
         };
         out.push(d.with_group_id(gid).with_authorized_operations(i32::MIN));

@@ -9,17 +9,13 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::group::consumer::HeartbeatParams;
-use crate::group::{self, GroupError};
+use crate::coordinator::group::consumer::HeartbeatParams;
+use crate::coordinator::group::{self};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 1;
 
 /// The one place ConsumerGroupHeartbeat failures become Kafka error codes.
-pub fn error_code(e: &GroupError) -> i16 {
-    group::error_code(e)
-}
-
 pub async fn handle(
     ctx: &RequestContext,
     req: ConsumerGroupHeartbeatRequest,
@@ -59,7 +55,7 @@ pub async fn handle(
     };
     let group_id = req.group_id.to_string();
     let gid = group_id.clone();
-    let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+    let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
         gs.consumer_heartbeat(&gid, params).await
     })
     .await;
@@ -83,7 +79,7 @@ pub async fn handle(
                 )
             })),
         Err(e) => ConsumerGroupHeartbeatResponse::default()
-            .with_error_code(error_code(&e))
+            .with_error_code(super::errors::group_code(&e))
             .with_error_message(Some(StrBytes::from_string(e.to_string()))),
     }
 }

@@ -98,9 +98,9 @@ pub async fn handle(
 
 #[cfg(test)]
 mod tests {
-    use super::super::produce::tests::create;
     use super::super::testing::*;
     use super::*;
+    use crate::handlers::testing::create;
     use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
     use kafka_protocol::messages::{ApiKey, TopicName};
 

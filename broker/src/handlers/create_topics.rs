@@ -3,9 +3,7 @@
 //! how Metadata auto-creates topics.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -14,73 +12,13 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::catalog::{validate_topic_name, CatalogError, TopicMeta};
 use crate::config::topic::{self as topic_config, TopicConfigError};
-use crate::shard::frontend;
+use crate::metadata::catalog::validate_topic_name;
+use crate::metadata::topics::create_topic;
+pub use crate::metadata::topics::CreateError;
 
 pub const MIN_VERSION: i16 = 2;
 pub const MAX_VERSION: i16 = 7;
-
-#[derive(Debug, thiserror::Error)]
-pub enum CreateError {
-    #[error("{0}")]
-    InvalidName(String),
-    #[error("Topic already exists.")]
-    AlreadyExists,
-    #[error("Number of partitions was set to an invalid non-positive value.")]
-    InvalidPartitions,
-    #[error("{0}")]
-    InvalidReplicationFactor(String),
-    #[error("{0}")]
-    InvalidAssignment(String),
-    #[error("{0}")]
-    InvalidRequest(String),
-    #[error(transparent)]
-    InvalidConfig(#[from] TopicConfigError),
-    #[error("{0}")]
-    Storage(String),
-}
-
-impl CreateError {
-    /// The one place create errors become Kafka codes.
-    pub fn code(&self) -> i16 {
-        match self {
-            CreateError::InvalidName(_) => ResponseError::InvalidTopicException.code(),
-            CreateError::AlreadyExists => ResponseError::TopicAlreadyExists.code(),
-            CreateError::InvalidPartitions => ResponseError::InvalidPartitions.code(),
-            CreateError::InvalidReplicationFactor(_) => {
-                ResponseError::InvalidReplicationFactor.code()
-            }
-            CreateError::InvalidAssignment(_) => ResponseError::InvalidReplicaAssignment.code(),
-            CreateError::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
-            CreateError::InvalidConfig(_) => ResponseError::InvalidConfig.code(),
-            CreateError::Storage(_) => ResponseError::KafkaStorageError.code(),
-        }
-    }
-}
-
-/// Creates the topic in the catalog and opens its partitions on their home shards.
-pub async fn create_topic(
-    ctx: &RequestContext,
-    name: &str,
-    partitions: i32,
-    configs: BTreeMap<String, String>,
-) -> Result<Arc<TopicMeta>, CreateError> {
-    validate_topic_name(name).map_err(CreateError::InvalidName)?;
-    let broker = ctx.ctx();
-    let internal = name.starts_with("__");
-    let meta = broker
-        .catalog
-        .create(name, partitions, configs, internal)
-        .map_err(|e| match e {
-            CatalogError::AlreadyExists(_) => CreateError::AlreadyExists,
-            other => CreateError::Storage(other.to_string()),
-        })?;
-    frontend::open_partitions(broker, &meta, 0..partitions)
-        .await
-        .map_err(|e| CreateError::Storage(e.to_string()))?;
-    Ok(meta)
-}
 
 /// Checks one requested topic; returns the partition count and config overrides to use.
 fn check(
@@ -168,7 +106,7 @@ fn describe_configs(
     topic_config::TOPIC_CONFIGS
         .iter()
         .map(|d| {
-            let e = topic_config::effective(d, overrides, &view);
+            let e = crate::config::effective::effective(d, overrides, &view);
             CreatableTopicConfigs::default()
                 .with_name(StrBytes::from_static_str(e.name))
                 .with_value(Some(StrBytes::from_string(e.value)))
@@ -197,7 +135,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
             match check(ctx, t) {
                 Ok((partitions, configs)) if req.validate_only => Ok((partitions, configs, None)),
                 Ok((partitions, configs)) => {
-                    create_topic(ctx, t.name.as_str(), partitions, configs.clone())
+                    create_topic(ctx.ctx(), t.name.as_str(), partitions, configs.clone())
                         .await
                         .map(|meta| (partitions, configs, Some(meta)))
                 }
@@ -218,7 +156,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
             }
             Err(e) => {
                 result = result
-                    .with_error_code(e.code())
+                    .with_error_code(super::errors::create_code(&e))
                     .with_error_message(Some(StrBytes::from_string(match &e {
                         CreateError::AlreadyExists => {
                             format!("Topic '{}' already exists.", t.name.as_str())
@@ -266,7 +204,7 @@ mod tests {
             (CreateError::Storage("x".into()), 56),
         ];
         for (e, code) in table {
-            assert_eq!(e.code(), code, "{e}");
+            assert_eq!(crate::handlers::errors::create_code(&e), code, "{e}");
         }
     }
 

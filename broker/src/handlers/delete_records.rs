@@ -13,8 +13,7 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use super::RequestContext;
-use crate::partition::DeleteRecordsError;
-use crate::shard::frontend::{self, FrontendError};
+use crate::shard::frontend::{self};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 2;
@@ -27,22 +26,6 @@ const INTERNAL_TOPICS: [&str; 3] = [
 ];
 
 /// The one place DeleteRecords failures become Kafka error codes.
-pub fn error_code(e: &Result<DeleteRecordsError, FrontendError>) -> i16 {
-    match e {
-        Err(FrontendError::UnknownPartition(..)) => ResponseError::UnknownTopicOrPartition.code(),
-        Err(FrontendError::ShardGone(_)) => ResponseError::NotLeaderOrFollower.code(),
-        Err(FrontendError::Offline(..))
-        | Err(FrontendError::Storage(_))
-        | Err(FrontendError::Partition(_)) => ResponseError::KafkaStorageError.code(),
-        Ok(DeleteRecordsError::Policy(_)) => ResponseError::PolicyViolation.code(),
-        Ok(DeleteRecordsError::OffsetOutOfRange { .. })
-        | Ok(DeleteRecordsError::Storage(storage::StorageError::OffsetOutOfRange { .. })) => {
-            ResponseError::OffsetOutOfRange.code()
-        }
-        Ok(DeleteRecordsError::Storage(_)) => ResponseError::KafkaStorageError.code(),
-    }
-}
-
 pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let catalog = ctx.ctx().catalog.snapshot();
     let mut topics = Vec::new();
@@ -73,11 +56,11 @@ pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRe
                         }
                         Ok(Err(e)) => {
                             tracing::debug!(topic = %m.name, partition = p.partition_index, error = %e, "delete records refused");
-                            error_code(&Ok(e))
+                            super::errors::delete_records_code(&e)
                         }
                         Err(e) => {
                             tracing::warn!(topic = %m.name, partition = p.partition_index, error = %e, "delete records failed");
-                            error_code(&Err(e))
+                            super::errors::frontend_code(&e)
                         }
                     }
                 }
@@ -92,7 +75,7 @@ pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRe
         );
     }
     if moved {
-        if let Err(e) = crate::server::checkpoint_now(ctx.ctx()).await {
+        if let Err(e) = crate::shard::checkpoint::checkpoint_now(ctx.ctx()).await {
             // The start moved in memory (and segments below it are gone); only a crash
             // before the next periodic checkpoint could bring records in the first
             // remaining segment back.
@@ -104,9 +87,9 @@ pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRe
 
 #[cfg(test)]
 pub mod tests {
-    use super::super::produce::tests::{batch, create, produce_req};
     use super::super::testing::*;
     use super::*;
+    use crate::handlers::testing::{batch, create, produce_req};
     use kafka_protocol::messages::delete_records_request::{
         DeleteRecordsPartition, DeleteRecordsTopic,
     };
@@ -124,29 +107,6 @@ pub mod tests {
         let r: DeleteRecordsResponse = h.call(ApiKey::DeleteRecords, v, req);
         let p = &r.topics[0].partitions[0];
         (p.error_code, p.low_watermark)
-    }
-
-    /// A one-partition topic with config overrides.
-    pub fn create_with_configs(h: &Harness, topic: &str, configs: &[(&str, &str)]) {
-        use kafka_protocol::messages::create_topics_request::{
-            CreatableTopic, CreatableTopicConfig,
-        };
-        use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
-        let configs = configs
-            .iter()
-            .map(|(k, v)| {
-                CreatableTopicConfig::default()
-                    .with_name(StrBytes::from_string(k.to_string()))
-                    .with_value(Some(StrBytes::from_string(v.to_string())))
-            })
-            .collect();
-        let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.into())))
-            .with_num_partitions(1)
-            .with_replication_factor(1)
-            .with_configs(configs)]);
-        let resp: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
-        assert_eq!(resp.topics[0].error_code, 0);
     }
 
     fn produce(h: &Harness, topic: &str, n: usize) {
@@ -205,50 +165,14 @@ pub mod tests {
     #[test]
     fn given_compact_only_topic_when_deleting_then_policy_violation() {
         let h = Harness::new();
-        create_with_configs(&h, "c", &[("cleanup.policy", "compact")]);
+        assert_eq!(
+            crate::handlers::testing::create_topic_with(&h, "c", &[("cleanup.policy", "compact")])
+                .error_code,
+            0
+        );
         assert_eq!(
             delete(&h, 2, "c", 0, 0),
             (ResponseError::PolicyViolation.code(), -1)
         );
-    }
-
-    #[test]
-    fn given_every_failure_when_mapping_then_kafka_codes() {
-        use storage::StorageError;
-        let table: Vec<(Result<DeleteRecordsError, FrontendError>, ResponseError)> = vec![
-            (
-                Err(FrontendError::UnknownPartition("t".into(), 0)),
-                ResponseError::UnknownTopicOrPartition,
-            ),
-            (
-                Err(FrontendError::Offline("t".into(), 0, "x".into())),
-                ResponseError::KafkaStorageError,
-            ),
-            (
-                Err(FrontendError::ShardGone(1)),
-                ResponseError::NotLeaderOrFollower,
-            ),
-            (
-                Ok(DeleteRecordsError::Policy("t-0".into())),
-                ResponseError::PolicyViolation,
-            ),
-            (
-                Ok(DeleteRecordsError::OffsetOutOfRange {
-                    offset: 9,
-                    high_watermark: 3,
-                }),
-                ResponseError::OffsetOutOfRange,
-            ),
-            (
-                Ok(DeleteRecordsError::Storage(StorageError::LogFailed {
-                    path: "p".into(),
-                    reason: "r".into(),
-                })),
-                ResponseError::KafkaStorageError,
-            ),
-        ];
-        for (e, want) in table {
-            assert_eq!(error_code(&e), want.code(), "{e:?}");
-        }
     }
 }

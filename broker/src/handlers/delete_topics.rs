@@ -73,9 +73,9 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTop
 
 #[cfg(test)]
 mod tests {
-    use super::super::produce::tests::{batch, create, produce_req};
     use super::super::testing::*;
     use super::*;
+    use crate::handlers::testing::{batch, create, produce_req};
     use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
     use kafka_protocol::messages::{ApiKey, ProduceResponse};
 

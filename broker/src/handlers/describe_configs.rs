@@ -74,7 +74,7 @@ fn topic_result(
         .iter()
         .filter(|d| wanted(keys, d.name))
         .map(|d| {
-            let e = topic_config::effective(d, &meta.configs, &view);
+            let e = crate::config::effective::effective(d, &meta.configs, &view);
             let mut syn = Vec::new();
             if synonyms {
                 if e.source == ConfigSource::DynamicTopic {
@@ -288,9 +288,9 @@ pub async fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> Descri
 
 #[cfg(test)]
 mod tests {
-    use super::super::produce::tests::create;
     use super::super::testing::*;
     use super::*;
+    use crate::handlers::testing::create;
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
     use kafka_protocol::messages::ApiKey;
 

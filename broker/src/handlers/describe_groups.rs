@@ -7,17 +7,13 @@ use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::group::classic::GroupState;
-use crate::group::{self, GroupError};
+use crate::coordinator::group::classic::GroupState;
+use crate::coordinator::group::{self, GroupError};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 6;
 
 /// The one place DescribeGroups failures become Kafka error codes.
-pub fn error_code(e: &GroupError) -> i16 {
-    group::error_code(e)
-}
-
 struct Described {
     state: &'static str,
     protocol_type: String,
@@ -38,7 +34,7 @@ pub async fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> Describ
     for gid in req.groups {
         let id = gid.to_string();
         let key = id.clone();
-        let r = group::on_coordinator(ctx, &id, move |gs, _| async move {
+        let r = group::on_coordinator(ctx.ctx(), &id, move |gs, _| async move {
             let groups = gs.groups.borrow();
             let g = groups.get(&key).ok_or(GroupError::GroupIdNotFound)?;
             let stable = g.state == GroupState::Stable;
@@ -106,7 +102,7 @@ pub async fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> Describ
             }
             Err(e) => {
                 d = d
-                    .with_error_code(error_code(&e))
+                    .with_error_code(super::errors::group_code(&e))
                     .with_error_message(
                         (version >= 6).then(|| StrBytes::from_string(e.to_string())),
                     )

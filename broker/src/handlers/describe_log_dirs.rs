@@ -81,9 +81,9 @@ pub async fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Descri
 
 #[cfg(test)]
 mod tests {
-    use super::super::produce::tests::{batch, create, produce_req};
     use super::super::testing::*;
     use super::*;
+    use crate::handlers::testing::{batch, create, produce_req};
     use kafka_protocol::messages::{ApiKey, ProduceResponse};
 
     #[test]

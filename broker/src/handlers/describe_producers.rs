@@ -10,21 +10,10 @@ use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersRespon
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::shard::frontend::{self, FrontendError};
+use crate::shard::frontend::{self};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 0;
-
-/// The one place DescribeProducers failures become Kafka error codes.
-pub fn error_code(e: &FrontendError) -> i16 {
-    match e {
-        FrontendError::UnknownPartition(..) => ResponseError::UnknownTopicOrPartition.code(),
-        FrontendError::ShardGone(_) => ResponseError::NotLeaderOrFollower.code(),
-        FrontendError::Offline(..) | FrontendError::Storage(_) | FrontendError::Partition(_) => {
-            ResponseError::KafkaStorageError.code()
-        }
-    }
-}
 
 pub async fn handle(
     ctx: &RequestContext,
@@ -55,7 +44,7 @@ pub async fn handle(
                                 .collect(),
                         ),
                         Err(e) => base
-                            .with_error_code(error_code(&e))
+                            .with_error_code(super::errors::frontend_code(&e))
                             .with_error_message(Some(StrBytes::from_string(e.to_string()))),
                     }
                 }
@@ -70,21 +59,4 @@ pub async fn handle(
         );
     }
     DescribeProducersResponse::default().with_topics(topics)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn given_each_error_when_mapping_then_table_of_kafka_codes() {
-        let table: Vec<(FrontendError, i16)> = vec![
-            (FrontendError::UnknownPartition("t".into(), 0), 3),
-            (FrontendError::ShardGone(1), 6),
-            (FrontendError::Offline("t".into(), 0, "x".into()), 56),
-        ];
-        for (e, code) in table {
-            assert_eq!(error_code(&e), code, "{e}");
-        }
-    }
 }

@@ -8,7 +8,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::txn::{self, TxnError};
+use crate::coordinator::txn::{self, TxnError};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 0;
@@ -20,7 +20,7 @@ pub async fn handle(
     let mut states = Vec::with_capacity(req.transactional_ids.len());
     for tid in req.transactional_ids {
         let id = tid.to_string();
-        let r = txn::on_coordinator(ctx, &id.clone(), move |txns, _| async move {
+        let r = txn::on_coordinator(ctx.ctx(), &id.clone(), move |txns, _| async move {
             txns.describe(&id).ok_or(TxnError::TransactionalIdNotFound)
         })
         .await;
@@ -46,7 +46,7 @@ pub async fn handle(
                     .with_topics(topics)
             }
             Err(e) => out
-                .with_error_code(txn::error_code(&e, 0, 0))
+                .with_error_code(super::errors::txn_code(&e, 0, 0))
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1)
                 .with_transaction_start_time_ms(-1),

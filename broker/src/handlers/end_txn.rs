@@ -5,7 +5,7 @@
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 
 use super::RequestContext;
-use crate::txn;
+use crate::coordinator::txn;
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
@@ -19,7 +19,7 @@ pub async fn handle(ctx: &RequestContext, req: EndTxnRequest) -> EndTxnResponse 
     let (pid, epoch, commit) = (req.producer_id.0, req.producer_epoch, req.committed);
     let bump = ctx.version() >= BUMP_SINCE;
     let id = tid.clone();
-    let r = txn::on_coordinator(ctx, &tid, move |txns, _| async move {
+    let r = txn::on_coordinator(ctx.ctx(), &tid, move |txns, _| async move {
         txns.end_txn(&id, pid, epoch, commit, bump).await
     })
     .await;
@@ -30,7 +30,7 @@ pub async fn handle(ctx: &RequestContext, req: EndTxnRequest) -> EndTxnResponse 
         Err(e) => {
             tracing::debug!(transactional_id = %tid, error = %e, "EndTxn failed");
             EndTxnResponse::default()
-                .with_error_code(txn::error_code(&e, ctx.version(), FENCED_SINCE))
+                .with_error_code(super::errors::txn_code(&e, ctx.version(), FENCED_SINCE))
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1)
         }

@@ -2,14 +2,13 @@
 //! Finding a coordinator creates `__consumer_offsets` (groups) or `__transaction_state`
 //! (transactions, key type 1) on first use, as Kafka does. v4+ batches keys.
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::group::{self, GroupError};
-use crate::txn::{self, TxnError};
+use crate::coordinator::group::{self};
+use crate::coordinator::txn::{self};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 6;
@@ -17,33 +16,16 @@ pub const MAX_VERSION: i16 = 6;
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum FindError {
-    #[error("key type {0} is not a group (0) or transaction (1) key")]
-    InvalidKeyType(i8),
-    #[error(transparent)]
-    Group(#[from] GroupError),
-    #[error(transparent)]
-    Txn(#[from] TxnError),
-}
-
-/// The one place FindCoordinator failures become Kafka error codes.
-pub fn error_code(e: &FindError) -> i16 {
-    match e {
-        FindError::InvalidKeyType(_) => ResponseError::InvalidRequest.code(),
-        FindError::Group(g) => group::error_code(g),
-        FindError::Txn(t) => txn::error_code(t, 0, 0),
-    }
-}
+pub use super::errors::FindError;
 
 async fn find(ctx: &RequestContext, key_type: i8) -> Result<(), FindError> {
     match key_type {
         KEY_TYPE_GROUP => {
-            group::ensure_offsets_topic(ctx).await?;
+            group::ensure_offsets_topic(ctx.ctx()).await?;
             Ok(())
         }
         KEY_TYPE_TRANSACTION => {
-            txn::ensure_txn_topic(ctx).await?;
+            txn::ensure_txn_topic(ctx.ctx()).await?;
             Ok(())
         }
         other => Err(FindError::InvalidKeyType(other)),
@@ -56,7 +38,13 @@ pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCo
     let node = ctx.ctx().config.node_id;
     let answer = |r: &Result<(), FindError>| match r {
         Ok(()) => (0, None, node, host.clone(), port),
-        Err(e) => (error_code(e), Some(e.to_string()), -1, String::new(), -1),
+        Err(e) => (
+            super::errors::find_coordinator_code(e),
+            Some(e.to_string()),
+            -1,
+            String::new(),
+            -1,
+        ),
     };
     if version >= 4 {
         let mut coordinators = Vec::new();
@@ -88,19 +76,6 @@ mod tests {
     use super::*;
     use crate::handlers::testing::Harness;
     use kafka_protocol::messages::ApiKey;
-
-    #[test]
-    fn given_each_find_error_when_mapping_then_kafka_code() {
-        assert_eq!(error_code(&FindError::InvalidKeyType(9)), 42);
-        assert_eq!(
-            error_code(&FindError::Txn(TxnError::CoordinatorNotAvailable)),
-            15
-        );
-        assert_eq!(
-            error_code(&FindError::Group(GroupError::CoordinatorNotAvailable)),
-            15
-        );
-    }
 
     #[test]
     fn given_group_keys_when_finding_batched_then_this_node_and_offsets_topic_created() {

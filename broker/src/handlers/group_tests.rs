@@ -14,9 +14,9 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use super::produce::tests::create;
 use super::testing::Harness;
 use crate::config::BrokerConfig;
+use crate::handlers::testing::create;
 
 pub fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -265,7 +265,7 @@ fn given_commits_when_a_new_shard_loads_the_partition_then_offsets_and_group_res
     let _: OffsetCommitResponse =
         h.call(ApiKey::OffsetCommit, 9, commit_req("g", &id, gen, "t", 99));
     // Forget everything in memory, as a restarted shard would.
-    let gs = crate::group::GroupShard::of(&h.state);
+    let gs = crate::coordinator::group::GroupShard::of(&h.state);
     gs.groups.borrow_mut().clear();
     gs.forget_loaded();
     let f = fetch_v8(&h, "g", "t");
@@ -513,7 +513,7 @@ fn given_simple_commit_when_retention_passes_then_offset_and_group_gone_even_aft
     let r: OffsetCommitResponse =
         h.call(ApiKey::OffsetCommit, 9, commit_req("old", "", -1, "t", 8));
     assert_eq!(r.topics[0].partitions[0].error_code, 0);
-    let gs = crate::group::GroupShard::of(&h.state);
+    let gs = crate::coordinator::group::GroupShard::of(&h.state);
     let eight_days = 8 * 24 * 3600 * 1000;
     h.block_on(gs.expire_offsets(crate::now_ms() + eight_days));
     assert_eq!(
@@ -537,7 +537,7 @@ fn given_kip848_group_when_a_new_shard_loads_it_then_members_epochs_and_assignme
     let a = consumer_join(&h, "cg", 1);
     let id = a.member_id.clone().unwrap();
     let owned = a.assignment.clone().unwrap().topic_partitions;
-    let gs = crate::group::GroupShard::of(&h.state);
+    let gs = crate::coordinator::group::GroupShard::of(&h.state);
     gs.groups.borrow_mut().clear();
     gs.forget_loaded();
     let req = ConsumerGroupHeartbeatRequest::default()

@@ -4,20 +4,16 @@
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::RequestContext;
-use crate::group::{self, GroupError};
+use crate::coordinator::group::{self};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 4;
 
 /// The one place Heartbeat failures become Kafka error codes.
-pub fn error_code(e: &GroupError) -> i16 {
-    group::error_code(e)
-}
-
 pub async fn handle(ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
     let group_id = req.group_id.to_string();
     let gid = group_id.clone();
-    let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+    let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
         gs.heartbeat(
             &gid,
             &req.member_id,
@@ -27,5 +23,6 @@ pub async fn handle(ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatRes
         .await
     })
     .await;
-    HeartbeatResponse::default().with_error_code(r.err().map(|e| error_code(&e)).unwrap_or(0))
+    HeartbeatResponse::default()
+        .with_error_code(r.err().map(|e| super::errors::group_code(&e)).unwrap_or(0))
 }

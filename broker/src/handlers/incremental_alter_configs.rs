@@ -71,10 +71,10 @@ pub async fn handle(
 
 #[cfg(test)]
 mod tests {
-    use super::super::produce::tests::{batch, create, produce_req};
     use super::super::testing::*;
     use super::*;
     use crate::config::topic::ConfigSource;
+    use crate::handlers::testing::{batch, create, produce_req};
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
     use kafka_protocol::messages::incremental_alter_configs_request::{
         AlterConfigsResource, AlterableConfig,

@@ -8,7 +8,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::RequestContext;
-use crate::txn::{self, TxnError};
+use crate::coordinator::txn::{self, TxnError};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
@@ -44,19 +44,23 @@ pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitPro
         (-1, -1) => None,
         (-1, _) | (_, -1) => {
             let e = TxnError::InvalidRequest("producer id and epoch must both be set".into());
-            return answer(Err(txn::error_code(&e, ctx.version(), FENCED_SINCE)));
+            return answer(Err(super::errors::txn_code(
+                &e,
+                ctx.version(),
+                FENCED_SINCE,
+            )));
         }
         ids => Some(ids),
     };
     let timeout = req.transaction_timeout_ms;
     let id = tid.clone();
-    let r = txn::on_coordinator(ctx, &tid, move |txns, _| async move {
+    let r = txn::on_coordinator(ctx.ctx(), &tid, move |txns, _| async move {
         txns.init_producer_id(&id, timeout, expected).await
     })
     .await;
     answer(r.map_err(|e| {
         tracing::debug!(transactional_id = %tid, error = %e, "InitProducerId failed");
-        txn::error_code(&e, ctx.version(), FENCED_SINCE)
+        super::errors::txn_code(&e, ctx.version(), FENCED_SINCE)
     }))
 }
 

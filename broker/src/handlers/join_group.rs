@@ -8,17 +8,13 @@ use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::group::classic::{JoinParams, JoinResult};
-use crate::group::{self, GroupError};
+use crate::coordinator::group::classic::{JoinParams, JoinResult};
+use crate::coordinator::group::{self, GroupError};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 9;
 
 /// The one place JoinGroup failures become Kafka error codes.
-pub fn error_code(e: &GroupError) -> i16 {
-    group::error_code(e)
-}
-
 pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
     let version = ctx.version();
     let group_id = req.group_id.to_string();
@@ -48,7 +44,7 @@ pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupRes
         require_known_member_id: version >= 4,
     };
     let gid = group_id.clone();
-    let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+    let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
         gs.join(&gid, params).await
     })
     .await;
@@ -93,7 +89,7 @@ fn respond(version: i16, asked: StrBytes, r: Result<JoinResult, GroupError>) -> 
                 _ => asked,
             };
             JoinGroupResponse::default()
-                .with_error_code(error_code(&e))
+                .with_error_code(super::errors::group_code(&e))
                 .with_generation_id(-1)
                 .with_protocol_name((version < 7).then(StrBytes::default))
                 .with_member_id(member_id)

@@ -6,16 +6,12 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::group::{self, GroupError};
+use crate::coordinator::group::{self};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
 
 /// The one place LeaveGroup failures become Kafka error codes.
-pub fn error_code(e: &GroupError) -> i16 {
-    group::error_code(e)
-}
-
 pub async fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse {
     let version = ctx.version();
     let group_id = req.group_id.to_string();
@@ -34,17 +30,17 @@ pub async fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> LeaveGroupR
     };
     let gid = group_id.clone();
     let asked = members.clone();
-    let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+    let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
         gs.leave(&gid, asked).await
     })
     .await;
     match r {
-        Err(e) => LeaveGroupResponse::default().with_error_code(error_code(&e)),
+        Err(e) => LeaveGroupResponse::default().with_error_code(super::errors::group_code(&e)),
         Ok(results) if version < 3 => LeaveGroupResponse::default().with_error_code(
             results
                 .first()
                 .and_then(|r| r.as_ref().err())
-                .map(error_code)
+                .map(super::errors::group_code)
                 .unwrap_or(0),
         ),
         Ok(results) => LeaveGroupResponse::default().with_members(
@@ -55,7 +51,9 @@ pub async fn handle(ctx: &RequestContext, req: LeaveGroupRequest) -> LeaveGroupR
                     MemberResponse::default()
                         .with_member_id(StrBytes::from_string(m))
                         .with_group_instance_id(i.map(StrBytes::from_string))
-                        .with_error_code(r.err().map(|e| error_code(&e)).unwrap_or(0))
+                        .with_error_code(
+                            r.err().map(|e| super::errors::group_code(&e)).unwrap_or(0),
+                        )
                 })
                 .collect(),
         ),

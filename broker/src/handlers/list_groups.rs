@@ -6,20 +6,16 @@ use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::group::classic::GroupState;
-use crate::group::{self, GroupError};
+use crate::coordinator::group::classic::GroupState;
+use crate::coordinator::group::{self};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
 
 /// The one place ListGroups failures become Kafka error codes.
-pub fn error_code(e: &GroupError) -> i16 {
-    group::error_code(e)
-}
-
 pub async fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsResponse {
     let version = ctx.version();
-    let r = group::on_every_shard(ctx, |gs| async move {
+    let r = group::on_every_shard(ctx.ctx(), |gs| async move {
         gs.groups
             .borrow()
             .values()
@@ -46,7 +42,9 @@ pub async fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsR
     .await;
     let all = match r {
         Ok(per_shard) => per_shard.into_iter().flatten(),
-        Err(e) => return ListGroupsResponse::default().with_error_code(error_code(&e)),
+        Err(e) => {
+            return ListGroupsResponse::default().with_error_code(super::errors::group_code(&e))
+        }
     };
     // Kafka compares the filters case-insensitively.
     let states: Vec<String> = req

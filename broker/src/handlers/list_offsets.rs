@@ -21,18 +21,6 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
-/// The one place ListOffsets failures become Kafka error codes.
-pub fn error_code(e: &FrontendError) -> i16 {
-    match e {
-        FrontendError::UnknownPartition(..) => ResponseError::UnknownTopicOrPartition.code(),
-        FrontendError::ShardGone(_) => ResponseError::NotLeaderOrFollower.code(),
-        FrontendError::Offline(..) => ResponseError::KafkaStorageError.code(),
-        FrontendError::Storage(_) | FrontendError::Partition(_) => {
-            ResponseError::KafkaStorageError.code()
-        }
-    }
-}
-
 async fn lookup(
     ctx: &RequestContext,
     topic: std::sync::Arc<str>,
@@ -112,7 +100,7 @@ pub async fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffset
                             .with_timestamp(timestamp)
                             .with_offset(offset)
                             .with_leader_epoch(if ctx.version() >= 4 { 0 } else { -1 }),
-                        Err(e) => base.with_error_code(error_code(&e)),
+                        Err(e) => base.with_error_code(super::errors::frontend_code(&e)),
                     }
                 }
                 _ => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
@@ -130,9 +118,9 @@ pub async fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffset
 
 #[cfg(test)]
 mod tests {
-    use super::super::produce::tests::{batch, create, produce_req};
     use super::super::testing::*;
     use super::*;
+    use crate::handlers::testing::{batch, create, produce_req};
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
     use kafka_protocol::messages::{ApiKey, ProduceResponse, TopicName};
     use kafka_protocol::protocol::StrBytes;

@@ -8,8 +8,8 @@ use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::group::topic_regex::TopicRegex;
-use crate::txn::{self, txn_stm};
+use crate::coordinator::group::topic_regex::TopicRegex;
+use crate::coordinator::txn::{self, txn_stm};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 2;
@@ -48,7 +48,7 @@ pub async fn handle(
     } else {
         -1
     };
-    let r = txn::on_every_shard(ctx, move |txns| {
+    let r = txn::on_every_shard(ctx.ctx(), move |txns| {
         let (states, producers, pattern) = (states.clone(), producers.clone(), pattern.clone());
         async move { txns.list(&states, &producers, duration, pattern.as_ref()) }
     })
@@ -66,6 +66,6 @@ pub async fn handle(
                 })
                 .collect(),
         ),
-        Err(e) => resp.with_error_code(txn::error_code(&e, 0, 0)),
+        Err(e) => resp.with_error_code(super::errors::txn_code(&e, 0, 0)),
     }
 }

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::catalog::{validate_topic_name, TopicMeta};
+use crate::metadata::catalog::{validate_topic_name, TopicMeta};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 13;
@@ -95,8 +95,8 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                     ));
                     continue;
                 }
-                match super::create_topics::create_topic(
-                    ctx,
+                match crate::metadata::topics::create_topic(
+                    broker,
                     name.as_str(),
                     broker.config.num_partitions,
                     Default::default(),
@@ -122,7 +122,11 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                     }
                     Err(e) => {
                         tracing::warn!(topic = %name.as_str(), error = %e, "auto-create failed");
-                        topics.push(error_topic(Some(name), uuid::Uuid::nil(), e.code()));
+                        topics.push(error_topic(
+                            Some(name),
+                            uuid::Uuid::nil(),
+                            super::errors::create_code(&e),
+                        ));
                     }
                 }
             }

@@ -2,11 +2,24 @@
 //! below is the only list of what the broker implements; ApiVersions is derived from it, so
 //! the broker never advertises an API or a version it cannot answer.
 //!
-//! A handler is `async fn handle(ctx: &RequestContext, req: XRequest) -> XResponse`; errors
-//! become Kafka error codes inside the handler (one mapping function per handler), never a
-//! panic. What cannot be answered at all (unparseable frame, unknown API, unsupported version
-//! of an API other than ApiVersions) is a `FrameError`, and the connection is closed with a
-//! log line — what Kafka's own broker does.
+//! **Order.** Kafka applies a connection's requests one at a time, in arrival order. Strom
+//! keeps that order but overlaps the work that may overlap, in two phases per request
+//! (Redpanda's `dispatched` / `response` split):
+//! - `Ordering::Serial` handlers (`async fn handle(ctx, req) -> XResponse`) start only once
+//!   every earlier request of the connection is answered and run whole in the first phase:
+//!   exactly Kafka's semantics for groups, transactions, configs and admin APIs.
+//! - `Ordering::Pipelined` handlers (Produce, Fetch: `async fn dispatch(ctx, req)`) hand their
+//!   ordered effects to the home shards in the first phase — every partition's batch in
+//!   request order, through `shard::frontend::dispatch_on`, which starts the work on arrival
+//!   in the order it was sent — and return the second phase (await the appends or reads,
+//!   encode). The connection starts the next request's first phase only when this one's is
+//!   done, so the next request reaches each partition after this one; the second phases
+//!   overlap, and responses still leave in request order (`server::connection`).
+//!
+//! Errors become Kafka error codes at this edge (`errors`), never a panic. What cannot be
+//! answered at all (unparseable frame, unknown API, unsupported version of an API other than
+//! ApiVersions) is a `FrameError`, and the connection is closed with a log line — what Kafka's
+//! own broker does.
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
@@ -27,6 +40,7 @@ pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_transactions;
 pub mod end_txn;
+pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -60,7 +74,8 @@ mod txn_tests;
 
 use std::rc::Rc;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::future::LocalBoxFuture;
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
@@ -82,11 +97,74 @@ impl RequestContext {
     }
 }
 
+/// A response frame (size prefix, header, body) in chunks: a fetch's record data stays in
+/// the mapped segments' pages and goes to the socket by a vectored write, with no copy.
+#[derive(Debug, Default)]
+pub struct ResponseFrame {
+    pub chunks: Vec<Bytes>,
+}
+
+impl ResponseFrame {
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(Bytes::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The whole frame in one buffer (tests; a copy).
+    pub fn to_bytes(&self) -> BytesMut {
+        let mut b = BytesMut::with_capacity(self.len());
+        for c in &self.chunks {
+            b.extend_from_slice(c);
+        }
+        b
+    }
+}
+
+impl From<BytesMut> for ResponseFrame {
+    fn from(b: BytesMut) -> Self {
+        ResponseFrame {
+            chunks: vec![b.freeze()],
+        }
+    }
+}
+
+/// A request's answer: a frame, or none (produce with acks=0).
+pub type Answer = Result<Option<ResponseFrame>, FrameError>;
+
+/// The second phase of a pipelined request.
+pub type Responding = LocalBoxFuture<'static, Answer>;
+
+/// What the first phase of a request leaves: the answer, or the work still to await.
+pub enum Dispatched {
+    Answered(Answer),
+    Responding(Responding),
+}
+
+impl Dispatched {
+    pub async fn answer(self) -> Answer {
+        match self {
+            Dispatched::Answered(a) => a,
+            Dispatched::Responding(f) => f.await,
+        }
+    }
+}
+
+/// How a request is ordered against the others of its connection (module overview).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ordering {
+    Serial,
+    Pipelined,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct ApiSpec {
     pub key: ApiKey,
     pub min: i16,
     pub max: i16,
+    pub ordering: Ordering,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -142,42 +220,50 @@ pub fn encode_response<R: Encodable + HeaderVersion>(
 }
 
 macro_rules! api_table {
-    ($( $key:ident => $module:ident $(, silent_when $silent:path)? ;)*) => {
-        /// Every API the broker serves, with its version range.
+    ($( $key:ident => $module:ident $(, $pipelined:ident)? ;)*) => {
+        /// Every API the broker serves, with its version range and ordering.
         pub static API_TABLE: &[ApiSpec] = &[
-            $( ApiSpec { key: ApiKey::$key, min: $module::MIN_VERSION, max: $module::MAX_VERSION }, )*
+            $( ApiSpec {
+                key: ApiKey::$key,
+                min: $module::MIN_VERSION,
+                max: $module::MAX_VERSION,
+                ordering: api_table!(@ordering $($pipelined)?),
+            }, )*
         ];
 
-        async fn dispatch(
-            ctx: RequestContext,
-            key: ApiKey,
-            mut body: Bytes,
-        ) -> Result<Option<BytesMut>, FrameError> {
+        async fn dispatch(ctx: RequestContext, key: ApiKey, mut body: Bytes) -> Dispatched {
             let version = ctx.version();
-            let correlation_id = ctx.header.correlation_id;
             match key {
                 $( ApiKey::$key => {
-                    let req = Decodable::decode(&mut body, version).map_err(|e| FrameError::Malformed {
-                        key,
-                        version,
-                        message: format!("{e:#}"),
-                    })?;
-                    let silent = false $( || $silent(&req) )?;
-                    let resp = $module::handle(&ctx, req).await;
-                    if silent {
-                        return Ok(None);
-                    }
-                    encode_response(key, version, correlation_id, &resp).map(Some)
+                    let req = match Decodable::decode(&mut body, version) {
+                        Ok(req) => req,
+                        Err(e) => return Dispatched::Answered(Err(FrameError::Malformed {
+                            key,
+                            version,
+                            message: format!("{e:#}"),
+                        })),
+                    };
+                    api_table!(@call $module, ctx, key, req $(, $pipelined)?)
                 } )*
-                _ => Err(FrameError::UnsupportedApi(key)),
+                _ => Dispatched::Answered(Err(FrameError::UnsupportedApi(key))),
             }
         }
     };
+    (@ordering pipelined) => { Ordering::Pipelined };
+    (@ordering) => { Ordering::Serial };
+    (@call $module:ident, $ctx:ident, $key:ident, $req:ident, pipelined) => {
+        Dispatched::Responding($module::dispatch(Rc::new($ctx), $req).await)
+    };
+    (@call $module:ident, $ctx:ident, $key:ident, $req:ident) => {{
+        let resp = $module::handle(&$ctx, $req).await;
+        let (version, correlation_id) = ($ctx.version(), $ctx.header.correlation_id);
+        Dispatched::Answered(encode_response($key, version, correlation_id, &resp).map(|b| Some(b.into())))
+    }};
 }
 
 api_table! {
-    Produce => produce, silent_when produce::no_response;
-    Fetch => fetch;
+    Produce => produce, pipelined;
+    Fetch => fetch, pipelined;
     ListOffsets => list_offsets;
     Metadata => metadata;
     ApiVersions => api_versions;
@@ -219,55 +305,94 @@ pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {
     API_TABLE.iter().find(|s| s.key == key)
 }
 
-/// Handles one request frame (without its size prefix) and returns the response frame, or
-/// `None` when the request gets no response (produce with acks=0).
-pub async fn handle_frame(
+/// How the connection orders a request it has read (its API key is the frame's first two
+/// bytes); `Serial` for anything it cannot parse (the first phase answers the error).
+pub fn ordering_of(frame: &[u8]) -> Ordering {
+    frame
+        .get(..2)
+        .map(|k| i16::from_be_bytes([k[0], k[1]]))
+        .and_then(|k| ApiKey::try_from(k).ok())
+        .and_then(spec)
+        .map_or(Ordering::Serial, |s| s.ordering)
+}
+
+/// The first phase of one request frame (without its size prefix): a serial request runs
+/// whole, a pipelined one hands its work to the home shards and returns the rest.
+pub async fn dispatch_frame(
     shard: Rc<ShardState>,
     client_host: Rc<str>,
     mut frame: Bytes,
-) -> Result<Option<BytesMut>, FrameError> {
+) -> Dispatched {
     if frame.len() < 8 {
-        return Err(FrameError::TooShort(frame.len()));
+        return Dispatched::Answered(Err(FrameError::TooShort(frame.len())));
     }
     let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    let key = ApiKey::try_from(raw_key).map_err(|_| FrameError::UnknownApi(raw_key))?;
-    let spec = spec(key).ok_or(FrameError::UnsupportedApi(key))?;
+    let Ok(key) = ApiKey::try_from(raw_key) else {
+        return Dispatched::Answered(Err(FrameError::UnknownApi(raw_key)));
+    };
+    let Some(spec) = spec(key) else {
+        return Dispatched::Answered(Err(FrameError::UnsupportedApi(key)));
+    };
     if version < spec.min || version > spec.max {
         if key == ApiKey::ApiVersions {
             // KIP-511: answer in v0 with UNSUPPORTED_VERSION and our ranges, so the client can
             // pick a version it shares with us.
-            return api_versions::unsupported_version_response(correlation_id).map(Some);
+            let answer = api_versions::unsupported_version_response(correlation_id);
+            return Dispatched::Answered(answer.map(|b| Some(b.into())));
         }
-        return Err(FrameError::UnsupportedVersion {
+        return Dispatched::Answered(Err(FrameError::UnsupportedVersion {
             key,
             version,
             min: spec.min,
             max: spec.max,
-        });
+        }));
     }
     let header_version = key.request_header_version(version);
-    let header =
-        RequestHeader::decode(&mut frame, header_version).map_err(|e| FrameError::Malformed {
-            key,
-            version,
-            message: format!("header: {e:#}"),
-        })?;
+    let header = match RequestHeader::decode(&mut frame, header_version) {
+        Ok(h) => h,
+        Err(e) => {
+            return Dispatched::Answered(Err(FrameError::Malformed {
+                key,
+                version,
+                message: format!("header: {e:#}"),
+            }))
+        }
+    };
     let started = std::time::Instant::now();
     let ctx = RequestContext {
         shard: shard.clone(),
         header,
         client_host,
     };
-    let r = dispatch(ctx, key, frame.clone()).await;
-    shard
-        .metrics
-        .observe_request(key, version, started.elapsed().as_secs_f64());
-    if let Err(e) = &r {
-        tracing::debug!(error = %e, remaining = frame.remaining(), "request failed");
+    let observe = move |r: &Answer| {
+        shard
+            .metrics
+            .observe_request(key, version, started.elapsed().as_secs_f64());
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "request failed");
+        }
+    };
+    match dispatch(ctx, key, frame).await {
+        Dispatched::Answered(a) => {
+            observe(&a);
+            Dispatched::Answered(a)
+        }
+        Dispatched::Responding(rest) => Dispatched::Responding(Box::pin(async move {
+            let a = rest.await;
+            observe(&a);
+            a
+        })),
     }
-    r
+}
+
+/// Both phases of one request frame, in one call (tests, and callers that do not pipeline).
+pub async fn handle_frame(shard: Rc<ShardState>, client_host: Rc<str>, frame: Bytes) -> Answer {
+    dispatch_frame(shard, client_host, frame)
+        .await
+        .answer()
+        .await
 }
 
 /// Milliseconds since the epoch.

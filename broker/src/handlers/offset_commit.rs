@@ -9,17 +9,13 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::RequestContext;
-use crate::group::coordinator::CommitItem;
-use crate::group::{self, GroupError};
+use crate::coordinator::group::coordinator::CommitItem;
+use crate::coordinator::group::{self};
 
 pub const MIN_VERSION: i16 = 2;
 pub const MAX_VERSION: i16 = 9;
 
 /// The one place OffsetCommit failures become Kafka error codes.
-pub fn error_code(e: &GroupError) -> i16 {
-    group::error_code(e)
-}
-
 pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
     let version = ctx.version();
     let catalog = ctx.ctx().catalog.snapshot();
@@ -58,7 +54,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCom
         let member = req.member_id.to_string();
         let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
         let generation = req.generation_id_or_member_epoch;
-        let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+        let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
             gs.commit(
                 &gid,
                 &member,
@@ -74,12 +70,12 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCom
         match r {
             Ok(results) => {
                 for ((ti, pi), r) in slots.into_iter().zip(results) {
-                    answers[ti][pi] = r.err().map(|e| error_code(&e)).unwrap_or(0);
+                    answers[ti][pi] = r.err().map(|e| super::errors::group_code(&e)).unwrap_or(0);
                 }
             }
             Err(e) => {
                 for (ti, pi) in slots {
-                    answers[ti][pi] = error_code(&e);
+                    answers[ti][pi] = super::errors::group_code(&e);
                 }
             }
         }

@@ -7,16 +7,12 @@ use kafka_protocol::messages::offset_delete_response::{
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use super::RequestContext;
-use crate::group::{self, GroupError};
+use crate::coordinator::group::{self};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 0;
 
 /// The one place OffsetDelete failures become Kafka error codes.
-pub fn error_code(e: &GroupError) -> i16 {
-    group::error_code(e)
-}
-
 pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let partitions: Vec<(String, i32)> = req
         .topics
@@ -29,13 +25,15 @@ pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDel
         .collect();
     let group_id = req.group_id.to_string();
     let gid = group_id.clone();
-    let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+    let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
         gs.delete_offsets(&gid, partitions).await
     })
     .await;
     let results = match r {
         Ok(r) => r,
-        Err(e) => return OffsetDeleteResponse::default().with_error_code(error_code(&e)),
+        Err(e) => {
+            return OffsetDeleteResponse::default().with_error_code(super::errors::group_code(&e))
+        }
     };
     let mut results = results.into_iter();
     let topics = req
@@ -50,7 +48,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDel
                             let code = results
                                 .next()
                                 .and_then(|r| r.err())
-                                .map(|e| error_code(&e))
+                                .map(|e| super::errors::group_code(&e))
                                 .unwrap_or(0);
                             OffsetDeleteResponsePartition::default()
                                 .with_partition_index(p.partition_index)

@@ -9,18 +9,14 @@ use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse,
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::group::classic::CommittedOffset;
-use crate::group::{self, GroupError};
+use crate::coordinator::group::records::CommittedOffset;
+use crate::coordinator::group::{self, GroupError};
 
 pub const MIN_VERSION: i16 = 1;
 pub const MAX_VERSION: i16 = 9;
 
 /// The one place OffsetFetch failures become Kafka error codes.
-pub fn error_code(e: &GroupError) -> i16 {
-    group::error_code(e)
-}
-
-use crate::group::coordinator::FetchedOffsets as Fetched;
+use crate::coordinator::group::coordinator::FetchedOffsets as Fetched;
 
 /// Committed offsets, with `None` in place of those an open transaction is about to change
 /// when the client asked for stable offsets only (`require_stable`, v7+, KIP-447).
@@ -32,7 +28,7 @@ async fn fetch_group(
     require_stable: bool,
 ) -> Result<Vec<(String, Vec<(i32, Option<Option<CommittedOffset>>)>)>, GroupError> {
     let gid = group_id.clone();
-    group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+    group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
         let fetched: Fetched = gs.fetch_offsets(&gid, member, topics)?;
         Ok(fetched
             .into_iter()
@@ -111,7 +107,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
                         })
                         .collect();
                 }
-                Err(e) => out.error_code = error_code(&e),
+                Err(e) => out.error_code = super::errors::group_code(&e),
             }
             groups.push(out);
         }
@@ -152,7 +148,9 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
                 .collect(),
         ),
         // v1 has no top-level error code to carry the failure.
-        Err(e) if version >= 2 => OffsetFetchResponse::default().with_error_code(error_code(&e)),
+        Err(e) if version >= 2 => {
+            OffsetFetchResponse::default().with_error_code(super::errors::group_code(&e))
+        }
         Err(_) => OffsetFetchResponse::default(),
     }
 }

@@ -14,22 +14,11 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use super::RequestContext;
-use crate::shard::frontend::{self, FrontendError};
+use crate::shard::frontend::{self};
 use crate::shard::LEADER_EPOCH;
 
 pub const MIN_VERSION: i16 = 2;
 pub const MAX_VERSION: i16 = 4;
-
-/// The one place OffsetForLeaderEpoch failures become Kafka error codes.
-pub fn error_code(e: &FrontendError) -> i16 {
-    match e {
-        FrontendError::UnknownPartition(..) => ResponseError::UnknownTopicOrPartition.code(),
-        FrontendError::ShardGone(_) => ResponseError::NotLeaderOrFollower.code(),
-        FrontendError::Offline(..) | FrontendError::Storage(_) | FrontendError::Partition(_) => {
-            ResponseError::KafkaStorageError.code()
-        }
-    }
-}
 
 /// Kafka's leader epoch fencing of a request's `current_leader_epoch`.
 fn check_current_epoch(current: i32) -> Result<(), ResponseError> {
@@ -66,7 +55,7 @@ pub async fn handle(
                         .await
                         {
                             Ok((epoch, end)) => base.with_leader_epoch(epoch).with_end_offset(end),
-                            Err(e) => base.with_error_code(error_code(&e)),
+                            Err(e) => base.with_error_code(super::errors::frontend_code(&e)),
                         },
                     }
                 }
@@ -86,9 +75,9 @@ pub async fn handle(
 #[cfg(test)]
 mod tests {
     use super::super::delete_records::tests::delete;
-    use super::super::produce::tests::{batch, create, produce_req};
     use super::super::testing::*;
     use super::*;
+    use crate::handlers::testing::{batch, create, produce_req};
     use kafka_protocol::messages::offset_for_leader_epoch_request::{
         OffsetForLeaderPartition, OffsetForLeaderTopic,
     };
@@ -158,28 +147,5 @@ mod tests {
             "0\n1\n0 3\n"
         );
         assert_eq!(ask(&h, 4, "t", 0, 0, 0), (0, 0, 5));
-    }
-
-    #[test]
-    fn given_every_failure_when_mapping_then_kafka_codes() {
-        let table = [
-            (
-                FrontendError::UnknownPartition("t".into(), 0),
-                ResponseError::UnknownTopicOrPartition,
-            ),
-            (
-                FrontendError::Offline("t".into(), 0, "x".into()),
-                ResponseError::KafkaStorageError,
-            ),
-            (
-                FrontendError::ShardGone(0),
-                ResponseError::NotLeaderOrFollower,
-            ),
-        ];
-        for (e, want) in table {
-            assert_eq!(error_code(&e), want.code(), "{e:?}");
-        }
-        assert_eq!(check_current_epoch(-1), Ok(()));
-        assert_eq!(check_current_epoch(0), Ok(()));
     }
 }

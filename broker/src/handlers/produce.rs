@@ -4,79 +4,45 @@
 
 use std::sync::Arc;
 
-use futures::future::join_all;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
-use storage::batch::BatchError;
-use storage::StorageError;
 
-use super::RequestContext;
-use crate::partition::producer_state::SequenceError;
-use crate::partition::records::RecordsError;
-use crate::partition::txn::TxnError;
+use std::rc::Rc;
+
+use kafka_protocol::messages::ApiKey;
+
+use super::{encode_response, Answer, RequestContext, Responding};
+use crate::partition::ProduceOutcome;
 use crate::partition::{validate_produce_records, PartitionError};
+use crate::shard::frontend::ProduceStart;
 use crate::shard::frontend::{self, FrontendError};
 
 pub const MIN_VERSION: i16 = 3;
 pub const MAX_VERSION: i16 = 13;
 
-pub fn no_response(req: &ProduceRequest) -> bool {
-    req.acks == 0
-}
-
-/// The one place produce failures become Kafka error codes.
-pub fn error_code(e: &FrontendError) -> i16 {
+/// A partition's failure: its code, message and (KIP-467, v8+) the records it names.
+fn failed(version: i16, index: i32, e: &FrontendError) -> PartitionProduceResponse {
+    let code = super::errors::frontend_code(e);
+    let p = partition_error(version, index, code, Some(e.to_string()));
     match e {
-        FrontendError::UnknownPartition(..) => ResponseError::UnknownTopicOrPartition.code(),
-        FrontendError::ShardGone(_) => ResponseError::NotLeaderOrFollower.code(),
-        FrontendError::Offline(..) => ResponseError::KafkaStorageError.code(),
-        FrontendError::Storage(s) => storage_code(s),
-        FrontendError::Partition(p) => match p {
-            // A batch whose records do not add up to its header is invalid rather than
-            // corrupt (its CRC checks out), as Kafka's LogValidator reports it.
-            PartitionError::Corrupt(BatchError::BadRecordCount { .. }) => {
-                ResponseError::InvalidRecord.code()
-            }
-            PartitionError::Corrupt(_) => ResponseError::CorruptMessage.code(),
-            PartitionError::InvalidRecord(_) => ResponseError::InvalidRecord.code(),
-            PartitionError::Records(r) => match r {
-                RecordsError::Decompress { .. }
-                | RecordsError::UnknownCodec(_)
-                | RecordsError::Malformed { .. } => ResponseError::CorruptMessage.code(),
-                RecordsError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
-                RecordsError::CountMismatch { .. }
-                | RecordsError::OffsetDelta { .. }
-                | RecordsError::MissingKey => ResponseError::InvalidRecord.code(),
-            },
-            PartitionError::TooLarge { .. } => ResponseError::MessageTooLarge.code(),
-            PartitionError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp.code(),
-            PartitionError::Sequence(SequenceError::InvalidProducerEpoch { .. }) => {
-                ResponseError::InvalidProducerEpoch.code()
-            }
-            PartitionError::Sequence(_) => ResponseError::OutOfOrderSequenceNumber.code(),
-            // Since Kafka 2.7 a produce is never told PRODUCER_FENCED: INVALID_PRODUCER_EPOCH
-            // lets the client abort its transaction and go on (ProducerAppendInfo).
-            PartitionError::Txn(TxnError::InvalidProducerEpoch { .. }) => {
-                ResponseError::InvalidProducerEpoch.code()
-            }
-            PartitionError::Txn(TxnError::CoordinatorFenced { .. }) => {
-                ResponseError::TransactionCoordinatorFenced.code()
-            }
-            PartitionError::Txn(TxnError::NotAddedToTxn { .. })
-            | PartitionError::Txn(TxnError::ExpectedTransactional { .. }) => {
-                ResponseError::InvalidTxnState.code()
-            }
-            PartitionError::Storage(s) => storage_code(s),
-        },
-    }
-}
-
-fn storage_code(e: &StorageError) -> i16 {
-    match e {
-        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
-        _ => ResponseError::KafkaStorageError.code(),
+        FrontendError::Partition(PartitionError::Rejected(records)) if version >= 8 => p
+            .with_record_errors(
+                records
+                    .iter()
+                    .map(|r| {
+                        BatchIndexAndErrorMessage::default()
+                            .with_batch_index(r.index)
+                            .with_batch_index_error_message(Some(StrBytes::from_string(
+                                r.message.clone(),
+                            )))
+                    })
+                    .collect(),
+            ),
+        _ => p,
     }
 }
 
@@ -128,9 +94,11 @@ async fn verify_with_coordinator(
     epoch: i16,
 ) -> bool {
     let (id, t) = (transactional_id.to_string(), topic.to_string());
-    let verified = crate::txn::on_coordinator(ctx, transactional_id, move |txns, _| async move {
-        txns.verify(&id, producer_id, epoch, &[(t, partition)])
-    })
+    let verified = crate::coordinator::txn::on_coordinator(
+        ctx.ctx(),
+        transactional_id,
+        move |txns, _| async move { txns.verify(&id, producer_id, epoch, &[(t, partition)]) },
+    )
     .await;
     if verified.as_deref() != Ok(&[true][..]) {
         return false;
@@ -164,88 +132,172 @@ fn refuse_all(version: i16, req: ProduceRequest, code: i16) -> ProduceResponse {
     ProduceResponse::default().with_responses(topics)
 }
 
-pub async fn handle(ctx: &RequestContext, req: ProduceRequest) -> ProduceResponse {
+/// One partition of the request after its first phase.
+enum Slot {
+    Answered(PartitionProduceResponse),
+    Appending {
+        index: i32,
+        topic: Arc<str>,
+        done: frontend::Pending<Result<ProduceOutcome, FrontendError>>,
+    },
+}
+
+/// First phase: each partition's batch validated here and handed to its home shard, in
+/// request order (module overview of `handlers`); the second phase awaits the appends
+/// (fdatasync for acks=all) and encodes the answer — none for acks=0.
+pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Responding {
+    let (version, correlation_id, acks) = (ctx.version(), ctx.header.correlation_id, req.acks);
+    let encode = move |resp: ProduceResponse| -> Answer {
+        if acks == 0 {
+            return Ok(None);
+        }
+        encode_response(ApiKey::Produce, version, correlation_id, &resp).map(|b| Some(b.into()))
+    };
     // Transactional data must name its transactional id (Kafka authorizes the write on it)
     // and come from one producer (Kafka: "Transactional records contained more than one
     // producer ID"). Both refuse the whole request.
     let txn_producers = transactional_producers(&req);
-    if !txn_producers.is_empty() && req.transactional_id.is_none() {
-        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
-        return refuse_all(ctx.version(), req, code);
-    }
-    if txn_producers.len() > 1 {
-        let code = ResponseError::InvalidProducerIdMapping.code();
-        return refuse_all(ctx.version(), req, code);
+    let refusal = if !txn_producers.is_empty() && req.transactional_id.is_none() {
+        Some(ResponseError::TransactionalIdAuthorizationFailed.code())
+    } else if txn_producers.len() > 1 {
+        Some(ResponseError::InvalidProducerIdMapping.code())
+    } else {
+        None
+    };
+    if let Some(code) = refusal {
+        let resp = refuse_all(version, req, code);
+        return Box::pin(std::future::ready(encode(resp)));
     }
     let broker = ctx.ctx();
     let catalog = broker.catalog.snapshot();
     let now = super::now_ms();
-    let acks = req.acks;
     let txn_id = req.transactional_id.as_ref().map(|s| s.to_string());
-    let txn_id = &txn_id;
-    let version = ctx.version();
-    let mut topics = Vec::new();
+    let unknown_code = if version >= 13 {
+        ResponseError::UnknownTopicId.code()
+    } else {
+        ResponseError::UnknownTopicOrPartition.code()
+    };
+    let mut topics = Vec::with_capacity(req.topic_data.len());
     for td in req.topic_data {
-        let meta = if ctx.version() >= 13 {
+        let meta = if version >= 13 {
             catalog.by_id(&td.topic_id).cloned()
         } else {
             catalog.get(td.name.as_str()).cloned()
         };
-        let unknown_code = if ctx.version() >= 13 {
-            ResponseError::UnknownTopicId.code()
-        } else {
-            ResponseError::UnknownTopicOrPartition.code()
-        };
-        let futures = td.partition_data.into_iter().map(|pd| {
-            let meta = meta.clone();
-            async move {
-                if !matches!(acks, -1..=1) {
-                    return partition_error(version, pd.index, ResponseError::InvalidRequiredAcks.code(), None);
+        let mut slots = Vec::with_capacity(td.partition_data.len());
+        for pd in td.partition_data {
+            let refuse = |code: i16| Slot::Answered(partition_error(version, pd.index, code, None));
+            if !matches!(acks, -1..=1) {
+                slots.push(refuse(ResponseError::InvalidRequiredAcks.code()));
+                continue;
+            }
+            let Some(meta) = meta.as_ref() else {
+                slots.push(refuse(unknown_code));
+                continue;
+            };
+            if pd.index < 0 || pd.index >= meta.partitions {
+                slots.push(refuse(ResponseError::UnknownTopicOrPartition.code()));
+                continue;
+            }
+            let records = pd.records.unwrap_or_default();
+            let (header, records) = match validate_produce_records(&records, &meta.settings, now) {
+                Ok(v) => v,
+                Err(e) => {
+                    let e = FrontendError::Partition(e);
+                    tracing::debug!(topic = %meta.name, partition = pd.index, error = %e, "produce rejected");
+                    slots.push(Slot::Answered(failed(version, pd.index, &e)));
+                    continue;
                 }
-                let Some(meta) = meta else {
-                    return partition_error(version, pd.index, unknown_code, None);
-                };
-                if pd.index < 0 || pd.index >= meta.partitions {
-                    return partition_error(version, pd.index, ResponseError::UnknownTopicOrPartition.code(), None);
-                }
-                let records = pd.records.unwrap_or_default();
-                let header = match validate_produce_records(&records, &meta.settings, now) {
-                    Ok(h) => h,
-                    Err(e) => {
-                        let e = FrontendError::Partition(e);
-                        tracing::debug!(topic = %meta.name, partition = pd.index, error = %e, "produce rejected");
-                        return partition_error(version, pd.index, error_code(&e), Some(e.to_string()));
-                    }
-                };
-                let mut r = frontend::produce(broker, Arc::clone(&meta.name), pd.index, header, records.clone(), acks, now).await;
-                if let (Err(FrontendError::Partition(PartitionError::Txn(TxnError::NotAddedToTxn { producer_id, epoch }))), Some(tid)) = (&r, txn_id.as_deref()) {
-                    if verify_with_coordinator(ctx, tid, &meta.name, pd.index, *producer_id, *epoch).await {
-                        r = frontend::produce(broker, Arc::clone(&meta.name), pd.index, header, records, acks, now).await;
-                    }
-                }
-                match r {
-                    Ok(o) => PartitionProduceResponse::default()
-                        .with_index(pd.index)
-                        .with_base_offset(o.base_offset)
-                        .with_log_append_time_ms(o.log_append_time_ms)
-                        .with_log_start_offset(if version >= 5 { o.log_start_offset } else { -1 }),
-                    Err(e) => {
-                        tracing::debug!(topic = %meta.name, partition = pd.index, error = %e, "produce failed");
-                        partition_error(version, pd.index, error_code(&e), Some(e.to_string()))
+            };
+            if acks == -1 && meta.settings.min_insync_replicas > 1 {
+                // One node is an ISR of one (Kafka's `Partition.appendRecordsToLeader`).
+                let message = format!(
+                    "The size of the current ISR Set(0) is insufficient to satisfy the min.isr requirement of {} for partition {}-{}",
+                    meta.settings.min_insync_replicas, meta.name, pd.index
+                );
+                slots.push(Slot::Answered(partition_error(
+                    version,
+                    pd.index,
+                    ResponseError::NotEnoughReplicas.code(),
+                    Some(message),
+                )));
+                continue;
+            }
+            let topic = meta.name.clone();
+            let (start, mut done) = frontend::produce(
+                broker,
+                topic.clone(),
+                pd.index,
+                header,
+                records.clone(),
+                acks,
+                now,
+            )
+            .await;
+            if header.is_transactional() {
+                // A transactional batch the partition refused for want of its transaction: ask
+                // the coordinator and hand it over again, still in this first phase, so that the
+                // connection's next batches for the partition come after it.
+                if let (Ok(ProduceStart::NotAdded(producer_id, epoch)), Some(tid)) =
+                    (start.await, txn_id.as_deref())
+                {
+                    if verify_with_coordinator(&ctx, tid, &topic, pd.index, producer_id, epoch)
+                        .await
+                    {
+                        done = frontend::produce(
+                            broker,
+                            topic.clone(),
+                            pd.index,
+                            header,
+                            records,
+                            acks,
+                            now,
+                        )
+                        .await
+                        .1;
                     }
                 }
             }
-        });
-        let partitions = join_all(futures).await;
-        topics.push(
-            TopicProduceResponse::default()
-                .with_name(td.name.clone())
-                .with_topic_id(td.topic_id)
-                .with_partition_responses(partitions),
-        );
+            slots.push(Slot::Appending {
+                index: pd.index,
+                topic,
+                done,
+            });
+        }
+        topics.push((td.name, td.topic_id, slots));
     }
-    ProduceResponse::default().with_responses(topics)
+    Box::pin(async move {
+        let mut responses = Vec::with_capacity(topics.len());
+        for (name, topic_id, slots) in topics {
+            let mut partitions = Vec::with_capacity(slots.len());
+            for slot in slots {
+                partitions.push(match slot {
+                    Slot::Answered(p) => p,
+                    Slot::Appending { index, topic, done } => match done.await.and_then(|r| r) {
+                        Ok(o) => PartitionProduceResponse::default()
+                            .with_index(index)
+                            .with_base_offset(o.base_offset)
+                            .with_log_append_time_ms(o.log_append_time_ms)
+                            .with_log_start_offset(if version >= 5 { o.log_start_offset } else { -1 }),
+                        Err(e) => {
+                            tracing::debug!(topic = %topic, partition = index, error = %e, "produce failed");
+                            failed(version, index, &e)
+                        }
+                    },
+                });
+            }
+            responses.push(
+                TopicProduceResponse::default()
+                    .with_name(name)
+                    .with_topic_id(topic_id)
+                    .with_partition_responses(partitions),
+            );
+        }
+        encode(ProduceResponse::default().with_responses(responses))
+    })
 }
 
+#[cfg(test)]
+mod settings_tests;
 #[cfg(test)]
 pub mod tests;

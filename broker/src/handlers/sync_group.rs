@@ -4,21 +4,17 @@ use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::group::{self, GroupError};
+use crate::coordinator::group::{self};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
 
 /// The one place SyncGroup failures become Kafka error codes.
-pub fn error_code(e: &GroupError) -> i16 {
-    group::error_code(e)
-}
-
 pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> SyncGroupResponse {
     let version = ctx.version();
     let group_id = req.group_id.to_string();
     let gid = group_id.clone();
-    let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+    let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
         let assignments = req
             .assignments
             .iter()
@@ -44,6 +40,6 @@ pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> SyncGroupRes
                 .with_protocol_name(s.protocol_name.filter(|_| v5).map(StrBytes::from_string))
                 .with_assignment(s.assignment)
         }
-        Err(e) => SyncGroupResponse::default().with_error_code(error_code(&e)),
+        Err(e) => SyncGroupResponse::default().with_error_code(super::errors::group_code(&e)),
     }
 }

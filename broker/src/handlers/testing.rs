@@ -6,13 +6,16 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 
-use crate::catalog::CatalogHandle;
 use crate::config::BrokerConfig;
-use crate::shard::{self, BrokerContext, ShardMetrics, ShardState};
+use crate::metadata::catalog::CatalogHandle;
+use crate::shard::{self, BrokerContext, ShardState};
 
 pub struct Harness {
     rt: tokio::runtime::Runtime,
@@ -47,26 +50,20 @@ impl Harness {
         let ctx = Arc::new(BrokerContext {
             catalog: CatalogHandle::open(dir.path(), config.clone(), Default::default())
                 .expect("catalog"),
-            producer_ids: crate::producer_ids::ProducerIdAllocator::open(dir.path())
+            producer_ids: crate::metadata::producer_ids::ProducerIdAllocator::open(dir.path())
                 .expect("producer ids"),
             cluster_id: "test-cluster".into(),
             shard_senders: vec![tx],
             started_ms: crate::now_ms(),
             steering: Default::default(),
-            cleaner_checkpoints: Arc::new(crate::cleaner::Checkpoints::load(dir.path())),
+            cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
+                dir.path(),
+            )),
             config,
         });
         let state = local.block_on(&rt, async {
-            let state = Rc::new(ShardState {
-                id: 0,
-                ctx,
-                io: storage::IoBackend::new(storage::IoBackendKind::Sync).expect("io"),
-                partitions: Default::default(),
-                offline: Default::default(),
-                inflight_bytes: Arc::new(Semaphore::new(1 << 20)),
-                metrics: ShardMetrics::default(),
-                fetch_sessions: RefCell::new(crate::fetch_session::FetchSessionCache::new(0, 100)),
-            });
+            let io = storage::IoBackend::new(storage::IoBackendKind::Sync).expect("io");
+            let state = Rc::new(ShardState::new(0, ctx, io));
             shard::set_current(Some(state.clone()));
             let s = state.clone();
             tokio::task::spawn_local(async move {
@@ -116,6 +113,7 @@ impl Harness {
             frame.freeze(),
         ))
         .expect("frame handled")
+        .map(|f| f.to_bytes())
     }
 
     /// Encodes `req` at `version`, runs it through `handle_frame`, decodes the response.
@@ -153,7 +151,8 @@ impl Harness {
                 "/127.0.0.1".into(),
                 frame.freeze(),
             ))
-            .expect("frame handled")?;
+            .expect("frame handled")?
+            .to_bytes();
         let (got, body) = decode_response::<Resp>(resp, version, Resp::header_version(version));
         assert_eq!(got, corr, "correlation id echoed");
         Some(body)
@@ -164,6 +163,31 @@ impl Drop for Harness {
     fn drop(&mut self) {
         shard::set_current(None);
     }
+}
+
+/// One request through both phases on `shard`, from a task of the test's own (a harness
+/// call blocks; this one can run beside others, e.g. a long poll and the produce it waits
+/// for).
+pub async fn roundtrip<Req: Encodable, Resp: Decodable + HeaderVersion>(
+    shard: Rc<ShardState>,
+    key: ApiKey,
+    version: i16,
+    req: Req,
+) -> Resp {
+    let mut frame = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(1)
+        .encode(&mut frame, key.request_header_version(version))
+        .expect("header encodes");
+    req.encode(&mut frame, version).expect("request encodes");
+    let resp = super::handle_frame(shard, "/127.0.0.1".into(), frame.freeze())
+        .await
+        .expect("frame handled")
+        .expect("a response")
+        .to_bytes();
+    decode_response::<Resp>(resp, version, Resp::header_version(version)).1
 }
 
 /// Splits a response frame into correlation id and decoded body.
@@ -179,4 +203,85 @@ pub fn decode_response<R: Decodable>(
     let header = ResponseHeader::decode(&mut b, header_version).expect("response header");
     let body = R::decode(&mut b, version).expect("response body");
     (header.correlation_id, body)
+}
+
+/// A batch as a client sends it (`producer_id` -1 = plain), keys `k<i>`, values `v<i>`.
+pub fn batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
+    crate::test_support::TestBatch::new(n)
+        .idempotent(producer_id, epoch, first_seq)
+        .encode()
+}
+
+/// A batch of a transactional producer (the transactional attribute set).
+pub fn txn_batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
+    crate::test_support::TestBatch::new(n)
+        .transactional(producer_id, epoch, first_seq)
+        .encode()
+}
+
+pub fn produce_req(topic: &str, partition: i32, acks: i16, records: Bytes) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])])
+}
+
+pub fn create(h: &Harness, topic: &str, partitions: i32) {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(topic.into())))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1)]);
+    let resp: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
+    assert_eq!(resp.topics[0].error_code, 0);
+}
+
+/// CreateTopics v7 of one single-partition topic with config overrides; the topic's result.
+pub fn create_topic_with(
+    h: &Harness,
+    topic: &str,
+    configs: &[(&str, &str)],
+) -> kafka_protocol::messages::create_topics_response::CreatableTopicResult {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let configs = configs
+        .iter()
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(k.to_string()))
+                .with_value(Some(StrBytes::from_string(v.to_string())))
+        })
+        .collect();
+    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(topic.into())))
+        .with_num_partitions(1)
+        .with_replication_factor(1)
+        .with_configs(configs)]);
+    let resp: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
+    resp.topics.into_iter().next().expect("one topic")
+}
+
+/// Fetch v12 of partition 0 of `topic` from `offset`: the records bytes (no long poll).
+pub fn fetch_records(h: &Harness, topic: &str, offset: i64) -> Bytes {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(50 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.into())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(10 << 20)])]);
+    let resp: FetchResponse = h.call(ApiKey::Fetch, 12, req);
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0, "fetch of {topic}");
+    p.records.clone().unwrap_or_default()
 }

@@ -11,10 +11,10 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 use kafka_protocol::messages::*;
 
 use super::group_tests::{fetch_v8, s};
-use super::produce::tests::create;
 use super::testing::Harness;
 use crate::config::BrokerConfig;
-use crate::txn::txn_stm::TxnState;
+use crate::coordinator::txn::txn_stm::TxnState;
+use crate::handlers::testing::create;
 
 pub fn harness() -> Harness {
     Harness::with_config(BrokerConfig {
@@ -147,8 +147,8 @@ fn markers(h: &Harness, topic: &str, p: i32) -> Vec<(i64, bool)> {
     let part = h.state.partition(topic, p).expect("partition");
     let mut out = Vec::new();
     h.block_on(async {
-        crate::coordinator_log::replay(&part, |r| {
-            if let Some(commit) = crate::coordinator_log::control_commit(r) {
+        crate::coordinator::log::replay(&part, |r| {
+            if let Some(commit) = crate::coordinator::log::control_commit(r) {
                 out.push((r.producer_id, commit));
             }
         })
@@ -402,15 +402,15 @@ fn given_prepared_commit_when_a_new_shard_loads_then_state_restored_and_complete
     assert_eq!(txn_commit(&h, 3, "tx", ids, "g", "t", 5), 0);
     // Forget everything in memory before the background markers run, as a crash after
     // PrepareCommit would; the reload resumes the commit.
-    let txns = crate::txn::TxnShard::of(&h.state);
+    let txns = crate::coordinator::txn::TxnShard::of(&h.state);
     let before = txns.describe("tx").unwrap();
     assert_eq!(before.state, TxnState::Ongoing);
     h.block_on(async {
         let r = txns.end_txn("tx", ids.0, ids.1, true, false).await;
         assert!(r.is_ok());
         txns.forget_loaded();
-        crate::group::GroupShard::of(&h.state).forget_loaded();
-        crate::group::GroupShard::of(&h.state)
+        crate::coordinator::group::GroupShard::of(&h.state).forget_loaded();
+        crate::coordinator::group::GroupShard::of(&h.state)
             .groups
             .borrow_mut()
             .clear();
@@ -436,14 +436,14 @@ fn given_idle_transactional_ids_when_expiring_then_removed_durably_and_open_ones
     let open = init(&h, "open", 60_000);
     assert_eq!(add(&h, "open", open, "t", &[0]), vec![0]);
 
-    let txns = crate::txn::TxnShard::of(&h.state);
+    let txns = crate::coordinator::txn::TxnShard::of(&h.state);
     let later = crate::now_ms() + 10_000;
     // Not idle long enough: nothing goes.
     assert_eq!(h.block_on(txns.remove_expired(later, 3_600_000)), 0);
     // Idle for 10 s with a 5 s expiration: the Empty and the CompleteCommit ids go; the one
     // with a transaction open stays whatever its age.
     assert_eq!(h.block_on(txns.remove_expired(later, 5_000)), 2);
-    let present = |txns: &crate::txn::TxnShard| {
+    let present = |txns: &crate::coordinator::txn::TxnShard| {
         ["idle", "done", "open"].map(|id| txns.describe(id).is_some())
     };
     assert_eq!(present(&txns), [false, false, true]);

@@ -11,10 +11,10 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use super::RequestContext;
-use crate::coordinator_log::TxnProducer;
-use crate::group::coordinator::CommitItem;
-use crate::group::{self, OFFSETS_TOPIC};
-use crate::txn::{self, TxnError};
+use crate::coordinator::group::coordinator::CommitItem;
+use crate::coordinator::group::{self, OFFSETS_TOPIC};
+use crate::coordinator::log::TxnProducer;
+use crate::coordinator::txn::{self, TxnError};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
@@ -30,7 +30,7 @@ async fn verify(
     let tid = req.transactional_id.to_string();
     let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
     let id = tid.clone();
-    let in_txn = txn::on_coordinator(ctx, &tid, move |txns, _| async move {
+    let in_txn = txn::on_coordinator(ctx.ctx(), &tid, move |txns, _| async move {
         txns.verify(&id, pid, epoch, &[(OFFSETS_TOPIC.to_string(), p)])
     })
     .await?;
@@ -111,14 +111,14 @@ async fn commit(
     items: Vec<CommitItem>,
 ) -> Vec<i16> {
     let n = items.len();
-    let partitions = match group::ensure_offsets_topic(ctx).await {
+    let partitions = match group::ensure_offsets_topic(ctx.ctx()).await {
         Ok(p) => p,
-        Err(e) => return vec![group::error_code(&e); n],
+        Err(e) => return vec![super::errors::group_code(&e); n],
     };
     let group_id = req.group_id.to_string();
     if let Err(e) = verify(ctx, req, group::offsets_partition(&group_id, partitions)).await {
         tracing::debug!(group = %group_id, error = %e, "TxnOffsetCommit outside the transaction");
-        return vec![txn::error_code(&e, ctx.version(), FENCED_SINCE); n];
+        return vec![super::errors::txn_code(&e, ctx.version(), FENCED_SINCE); n];
     }
     let txn = TxnProducer {
         producer_id: req.producer_id.0,
@@ -135,7 +135,7 @@ async fn commit(
         (String::new(), None, -1)
     };
     let gid = group_id.clone();
-    let r = group::on_coordinator(ctx, &group_id, move |gs, _| async move {
+    let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
         gs.commit(
             &gid,
             &member,
@@ -151,8 +151,8 @@ async fn commit(
     match r {
         Ok(results) => results
             .into_iter()
-            .map(|r| r.err().map(|e| group::error_code(&e)).unwrap_or(0))
+            .map(|r| r.err().map(|e| super::errors::group_code(&e)).unwrap_or(0))
             .collect(),
-        Err(e) => vec![group::error_code(&e); n],
+        Err(e) => vec![super::errors::group_code(&e); n],
     }
 }

@@ -16,9 +16,8 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 
-use super::produce::tests::{batch, create, produce_req, txn_batch};
 use super::testing::*;
-use super::RequestContext;
+use crate::handlers::testing::{batch, create, produce_req, txn_batch};
 use crate::shard::frontend;
 
 const PID: i64 = 4242;
@@ -267,13 +266,10 @@ fn given_read_committed_long_poll_when_marker_commits_then_wakes_with_data() {
     let (resp, waited) = h.block_on(async move {
         let s = state.clone();
         let poll = tokio::task::spawn_local(async move {
-            let ctx = RequestContext {
-                shard: s,
-                header: Default::default(),
-                client_host: "/127.0.0.1".into(),
-            };
             let started = tokio::time::Instant::now();
-            let r = super::fetch::handle(&ctx, fetch_req(0, 1, 10_000)).await;
+            let r: FetchResponse =
+                crate::handlers::testing::roundtrip(s, ApiKey::Fetch, 12, fetch_req(0, 1, 10_000))
+                    .await;
             (r, started.elapsed())
         });
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -12,36 +12,10 @@ use kafka_protocol::messages::write_txn_markers_response::{
 use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
 use super::RequestContext;
-use crate::partition::producer_state::SequenceError;
-use crate::partition::txn::TxnError;
-use crate::partition::PartitionError;
-use crate::shard::frontend::{self, FrontendError, TxnMarker};
+use crate::shard::frontend::TxnMarker;
 
 pub const MIN_VERSION: i16 = 1;
 pub const MAX_VERSION: i16 = 1;
-
-/// The one place marker failures become Kafka error codes.
-pub fn error_code(e: &FrontendError) -> i16 {
-    match e {
-        FrontendError::UnknownPartition(..) => ResponseError::UnknownTopicOrPartition.code(),
-        FrontendError::ShardGone(_) => ResponseError::NotLeaderOrFollower.code(),
-        FrontendError::Offline(..) | FrontendError::Storage(_) => {
-            ResponseError::KafkaStorageError.code()
-        }
-        FrontendError::Partition(p) => match p {
-            PartitionError::Txn(TxnError::InvalidProducerEpoch { .. })
-            | PartitionError::Sequence(SequenceError::InvalidProducerEpoch { .. }) => {
-                ResponseError::InvalidProducerEpoch.code()
-            }
-            PartitionError::Txn(TxnError::CoordinatorFenced { .. }) => {
-                ResponseError::TransactionCoordinatorFenced.code()
-            }
-            PartitionError::Txn(_) => ResponseError::InvalidTxnState.code(),
-            PartitionError::Storage(_) => ResponseError::KafkaStorageError.code(),
-            _ => ResponseError::UnknownServerError.code(),
-        },
-    }
-}
 
 pub async fn handle(ctx: &RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
     let broker = ctx.ctx();
@@ -62,11 +36,13 @@ pub async fn handle(ctx: &RequestContext, req: WriteTxnMarkersRequest) -> WriteT
                 async move {
                     let code = match meta {
                         Some(meta) if p >= 0 && p < meta.partitions => {
-                            match frontend::write_txn_marker(broker, &meta.name, p, marker).await {
+                            // The same path as the coordinator's own markers: on __consumer_offsets the
+                            // marker also applies or drops the transaction's pending offsets.
+                            match crate::coordinator::txn::markers::write(broker, &meta.name, p, marker).await {
                                 Ok(_) => 0,
                                 Err(e) => {
                                     tracing::info!(topic = %meta.name, partition = p, error = %e, "transaction marker refused");
-                                    error_code(&e)
+                                    super::errors::frontend_code(&e)
                                 }
                             }
                         }
@@ -91,51 +67,4 @@ pub async fn handle(ctx: &RequestContext, req: WriteTxnMarkersRequest) -> WriteT
         );
     }
     WriteTxnMarkersResponse::default().with_markers(markers)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn given_each_error_when_mapping_then_table_of_kafka_codes() {
-        let txn = |e: TxnError| FrontendError::Partition(PartitionError::Txn(e));
-        let table: Vec<(FrontendError, i16)> = vec![
-            (FrontendError::UnknownPartition("t".into(), 0), 3),
-            (FrontendError::ShardGone(1), 6),
-            (FrontendError::Offline("t".into(), 0, "x".into()), 56),
-            (
-                txn(TxnError::InvalidProducerEpoch {
-                    producer_id: 1,
-                    epoch: 0,
-                    current: 1,
-                    offset: 0,
-                }),
-                47,
-            ),
-            (
-                txn(TxnError::CoordinatorFenced {
-                    producer_id: 1,
-                    epoch: 0,
-                    current: 1,
-                    offset: 0,
-                }),
-                52,
-            ),
-            (
-                txn(TxnError::NotAddedToTxn {
-                    producer_id: 1,
-                    epoch: 0,
-                }),
-                48,
-            ),
-            (
-                FrontendError::Partition(PartitionError::InvalidRecord("x".into())),
-                -1,
-            ),
-        ];
-        for (e, code) in table {
-            assert_eq!(error_code(&e), code, "{e}");
-        }
-    }
 }

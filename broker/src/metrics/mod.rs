@@ -56,6 +56,10 @@ pub struct ShardMetrics {
     /// Log cleaner passes completed on the shard, and the bytes they wrote.
     pub log_cleaner_passes: IntCounter,
     pub log_cleaner_bytes_written: IntCounter,
+    /// Record bytes Fetch responses carried, and how many of them the broker copied on the
+    /// way from the page cache to the socket (0: they go as slices of the mapped segments).
+    pub fetch_record_bytes: IntCounter,
+    pub fetch_record_bytes_copied: IntCounter,
     /// Per (topic, partition): produced and fetched counters, so the hot path hashes one small
     /// key instead of the label strings.
     partitions: RefCell<HashMap<(Arc<str>, i32), PartitionPair>>,
@@ -108,6 +112,16 @@ impl ShardMetrics {
         r.register(Box::new(request_duration.clone()))
             .expect("unique metric");
         ShardMetrics {
+            fetch_record_bytes: counter(
+                &r,
+                "strom_fetch_record_bytes_total",
+                "Record bytes the shard's Fetch responses carried.",
+            ),
+            fetch_record_bytes_copied: counter(
+                &r,
+                "strom_fetch_record_bytes_copied_total",
+                "Of those, bytes the broker copied between the page cache and the socket.",
+            ),
             log_cleaner_passes: counter(
                 &r,
                 "strom_log_cleaner_passes_total",

@@ -45,6 +45,9 @@ pub struct ShardSnapshot {
     pub partitions: Vec<PartitionSnapshot>,
     pub groups: Vec<GroupSnapshot>,
     pub sync: storage::io::SyncStatsSnapshot,
+    pub copies: storage::io::CopyStatsSnapshot,
+    /// Fetch record bytes served and copied.
+    pub fetch_bytes: (u64, u64),
     pub syncs_in_flight: u64,
     /// `None` on the pwrite+fdatasync backend.
     pub ring: Option<storage::io::RingStatsSnapshot>,
@@ -71,7 +74,7 @@ fn snapshot(state: &Rc<ShardState>) -> ShardSnapshot {
             open_transactions: part.open_transactions(),
         })
         .collect();
-    let coordinator = crate::group::GroupShard::of(state);
+    let coordinator = crate::coordinator::group::GroupShard::of(state);
     // Groups load lazily, on the first group request after a start; the lag of groups whose
     // consumers are down must show anyway, so a scrape loads this shard's coordinator
     // partitions (once per shard life, as a group request would).
@@ -79,7 +82,7 @@ fn snapshot(state: &Rc<ShardState>) -> ShardSnapshot {
         .partitions
         .borrow()
         .keys()
-        .filter(|(t, _)| t.as_ref() == crate::group::OFFSETS_TOPIC)
+        .filter(|(t, _)| t.as_ref() == crate::coordinator::group::OFFSETS_TOPIC)
         .map(|(_, p)| *p)
         .collect();
     for p in offsets_partitions {
@@ -115,6 +118,11 @@ fn snapshot(state: &Rc<ShardState>) -> ShardSnapshot {
         partitions,
         groups,
         sync: state.io.sync_stats(),
+        copies: state.io.copy_stats(),
+        fetch_bytes: (
+            state.metrics.fetch_record_bytes.get(),
+            state.metrics.fetch_record_bytes_copied.get(),
+        ),
         syncs_in_flight: state.io.syncs_in_flight(),
         ring: state.io.ring_stats(),
         busy_seconds,
@@ -269,6 +277,34 @@ fn families(shards: &[ShardSnapshot], ready: bool, shard_count: usize) -> Vec<Me
         vec![],
         shards.len() as f64,
     );
+    // Bytes copied per byte of record data, over the whole broker (the zero-copy paths read 0).
+    let ratio = |copied: u64, total: u64| {
+        if total == 0 {
+            0.0
+        } else {
+            copied as f64 / total as f64
+        }
+    };
+    let (appended, append_copied) = shards.iter().fold((0, 0), |(a, c), s| {
+        (
+            a + s.copies.appended_bytes,
+            c + s.copies.append_copied_bytes,
+        )
+    });
+    let (served, serve_copied) = shards.iter().fold((0, 0), |(a, c), s| {
+        (a + s.fetch_bytes.0, c + s.fetch_bytes.1)
+    });
+    for (path, value) in [
+        ("produce", ratio(append_copied, appended)),
+        ("fetch", ratio(serve_copied, served)),
+    ] {
+        f.gauge(
+            "strom_record_bytes_copied_per_byte",
+            "Record bytes the broker copied per record byte written (produce) or served (fetch).",
+            labels(&[("path", path)]),
+            value,
+        );
+    }
     let mut high_watermarks = BTreeMap::new();
     for s in shards {
         let id = s.shard.to_string();
@@ -296,6 +332,18 @@ fn families(shards: &[ShardSnapshot], ready: bool, shard_count: usize) -> Vec<Me
             "The shard's bound on request bytes in flight (queued_max_request_bytes); reading stops there.",
             sl(),
             s.inflight_bound as f64,
+        );
+        f.counter(
+            "strom_produce_record_bytes_total",
+            "Record batch bytes the shard's logs appended (produce, coordinators, migration).",
+            sl(),
+            s.copies.appended_bytes as f64,
+        );
+        f.counter(
+            "strom_produce_record_bytes_copied_total",
+            "Of those, bytes copied before the write (LogAppendTime batches); the rest is written from the request's own buffer.",
+            sl(),
+            s.copies.append_copied_bytes as f64,
         );
         f.gauge(
             "strom_fdatasync_in_flight",

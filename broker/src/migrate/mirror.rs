@@ -15,7 +15,7 @@ use super::metrics::MirrorMetrics;
 use super::state::{copied_topic, pattern, GroupOffset, MigrateState, PartitionProgress};
 use super::target::Target;
 use super::{MigrateError, MirrorArgs};
-use crate::group::topic_regex::TopicRegex;
+use crate::coordinator::group::topic_regex::TopicRegex;
 
 /// How often the source's topic list and leaders are read again.
 const METADATA_INTERVAL: Duration = Duration::from_secs(30);

@@ -15,8 +15,6 @@
 
 pub mod client;
 pub mod import;
-mod import_configs;
-pub mod import_progress;
 pub mod kraft;
 pub mod metrics;
 pub mod mirror;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::SourceClient;
 use super::{MigrateError, StatusArgs};
-use crate::group::topic_regex::TopicRegex;
+use crate::coordinator::group::topic_regex::TopicRegex;
 
 pub const STATE_FILE: &str = "strom-migrate.json";
 
@@ -61,7 +61,7 @@ impl MigrateState {
     pub fn save(&self, data_dir: &Path) -> Result<(), MigrateError> {
         let p = path(data_dir);
         let bytes = serde_json::to_vec_pretty(self).expect("state serialises");
-        crate::catalog::write_atomically(&p, &bytes)
+        storage::logdir::write_atomic(&p, &bytes)
             .map_err(|e| MigrateError::Target(format!("{}: {e}", p.display())))
     }
 

@@ -6,17 +6,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use storage::batch::{self, BatchHeader, BatchIter};
 use storage::txn_index::AbortedTxn;
 use storage::{Durability, IoBackend, PartitionLog};
 
 use super::MigrateError;
-use crate::catalog::{CatalogHandle, TopicMeta};
 use crate::config::{BrokerConfig, Origin};
-use crate::group::classic::CommittedOffset;
-use crate::group::records::GroupRecord;
-use crate::group::{offsets_partition, OFFSETS_SEGMENT_BYTES, OFFSETS_TOPIC};
+use crate::coordinator::group::records::CommittedOffset;
+use crate::coordinator::group::records::GroupRecord;
+use crate::coordinator::group::{offsets_partition, OFFSETS_SEGMENT_BYTES, OFFSETS_TOPIC};
+use crate::metadata::catalog::{CatalogHandle, TopicMeta};
 use crate::partition::txn::{control_type, ControlType};
 
 const RECOVERY_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
@@ -116,7 +116,7 @@ impl Target {
             }
             return Ok(());
         }
-        crate::catalog::validate_topic_name(name).map_err(MigrateError::Target)?;
+        crate::metadata::catalog::validate_topic_name(name).map_err(MigrateError::Target)?;
         self.catalog
             .create(name, partitions, configs, name.starts_with("__"))
             .map_err(|e| MigrateError::Target(e.to_string()))?;
@@ -131,7 +131,7 @@ impl Target {
         partitions: i32,
         configs: BTreeMap<String, String>,
     ) -> Result<(), MigrateError> {
-        crate::catalog::validate_topic_name(name).map_err(MigrateError::Target)?;
+        crate::metadata::catalog::validate_topic_name(name).map_err(MigrateError::Target)?;
         self.catalog
             .create_with_id(name, uuid::Uuid::from_bytes(id), partitions, configs, false)
             .map_err(|e| MigrateError::Target(e.to_string()))?;
@@ -256,7 +256,7 @@ impl Target {
             // waits for the write, so the future is only awaited to learn why it failed.
             let started = t
                 .log
-                .append_at_offsets(BytesMut::from(bytes), Durability::None, 0);
+                .append_at_offsets(records.slice_ref(bytes), Durability::None, 0);
             if t.log.log_end_offset() != h.last_offset() + 1 {
                 started.await?;
                 return Err(MigrateError::Target(format!(
@@ -311,7 +311,7 @@ impl Target {
         )?;
         let next = self.max_producer_id + 1;
         if next > read_producer_ids(&self.data_dir)? {
-            crate::catalog::write_atomically(
+            storage::logdir::write_atomic(
                 &self.data_dir.join(PRODUCER_IDS),
                 next.to_string().as_bytes(),
             )
@@ -364,7 +364,7 @@ impl Target {
             )
             .collect();
         let kvs: Vec<_> = recs.iter().map(|r| r.encode()).collect();
-        let bytes = crate::coordinator_log::encode_batch(&kvs, None, now)
+        let bytes = crate::coordinator::log::encode_batch(&kvs, None, now)
             .map_err(|e| MigrateError::Target(e.to_string()))?;
         let log = &self.logs[&(OFFSETS_TOPIC.to_string(), p)].log;
         let opts = storage::AppendOptions {
@@ -372,7 +372,7 @@ impl Target {
             log_append_time_ms: None,
             leader_epoch: 0,
         };
-        log.append(BytesMut::from(&bytes[..]), opts)
+        log.append(bytes, opts)
             .await
             .map_err(|e| MigrateError::Target(format!("writing offsets of group {group}: {e}")))?;
         Ok(())
@@ -481,6 +481,7 @@ fn read_producer_ids(data_dir: &Path) -> Result<i64, MigrateError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use bytes::BytesMut;
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };

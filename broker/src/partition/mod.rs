@@ -11,18 +11,19 @@ pub mod records;
 pub mod txn;
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use storage::batch::{BatchError, BatchHeader};
 use storage::producer_snapshot::{self, ProducerSnapshotEntry};
 use storage::{AppendOptions, Durability, PartitionLog, ReadResult, StorageError};
 use tokio::sync::watch;
 
-use crate::config::topic::TopicSettings;
+use crate::config::effective::TopicSettings;
 use producer_state::{BatchMeta, ProducerStateTable, SequenceError, SequenceVerdict};
-use txn::{TxnError, TxnState};
+use txn::{OpenTxns, TxnDataError};
 
 /// Why a produce to one partition failed; mapped to a Kafka error code by the produce handler.
 #[derive(Debug, thiserror::Error)]
@@ -33,25 +34,29 @@ pub enum PartitionError {
     InvalidRecord(String),
     #[error(transparent)]
     Records(records::RecordsError),
+    /// Records refused one by one (KIP-467): the batch is not appended, and the answer names
+    /// each record (Kafka's `RecordValidationException`).
+    #[error("{}", rejected_message(.0))]
+    Rejected(Vec<records::RecordError>),
     #[error("record batch of {size} bytes is larger than max.message.bytes {max}")]
     TooLarge { size: usize, max: i32 },
-    #[error("timestamp {timestamp} of message is out of range: {reason}")]
-    InvalidTimestamp { timestamp: i64, reason: String },
     #[error(transparent)]
     Sequence(#[from] SequenceError),
     #[error(transparent)]
-    Txn(#[from] TxnError),
+    Txn(#[from] TxnDataError),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
 
 /// Checks what can be checked without partition state, on the shard that received the
 /// request. Kafka (since produce v3) requires exactly one magic v2 batch per partition.
+/// Returns the batch to append: the request's own bytes, or — when the topic's
+/// `compression.type` is not the batch's codec — the batch re-encoded with the topic's.
 pub fn validate_produce_records(
-    records: &[u8],
+    records: &Bytes,
     settings: &TopicSettings,
     now_ms: i64,
-) -> Result<BatchHeader, PartitionError> {
+) -> Result<(BatchHeader, Bytes), PartitionError> {
     if records.len() > settings.max_message_bytes.max(0) as usize {
         return Err(PartitionError::TooLarge {
             size: records.len(),
@@ -91,44 +96,69 @@ pub fn validate_produce_records(
             "Transactional record batch without a producer id".into(),
         ));
     }
-    // Storage walks uncompressed records already; compressed ones, and keys on compacted
-    // topics, need the broker's record reader.
-    if header.compression() != 0 || settings.compact {
-        records::validate(
+    // Timestamps (CreateTime): the batch's first and largest timestamps decide in the common
+    // case; only a batch that fails them has its records read one by one, to name them.
+    let bounds = (!settings.log_append_time).then(|| records::TimestampBounds {
+        base: header.base_timestamp,
+        lo: now_ms.saturating_sub(settings.timestamp_before_max_ms),
+        hi: now_ms.saturating_add(settings.timestamp_after_max_ms),
+    });
+    let suspect = bounds.is_some_and(|b| {
+        [header.base_timestamp, header.max_timestamp]
+            .iter()
+            .any(|&ts| ts >= 0 && (ts < b.lo || ts > b.hi))
+    });
+    // Storage walks uncompressed records already; compressed ones, keys on compacted topics
+    // and suspect timestamps need the broker's record reader.
+    if header.compression() != 0 || settings.compact || suspect {
+        let checks = records::RecordChecks {
+            require_keys: settings.compact,
+            timestamps: bounds.filter(|_| suspect),
+        };
+        let rejected = records::validate(
             records,
             header.compression(),
             header.records_count,
-            settings.compact,
+            checks,
             settings.max_decompressed_bytes,
         )
         .map_err(PartitionError::Records)?;
-    }
-    if !settings.log_append_time {
-        for ts in [header.base_timestamp, header.max_timestamp] {
-            if ts < 0 {
-                continue;
-            }
-            if now_ms.saturating_sub(ts) > settings.timestamp_before_max_ms {
-                return Err(PartitionError::InvalidTimestamp {
-                    timestamp: ts,
-                    reason: format!(
-                        "it is more than {} ms before the broker's time",
-                        settings.timestamp_before_max_ms
-                    ),
-                });
-            }
-            if ts.saturating_sub(now_ms) > settings.timestamp_after_max_ms {
-                return Err(PartitionError::InvalidTimestamp {
-                    timestamp: ts,
-                    reason: format!(
-                        "it is more than {} ms after the broker's time",
-                        settings.timestamp_after_max_ms
-                    ),
-                });
-            }
+        if !rejected.is_empty() {
+            return Err(PartitionError::Rejected(rejected));
         }
     }
-    Ok(*header)
+    match settings.compression {
+        Some(c) if c.codec != header.compression() => {
+            let batch =
+                records::recompress(records, c.codec, c.level, settings.max_decompressed_bytes)
+                    .map_err(PartitionError::Records)?;
+            let header = BatchHeader::parse(&batch).map_err(PartitionError::Corrupt)?;
+            Ok((header, batch))
+        }
+        _ => Ok((*header, records.clone())),
+    }
+}
+
+/// Kafka's top-level message for records refused one by one (`LogValidator`).
+fn rejected_message(errors: &[records::RecordError]) -> String {
+    if errors.iter().any(|e| e.timestamp) {
+        return "One or more records have been rejected due to invalid timestamp".into();
+    }
+    let shown: Vec<String> = errors
+        .iter()
+        .take(3)
+        .map(|e| {
+            format!(
+                "RecordError(batchIndex={}, message='{}')",
+                e.index, e.message
+            )
+        })
+        .collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+        errors.len(),
+        shown.join(", ")
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,6 +179,10 @@ pub enum DeleteRecordsError {
     Storage(#[from] StorageError),
 }
 
+/// The second phase of an append: the write (and fdatasync for acks=all).
+pub type AppendPending =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<ProduceOutcome, PartitionError>>>>;
+
 pub struct FetchOutcome {
     pub data: ReadResult,
     pub high_watermark: i64,
@@ -163,7 +197,7 @@ pub struct Partition {
     pub index: i32,
     pub log: PartitionLog,
     producers: RefCell<ProducerStateTable>,
-    txns: RefCell<TxnState>,
+    txns: RefCell<OpenTxns>,
     high_watermark: watch::Sender<i64>,
     last_stable: watch::Sender<i64>,
     settings: RefCell<Arc<TopicSettings>>,
@@ -188,7 +222,7 @@ impl Partition {
         recovery_point: i64,
     ) -> Result<Partition, StorageError> {
         let mut producers = ProducerStateTable::default();
-        let mut txns = TxnState::default();
+        let mut txns = OpenTxns::default();
         let replay_from = load_snapshot(&log, recovery_point, &mut producers, &mut txns)?;
         for h in log.batch_headers_from(replay_from)? {
             if h.producer_id >= 0 && !h.is_control() {
@@ -316,14 +350,18 @@ impl Partition {
         self.high_watermark.subscribe()
     }
 
-    /// Appends one validated batch. `acks == -1` completes only after fdatasync.
-    pub async fn append(
-        &self,
+    /// Appends one validated batch: the first phase runs now, at the call — sequence and
+    /// transaction checks, producer state, the offset assignment and the hand-off to the log,
+    /// all in call order with no await — so batches are applied in the order their calls
+    /// arrive; the returned future is the second phase (the write, and for `acks == -1` the
+    /// fdatasync). A refusal is known at once: `Err` before any state changed.
+    pub fn append(
+        self: &Rc<Self>,
         header: BatchHeader,
         records: Bytes,
         acks: i16,
         now_ms: i64,
-    ) -> Result<ProduceOutcome, PartitionError> {
+    ) -> Result<AppendPending, PartitionError> {
         let settings = self.settings();
         // Coordinator writes (transactional offset commits, markers) carry a producer but no
         // sequence: Kafka's AppendOrigin.COORDINATOR, which skips the sequence checks.
@@ -338,12 +376,15 @@ impl Partition {
                 next_offset,
             )?;
             if let SequenceVerdict::Duplicate(original) = verdict {
-                return self.answer_duplicate(original, acks).await;
+                let me = self.clone();
+                return Ok(Box::pin(async move {
+                    me.answer_duplicate(original, acks).await
+                }));
             }
             self.check_txn_data(&header, next_offset)?;
-            // Recorded before the append's first await: the log assigns offsets in call order
-            // at its first poll, so a pipelined next batch of this producer, checked while this
-            // one is being written, sees this batch's sequence.
+            // Recorded before the append's first await: the log assigns offsets in call order,
+            // so a pipelined next batch of this producer, checked while this one is being
+            // written, sees this batch's sequence.
             self.producers.borrow_mut().record(
                 header.producer_id,
                 header.producer_epoch,
@@ -360,27 +401,32 @@ impl Partition {
             log_append_time_ms: settings.log_append_time.then_some(now_ms),
             leader_epoch: 0,
         };
-        let append = self.log.append(BytesMut::from(&records[..]), opts);
+        // The received bytes are the bytes written: storage rewrites only each batch's
+        // 16-byte prefix (base offset, leader epoch), from a buffer of its own.
+        let append = self.log.append(records, opts);
         self.snapshot_if_rolled();
-        let result = append.await;
-        self.publish_offsets();
-        match result {
-            Ok(r) => {
-                debug_assert!(!idempotent || r.base_offset == next_offset);
-                Ok(ProduceOutcome {
-                    base_offset: r.base_offset,
-                    log_append_time_ms: r.log_append_time_ms,
-                    log_start_offset: r.log_start_offset,
-                })
-            }
-            Err(e) => {
-                if idempotent {
-                    self.producers.borrow_mut().truncate_from(next_offset);
-                    self.txns.borrow_mut().truncate_from(next_offset);
+        let me = self.clone();
+        Ok(Box::pin(async move {
+            let result = append.await;
+            me.publish_offsets();
+            match result {
+                Ok(r) => {
+                    debug_assert!(!idempotent || r.base_offset == next_offset);
+                    Ok(ProduceOutcome {
+                        base_offset: r.base_offset,
+                        log_append_time_ms: r.log_append_time_ms,
+                        log_start_offset: r.log_start_offset,
+                    })
                 }
-                Err(e.into())
+                Err(e) => {
+                    if idempotent {
+                        me.producers.borrow_mut().truncate_from(next_offset);
+                        me.txns.borrow_mut().truncate_from(next_offset);
+                    }
+                    Err(e.into())
+                }
             }
-        }
+        }))
     }
 
     /// A retried batch is answered with the original offsets, once those are as durable as
@@ -452,7 +498,7 @@ fn load_snapshot(
     log: &PartitionLog,
     recovery_point: i64,
     producers: &mut ProducerStateTable,
-    txns: &mut TxnState,
+    txns: &mut OpenTxns,
 ) -> Result<i64, StorageError> {
     let dir = log.dir();
     let start = log.log_start_offset();

@@ -32,8 +32,6 @@ pub enum RecordsError {
     OffsetDelta { index: i64, delta: i64 },
     #[error("record {index} is malformed: {reason}")]
     Malformed { index: i64, reason: &'static str },
-    #[error("Compacted topic cannot accept message without key")]
-    MissingKey,
     #[error("cannot decompress records ({codec}): {reason}")]
     Decompress { codec: &'static str, reason: String },
     #[error("records decompress to more than {limit} bytes (max.decompressed.message.bytes)")]
@@ -42,14 +40,42 @@ pub enum RecordsError {
     UnknownCodec(u8),
 }
 
-/// Checks the records of one batch (header already validated: length, magic, CRC).
+/// What Kafka's LogValidator checks of each record, besides its structure.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RecordChecks {
+    /// Compacted topic: every record needs a key.
+    pub require_keys: bool,
+    /// CreateTime topic: every record's timestamp within `[lo, hi]` (ms), given the batch's
+    /// base timestamp.
+    pub timestamps: Option<TimestampBounds>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct TimestampBounds {
+    pub base: i64,
+    pub lo: i64,
+    pub hi: i64,
+}
+
+/// One record refused by a check (KIP-467's `BatchIndexAndErrorMessage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    pub index: i32,
+    pub message: String,
+    /// INVALID_TIMESTAMP rather than INVALID_RECORD.
+    pub timestamp: bool,
+}
+
+/// Checks the records of one batch (header already validated: length, magic, CRC): the
+/// structure (an `Err`, the whole batch is refused), then `checks` record by record (the
+/// records that fail them, all of them, as Kafka collects them).
 pub fn validate(
     batch: &[u8],
     codec: u8,
     records_count: i32,
-    require_keys: bool,
+    checks: RecordChecks,
     max_decompressed: usize,
-) -> Result<(), RecordsError> {
+) -> Result<Vec<RecordError>, RecordsError> {
     let body = &batch[RECORDS_OFFSET.min(batch.len())..];
     let owned;
     let records: &[u8] = match codec {
@@ -59,7 +85,36 @@ pub fn validate(
             &owned
         }
     };
-    walk(records, records_count, require_keys)
+    let mut errors = Vec::new();
+    walk(records, records_count, |index, r| {
+        if checks.require_keys && r.key_null {
+            errors.push(RecordError {
+                index,
+                message: "Compacted topic cannot accept message without key".into(),
+                timestamp: false,
+            });
+        }
+        if let Some(t) = checks.timestamps {
+            let ts = t.base.saturating_add(r.timestamp_delta);
+            if ts >= 0 && (ts < t.lo || ts > t.hi) {
+                errors.push(RecordError {
+                    index,
+                    message: format!(
+                        "Timestamp {ts} of message with offset {index} is out of range. The timestamp should be within [{}, {}]",
+                        t.lo, t.hi
+                    ),
+                    timestamp: true,
+                });
+            }
+        }
+    })?;
+    Ok(errors)
+}
+
+/// What `walk` tells about each record.
+struct RecordFields {
+    timestamp_delta: i64,
+    key_null: bool,
 }
 
 /// The records section of a compressed batch (`codec` != 0), inflated to at most `limit`
@@ -91,10 +146,19 @@ pub fn decompress(codec: u8, body: &[u8], limit: usize) -> Result<Vec<u8>, Recor
 /// the Java client writes it; lz4 as an LZ4 frame). None for an unknown codec or an
 /// encoder error.
 pub fn compress(codec: u8, data: &[u8]) -> Option<Vec<u8>> {
+    compress_at(codec, data, None)
+}
+
+/// `compress` at `level` (Kafka's `compression.<codec>.level`; `None` = the codec's default;
+/// snappy has none).
+pub fn compress_at(codec: u8, data: &[u8], level: Option<i32>) -> Option<Vec<u8>> {
     use std::io::Write;
     match codec {
         GZIP => {
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            let level = level.map_or(flate2::Compression::default(), |l| {
+                flate2::Compression::new(l.clamp(0, 9) as u32)
+            });
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), level);
             e.write_all(data).ok()?;
             e.finish().ok()
         }
@@ -112,14 +176,61 @@ pub fn compress(codec: u8, data: &[u8]) -> Option<Vec<u8>> {
             Some(out)
         }
         LZ4 => {
-            let mut e = lz4::EncoderBuilder::new().build(Vec::new()).ok()?;
+            let mut b = lz4::EncoderBuilder::new();
+            if let Some(l) = level {
+                b.level(l.clamp(0, 16) as u32);
+            }
+            let mut e = b.build(Vec::new()).ok()?;
             e.write_all(data).ok()?;
             let (out, r) = e.finish();
             r.ok().map(|_| out)
         }
-        ZSTD => zstd::encode_all(data, 3).ok(),
+        ZSTD => zstd::encode_all(data, level.unwrap_or(3)).ok(),
         _ => None,
     }
+}
+
+/// Kafka's topic `compression.type`: one v2 batch with its records re-encoded with `codec`
+/// (0 = none) at `level`. The header is kept as the producer wrote it — producer id, epoch
+/// and sequence, timestamps, offset delta and count, the transactional bit — so offsets and
+/// idempotence are unchanged; the codec bits, length and CRC are rewritten.
+pub fn recompress(
+    batch: &[u8],
+    codec: u8,
+    level: Option<i32>,
+    max_decompressed: usize,
+) -> Result<bytes::Bytes, RecordsError> {
+    let header = batch.get(..RECORDS_OFFSET).ok_or(RecordsError::Malformed {
+        index: 0,
+        reason: "batch shorter than its header",
+    })?;
+    let attributes = u16::from_be_bytes([batch[21], batch[22]]);
+    let from = (attributes & 7) as u8;
+    let body = &batch[RECORDS_OFFSET..];
+    let plain;
+    let records: &[u8] = if from == NONE {
+        body
+    } else {
+        plain = decompress(from, body, max_decompressed)?;
+        &plain
+    };
+    let encoded;
+    let records: &[u8] = if codec == NONE {
+        records
+    } else {
+        encoded = compress_at(codec, records, level).ok_or(RecordsError::UnknownCodec(codec))?;
+        &encoded
+    };
+    let mut out = bytes::BytesMut::with_capacity(RECORDS_OFFSET + records.len());
+    out.extend_from_slice(header);
+    out.extend_from_slice(records);
+    let length = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    let attributes = (attributes & !7) | codec as u16;
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(out.freeze())
 }
 
 fn read_bounded(r: impl Read, codec: &'static str, limit: usize) -> Result<Vec<u8>, RecordsError> {
@@ -203,7 +314,11 @@ fn skip_bytes(buf: &[u8], pos: &mut usize, end: usize) -> Option<bool> {
     Some(false)
 }
 
-fn walk(records: &[u8], claimed: i32, require_keys: bool) -> Result<(), RecordsError> {
+fn walk(
+    records: &[u8],
+    claimed: i32,
+    mut visit: impl FnMut(i32, RecordFields),
+) -> Result<(), RecordsError> {
     let mut pos = 0usize;
     let mut index: i64 = 0;
     while pos < records.len() {
@@ -215,15 +330,12 @@ fn walk(records: &[u8], claimed: i32, require_keys: bool) -> Result<(), RecordsE
             .filter(|e| *e <= records.len())
             .ok_or(bad("length past the batch"))?;
         pos += 1; // attributes
-        varlong(records, &mut pos).ok_or(bad("bad timestamp delta"))?;
+        let timestamp_delta = varlong(records, &mut pos).ok_or(bad("bad timestamp delta"))?;
         let delta = varlong(records, &mut pos).ok_or(bad("bad offset delta"))?;
         if delta != index {
             return Err(RecordsError::OffsetDelta { index, delta });
         }
         let key_null = skip_bytes(records, &mut pos, end).ok_or(bad("bad key"))?;
-        if require_keys && key_null {
-            return Err(RecordsError::MissingKey);
-        }
         skip_bytes(records, &mut pos, end).ok_or(bad("bad value"))?;
         let headers = varlong(records, &mut pos).ok_or(bad("bad header count"))?;
         if headers < 0 {
@@ -238,6 +350,13 @@ fn walk(records: &[u8], claimed: i32, require_keys: bool) -> Result<(), RecordsE
         if pos != end {
             return Err(bad("record length does not match its fields"));
         }
+        visit(
+            index as i32,
+            RecordFields {
+                timestamp_delta,
+                key_null,
+            },
+        );
         index += 1;
     }
     if index != claimed as i64 {
@@ -252,47 +371,29 @@ fn walk(records: &[u8], claimed: i32, require_keys: bool) -> Result<(), RecordsE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::{Bytes, BytesMut};
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+    use kafka_protocol::records::Compression;
     use proptest::prelude::*;
 
-    fn encode(n: usize, compression: Compression, keys: bool) -> BytesMut {
-        let records: Vec<Record> = (0..n)
-            .map(|i| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: -1 + i as i32,
-                timestamp: 1_000 + i as i64,
-                key: keys.then(|| Bytes::from(format!("k{i}"))),
-                value: Some(Bytes::from(vec![b'v'; i * 3])),
-                headers: [(
-                    kafka_protocol::protocol::StrBytes::from_static_str("h"),
-                    Some(Bytes::from_static(b"x")),
-                )]
-                .into_iter()
-                .collect(),
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression,
-            },
-        )
-        .unwrap();
-        buf
+    fn encode(n: usize, compression: Compression, keys: bool) -> bytes::Bytes {
+        let b = crate::test_support::TestBatch::new(n)
+            .compression(compression)
+            .at(1_000)
+            .header("h", Some(b"x"));
+        if keys {
+            b.encode()
+        } else {
+            b.keyless().encode()
+        }
     }
+
+    const KEYS: RecordChecks = RecordChecks {
+        require_keys: true,
+        timestamps: None,
+    };
+    const NONE_CHECKED: RecordChecks = RecordChecks {
+        require_keys: false,
+        timestamps: None,
+    };
 
     #[test]
     fn given_each_codec_when_validating_then_counts_and_keys_checked() {
@@ -304,9 +405,9 @@ mod tests {
             (Compression::Zstd, 4),
         ] {
             let b = encode(20, c, true);
-            assert_eq!(validate(&b, id, 20, true, 1 << 20), Ok(()), "{c:?}");
+            assert_eq!(validate(&b, id, 20, KEYS, 1 << 20), Ok(vec![]), "{c:?}");
             assert_eq!(
-                validate(&b, id, 21, false, 1 << 20),
+                validate(&b, id, 21, NONE_CHECKED, 1 << 20),
                 Err(RecordsError::CountMismatch {
                     claimed: 21,
                     found: 20
@@ -314,20 +415,50 @@ mod tests {
                 "{c:?}"
             );
             let keyless = encode(3, c, false);
+            let errors = validate(&keyless, id, 3, KEYS, 1 << 20).unwrap();
+            // Every keyless record is named, by its index in the batch.
             assert_eq!(
-                validate(&keyless, id, 3, true, 1 << 20),
-                Err(RecordsError::MissingKey),
+                errors.iter().map(|e| e.index).collect::<Vec<_>>(),
+                vec![0, 1, 2],
                 "{c:?}"
             );
-            assert_eq!(validate(&keyless, id, 3, false, 1 << 20), Ok(()), "{c:?}");
+            assert!(errors.iter().all(|e| !e.timestamp));
+            assert_eq!(
+                validate(&keyless, id, 3, NONE_CHECKED, 1 << 20),
+                Ok(vec![]),
+                "{c:?}"
+            );
         }
+    }
+
+    #[test]
+    fn given_records_out_of_the_timestamp_bounds_when_validating_then_each_is_named() {
+        // Records have timestamps 1000, 1001, ... (encode); allow [1001, 1003].
+        let b = encode(5, Compression::Gzip, true);
+        let checks = RecordChecks {
+            require_keys: false,
+            timestamps: Some(TimestampBounds {
+                base: 1000,
+                lo: 1001,
+                hi: 1003,
+            }),
+        };
+        let errors = validate(&b, 1, 5, checks, 1 << 20).unwrap();
+        assert_eq!(
+            errors.iter().map(|e| e.index).collect::<Vec<_>>(),
+            vec![0, 4]
+        );
+        assert!(errors.iter().all(|e| e.timestamp));
+        assert!(errors[0]
+            .message
+            .starts_with("Timestamp 1000 of message with offset 0 is out of range."));
     }
 
     #[test]
     fn given_decompression_bomb_when_validating_then_too_large_without_allocating_it() {
         let b = encode(200, Compression::Zstd, true);
         assert_eq!(
-            validate(&b, 4, 200, false, 1000),
+            validate(&b, 4, 200, NONE_CHECKED, 1000),
             Err(RecordsError::TooLarge { limit: 1000 })
         );
     }
@@ -336,7 +467,7 @@ mod tests {
     fn given_huge_claimed_count_when_validating_then_mismatch_not_allocation() {
         let b = encode(1, Compression::None, true);
         assert!(matches!(
-            validate(&b, 0, i32::MAX, false, 1 << 20),
+            validate(&b, 0, i32::MAX, NONE_CHECKED, 1 << 20),
             Err(RecordsError::CountMismatch { .. })
         ));
     }
@@ -346,7 +477,7 @@ mod tests {
         fn prop_arbitrary_record_bytes_never_panic(body in proptest::collection::vec(any::<u8>(), 0..300), codec in 0u8..6, count in any::<i32>()) {
             let mut batch = vec![0u8; RECORDS_OFFSET];
             batch.extend_from_slice(&body);
-            let _ = validate(&batch, codec, count, true, 1 << 16);
+            let _ = validate(&batch, codec, count, KEYS, 1 << 16);
         }
     }
 }

@@ -2,14 +2,14 @@
 //! `UnifiedLog` handle them on the partition leader:
 //!
 //! - A transactional batch opens its producer's transaction on the partition (its first
-//!   offset is kept in the producer entry and in `TxnState::ongoing`), but only if the
+//!   offset is kept in the producer entry and in `OpenTxns::ongoing`), but only if the
 //!   coordinator added the partition to the transaction first (KIP-890 verification:
 //!   `begin_verified`, called through `frontend::begin_txn_on_partition`). Otherwise the
 //!   batch gets INVALID_TXN_STATE, as Kafka answers "Partition was not added to the
 //!   transaction".
 //! - A COMMIT/ABORT marker (a control batch, written by `write_txn_marker`) ends it. Until the
 //!   marker is durable the transaction still holds the last stable offset back
-//!   (`TxnState::completing`, Kafka's `unreplicatedTxns`), so a read_committed fetch never
+//!   (`OpenTxns::completing`, Kafka's `unreplicatedTxns`), so a read_committed fetch never
 //!   sees aborted data before it can see the abort. An abort is recorded in `.txnindex`
 //!   with the LSO it leaves behind.
 //! - LSO = the smallest first offset of an open or completing transaction, else the high
@@ -41,7 +41,7 @@ pub enum ControlType {
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-pub enum TxnError {
+pub enum TxnDataError {
     #[error("Invalid coordinator epoch for producerId {producer_id} at offset {offset}: {epoch} (zombie), {current} (current)")]
     CoordinatorFenced {
         producer_id: i64,
@@ -66,7 +66,7 @@ pub enum TxnError {
 /// verification guards. Producer-level facts (epoch, open transaction's first offset,
 /// coordinator epoch) live in the `ProducerStateTable`.
 #[derive(Debug, Default)]
-pub struct TxnState {
+pub struct OpenTxns {
     /// Open transactions: first offset -> producer id.
     ongoing: BTreeMap<i64, i64>,
     /// Ended transactions whose marker is not durable yet: first offset -> marker offset.
@@ -75,7 +75,7 @@ pub struct TxnState {
     verified: HashMap<i64, i16>,
 }
 
-impl TxnState {
+impl OpenTxns {
     /// Kafka's `firstUnstableOffset`.
     pub fn first_unstable(&self) -> Option<i64> {
         let a = self.ongoing.keys().next().copied();
@@ -113,7 +113,7 @@ impl TxnState {
         entry: Option<&ProducerEntry>,
         header: &BatchHeader,
         offset: i64,
-    ) -> Result<(), TxnError> {
+    ) -> Result<(), TxnDataError> {
         let (producer_id, epoch) = (header.producer_id, header.producer_epoch);
         let open = entry.and_then(|e| e.current_txn_first_offset.map(|_| e.epoch));
         if header.is_transactional() {
@@ -123,17 +123,17 @@ impl TxnState {
             return match self.verified.get(&producer_id) {
                 Some(&v) if v == epoch => Ok(()),
                 // The coordinator already moved the producer on: this one is a zombie.
-                Some(&v) if v > epoch => Err(TxnError::InvalidProducerEpoch {
+                Some(&v) if v > epoch => Err(TxnDataError::InvalidProducerEpoch {
                     producer_id,
                     epoch,
                     current: v,
                     offset,
                 }),
-                _ => Err(TxnError::NotAddedToTxn { producer_id, epoch }),
+                _ => Err(TxnDataError::NotAddedToTxn { producer_id, epoch }),
             };
         }
         if open.is_some() {
-            return Err(TxnError::ExpectedTransactional {
+            return Err(TxnDataError::ExpectedTransactional {
                 producer_id,
                 offset,
             });
@@ -154,10 +154,10 @@ impl TxnState {
         epoch: i16,
         coordinator_epoch: i32,
         offset: i64,
-    ) -> Result<(), TxnError> {
+    ) -> Result<(), TxnDataError> {
         let Some(e) = entry else { return Ok(()) };
         if epoch < e.epoch {
-            return Err(TxnError::InvalidProducerEpoch {
+            return Err(TxnDataError::InvalidProducerEpoch {
                 producer_id,
                 epoch,
                 current: e.epoch,
@@ -165,7 +165,7 @@ impl TxnState {
             });
         }
         if e.coordinator_epoch > coordinator_epoch {
-            return Err(TxnError::CoordinatorFenced {
+            return Err(TxnDataError::CoordinatorFenced {
                 producer_id,
                 epoch: coordinator_epoch,
                 current: e.coordinator_epoch,
@@ -304,7 +304,7 @@ fn read_varint(r: &mut &[u8]) -> Option<i64> {
 pub fn replay(
     log: &PartitionLog,
     producers: &mut ProducerStateTable,
-    txns: &mut TxnState,
+    txns: &mut OpenTxns,
     h: &BatchHeader,
 ) -> Result<(), StorageError> {
     if h.producer_id < 0 {
@@ -418,8 +418,12 @@ impl Partition {
         self.txns.borrow_mut().begin_verified(producer_id, epoch);
     }
 
-    /// Checks a data batch of a producer against the transaction rules (`TxnState::check_data`).
-    pub(super) fn check_txn_data(&self, header: &BatchHeader, offset: i64) -> Result<(), TxnError> {
+    /// Checks a data batch of a producer against the transaction rules (`OpenTxns::check_data`).
+    pub(super) fn check_txn_data(
+        &self,
+        header: &BatchHeader,
+        offset: i64,
+    ) -> Result<(), TxnDataError> {
         let producers = self.producers.borrow();
         self.txns
             .borrow()
@@ -450,7 +454,7 @@ impl Partition {
         now_ms: i64,
     ) -> Result<i64, PartitionError> {
         let offset = self.log.log_end_offset();
-        TxnState::check_marker(
+        OpenTxns::check_marker(
             self.producers.borrow().get(producer_id),
             producer_id,
             epoch,

@@ -1,28 +1,38 @@
-//! One client connection: framing, pipelining, ordering and backpressure.
+//! One client connection: framing, ordering, pipelining and backpressure.
 //!
-//! The reader takes frames off the socket and starts a task per request right away, so a
-//! client that pipelines (librdkafka keeps several requests in flight) has them processed
-//! concurrently. The task handles go through a bounded queue to the writer, which awaits them
-//! in arrival order: responses leave in request order, as Kafka requires, however the work
-//! fanned out. Memory is bounded three ways: the queue caps requests in flight per connection,
-//! a per-connection semaphore caps its request bytes in flight at one maximum frame
+//! **Order** (`handlers` overview): the reader takes one frame at a time and runs its first
+//! phase before it reads the next, so request N+1's effects reach every partition, group and
+//! transaction after request N's. A serial request (groups, transactions, admin) first waits
+//! until every earlier request of the connection is answered — Kafka's one-at-a-time
+//! semantics; a pipelined one (Produce, Fetch) only until the previous first phase is done.
+//! The second phases run as tasks and overlap; the writer awaits them in arrival order, so
+//! responses leave in request order, as Kafka requires.
+//!
+//! **Memory** is bounded three ways: the queue caps requests in flight per connection, a
+//! per-connection semaphore caps its request bytes in flight at one maximum frame
 //! (`socket_request_max_bytes`), and a per-shard semaphore caps the shard's
 //! (`queued_max_request_bytes`) — when any is full the reader stops reading, and TCP pushes
 //! back on the client.
+//!
+//! **Writes** are vectored: a response is a list of chunks (a fetch's records are slices of
+//! the mapped segments), written with `writev` without being joined first.
 
+use std::io::IoSlice;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::handlers::{self, FrameError};
+use crate::handlers::{self, Answer, Ordering, ResponseFrame};
 use crate::shard::ShardState;
 
-type Pending = JoinHandle<Result<Option<BytesMut>, FrameError>>;
+/// At most this many chunks per `writev` (Linux's IOV_MAX is 1024).
+const MAX_IOVECS: usize = 512;
 
 pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch::Receiver<bool>) {
     let peer = stream
@@ -36,37 +46,18 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
         .unwrap_or_default()
         .into();
     let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
+    let (mut rd, wr) = stream.into_split();
     let config = &shard.ctx.config;
     let max_frame = config.socket_request_max_bytes as usize;
     let max_permits = config.queued_max_request_bytes.min(u32::MAX as u64) as usize;
-    let (tx, mut rx) = mpsc::channel::<Pending>(config.max_in_flight_per_connection);
+    let (tx, rx) = mpsc::channel::<JoinHandle<Answer>>(config.max_in_flight_per_connection);
     let conn_bytes = Arc::new(Semaphore::new(max_frame));
+    // How many of the connection's requests are answered; a serial request waits for all.
+    let (answered_tx, mut answered) = watch::channel(0u64);
+    let answered_tx = Rc::new(answered_tx);
+    let writer = tokio::task::spawn_local(write_responses(wr, rx, peer.clone()));
 
-    let writer_peer = peer.clone();
-    let writer = tokio::task::spawn_local(async move {
-        while let Some(pending) = rx.recv().await {
-            match pending.await {
-                Ok(Ok(Some(response))) => {
-                    if let Err(e) = wr.write_all(&response).await {
-                        tracing::debug!(peer = %writer_peer, error = %e, "write failed; closing");
-                        break;
-                    }
-                }
-                Ok(Ok(None)) => {} // acks=0 produce: Kafka sends nothing back
-                Ok(Err(e)) => {
-                    tracing::warn!(peer = %writer_peer, error = %e, "closing connection");
-                    break;
-                }
-                Err(e) => {
-                    tracing::error!(peer = %writer_peer, error = %e, "request task failed; closing connection");
-                    break;
-                }
-            }
-        }
-        let _ = wr.shutdown().await;
-    });
-
+    let mut read = 0u64;
     loop {
         let mut len_buf = [0u8; 4];
         tokio::select! {
@@ -102,23 +93,32 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
             Err(_) => break,
         };
         let mut body = BytesMut::zeroed(len);
-        let read = tokio::select! {
+        let r = tokio::select! {
             _ = shutdown.changed() => break,
             r = rd.read_exact(&mut body) => r,
         };
-        if read.is_err() {
+        if r.is_err() {
             tracing::debug!(peer = %peer, "connection closed mid-frame");
             break;
         }
         let frame: Bytes = body.freeze();
-        let shard = shard.clone();
-        let host = client_host.clone();
+        if handlers::ordering_of(&frame) == Ordering::Serial {
+            let earlier = read;
+            tokio::select! {
+                _ = shutdown.changed() => break,
+                r = answered.wait_for(|n| *n >= earlier) => if r.is_err() { break },
+            }
+        }
+        let dispatched = handlers::dispatch_frame(shard.clone(), client_host.clone(), frame).await;
+        let done = answered_tx.clone();
         let task = tokio::task::spawn_local(async move {
-            let r = handlers::handle_frame(shard, host, frame).await;
+            let answer = dispatched.answer().await;
             drop(permits);
             drop(conn_permits);
-            r
+            done.send_modify(|n| *n += 1);
+            answer
         });
+        read += 1;
         if tx.send(task).await.is_err() {
             break;
         }
@@ -126,4 +126,57 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
     // Finish what was read (clean shutdown answers in-flight requests), then close.
     drop(tx);
     let _ = writer.await;
+}
+
+async fn write_responses(
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<JoinHandle<Answer>>,
+    peer: String,
+) {
+    while let Some(pending) = rx.recv().await {
+        match pending.await {
+            Ok(Ok(Some(response))) => {
+                if let Err(e) = write_frame(&mut wr, response).await {
+                    tracing::debug!(peer = %peer, error = %e, "write failed; closing");
+                    break;
+                }
+            }
+            Ok(Ok(None)) => {} // acks=0 produce: Kafka sends nothing back
+            Ok(Err(e)) => {
+                tracing::warn!(peer = %peer, error = %e, "closing connection");
+                break;
+            }
+            Err(e) => {
+                tracing::error!(peer = %peer, error = %e, "request task failed; closing connection");
+                break;
+            }
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// Writes every chunk of `frame` with vectored writes, resuming after partial ones.
+async fn write_frame(wr: &mut OwnedWriteHalf, frame: ResponseFrame) -> std::io::Result<()> {
+    let mut chunks = frame.chunks;
+    chunks.retain(|c| !c.is_empty());
+    let mut first = 0usize;
+    while first < chunks.len() {
+        let end = chunks.len().min(first + MAX_IOVECS);
+        let slices: Vec<IoSlice<'_>> = chunks[first..end].iter().map(|c| IoSlice::new(c)).collect();
+        let mut written = wr.write_vectored(&slices).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while written > 0 {
+            let c = &mut chunks[first];
+            if written >= c.len() {
+                written -= c.len();
+                first += 1;
+            } else {
+                c.advance(written);
+                written = 0;
+            }
+        }
+    }
+    Ok(())
 }

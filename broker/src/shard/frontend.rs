@@ -3,17 +3,20 @@
 //! When the home is the calling shard, the work runs inline with no message at all.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use futures::future::LocalBoxFuture;
 use storage::batch::BatchHeader;
 use storage::StorageError;
 use tokio::sync::{oneshot, watch};
 
 use super::{current, home_shard, BrokerContext, ShardState};
-use crate::catalog::TopicMeta;
-use crate::partition::txn::{ControlType, ProducerInfo};
+use crate::metadata::catalog::TopicMeta;
+use crate::partition::txn::{ControlType, ProducerInfo, TxnDataError};
 use crate::partition::{
     DeleteRecordsError, FetchOutcome, Partition, PartitionError, ProduceOutcome,
 };
@@ -97,6 +100,77 @@ where
     }
 }
 
+/// The answer of work handed to a shard: ready at once when it ran inline (the same shard),
+/// else the target shard's answer by message.
+pub enum Pending<R> {
+    Local(LocalBoxFuture<'static, R>),
+    Remote(oneshot::Receiver<R>, usize),
+    Gone(usize),
+}
+
+impl<R> Future for Pending<R> {
+    type Output = Result<R, FrontendError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Pending::Local(f) => f.as_mut().poll(cx).map(Ok),
+            Pending::Remote(rx, shard) => {
+                let shard = *shard;
+                Pin::new(rx)
+                    .poll(cx)
+                    .map(|r| r.map_err(|_| FrontendError::ShardGone(shard)))
+            }
+            Pending::Gone(shard) => Poll::Ready(Err(FrontendError::ShardGone(*shard))),
+        }
+    }
+}
+
+/// A two-phase call on shard `shard`. `start` runs there as soon as the message arrives — in
+/// the order this shard sent its messages, which is what keeps a connection's requests in
+/// arrival order per partition — and returns its first-phase outcome (answered at once) and
+/// the second phase, which then runs there as a task. Awaiting `dispatch_on` returns once the
+/// message is queued (on the same shard, once `start` ran inline), so a caller can hand work
+/// to several shards in order and await the answers after.
+pub async fn dispatch_on<T, R, S>(
+    ctx: &BrokerContext,
+    shard: usize,
+    start: S,
+) -> (Pending<T>, Pending<R>)
+where
+    S: FnOnce(&Rc<ShardState>) -> (T, LocalBoxFuture<'static, R>) + Send + 'static,
+    T: Send + 'static,
+    R: Send + 'static,
+{
+    if let Some(here) = current().filter(|h| h.id == shard) {
+        let (first, rest) = start(&here);
+        return (
+            Pending::Local(Box::pin(std::future::ready(first))),
+            Pending::Local(rest),
+        );
+    }
+    if let Some(here) = current() {
+        here.metrics.cross_shard_sent.inc();
+    }
+    let (first_tx, first_rx) = oneshot::channel();
+    let (rest_tx, rest_rx) = oneshot::channel();
+    let msg: super::ShardMessage = Box::new(move |state| {
+        state.metrics.cross_shard_received.inc();
+        // Inline in the shard's inbox loop: messages start in the order they were sent.
+        let (first, rest) = start(&state);
+        let _ = first_tx.send(first);
+        tokio::task::spawn_local(async move {
+            let _ = rest_tx.send(rest.await);
+        });
+    });
+    match ctx.shard_senders[shard].send(msg).await {
+        Ok(()) => (
+            Pending::Remote(first_rx, shard),
+            Pending::Remote(rest_rx, shard),
+        ),
+        Err(_) => (Pending::Gone(shard), Pending::Gone(shard)),
+    }
+}
+
 fn home(ctx: &BrokerContext, topic: &str, partition: i32) -> usize {
     home_shard(topic, partition, ctx.shard_count())
 }
@@ -114,6 +188,21 @@ fn find(state: &ShardState, topic: &str, partition: i32) -> Result<Rc<Partition>
         .ok_or_else(|| FrontendError::UnknownPartition(topic.to_string(), partition))
 }
 
+/// Whether a produce's first phase took the batch: `Err(NotAdded)` is the one refusal the
+/// caller may cure (KIP-890 verification with the coordinator) before it dispatches anything
+/// else of the connection; every other outcome arrives with the second phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProduceStart {
+    Taken,
+    Refused,
+    /// A transactional batch of (producer id, epoch) for a partition not (yet) in its
+    /// transaction here.
+    NotAdded(i64, i16),
+}
+
+/// Hands one validated batch to its partition's home shard (two-phase, `dispatch_on`): the
+/// batch is sequenced there in the order of the calls; the second `Pending` is the append's
+/// outcome.
 pub async fn produce(
     ctx: &BrokerContext,
     topic: Arc<str>,
@@ -122,59 +211,120 @@ pub async fn produce(
     records: Bytes,
     acks: i16,
     now_ms: i64,
-) -> Result<ProduceOutcome, FrontendError> {
+) -> (
+    Pending<ProduceStart>,
+    Pending<Result<ProduceOutcome, FrontendError>>,
+) {
     let shard = home(ctx, &topic, partition);
-    invoke_on(ctx, shard, move |state| async move {
-        let p = find(&state, &topic, partition)?;
+    dispatch_on(ctx, shard, move |state| {
+        let p = match find(state, &topic, partition) {
+            Ok(p) => p,
+            Err(e) => return (ProduceStart::Refused, ready(Err(e))),
+        };
         let (bytes, count) = (header.batch_length as u64 + 12, header.records_count as u64);
-        let outcome = p.append(header, records, acks, now_ms).await?;
-        state
-            .metrics
-            .count_produced(&topic, partition, bytes, count);
-        Ok(outcome)
+        match p.append(header, records, acks, now_ms) {
+            Ok(append) => {
+                let state = state.clone();
+                let rest = Box::pin(async move {
+                    let outcome = append.await?;
+                    state
+                        .metrics
+                        .count_produced(&topic, partition, bytes, count);
+                    Ok(outcome)
+                });
+                (ProduceStart::Taken, rest as LocalBoxFuture<'static, _>)
+            }
+            Err(PartitionError::Txn(TxnDataError::NotAddedToTxn { producer_id, epoch })) => (
+                ProduceStart::NotAdded(producer_id, epoch),
+                ready(Err(FrontendError::Partition(PartitionError::Txn(
+                    TxnDataError::NotAddedToTxn { producer_id, epoch },
+                )))),
+            ),
+            Err(e) => (ProduceStart::Refused, ready(Err(e.into()))),
+        }
     })
-    .await?
+    .await
 }
 
-/// A fetch read plus a receiver for long polls: of the partition's high watermark, or of its
-/// last stable offset for read_committed (a marker moves the LSO without new data).
+fn ready<R: 'static>(r: R) -> LocalBoxFuture<'static, R> {
+    Box::pin(std::future::ready(r))
+}
+
+/// One partition a fetch reads.
+#[derive(Debug, Clone)]
+pub struct ReadSpec {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub offset: i64,
+    pub max_bytes: usize,
+}
+
+/// A fetch read, the partition's offsets (also when the read failed: Kafka answers them with
+/// the error), and a receiver for long polls: of the high watermark, or of the last stable
+/// offset for read_committed (a marker moves the LSO without new data).
 pub struct FetchRead {
     pub outcome: Result<FetchOutcome, FrontendError>,
+    pub offsets: Option<PartitionOffsets>,
     pub watch: Option<watch::Receiver<i64>>,
 }
 
-pub async fn fetch(
+/// Reads several partitions homed on shard `shard` with one message (a fetch sends one per
+/// shard it touches, all at once, instead of one round trip per partition).
+pub async fn fetch_many(
     ctx: &BrokerContext,
-    topic: Arc<str>,
-    partition: i32,
-    offset: i64,
-    max_bytes: usize,
+    shard: usize,
+    reads: Vec<ReadSpec>,
     read_committed: bool,
-) -> FetchRead {
-    let shard = home(ctx, &topic, partition);
+) -> Vec<FetchRead> {
+    let n = reads.len();
     let r = invoke_on(ctx, shard, move |state| async move {
-        match find(&state, &topic, partition) {
-            Ok(p) => FetchRead {
-                watch: Some(if read_committed {
-                    p.watch_last_stable_offset()
-                } else {
-                    p.watch_high_watermark()
-                }),
-                outcome: p
-                    .read(offset, max_bytes, read_committed)
-                    .map_err(FrontendError::from),
-            },
-            Err(e) => FetchRead {
-                outcome: Err(e),
-                watch: None,
-            },
-        }
+        reads
+            .into_iter()
+            .map(|r| match find(&state, &r.topic, r.partition) {
+                Ok(p) => {
+                    // Subscribed before the read: a change after it wakes the long poll.
+                    let watch = Some(if read_committed {
+                        p.watch_last_stable_offset()
+                    } else {
+                        p.watch_high_watermark()
+                    });
+                    let outcome = p
+                        .read(r.offset, r.max_bytes, read_committed)
+                        .map_err(FrontendError::from);
+                    FetchRead {
+                        offsets: Some(offsets_of(&p)),
+                        outcome,
+                        watch,
+                    }
+                }
+                Err(e) => FetchRead {
+                    outcome: Err(e),
+                    offsets: None,
+                    watch: None,
+                },
+            })
+            .collect::<Vec<_>>()
     })
     .await;
-    r.unwrap_or_else(|e| FetchRead {
-        outcome: Err(e),
-        watch: None,
-    })
+    match r {
+        Ok(reads) => reads,
+        Err(_) => (0..n)
+            .map(|_| FetchRead {
+                outcome: Err(FrontendError::ShardGone(shard)),
+                offsets: None,
+                watch: None,
+            })
+            .collect(),
+    }
+}
+
+fn offsets_of(p: &Partition) -> PartitionOffsets {
+    PartitionOffsets {
+        log_start: p.log.log_start_offset(),
+        high_watermark: p.high_watermark(),
+        last_stable: p.last_stable_offset(),
+        size_bytes: p.log.size_bytes(),
+    }
 }
 
 /// Offsets of one partition for ListOffsets and Metadata-like answers.
@@ -193,13 +343,7 @@ pub async fn offsets(
 ) -> Result<PartitionOffsets, FrontendError> {
     let shard = home(ctx, &topic, partition);
     invoke_on(ctx, shard, move |state| async move {
-        let p = find(&state, &topic, partition)?;
-        Ok(PartitionOffsets {
-            log_start: p.log.log_start_offset(),
-            high_watermark: p.high_watermark(),
-            last_stable: p.last_stable_offset(),
-            size_bytes: p.log.size_bytes(),
-        })
+        Ok(offsets_of(find(&state, &topic, partition)?.as_ref()))
     })
     .await?
 }

@@ -5,8 +5,12 @@
 //! it. Shards share no mutable state on the hot path: they talk by sending closures over
 //! bounded channels (`frontend::invoke_on`), and read the topic catalog as an `Arc` snapshot.
 
+pub mod checkpoint;
+pub mod cleaner;
+pub mod cleaner_checkpoints;
 pub mod frontend;
 pub mod housekeeping;
+pub mod run;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -16,8 +20,8 @@ use std::sync::Arc;
 use storage::IoBackend;
 use tokio::sync::{mpsc, Semaphore};
 
-use crate::catalog::CatalogHandle;
 use crate::config::BrokerConfig;
+use crate::metadata::catalog::CatalogHandle;
 use crate::partition::Partition;
 
 /// A unit of work sent to another shard: runs on that shard's thread.
@@ -33,12 +37,12 @@ pub struct BrokerContext {
     pub cluster_id: String,
     pub shard_senders: Vec<mpsc::Sender<ShardMessage>>,
     /// Next producer id handed out by InitProducerId (persisted in the data dir).
-    pub producer_ids: crate::producer_ids::ProducerIdAllocator,
+    pub producer_ids: crate::metadata::producer_ids::ProducerIdAllocator,
     pub started_ms: i64,
     /// Connection steering in use and accepts per shard (`server::steering`).
     pub steering: Arc<strom_ebpf::SteeringProbe>,
     /// `cleaner-offset-checkpoint`: where each compacted log's dirty section starts.
-    pub cleaner_checkpoints: Arc<crate::cleaner::Checkpoints>,
+    pub cleaner_checkpoints: Arc<crate::shard::cleaner_checkpoints::Checkpoints>,
 }
 
 impl BrokerContext {
@@ -78,6 +82,27 @@ pub struct ShardState {
 pub use crate::metrics::ShardMetrics;
 
 impl ShardState {
+    /// A shard with no partitions open yet.
+    pub fn new(id: usize, ctx: Arc<BrokerContext>, io: Rc<IoBackend>) -> ShardState {
+        let config = &ctx.config;
+        let sessions = crate::fetch_session::FetchSessionCache::new(
+            id,
+            config.max_incremental_fetch_session_cache_slots / ctx.shard_count().max(1),
+        );
+        ShardState {
+            id,
+            io,
+            partitions: Default::default(),
+            offline: Default::default(),
+            inflight_bytes: Arc::new(Semaphore::new(
+                config.queued_max_request_bytes.min(u32::MAX as u64) as usize,
+            )),
+            metrics: ShardMetrics::default(),
+            fetch_sessions: RefCell::new(sessions),
+            ctx,
+        }
+    }
+
     pub fn partition(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
         let key: (Arc<str>, i32) = (Arc::from(topic), index);
         self.partitions.borrow().get(&key).cloned()
@@ -97,7 +122,7 @@ impl ShardState {
 /// is open already. `recovery_point` comes from the checkpoint at start; `None` means new.
 pub fn open_partition(
     state: &ShardState,
-    topic: &Arc<crate::catalog::TopicMeta>,
+    topic: &Arc<crate::metadata::catalog::TopicMeta>,
     index: i32,
     recovery_point: Option<i64>,
 ) -> Result<Rc<Partition>, storage::StorageError> {

@@ -11,9 +11,7 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use strom::test_support::TestBatch;
 
 pub struct Client {
     pub stream: TcpStream,
@@ -75,6 +73,30 @@ impl Client {
         frame.put_i32(body.len() as i32);
         frame.put_slice(&body);
         frame
+    }
+
+    /// Sends a request without waiting (pipelining); returns its correlation id.
+    pub fn send<Req: Encodable>(&mut self, key: ApiKey, version: i16, req: &Req) -> i32 {
+        let frame = self.encode(key, version, req);
+        self.send_raw(&frame).expect("send");
+        self.correlation
+    }
+
+    /// Reads the next response, which must answer `correlation`.
+    pub fn receive<Resp: Decodable + HeaderVersion>(
+        &mut self,
+        version: i16,
+        correlation: i32,
+    ) -> Resp {
+        let mut resp = self.read_frame().expect("response");
+        let header = ResponseHeader::decode(&mut resp, Resp::header_version(version)).unwrap();
+        assert_eq!(
+            header.correlation_id, correlation,
+            "responses in request order"
+        );
+        let r = Resp::decode(&mut resp, version).expect("decode response");
+        assert!(!resp.has_remaining(), "trailing bytes in response");
+        r
     }
 
     pub fn call<Req: Encodable, Resp: Decodable + HeaderVersion>(
@@ -166,9 +188,12 @@ pub fn topic_name(s: &str) -> kafka_protocol::messages::TopicName {
     kafka_protocol::messages::TopicName(StrBytes::from_string(s.into()))
 }
 
+/// Timestamps of test batches: fixed, so tests that look at them are repeatable.
+const TEST_TIMESTAMP_MS: i64 = 1_700_000_000_000;
+
 /// `n` records keyed `<tag>-k<i>` and valued `<tag>-v<i>`, as one v2 batch.
 pub fn batch(n: usize, tag: &str) -> Bytes {
-    idempotent_batch(n, tag, -1, -1, -1)
+    TestBatch::new(n).tag(tag).at(TEST_TIMESTAMP_MS).encode()
 }
 
 pub fn idempotent_batch(
@@ -178,7 +203,11 @@ pub fn idempotent_batch(
     epoch: i16,
     first_seq: i32,
 ) -> Bytes {
-    producer_batch(n, tag, producer_id, epoch, first_seq, false)
+    TestBatch::new(n)
+        .tag(tag)
+        .at(TEST_TIMESTAMP_MS)
+        .idempotent(producer_id, epoch, first_seq)
+        .encode()
 }
 
 /// Like `idempotent_batch`, with the transactional attribute set.
@@ -189,7 +218,11 @@ pub fn transactional_batch(
     epoch: i16,
     first_seq: i32,
 ) -> Bytes {
-    producer_batch(n, tag, producer_id, epoch, first_seq, true)
+    TestBatch::new(n)
+        .tag(tag)
+        .at(TEST_TIMESTAMP_MS)
+        .transactional(producer_id, epoch, first_seq)
+        .encode()
 }
 
 /// Like `idempotent_batch`, with record timestamps from `timestamp_ms` on (the batch's
@@ -201,65 +234,11 @@ pub fn idempotent_batch_at(
     first_seq: i32,
     timestamp_ms: i64,
 ) -> Bytes {
-    encode_batch(n, tag, producer_id, 0, first_seq, false, timestamp_ms)
-}
-
-fn producer_batch(
-    n: usize,
-    tag: &str,
-    producer_id: i64,
-    epoch: i16,
-    first_seq: i32,
-    transactional: bool,
-) -> Bytes {
-    encode_batch(
-        n,
-        tag,
-        producer_id,
-        epoch,
-        first_seq,
-        transactional,
-        1_700_000_000_000,
-    )
-}
-
-fn encode_batch(
-    n: usize,
-    tag: &str,
-    producer_id: i64,
-    epoch: i16,
-    first_seq: i32,
-    transactional: bool,
-    timestamp_ms: i64,
-) -> Bytes {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: first_seq + i as i32,
-            timestamp: timestamp_ms + i as i64,
-            key: Some(Bytes::from(format!("{tag}-k{i}"))),
-            value: Some(Bytes::from(format!("{tag}-v{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    TestBatch::new(n)
+        .tag(tag)
+        .at(timestamp_ms)
+        .idempotent(producer_id, 0, first_seq)
+        .encode()
 }
 
 /// kill -9 tests run the broker to kill in a child process: this test binary re-executed

@@ -46,9 +46,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::batch::{self, BatchHeader, HEADER_SIZE};
+use crate::config::LogConfig;
+use crate::error::StorageError;
 use crate::segment::Segment;
 use crate::txn_index::AbortedTxn;
-use crate::{LogConfig, StorageError};
 use offset_map::OffsetMap;
 use records::{delete_horizon, encode_batch, parse_records, with_codec, write_record};
 use txn::{aborted_in, control_kind, TxnMeta};

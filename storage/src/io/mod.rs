@@ -5,32 +5,37 @@
 //!   signals completions through an eventfd registered with it; tokio watches the eventfd
 //!   with `AsyncFd`, so no thread blocks and no task is spawned: whichever future is waiting
 //!   for I/O reaps the completion queue and runs the completion callbacks.
-//! - `Sync`: `pwrite` on the shard thread (it only copies into the page cache) and
+//! - `Sync`: `pwrite`/`pwritev` on the shard thread (it only copies into the page cache) and
 //!   `fdatasync` on tokio's blocking pool, so appends keep flowing while a sync is in flight
 //!   and group commit still batches them.
+//!
+//! A write is a list of `Bytes` chunks (`WriteBufs`, `bufs.rs`) written with one vectored
+//! write, so the logs write their callers' buffers as they are.
 //!
 //! Completion is reported through callbacks owned by the backend, not by the future that
 //! asked, so a caller that drops its future never leaves the log's bookkeeping stuck and
 //! never frees a buffer the kernel is still reading.
 
+mod bufs;
 mod stats;
 mod uring;
+#[cfg(test)]
+mod uring_tests;
 
+pub(crate) use bufs::WriteBufs;
 pub use stats::{
-    Buckets, RingStatsSnapshot, SyncStatsSnapshot, GROUP_COMMIT_BOUNDS, QUEUE_DEPTH_BOUNDS,
-    SYNC_LATENCY_BOUNDS_US,
+    Buckets, CopyStatsSnapshot, RingStatsSnapshot, SyncStatsSnapshot, GROUP_COMMIT_BOUNDS,
+    QUEUE_DEPTH_BOUNDS, SYNC_LATENCY_BOUNDS_US,
 };
 
 use std::cell::Cell;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use tokio::sync::Notify;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +68,7 @@ pub struct IoBackend {
     syncs: Cell<u64>,
     dir_syncs: Cell<u64>,
     stats: stats::SyncStats,
+    copies: stats::CopyStats,
 }
 
 impl IoBackend {
@@ -89,6 +95,7 @@ impl IoBackend {
             syncs: Cell::new(0),
             dir_syncs: Cell::new(0),
             stats: stats::SyncStats::new(),
+            copies: stats::CopyStats::default(),
         }))
     }
 
@@ -127,18 +134,29 @@ impl IoBackend {
         self.ring.as_ref().map(|r| r.stats())
     }
 
+    /// Bytes appended and read by the logs on this backend, and how many of them storage
+    /// copied (for the broker's bytes-copied-per-byte metrics).
+    pub fn copy_stats(&self) -> CopyStatsSnapshot {
+        self.copies.snapshot()
+    }
+
+    pub(crate) fn copies(&self) -> &stats::CopyStats {
+        &self.copies
+    }
+
     /// Records how many offsets one group-commit fdatasync made durable.
     pub(crate) fn record_group_commit(&self, offsets: u64) {
         self.stats.record_batch(offsets);
     }
 
-    /// Writes all of `data` at `pos`. `done` runs exactly once, possibly before this
-    /// returns (sync backend) or later from whichever task reaps the completion.
-    pub(crate) fn write_at(&self, file: Arc<File>, pos: u64, data: Bytes, done: WriteCallback) {
+    /// Writes all of `data` at `pos`, its chunks in order with one vectored write. `done`
+    /// runs exactly once, possibly before this returns (sync backend) or later from
+    /// whichever task reaps the completion.
+    pub(crate) fn write_at(&self, file: Arc<File>, pos: u64, data: WriteBufs, done: WriteCallback) {
         match &self.ring {
             Some(ring) => ring.write_at(file, pos, data, done),
             None => {
-                let r = file.write_all_at(&data, pos);
+                let r = data.write_all_at(&file, pos);
                 done(r);
                 self.notify();
             }

@@ -1,7 +1,8 @@
-//! fdatasync statistics of one shard's backend, for the broker's metrics: how long syncs take
-//! and how many offsets each one made durable (the group-commit batch). Plain `Cell`s: the
-//! backend lives on one shard thread, so recording costs no atomic and no lock; the broker
-//! copies a snapshot out when scraped. Storage stays free of any metrics library.
+//! Statistics of one shard's backend, for the broker's metrics: how long fdatasyncs take and
+//! how many offsets each one made durable (the group-commit batch), and how many bytes the
+//! logs copied on append and read. Plain `Cell`s: the backend lives on one shard thread, so
+//! recording costs no atomic and no lock; the broker copies a snapshot out when scraped.
+//! Storage stays free of any metrics library.
 
 use std::cell::{Cell, RefCell};
 
@@ -103,6 +104,52 @@ impl SyncStats {
 
     pub(crate) fn in_flight(&self) -> u64 {
         self.in_flight.get()
+    }
+}
+
+/// Bytes through the logs of one backend, and the copies storage made of them: what the
+/// broker reports as bytes copied per byte written or served. Counted when an append is
+/// called (accepted or not by the disk later) and when a read returns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopyStatsSnapshot {
+    /// Batch bytes handed to `append` / `append_at_offsets` and queued for writing.
+    pub appended_bytes: u64,
+    /// Of those, bytes copied into a buffer of storage's own before the write: whole
+    /// LogAppendTime batches, whose timestamp and attributes are under the CRC. Every
+    /// other batch is written from the caller's buffer.
+    pub append_copied_bytes: u64,
+    /// Header bytes written from a buffer of storage's own instead of the caller's: the
+    /// first 16 of each batch not copied whole (base offset, batch length, partition
+    /// leader epoch; outside the CRC). Not record data; 0 when the header was already
+    /// right (an offset-preserving append at the same epoch).
+    pub append_header_bytes: u64,
+    /// Batch bytes returned by `read`. Reads never copy: each chunk is a slice of a
+    /// segment's mmap, so there is no copied-bytes counterpart.
+    pub read_bytes: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct CopyStats {
+    s: Cell<CopyStatsSnapshot>,
+}
+
+impl CopyStats {
+    pub(crate) fn record_append(&self, appended: u64, copied: u64, header: u64) {
+        let mut s = self.s.get();
+        s.appended_bytes += appended;
+        s.append_copied_bytes += copied;
+        s.append_header_bytes += header;
+        self.s.set(s);
+    }
+
+    pub(crate) fn record_read(&self, bytes: u64) {
+        let mut s = self.s.get();
+        s.read_bytes += bytes;
+        self.s.set(s);
+    }
+
+    pub(crate) fn snapshot(&self) -> CopyStatsSnapshot {
+        self.s.get()
     }
 }
 

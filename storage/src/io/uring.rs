@@ -1,9 +1,10 @@
 //! One io_uring per shard, driven from tokio through an eventfd.
 //!
 //! Every in-flight operation owns what the kernel reads or writes through it (the
-//! `Bytes` buffer and an `Arc<File>` keeping the fd open) in `ops`, keyed by user_data,
-//! until its completion is reaped; `Drop` waits for all of them. That is what makes the
-//! raw pointers handed to the kernel valid for as long as it uses them.
+//! `Bytes` chunks, the iovec array pointing into them for a vectored write, and an
+//! `Arc<File>` keeping the fd open) in `ops`, keyed by user_data, until its completion is
+//! reaped; `Drop` waits for all of them. That is what makes the raw pointers handed to
+//! the kernel valid for as long as it uses them.
 //!
 //! A submission the kernel refuses (any error but "busy" or an interrupt) breaks the
 //! ring: every operation not completed yet is failed at once (its buffer stays owned
@@ -19,12 +20,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use io_uring::{opcode, squeue, types, IoUring};
 use tokio::io::unix::AsyncFd;
 
 use super::stats::{Buckets, RingStatsSnapshot, QUEUE_DEPTH_BOUNDS};
-use super::WriteCallback;
+use super::{WriteBufs, WriteCallback};
 
 const RING_ENTRIES: u32 = 256;
 /// `io_uring_enter` flag: wait for completions (linux/io_uring.h).
@@ -35,7 +35,10 @@ pub(crate) type SyncSlot = Rc<RefCell<Option<io::Result<()>>>>;
 enum Op {
     Write {
         file: Arc<File>,
-        buf: Bytes,
+        buf: WriteBufs,
+        /// The iovecs a `WRITEV` entry points at (empty for a plain `WRITE`): the kernel
+        /// may read them until the operation completes, so they live in the op.
+        _iov: Vec<libc::iovec>,
         written: usize,
         pos: u64,
         /// Taken when the op is failed early (broken ring) while the kernel may still
@@ -102,27 +105,42 @@ impl Ring {
         id
     }
 
-    fn write_sqe(file: &File, buf: &Bytes, written: usize, pos: u64, id: u64) -> squeue::Entry {
-        let rest = &buf[written..];
-        let len = rest.len().min(u32::MAX as usize) as u32;
-        opcode::Write::new(types::Fd(file.as_raw_fd()), rest.as_ptr(), len)
-            .offset(pos + written as u64)
-            .build()
-            .user_data(id)
+    /// The entry writing what is left of `buf` after `written` bytes: a plain `WRITE` of
+    /// a single chunk, else a `WRITEV` over the iovecs it returns (to keep in the op).
+    fn write_sqe(
+        file: &File,
+        buf: &WriteBufs,
+        written: usize,
+        pos: u64,
+        id: u64,
+    ) -> (squeue::Entry, Vec<libc::iovec>) {
+        let fd = types::Fd(file.as_raw_fd());
+        let at = pos + written as u64;
+        if let Some(one) = buf.single() {
+            let rest = &one[written..];
+            let len = rest.len().min(u32::MAX as usize) as u32;
+            let sqe = opcode::Write::new(fd, rest.as_ptr(), len).offset(at);
+            return (sqe.build().user_data(id), Vec::new());
+        }
+        let iov = buf.iovecs(written);
+        let sqe = opcode::Writev::new(fd, iov.as_ptr(), iov.len() as u32).offset(at);
+        (sqe.build().user_data(id), iov)
     }
 
-    pub(crate) fn write_at(&self, file: Arc<File>, pos: u64, buf: Bytes, done: WriteCallback) {
+    pub(crate) fn write_at(&self, file: Arc<File>, pos: u64, buf: WriteBufs, done: WriteCallback) {
         if let Some(e) = self.broken_error() {
             done(Err(e));
             return;
         }
         let id = self.id();
-        let sqe = Self::write_sqe(&file, &buf, 0, pos, id);
+        // The iovecs' heap array does not move when the Vec is moved into the op.
+        let (sqe, iov) = Self::write_sqe(&file, &buf, 0, pos, id);
         self.ops.borrow_mut().insert(
             id,
             Op::Write {
                 file,
                 buf,
+                _iov: iov,
                 written: 0,
                 pos,
                 done: Some(done),
@@ -328,6 +346,7 @@ impl Ring {
             Op::Write {
                 file,
                 buf,
+                _iov: _,
                 mut written,
                 pos,
                 done,
@@ -354,12 +373,13 @@ impl Ring {
                     }
                 }
                 // Short write: queue the rest under the same id.
-                let sqe = Self::write_sqe(&file, &buf, written, pos, id);
+                let (sqe, iov) = Self::write_sqe(&file, &buf, written, pos, id);
                 self.ops.borrow_mut().insert(
                     id,
                     Op::Write {
                         file,
                         buf,
+                        _iov: iov,
                         written,
                         pos,
                         done: Some(done),
@@ -394,10 +414,6 @@ impl Ring {
         }
     }
 }
-
-#[cfg(test)]
-#[path = "uring_tests.rs"]
-mod tests;
 
 impl Drop for Ring {
     fn drop(&mut self) {

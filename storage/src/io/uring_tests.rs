@@ -99,7 +99,7 @@ fn given_writes_submitted_together_when_reading_ring_stats_then_depth_counts_eac
             io.write_at(
                 file.clone(),
                 i * 4096,
-                bytes::Bytes::from(vec![1u8; 4096]),
+                bytes::Bytes::from(vec![1u8; 4096]).into(),
                 Box::new(move |r| {
                     r.unwrap();
                     d.set(d.get() + 1);
@@ -140,7 +140,7 @@ fn given_burst_larger_than_completion_queue_when_waiting_then_every_write_comple
             io.write_at(
                 file.clone(),
                 i * 512,
-                bytes::Bytes::from(vec![7u8; 512]),
+                bytes::Bytes::from(vec![7u8; 512]).into(),
                 Box::new(move |r| {
                     r.unwrap();
                     d.set(d.get() + 1);

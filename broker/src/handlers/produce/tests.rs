@@ -1,83 +1,10 @@
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+use kafka_protocol::messages::{ApiKey, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 
 use super::super::testing::*;
-
-pub fn batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
-    producer_batch(n, producer_id, epoch, first_seq, false)
-}
-
-/// A batch of a transactional producer (the transactional attribute set).
-pub fn txn_batch(n: usize, producer_id: i64, epoch: i16, first_seq: i32) -> Bytes {
-    producer_batch(n, producer_id, epoch, first_seq, true)
-}
-
-fn producer_batch(
-    n: usize,
-    producer_id: i64,
-    epoch: i16,
-    first_seq: i32,
-    transactional: bool,
-) -> Bytes {
-    let now = crate::now_ms();
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder keeps one batch only while offset - sequence stays constant, so a
-            // plain batch counts up from its base sequence -1 too.
-            sequence: first_seq.wrapping_add(i as i32),
-            timestamp: now,
-            key: Some(Bytes::from(format!("k{i}"))),
-            value: Some(Bytes::from(format!("v{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encodes");
-    buf.freeze()
-}
-
-pub fn produce_req(topic: &str, partition: i32, acks: i16, records: Bytes) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.into())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])])
-}
-
-pub fn create(h: &Harness, topic: &str, partitions: i32) {
-    use kafka_protocol::messages::create_topics_request::CreatableTopic;
-    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
-    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_string(topic.into())))
-        .with_num_partitions(partitions)
-        .with_replication_factor(1)]);
-    let resp: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
-    assert_eq!(resp.topics[0].error_code, 0);
-}
 
 fn produce(h: &Harness, topic: &str, partition: i32, acks: i16, records: Bytes) -> (i16, i64) {
     let resp: ProduceResponse = h.call(
@@ -177,160 +104,17 @@ fn given_acks_zero_when_producing_then_no_response_but_data_written() {
 }
 
 #[test]
-fn given_each_error_when_mapping_then_table_of_kafka_codes() {
-    use crate::partition::producer_state::SequenceError;
-    use crate::partition::records::RecordsError;
-    use crate::partition::txn::TxnError;
-    use crate::partition::PartitionError;
-    use crate::shard::frontend::FrontendError;
-    let seq = SequenceError::OutOfOrder {
-        producer_id: 1,
-        first_seq: 1,
-        last_seq: 1,
-        offset: 0,
-    };
-    let epoch = SequenceError::InvalidProducerEpoch {
-        producer_id: 1,
-        epoch: 0,
-        current: 1,
-        offset: 0,
-    };
-    let table: Vec<(FrontendError, i16)> = vec![
-        (FrontendError::UnknownPartition("t".into(), 0), 3),
-        (FrontendError::ShardGone(1), 6),
-        (FrontendError::Offline("t".into(), 0, "corrupt".into()), 56),
-        (
-            FrontendError::Partition(PartitionError::Corrupt(
-                storage::batch::BatchError::Truncated,
-            )),
-            2,
-        ),
-        (
-            FrontendError::Partition(PartitionError::InvalidRecord("x".into())),
-            87,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Records(RecordsError::MissingKey)),
-            87,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Records(RecordsError::CountMismatch {
-                claimed: 2,
-                found: 1,
-            })),
-            87,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Records(RecordsError::Malformed {
-                index: 0,
-                reason: "x",
-            })),
-            2,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Records(RecordsError::TooLarge { limit: 1 })),
-            10,
-        ),
-        (
-            FrontendError::Partition(PartitionError::TooLarge { size: 2, max: 1 }),
-            10,
-        ),
-        (
-            FrontendError::Partition(PartitionError::InvalidTimestamp {
-                timestamp: 0,
-                reason: "x".into(),
-            }),
-            32,
-        ),
-        (FrontendError::Partition(PartitionError::Sequence(seq)), 45),
-        (
-            FrontendError::Partition(PartitionError::Sequence(epoch)),
-            47,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Txn(TxnError::InvalidProducerEpoch {
-                producer_id: 1,
-                epoch: 0,
-                current: 1,
-                offset: 0,
-            })),
-            47,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Txn(TxnError::NotAddedToTxn {
-                producer_id: 1,
-                epoch: 0,
-            })),
-            48,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Txn(TxnError::ExpectedTransactional {
-                producer_id: 1,
-                offset: 0,
-            })),
-            48,
-        ),
-        (
-            FrontendError::Partition(PartitionError::Txn(TxnError::CoordinatorFenced {
-                producer_id: 1,
-                epoch: 0,
-                current: 1,
-                offset: 0,
-            })),
-            52,
-        ),
-    ];
-    for (e, code) in table {
-        assert_eq!(super::error_code(&e), code, "{e}");
-    }
-}
-
-#[test]
 fn given_compacted_topic_when_record_has_no_key_then_invalid_record() {
-    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
     let h = Harness::new();
-    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str("c")))
-        .with_num_partitions(1)
-        .with_replication_factor(1)
-        .with_configs(vec![CreatableTopicConfig::default()
-            .with_name(StrBytes::from_static_str("cleanup.policy"))
-            .with_value(Some(StrBytes::from_static_str("compact")))])]);
-    let r: CreateTopicsResponse = h.call(ApiKey::CreateTopics, 7, req);
-    assert_eq!(r.topics[0].error_code, 0);
+    let created = create_topic_with(&h, "c", &[("cleanup.policy", "compact")]);
+    assert_eq!(created.error_code, 0);
     assert_eq!(produce(&h, "c", 0, 1, batch(3, -1, -1, -1)), (0, 0));
-    let keyless = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: crate::now_ms(),
-        key: None,
-        value: Some(Bytes::from_static(b"v")),
-        headers: Default::default(),
-    };
     for compression in [Compression::None, Compression::Gzip, Compression::Zstd] {
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            [&keyless],
-            &RecordEncodeOptions {
-                version: 2,
-                compression,
-            },
-        )
-        .unwrap();
-        assert_eq!(
-            produce(&h, "c", 0, 1, buf.freeze()).0,
-            87,
-            "{compression:?}"
-        );
+        let keyless = crate::test_support::TestBatch::new(1)
+            .keyless()
+            .compression(compression)
+            .encode();
+        assert_eq!(produce(&h, "c", 0, 1, keyless).0, 87, "{compression:?}");
     }
 }
 
@@ -380,4 +164,87 @@ fn given_flush_ms_when_data_is_older_then_timer_flushes_it_and_not_before() {
         .block_on(p.flush_if_due(start + Duration::from_millis(1001)))
         .unwrap());
     assert_eq!(p.log.durable_end_offset(), p.log.written_end_offset());
+}
+
+fn produce_v(h: &Harness, version: i16, topic: &str, records: Bytes) -> PartitionProduceResponse {
+    let resp: ProduceResponse = h.call(ApiKey::Produce, version, produce_req(topic, 0, 1, records));
+    resp.responses[0].partition_responses[0].clone()
+}
+
+#[test]
+fn given_keyless_records_on_a_compacted_topic_when_producing_then_kip467_record_errors_name_them() {
+    let h = Harness::new();
+    let created = create_topic_with(&h, "c", &[("cleanup.policy", "compact")]);
+    assert_eq!(created.error_code, 0);
+    for compression in [Compression::None, Compression::Lz4] {
+        let mixed = crate::test_support::TestBatch::new(5)
+            .compression(compression)
+            .encode_with(|rs| {
+                rs[1].key = None;
+                rs[3].key = None;
+            });
+        let p = produce_v(&h, 9, "c", mixed);
+        assert_eq!(p.error_code, 87, "{compression:?}");
+        let named: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
+        assert_eq!(named, vec![1, 3], "{compression:?}");
+        assert!(p.record_errors[0]
+            .batch_index_error_message
+            .as_deref()
+            .is_some_and(|m| m.contains("without key")));
+        assert!(p.error_message.as_deref().is_some_and(
+            |m| m.starts_with("One or more records have been rejected due to 2 record errors")
+        ));
+        assert_eq!(p.base_offset, -1, "nothing appended");
+    }
+    // The keyed batch after them goes in at offset 0: the refused ones burnt no offsets.
+    assert_eq!(produce_v(&h, 9, "c", batch(2, -1, -1, -1)).base_offset, 0);
+}
+
+#[test]
+fn given_one_record_too_old_when_producing_then_invalid_timestamp_naming_it() {
+    let h = Harness::new();
+    create(&h, "t", 1);
+    let now = crate::now_ms();
+    // message.timestamp.before.max.ms defaults to Long.MAX in Kafka 4: set a bound first.
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    };
+    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("t"))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(StrBytes::from_static_str("message.timestamp.before.max.ms"))
+                .with_config_operation(0)
+                .with_value(Some(StrBytes::from_static_str("3600000")))]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = h.call(ApiKey::IncrementalAlterConfigs, 1, alter);
+    assert_eq!(r.responses[0].error_code, 0);
+    let b = crate::test_support::TestBatch::new(3)
+        .at(now)
+        .encode_with(|rs| {
+            rs[2].timestamp = now - 7_200_000;
+        });
+    let p = produce_v(&h, 9, "t", b);
+    assert_eq!(p.error_code, 32);
+    assert_eq!(
+        p.record_errors
+            .iter()
+            .map(|e| e.batch_index)
+            .collect::<Vec<_>>(),
+        vec![2]
+    );
+    assert_eq!(
+        p.error_message.as_deref(),
+        Some("One or more records have been rejected due to invalid timestamp")
+    );
+    // Before v8 the response has no record errors (and no message).
+    let b = crate::test_support::TestBatch::new(1)
+        .at(now - 7_200_000)
+        .encode();
+    let p = produce_v(&h, 7, "t", b);
+    assert_eq!((p.error_code, p.record_errors.len()), (32, 0));
 }

@@ -70,10 +70,10 @@ fn given_not_a_marker_when_reading_control_type_then_none() {
 
 #[test]
 fn given_no_verification_when_transactional_batch_then_invalid_txn_state() {
-    let t = TxnState::default();
+    let t = OpenTxns::default();
     assert_eq!(
         t.check_data(None, &header(1, 0, true), 0),
-        Err(TxnError::NotAddedToTxn {
+        Err(TxnDataError::NotAddedToTxn {
             producer_id: 1,
             epoch: 0
         })
@@ -84,7 +84,7 @@ fn given_no_verification_when_transactional_batch_then_invalid_txn_state() {
 
 #[test]
 fn given_verification_when_transactional_batch_then_opens_and_later_batches_continue() {
-    let mut t = TxnState::default();
+    let mut t = OpenTxns::default();
     let mut p = ProducerStateTable::default();
     t.begin_verified(1, 0);
     assert_eq!(t.check_data(None, &header(1, 0, true), 5), Ok(()));
@@ -100,14 +100,14 @@ fn given_verification_when_transactional_batch_then_opens_and_later_batches_cont
 
 #[test]
 fn given_open_transaction_when_plain_batch_then_invalid_txn_state() {
-    let mut t = TxnState::default();
+    let mut t = OpenTxns::default();
     let mut p = ProducerStateTable::default();
     p.record(1, 0, batch_at(0));
     p.begin_txn(1, 0);
     t.begin(1, 0);
     assert_eq!(
         t.check_data(p.get(1), &header(1, 0, false), 1),
-        Err(TxnError::ExpectedTransactional {
+        Err(TxnDataError::ExpectedTransactional {
             producer_id: 1,
             offset: 1
         })
@@ -116,12 +116,12 @@ fn given_open_transaction_when_plain_batch_then_invalid_txn_state() {
 
 #[test]
 fn given_guard_of_newer_epoch_when_older_epoch_writes_then_invalid_producer_epoch() {
-    let mut t = TxnState::default();
+    let mut t = OpenTxns::default();
     t.begin_verified(1, 4);
     t.begin_verified(1, 3); // an older guard never replaces a newer one
     assert!(matches!(
         t.check_data(None, &header(1, 3, true), 0),
-        Err(TxnError::InvalidProducerEpoch { current: 4, .. })
+        Err(TxnDataError::InvalidProducerEpoch { current: 4, .. })
     ));
     assert_eq!(t.check_data(None, &header(1, 4, true), 0), Ok(()));
 }
@@ -130,23 +130,23 @@ fn given_guard_of_newer_epoch_when_older_epoch_writes_then_invalid_producer_epoc
 fn given_markers_when_checking_then_older_epochs_are_fenced() {
     let mut p = ProducerStateTable::default();
     // No state at all: Kafka writes the marker anyway.
-    assert_eq!(TxnState::check_marker(None, 1, 0, 0, 0), Ok(()));
+    assert_eq!(OpenTxns::check_marker(None, 1, 0, 0, 0), Ok(()));
     p.end_txn(1, 2, 5, 0);
     assert!(matches!(
-        TxnState::check_marker(p.get(1), 1, 1, 5, 0),
-        Err(TxnError::InvalidProducerEpoch { current: 2, .. })
+        OpenTxns::check_marker(p.get(1), 1, 1, 5, 0),
+        Err(TxnDataError::InvalidProducerEpoch { current: 2, .. })
     ));
     assert!(matches!(
-        TxnState::check_marker(p.get(1), 1, 2, 4, 0),
-        Err(TxnError::CoordinatorFenced { current: 5, .. })
+        OpenTxns::check_marker(p.get(1), 1, 2, 4, 0),
+        Err(TxnDataError::CoordinatorFenced { current: 5, .. })
     ));
-    assert_eq!(TxnState::check_marker(p.get(1), 1, 2, 5, 0), Ok(()));
-    assert_eq!(TxnState::check_marker(p.get(1), 1, 3, 6, 0), Ok(()));
+    assert_eq!(OpenTxns::check_marker(p.get(1), 1, 2, 5, 0), Ok(()));
+    assert_eq!(OpenTxns::check_marker(p.get(1), 1, 3, 6, 0), Ok(()));
 }
 
 #[test]
 fn given_two_open_transactions_when_one_ends_then_lso_waits_for_marker_then_moves_to_other() {
-    let mut t = TxnState::default();
+    let mut t = OpenTxns::default();
     t.begin(1, 10);
     t.begin(2, 12);
     assert_eq!(t.last_stable_offset(20), 10);
@@ -185,7 +185,7 @@ fn given_marker_with_bumped_epoch_when_producing_then_new_epoch_starts_at_sequen
 
 #[test]
 fn given_truncation_when_transaction_started_after_it_then_forgotten() {
-    let mut t = TxnState::default();
+    let mut t = OpenTxns::default();
     t.begin(1, 5);
     t.begin(2, 9);
     t.truncate_from(9);

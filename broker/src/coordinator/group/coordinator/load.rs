@@ -1,0 +1,147 @@
+//! Loading a coordinator partition: `__consumer_offsets` replayed into the groups the first
+//! time the shard touches the partition (offsets inside a transaction wait for its marker).
+
+use super::{GroupShard, PendingTxnOffset};
+use crate::coordinator::group::classic::{Group, GroupState, Member};
+use crate::coordinator::group::records::GroupRecord;
+use crate::coordinator::group::{GroupError, OFFSETS_TOPIC};
+use crate::coordinator::log;
+
+impl GroupShard {
+    /// Replays `__consumer_offsets` partition `p` into memory, once per shard life.
+    pub fn ensure_loaded(&self, p: i32) -> Result<(), GroupError> {
+        if self.loaded.borrow().contains(&p) {
+            return Ok(());
+        }
+        let shard = self.shard()?;
+        let part = log::partition_on_shard(&shard, OFFSETS_TOPIC, p)
+            .ok_or(GroupError::CoordinatorNotAvailable)?;
+        let now = crate::now_ms();
+        let catalog = shard.ctx.catalog.snapshot();
+        let name_of = |id: &uuid::Uuid| catalog.by_id(id).map(|t| t.name.to_string());
+        let mut applied = 0usize;
+        log::replay(&part, |r| {
+            if let Some(commit) = log::control_commit(r) {
+                self.complete_txn(p, r.producer_id, commit);
+                return;
+            }
+            let Some(key) = r.key.as_deref().filter(|_| !r.control) else {
+                return;
+            };
+            match GroupRecord::decode(key, r.value.as_deref()) {
+                // An offset written inside a transaction waits for its marker.
+                Ok(Some(GroupRecord::Offset {
+                    group,
+                    topic,
+                    partition,
+                    value: Some(value),
+                })) if r.transactional => {
+                    self.pending_txn
+                        .borrow_mut()
+                        .entry(r.producer_id)
+                        .or_default()
+                        .push(PendingTxnOffset {
+                            partition_of_group: p,
+                            group,
+                            topic,
+                            partition,
+                            value,
+                        });
+                }
+                Ok(Some(rec)) => {
+                    self.apply(rec, now, &name_of);
+                    applied += 1;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(partition = p, error = %e, "skipping record"),
+            }
+        })
+        .map_err(|e| GroupError::Storage(e.to_string()))?;
+        for g in self.groups.borrow_mut().values_mut() {
+            if self.partition_of(&g.id) == p && g.state != GroupState::Dead {
+                g.restore_state(now);
+                if let Some(c) = g.consumer.as_mut() {
+                    c.finish_restore(now, &self.consumer_cfg);
+                }
+            }
+        }
+        tracing::debug!(
+            partition = p,
+            records = applied,
+            "loaded group coordinator partition"
+        );
+        self.loaded.borrow_mut().insert(p);
+        Ok(())
+    }
+
+    fn apply(&self, rec: GroupRecord, now: i64, name_of: &dyn Fn(&uuid::Uuid) -> Option<String>) {
+        let mut groups = self.groups.borrow_mut();
+        match rec {
+            GroupRecord::ConsumerEpoch { ref group, .. }
+            | GroupRecord::ConsumerMember { ref group, .. }
+            | GroupRecord::TargetEpoch { ref group, .. }
+            | GroupRecord::TargetMember { ref group, .. }
+            | GroupRecord::CurrentAssignment { ref group, .. } => {
+                let g = groups
+                    .entry(group.clone())
+                    .or_insert_with(|| Group::new(group, now));
+                g.consumer
+                    .get_or_insert_with(Default::default)
+                    .restore(rec, name_of);
+            }
+            GroupRecord::Offset {
+                group,
+                topic,
+                partition,
+                value,
+            } => {
+                let g = groups
+                    .entry(group.clone())
+                    .or_insert_with(|| Group::new(&group, now));
+                match value {
+                    Some(v) => {
+                        g.offsets.insert((topic, partition), v);
+                    }
+                    None => {
+                        g.offsets.remove(&(topic, partition));
+                    }
+                }
+            }
+            GroupRecord::Metadata { group, value: None } => {
+                groups.remove(&group);
+            }
+            GroupRecord::Metadata {
+                group,
+                value: Some(md),
+            } => {
+                let offsets = groups.remove(&group).map(|g| g.offsets).unwrap_or_default();
+                let mut g = Group::new(&group, now);
+                g.offsets = offsets;
+                g.generation = md.generation;
+                g.protocol_type = Some(md.protocol_type).filter(|t| !t.is_empty());
+                g.protocol = md.protocol.clone();
+                g.leader = md.leader;
+                for m in md.members {
+                    let protocols = md
+                        .protocol
+                        .clone()
+                        .map(|p| vec![(p, m.subscription.clone())])
+                        .unwrap_or_default();
+                    g.restore_member(Member::restored(
+                        m.member_id,
+                        m.instance_id,
+                        m.client_id,
+                        m.client_host,
+                        m.session_timeout_ms,
+                        m.rebalance_timeout_ms,
+                        g.protocol_type.clone().unwrap_or_default(),
+                        protocols,
+                        m.assignment,
+                        now,
+                    ));
+                }
+                groups.insert(group, g);
+            }
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The log of an internal coordinator topic (`__consumer_offsets`, `__transaction_state`):
+//! appending key/value records as one batch, written acks=all (fdatasync before the caller
+//! answers its client), and replaying a partition at load. Shared by the group and the
+//! transaction coordinators, which differ only in their record schemas.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use crate::partition::Partition;
+
+/// Bytes read per step while replaying a coordinator partition.
+const LOAD_CHUNK: usize = 1 << 20;
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum CoordinatorLogError {
+    #[error("encoding a coordinator batch failed: {0}")]
+    Encode(String),
+    #[error("reading the coordinator log failed: {0}")]
+    Read(String),
+    #[error("appending to the coordinator log failed: {0}")]
+    Append(String),
+    #[error("the coordinator topic is not available: {0}")]
+    Unavailable(String),
+}
+
+/// The producer a transactional batch belongs to (TxnOffsetCommit writes offsets as part of
+/// the producer's transaction; its commit or abort marker decides them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
+/// Appends `records` (key, value; a `None` value is a tombstone) as one batch and waits until
+/// it is fsync'd.
+pub async fn append(
+    part: &std::rc::Rc<Partition>,
+    records: &[(Bytes, Option<Bytes>)],
+    txn: Option<TxnProducer>,
+) -> Result<(), CoordinatorLogError> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let now = crate::now_ms();
+    let bytes = encode_batch(records, txn, now)?;
+    let headers = storage::batch::validate_batches(&bytes)
+        .map_err(|e| CoordinatorLogError::Encode(e.to_string()))?;
+    let [header] = headers.as_slice() else {
+        return Err(CoordinatorLogError::Encode("expected one batch".into()));
+    };
+    let append = |e: crate::partition::PartitionError| CoordinatorLogError::Append(e.to_string());
+    part.append(*header, bytes, -1, now)
+        .map_err(append)?
+        .await
+        .map_err(append)?;
+    Ok(())
+}
+
+/// `records` as one uncompressed v2 batch (offsets from 0, no sequence), as the coordinators
+/// append them; `strom migrate` writes copied group offsets with it too.
+pub fn encode_batch(
+    records: &[(Bytes, Option<Bytes>)],
+    txn: Option<TxnProducer>,
+    now: i64,
+) -> Result<Bytes, CoordinatorLogError> {
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional: txn.is_some(),
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: txn.map_or(-1, |t| t.producer_id),
+            producer_epoch: txn.map_or(-1, |t| t.producer_epoch),
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // No sequence (-1 for the first record): coordinator writes are not idempotent
+            // producer batches. The encoder splits batches when offset - sequence changes,
+            // so it stays fixed.
+            sequence: (i as i32).wrapping_sub(1),
+            timestamp: now,
+            key: Some(key.clone()),
+            value: value.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .map_err(|e| CoordinatorLogError::Encode(format!("{e:#}")))?;
+    Ok(buf.freeze())
+}
+
+/// Calls `visit` with every record of the partition from its log start, in offset order
+/// (control records included: the group coordinator needs the transaction markers). Returns
+/// how many records were visited.
+pub fn replay(
+    part: &Partition,
+    mut visit: impl FnMut(&Record),
+) -> Result<usize, CoordinatorLogError> {
+    let mut offset = part.log.log_start_offset();
+    let mut visited = 0usize;
+    loop {
+        let read = part
+            .read(offset, LOAD_CHUNK, false)
+            .map_err(|e| CoordinatorLogError::Read(e.to_string()))?;
+        if read.data.chunks.is_empty() {
+            break;
+        }
+        let before = offset;
+        for chunk in read.data.chunks {
+            let headers = storage::batch::validate_batches(&chunk)
+                .map_err(|e| CoordinatorLogError::Read(e.to_string()))?;
+            if let Some(last) = headers.last() {
+                offset = offset.max(last.base_offset + last.last_offset_delta as i64 + 1);
+            }
+            let mut buf = chunk.clone();
+            let sets = RecordBatchDecoder::decode_all(&mut buf)
+                .map_err(|e| CoordinatorLogError::Read(format!("{e:#}")))?;
+            for set in sets {
+                for r in &set.records {
+                    visit(r);
+                    visited += 1;
+                }
+            }
+        }
+        if offset <= before {
+            break;
+        }
+    }
+    Ok(visited)
+}
+
+/// A control record's type: `Some(true)` commit, `Some(false)` abort (Kafka's
+/// `ControlRecordType`: key = int16 version, int16 type; 0 abort, 1 commit).
+pub fn control_commit(r: &Record) -> Option<bool> {
+    if !r.control {
+        return None;
+    }
+    let key = r.key.as_deref()?;
+    match key.get(2..4)? {
+        [0, 0] => Some(false),
+        [0, 1] => Some(true),
+        _ => None,
+    }
+}
+
+/// Partition `p` of coordinator topic `topic` on this (its home) shard, opened here when the
+/// catalog has the topic but its creator has not opened this partition yet: creation opens
+/// the partitions one after the other, and a coordinator request for a later one can arrive
+/// in between. Answering that request COORDINATOR_NOT_AVAILABLE would be wrong (librdkafka
+/// does not retry an OffsetFetch on it, and its assigned partitions then never start).
+pub fn partition_on_shard(
+    state: &crate::shard::ShardState,
+    topic: &str,
+    p: i32,
+) -> Option<std::rc::Rc<Partition>> {
+    if let Some(part) = state.partition(topic, p) {
+        return Some(part);
+    }
+    let meta = state.ctx.catalog.snapshot().get(topic).cloned()?;
+    if !(0..meta.partitions).contains(&p) {
+        return None;
+    }
+    match crate::shard::open_partition(state, &meta, p, None) {
+        Ok(part) => Some(part),
+        Err(e) => {
+            tracing::warn!(topic, partition = p, error = %e, "opening a coordinator partition failed");
+            None
+        }
+    }
+}
+
+/// Creates an internal coordinator topic on first use (compacted, as Kafka's) and returns its
+/// partition count (the existing topic's, when it exists already).
+pub async fn ensure_topic(
+    broker: &crate::shard::BrokerContext,
+    name: &str,
+    partitions: i32,
+    segment_bytes: &str,
+) -> Result<i32, CoordinatorLogError> {
+    if let Some(t) = broker.catalog.snapshot().get(name) {
+        return Ok(t.partitions);
+    }
+    let configs = std::collections::BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("segment.bytes".to_string(), segment_bytes.to_string()),
+    ]);
+    match crate::metadata::topics::create_topic(broker, name, partitions, configs).await {
+        Ok(meta) => Ok(meta.partitions),
+        Err(_) => {
+            // Lost a race with another shard creating it: make sure its logs are open.
+            let meta = broker
+                .catalog
+                .snapshot()
+                .get(name)
+                .cloned()
+                .ok_or_else(|| CoordinatorLogError::Unavailable(format!("{name} is missing")))?;
+            crate::shard::frontend::open_partitions(broker, &meta, 0..meta.partitions)
+                .await
+                .map_err(|e| CoordinatorLogError::Append(e.to_string()))?;
+            Ok(meta.partitions)
+        }
+    }
+}

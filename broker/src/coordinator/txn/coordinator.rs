@@ -1,0 +1,514 @@
+//! One shard's transaction coordinator: the transactional ids whose `__transaction_state`
+//! partition this shard is home to, loading them from the log, persisting every transition
+//! before installing it, writing the markers of finished transactions and aborting the ones
+//! that outlive their timeout, and removing transactional ids idle longer than
+//! `transactional.id.expiration.ms`.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use super::markers::{self, TxnMarker};
+use super::records::TxnRecord;
+use super::txn_stm::{EndPlan, InitPlan, TxnEntry, TxnMetadata, TxnState};
+use super::{txn_partition, TxnError, TXN_TOPIC};
+use crate::coordinator::group::topic_regex::TopicRegex;
+use crate::coordinator::log;
+use crate::shard::ShardState;
+
+/// Kafka writes markers with the coordinator partition's leader epoch; a single node has one.
+const COORDINATOR_EPOCH: i32 = 0;
+/// Backoff between attempts to write a marker that failed (a shard restarting, a full disk):
+/// Kafka retries markers until they succeed, because the transaction cannot complete without.
+const MARKER_RETRY: Duration = Duration::from_millis(500);
+
+pub struct TxnShard {
+    shard: Weak<ShardState>,
+    pub txns: RefCell<HashMap<String, TxnEntry>>,
+    loaded: RefCell<HashSet<i32>>,
+}
+
+thread_local! {
+    static TXNS: RefCell<Option<(Weak<ShardState>, Rc<TxnShard>)>> = const { RefCell::new(None) };
+}
+
+/// One row of ListTransactions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnListing {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub state: TxnState,
+}
+
+impl TxnShard {
+    /// This shard's coordinator (created with its timeout task on first use).
+    pub fn of(state: &Rc<ShardState>) -> Rc<TxnShard> {
+        TXNS.with(|t| {
+            let mut t = t.borrow_mut();
+            if let Some((owner, txns)) = t.as_ref() {
+                if owner.upgrade().is_some_and(|o| Rc::ptr_eq(&o, state)) {
+                    return txns.clone();
+                }
+            }
+            let txns = Rc::new(TxnShard {
+                shard: Rc::downgrade(state),
+                txns: RefCell::new(HashMap::new()),
+                loaded: RefCell::new(HashSet::new()),
+            });
+            let config = &state.ctx.config;
+            let every = |ms: i64| Duration::from_millis(ms.max(1) as u64);
+            tokio::task::spawn_local(timeout_loop(
+                Rc::downgrade(&txns),
+                every(config.transaction_abort_timed_out_transaction_cleanup_interval_ms),
+            ));
+            tokio::task::spawn_local(expiration_loop(
+                Rc::downgrade(&txns),
+                every(config.transaction_remove_expired_transaction_cleanup_interval_ms),
+                config.transactional_id_expiration_ms,
+            ));
+            *t = Some((Rc::downgrade(state), txns.clone()));
+            txns
+        })
+    }
+
+    fn shard(&self) -> Result<Rc<ShardState>, TxnError> {
+        self.shard
+            .upgrade()
+            .ok_or(TxnError::CoordinatorNotAvailable)
+    }
+
+    fn partition_of(&self, transactional_id: &str) -> i32 {
+        let n = self
+            .shard
+            .upgrade()
+            .and_then(|s| {
+                s.ctx
+                    .catalog
+                    .snapshot()
+                    .get(TXN_TOPIC)
+                    .map(|t| t.partitions)
+            })
+            .unwrap_or(1);
+        txn_partition(transactional_id, n)
+    }
+
+    /// Tests: drop what was loaded, as a restarted shard starts.
+    #[cfg(test)]
+    pub fn forget_loaded(&self) {
+        self.loaded.borrow_mut().clear();
+        self.txns.borrow_mut().clear();
+    }
+
+    /// Loads every `__transaction_state` partition homed here (at shard start), so prepared
+    /// transactions complete and open ones time out without waiting for a client.
+    pub fn load_all(self: &Rc<Self>) {
+        let Ok(shard) = self.shard() else { return };
+        let Some(topic) = shard.ctx.catalog.snapshot().get(TXN_TOPIC).cloned() else {
+            return;
+        };
+        for p in 0..topic.partitions {
+            if crate::shard::home_shard(TXN_TOPIC, p, shard.ctx.shard_count()) == shard.id {
+                if let Err(e) = self.ensure_loaded(p) {
+                    tracing::warn!(partition = p, error = %e, "loading transaction state failed");
+                }
+            }
+        }
+    }
+
+    /// Replays `__transaction_state` partition `p` into memory, once per shard life, and
+    /// resumes the transactions it left prepared.
+    pub fn ensure_loaded(self: &Rc<Self>, p: i32) -> Result<(), TxnError> {
+        if self.loaded.borrow().contains(&p) {
+            return Ok(());
+        }
+        let shard = self.shard()?;
+        let part = log::partition_on_shard(&shard, TXN_TOPIC, p)
+            .ok_or(TxnError::CoordinatorNotAvailable)?;
+        let mut loaded: HashMap<String, Option<TxnMetadata>> = HashMap::new();
+        log::replay(&part, |r| {
+            let Some(key) = r.key.as_deref().filter(|_| !r.control) else {
+                return;
+            };
+            match TxnRecord::decode(key, r.value.as_deref()) {
+                Ok(Some(rec)) => {
+                    loaded.insert(rec.transactional_id, rec.value);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(partition = p, error = %e, "skipping record"),
+            }
+        })?;
+        let mut resume = Vec::new();
+        {
+            let mut txns = self.txns.borrow_mut();
+            for (id, meta) in loaded {
+                match meta {
+                    Some(m) => {
+                        if matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+                            resume.push(id.clone());
+                        }
+                        txns.insert(id, TxnEntry::new(m));
+                    }
+                    None => {
+                        txns.remove(&id);
+                    }
+                }
+            }
+        }
+        tracing::debug!(
+            partition = p,
+            resumed = resume.len(),
+            "loaded transaction coordinator partition"
+        );
+        self.loaded.borrow_mut().insert(p);
+        for id in resume {
+            self.spawn_completion(id);
+        }
+        Ok(())
+    }
+
+    /// Persists `target` for its id (acks=all), then installs it. Other requests for the id
+    /// get CONCURRENT_TRANSACTIONS meanwhile.
+    async fn transition(&self, target: TxnMetadata) -> Result<(), TxnError> {
+        let id = target.transactional_id.clone();
+        {
+            let mut txns = self.txns.borrow_mut();
+            if let Some(e) = txns.get_mut(&id) {
+                if e.pending.is_some() {
+                    return Err(TxnError::ConcurrentTransactions);
+                }
+                if !target.state.can_follow(e.meta.state) {
+                    return Err(TxnError::InvalidTxnState(format!(
+                        "{} cannot follow {}",
+                        target.state.name(),
+                        e.meta.state.name()
+                    )));
+                }
+                e.pending = Some(target.state);
+            }
+        }
+        let rec = TxnRecord {
+            transactional_id: id.clone(),
+            value: Some(target.clone()),
+        };
+        let r = self.append(self.partition_of(&id), rec).await;
+        let mut txns = self.txns.borrow_mut();
+        match r {
+            Ok(()) => {
+                txns.insert(id, TxnEntry::new(target));
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(entry) = txns.get_mut(&id) {
+                    entry.pending = None;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn append(&self, p: i32, rec: TxnRecord) -> Result<(), TxnError> {
+        let shard = self.shard()?;
+        let part = log::partition_on_shard(&shard, TXN_TOPIC, p)
+            .ok_or(TxnError::CoordinatorNotAvailable)?;
+        let (k, v) = rec.encode();
+        log::append(&part, &[(k, v)], None).await?;
+        Ok(())
+    }
+
+    fn entry(&self, id: &str) -> Option<TxnEntry> {
+        self.txns.borrow().get(id).cloned()
+    }
+
+    /// InitProducerId with a transactional id: (producer id, epoch) to hand out.
+    pub async fn init_producer_id(
+        self: &Rc<Self>,
+        id: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), TxnError> {
+        let shard = self.shard()?;
+        let max = shard.ctx.config.transaction_max_timeout_ms;
+        if timeout_ms <= 0 || timeout_ms > max {
+            return Err(TxnError::InvalidTransactionTimeout(timeout_ms));
+        }
+        let now = crate::now_ms();
+        let mut new_pid = || {
+            shard
+                .ctx
+                .producer_ids
+                .next()
+                .map_err(|e| TxnError::ProducerIds(e.to_string()))
+        };
+        let entry = match self.entry(id) {
+            Some(e) => e,
+            None => {
+                let fresh = TxnEntry::new(TxnMetadata::new(id, new_pid()?, timeout_ms, now));
+                self.txns
+                    .borrow_mut()
+                    .entry(id.to_string())
+                    .or_insert(fresh)
+                    .clone()
+            }
+        };
+        match entry.init_producer_id(expected, timeout_ms, now, &mut new_pid)? {
+            InitPlan::Write(t) => {
+                let answer = (t.producer_id, t.producer_epoch);
+                self.transition(t).await?;
+                Ok(answer)
+            }
+            InitPlan::FenceAndAbort(t) => {
+                tracing::info!(
+                    transactional_id = id,
+                    epoch = t.producer_epoch,
+                    "fencing the open transaction of a previous producer"
+                );
+                self.transition(t).await?;
+                self.spawn_completion(id.to_string());
+                Err(TxnError::ConcurrentTransactions)
+            }
+        }
+    }
+
+    /// AddPartitionsToTxn / AddOffsetsToTxn. The partitions are told to expect the producer's
+    /// transactional data (KIP-890 verification) after the transaction is durable.
+    pub async fn add_partitions(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<(), TxnError> {
+        let entry = self.entry(id).ok_or(TxnError::InvalidProducerIdMapping)?;
+        if let Some(t) = entry.add_partitions(producer_id, epoch, &partitions, crate::now_ms())? {
+            self.transition(t).await?;
+        }
+        let ctx = self.shard()?.ctx.clone();
+        let begins = partitions
+            .iter()
+            .map(|(t, p)| markers::begin_txn_on_partition(&ctx, t, *p, producer_id, epoch));
+        for r in futures::future::join_all(begins).await {
+            r.map_err(|e| {
+                tracing::warn!(transactional_id = id, error = %e, "partition did not accept the transaction");
+                TxnError::CoordinatorNotAvailable
+            })?;
+        }
+        Ok(())
+    }
+
+    /// KIP-890 verify-only AddPartitionsToTxn.
+    pub fn verify(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<bool>, TxnError> {
+        self.entry(id)
+            .ok_or(TxnError::InvalidProducerIdMapping)?
+            .verify(producer_id, epoch, partitions)
+    }
+
+    /// EndTxn: durable Prepare state, then the markers and completion in the background (the
+    /// client hears back once the outcome is decided, as with Kafka). Returns the producer id
+    /// and epoch the client continues with (bumped for KIP-890 clients).
+    pub async fn end_txn(
+        self: &Rc<Self>,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        bump: bool,
+    ) -> Result<(i64, i16), TxnError> {
+        let entry = self.entry(id).ok_or(TxnError::InvalidProducerIdMapping)?;
+        match entry.end_txn(producer_id, epoch, commit, bump, crate::now_ms())? {
+            EndPlan::Done => Ok((entry.meta.producer_id, entry.meta.producer_epoch)),
+            EndPlan::Prepare(t) => {
+                let answer = (t.producer_id, t.producer_epoch);
+                self.transition(t).await?;
+                self.spawn_completion(id.to_string());
+                Ok(answer)
+            }
+        }
+    }
+
+    fn spawn_completion(self: &Rc<Self>, id: String) {
+        let me = self.clone();
+        tokio::task::spawn_local(async move { me.complete(&id).await });
+    }
+
+    /// Writes the markers of a prepared transaction to all its partitions concurrently, each
+    /// retried until it succeeds (or its topic is gone), then persists the Complete state.
+    async fn complete(&self, id: &str) {
+        let Some(entry) = self.entry(id) else { return };
+        let m = &entry.meta;
+        let commit = match m.state {
+            TxnState::PrepareCommit => true,
+            TxnState::PrepareAbort => false,
+            _ => return,
+        };
+        let Ok(shard) = self.shard() else { return };
+        let ctx = shard.ctx.clone();
+        let marker = TxnMarker {
+            producer_id: m.producer_id,
+            producer_epoch: m.producer_epoch,
+            coordinator_epoch: COORDINATOR_EPOCH,
+            commit,
+        };
+        let writes = m.partitions.iter().map(|(topic, p)| {
+            let ctx = ctx.clone();
+            async move {
+                loop {
+                    match markers::write(&ctx, topic, *p, marker).await {
+                        Ok(()) => return,
+                        Err(e) => {
+                            if ctx.catalog.snapshot().get(topic).is_none() {
+                                // Kafka drops markers for deleted topics.
+                                return;
+                            }
+                            tracing::warn!(transactional_id = id, topic = %topic, partition = p, error = %e, "writing a transaction marker failed; retrying");
+                            tokio::time::sleep(MARKER_RETRY).await;
+                        }
+                    }
+                }
+            }
+        });
+        futures::future::join_all(writes).await;
+        loop {
+            let Some(entry) = self.entry(id) else { return };
+            let target = match entry.complete(crate::now_ms()) {
+                Ok(t) => t,
+                Err(_) => return,
+            };
+            match self.transition(target).await {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::warn!(transactional_id = id, error = %e, "completing a transaction failed; retrying");
+                    tokio::time::sleep(MARKER_RETRY).await;
+                }
+            }
+        }
+    }
+
+    /// Aborts transactions open longer than their timeout, fencing their producers.
+    pub async fn abort_timed_out(self: &Rc<Self>, now: i64) {
+        let expired: Vec<TxnEntry> = self
+            .txns
+            .borrow()
+            .values()
+            .filter(|e| e.timed_out(now))
+            .cloned()
+            .collect();
+        for e in expired {
+            let id = e.meta.transactional_id.clone();
+            let Ok(t) = e.fence_and_abort(now) else {
+                continue;
+            };
+            tracing::info!(transactional_id = %id, producer_id = e.meta.producer_id, "aborting a transaction past its timeout");
+            match self.transition(t).await {
+                Ok(()) => self.spawn_completion(id),
+                Err(err) => {
+                    tracing::warn!(transactional_id = %id, error = %err, "aborting a timed-out transaction failed")
+                }
+            }
+        }
+    }
+
+    /// Removes the transactional ids with no transaction open (Empty, CompleteCommit,
+    /// CompleteAbort) whose last update is at least `expiration_ms` old, as Kafka's
+    /// `removeExpiredTransactionalIds`: each gets a tombstone in `__transaction_state` (so a
+    /// reload forgets it too, and compaction drops its history), and only once that is
+    /// durable leaves memory. Meanwhile the id is pending Dead: requests for it get
+    /// CONCURRENT_TRANSACTIONS, and one that changed it first keeps it. Returns how many
+    /// were removed.
+    pub async fn remove_expired(&self, now: i64, expiration_ms: i64) -> usize {
+        let expired: Vec<String> = {
+            let mut txns = self.txns.borrow_mut();
+            txns.values_mut()
+                .filter(|e| {
+                    e.pending.is_none()
+                        && matches!(
+                            e.meta.state,
+                            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                        )
+                        && e.meta.last_update_ms <= now - expiration_ms
+                })
+                .map(|e| {
+                    e.pending = Some(TxnState::Dead);
+                    e.meta.transactional_id.clone()
+                })
+                .collect()
+        };
+        let mut removed = 0;
+        for id in expired {
+            let tombstone = TxnRecord {
+                transactional_id: id.clone(),
+                value: None,
+            };
+            let r = self.append(self.partition_of(&id), tombstone).await;
+            let mut txns = self.txns.borrow_mut();
+            match r {
+                Ok(()) => {
+                    txns.remove(&id);
+                    removed += 1;
+                    tracing::info!(transactional_id = %id, "removed an expired transactional id");
+                }
+                Err(e) => {
+                    if let Some(entry) = txns.get_mut(&id) {
+                        entry.pending = None;
+                    }
+                    tracing::warn!(transactional_id = %id, error = %e, "removing an expired transactional id failed; kept until the next pass");
+                }
+            }
+        }
+        removed
+    }
+
+    pub fn describe(&self, id: &str) -> Option<TxnMetadata> {
+        self.entry(id).map(|e| e.meta)
+    }
+
+    /// ListTransactions rows matching the filters (Kafka's `listTransactionStates`): empty
+    /// state or producer filters match all; `min_duration_ms` >= 0 keeps transactions started
+    /// longer ago than that.
+    pub fn list(
+        &self,
+        states: &[TxnState],
+        producer_ids: &[i64],
+        min_duration_ms: i64,
+        pattern: Option<&TopicRegex>,
+    ) -> Vec<TxnListing> {
+        let now = crate::now_ms();
+        self.txns
+            .borrow()
+            .values()
+            .map(|e| &e.meta)
+            .filter(|m| m.state != TxnState::Dead)
+            .filter(|m| states.is_empty() || states.contains(&m.state))
+            .filter(|m| producer_ids.is_empty() || producer_ids.contains(&m.producer_id))
+            .filter(|m| min_duration_ms < 0 || now - m.start_ms > min_duration_ms)
+            .filter(|m| pattern.is_none_or(|r| r.matches(&m.transactional_id)))
+            .map(|m| TxnListing {
+                transactional_id: m.transactional_id.clone(),
+                producer_id: m.producer_id,
+                state: m.state,
+            })
+            .collect()
+    }
+}
+
+async fn timeout_loop(txns: Weak<TxnShard>, interval: Duration) {
+    loop {
+        tokio::time::sleep(interval).await;
+        let Some(t) = txns.upgrade() else { return };
+        t.abort_timed_out(crate::now_ms()).await;
+    }
+}
+
+async fn expiration_loop(txns: Weak<TxnShard>, interval: Duration, expiration_ms: i64) {
+    loop {
+        tokio::time::sleep(interval).await;
+        let Some(t) = txns.upgrade() else { return };
+        t.remove_expired(crate::now_ms(), expiration_ms).await;
+    }
+}

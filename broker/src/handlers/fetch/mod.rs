@@ -1,0 +1,582 @@
+//! Fetch (key 1): reads each partition on its home shard, honours KIP-74 size limits, and long
+//! polls (`max_wait_ms` / `min_bytes`) by waiting on the partitions' high-watermark watches —
+//! no timer polling — from whatever shard the connection lives on.
+//!
+//! `isolation_level = 1` (read_committed) reads only up to the last stable offset, lists the
+//! aborted transactions overlapping the data returned (from `.txnindex`), and long polls on
+//! the LSO, which a transaction marker moves without new data arriving.
+//!
+//! Fetch sessions (KIP-227, v7+) are kept per shard in `fetch_session`; an incremental
+//! response carries only the partitions with news.
+
+mod encode;
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
+
+use super::{Answer, RequestContext, Responding};
+use crate::fetch_session::{FetchPlan, FetchSessionCache, SessionPartition, FINAL_EPOCH};
+use crate::metadata::catalog::TopicMeta;
+use crate::shard::frontend::{self, FetchRead, ReadSpec};
+use crate::shard::home_shard;
+use encode::RecordChunks;
+
+pub const MIN_VERSION: i16 = 4;
+pub const MAX_VERSION: i16 = 18;
+
+/// One partition the fetch asks for, and what was last read of it.
+struct Wanted {
+    session: SessionPartition,
+    meta: Option<Arc<TopicMeta>>,
+    read: Option<FetchRead>,
+}
+
+/// First phase: the fetch session (KIP-227) is advanced here, in request order; everything
+/// else — the reads, the long poll, the answer — is the second phase, so a request pipelined
+/// behind a long poll does not wait for it.
+pub async fn dispatch(ctx: Rc<RequestContext>, req: FetchRequest) -> Responding {
+    let version = ctx.version();
+    let plan = if version >= 7 {
+        ctx.shard.fetch_sessions.borrow_mut().plan(&req)
+    } else {
+        // Before v7 there are no sessions: every fetch is a full, sessionless one.
+        FetchSessionCache::new(0, 0).plan(&req.clone().with_session_epoch(FINAL_EPOCH))
+    };
+    Box::pin(async move {
+        let resp = match plan {
+            Ok(plan) => respond(&ctx, &req, plan).await,
+            Err(e) => Fetched::error(super::errors::session_code(&e)),
+        };
+        let served = resp.record_bytes();
+        let answer = resp.encode(version, ctx.header.correlation_id);
+        // The encoder puts the read's slices into the frame as they are: nothing copied.
+        ctx.shard.metrics.fetch_record_bytes.inc_by(served as u64);
+        answer
+    })
+}
+
+/// The answer before encoding: the response without its records, and the records beside it.
+struct Fetched {
+    resp: FetchResponse,
+    records: Vec<Vec<RecordChunks>>,
+}
+
+impl Fetched {
+    fn error(code: i16) -> Fetched {
+        Fetched {
+            resp: FetchResponse::default().with_error_code(code),
+            records: Vec::new(),
+        }
+    }
+
+    fn record_bytes(&self) -> usize {
+        self.records
+            .iter()
+            .flatten()
+            .flatten()
+            .flatten()
+            .map(Bytes::len)
+            .sum()
+    }
+
+    fn encode(self, version: i16, correlation_id: i32) -> Answer {
+        encode::encode(&self.resp, &self.records, version, correlation_id).map(Some)
+    }
+}
+
+async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> Fetched {
+    let broker = ctx.ctx();
+    let version = ctx.version();
+    let catalog = broker.catalog.snapshot();
+    let by_id = version >= 13;
+    let mut wanted: Vec<Wanted> = plan
+        .partitions
+        .iter()
+        .map(|p| Wanted {
+            meta: if by_id {
+                catalog.by_id(&p.topic_id).cloned()
+            } else {
+                catalog.get(p.topic.as_str()).cloned()
+            },
+            session: p.clone(),
+            read: None,
+        })
+        .collect();
+    let read_committed = req.isolation_level == 1;
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let response_max = if req.max_bytes <= 0 {
+        i32::MAX
+    } else {
+        req.max_bytes
+    } as usize;
+    let min_bytes = req.min_bytes.max(0) as usize;
+
+    // Every readable partition at first; after a wake, only those whose watermark moved.
+    let mut stale: Vec<usize> = (0..wanted.len()).collect();
+    let partitions = loop {
+        read_concurrently(ctx, &mut wanted, &stale, read_committed).await;
+        let (partitions, total) = assemble(&wanted, response_max, version, by_id);
+        let has_error = partitions.iter().any(|(p, _)| p.error_code != 0);
+        let waitable: Vec<usize> = (0..wanted.len())
+            .filter(|&i| wanted[i].read.as_ref().is_some_and(|r| r.watch.is_some()))
+            .collect();
+        if total >= min_bytes
+            || has_error
+            || waitable.is_empty()
+            || tokio::time::Instant::now() >= deadline
+        {
+            break partitions;
+        }
+        stale = wait_for_change(&mut wanted, &waitable, deadline).await;
+        if stale.is_empty() {
+            break partitions; // the deadline passed
+        }
+    };
+
+    // Counted here, on what is sent: reads the long-poll loop discarded are not fetched.
+    for (w, (p, chunks)) in wanted.iter().zip(&partitions) {
+        if let (Some(meta), Some(chunks)) = (&w.meta, chunks) {
+            let bytes: usize = chunks.iter().map(Bytes::len).sum();
+            let records: u64 = chunks
+                .iter()
+                .map(|c| crate::metrics::records_in_batches(c))
+                .sum();
+            ctx.shard
+                .metrics
+                .count_fetched(&meta.name, p.partition_index, bytes as u64, records);
+        }
+    }
+
+    // An incremental response carries only partitions with news; the session remembers what
+    // it told the client.
+    let mut answered = Vec::new();
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    let mut records: Vec<Vec<RecordChunks>> = Vec::new();
+    for (w, (p, chunks)) in wanted.into_iter().zip(partitions) {
+        let s = w.session;
+        let has_records = chunks.as_ref().is_some_and(|c| !c.is_empty());
+        let news = !plan.incremental
+            || p.error_code != 0
+            || has_records
+            || p.high_watermark != s.last_high_watermark
+            || p.last_stable_offset != s.last_stable_offset
+            || p.log_start_offset != s.last_log_start;
+        if !news {
+            continue;
+        }
+        let same_topic = topics
+            .last()
+            .is_some_and(|t| t.topic.as_str() == s.topic.as_str() && t.topic_id == s.topic_id);
+        if !same_topic {
+            topics.push(
+                FetchableTopicResponse::default()
+                    .with_topic(s.topic.clone())
+                    .with_topic_id(s.topic_id),
+            );
+            records.push(Vec::new());
+        }
+        answered.push(SessionPartition {
+            last_high_watermark: p.high_watermark,
+            last_stable_offset: p.last_stable_offset,
+            last_log_start: p.log_start_offset,
+            ..s
+        });
+        topics.last_mut().expect("pushed above").partitions.push(p);
+        records.last_mut().expect("pushed above").push(chunks);
+    }
+    if plan.session_id != 0 {
+        ctx.shard
+            .fetch_sessions
+            .borrow_mut()
+            .record(plan.session_id, &answered);
+    }
+    Fetched {
+        resp: FetchResponse::default()
+            .with_session_id(plan.session_id)
+            .with_responses(topics),
+        records,
+    }
+}
+
+/// Reads the partitions `which` of `wanted`, one message per home shard, all shards at once.
+async fn read_concurrently(
+    ctx: &RequestContext,
+    wanted: &mut [Wanted],
+    which: &[usize],
+    read_committed: bool,
+) {
+    let broker = ctx.ctx();
+    let shards = broker.shard_count();
+    let mut by_shard: Vec<(Vec<usize>, Vec<ReadSpec>)> = vec![Default::default(); shards];
+    for &i in which {
+        let w = &mut wanted[i];
+        let Some(meta) = &w.meta else { continue };
+        let p = w.session.partition;
+        if p < 0 || p >= meta.partitions {
+            continue;
+        }
+        if let Some(rx) = w.read.as_mut().and_then(|r| r.watch.as_mut()) {
+            // Seen from here on: a change while this read is under way wakes the next wait.
+            rx.mark_unchanged();
+        }
+        // Each partition up to its own limit: the response limit is applied in request order
+        // once every read is back (`assemble`); a read is only slices of mapped segments.
+        let spec = ReadSpec {
+            topic: meta.name.clone(),
+            partition: p,
+            offset: w.session.fetch_offset,
+            max_bytes: w.session.max_bytes.max(0) as usize,
+        };
+        let s = home_shard(&meta.name, p, shards);
+        by_shard[s].0.push(i);
+        by_shard[s].1.push(spec);
+    }
+    let reads = by_shard
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (idx, _))| !idx.is_empty())
+        .map(|(shard, (idx, specs))| async move {
+            (
+                idx,
+                frontend::fetch_many(broker, shard, specs, read_committed).await,
+            )
+        });
+    for (idx, reads) in futures::future::join_all(reads).await {
+        for (i, mut read) in idx.into_iter().zip(reads) {
+            // Keep the receiver the first read got: its "seen" mark is what the wait uses.
+            if let Some(old) = wanted[i].read.take().and_then(|r| r.watch) {
+                if read.watch.is_some() {
+                    read.watch = Some(old);
+                }
+            }
+            wanted[i].read = Some(read);
+        }
+    }
+}
+
+/// Waits until a watermark of `waitable` moves or the deadline passes; returns the partitions
+/// to read again (none: the deadline passed).
+async fn wait_for_change(
+    wanted: &mut [Wanted],
+    waitable: &[usize],
+    deadline: tokio::time::Instant,
+) -> Vec<usize> {
+    let changed = {
+        let waits = wanted
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| waitable.contains(i))
+            .filter_map(|(i, w)| {
+                let rx = w.read.as_mut()?.watch.as_mut()?;
+                Some(Box::pin(async move { (i, rx.changed().await.is_ok()) }))
+            });
+        match tokio::time::timeout_at(deadline, futures::future::select_all(waits)).await {
+            Ok(((i, alive), _, _)) => Some((i, alive)),
+            Err(_) => None,
+        }
+    };
+    let Some((first, alive)) = changed else {
+        return Vec::new();
+    };
+    if !alive {
+        // The partition went away (deleted): read it again to answer its error, and stop
+        // waiting on it.
+        if let Some(r) = wanted[first].read.as_mut() {
+            r.watch = None;
+        }
+    }
+    let mut stale = vec![first];
+    for &i in waitable {
+        if i == first {
+            continue;
+        }
+        let moved = wanted[i]
+            .read
+            .as_ref()
+            .and_then(|r| r.watch.as_ref())
+            .is_some_and(|rx| rx.has_changed().unwrap_or(true));
+        if moved {
+            stale.push(i);
+        }
+    }
+    stale
+}
+
+/// The partitions' answers in request order with KIP-74's limits: each partition's records
+/// stop at its own `max_bytes` (applied by the read) and at what is left of the response's
+/// `max_bytes`, batch aligned; only the first partition with data may exceed them, by its
+/// first batch. Returns the answers and the record bytes they carry.
+fn assemble(
+    wanted: &[Wanted],
+    response_max: usize,
+    version: i16,
+    by_id: bool,
+) -> (Vec<(PartitionData, RecordChunks)>, usize) {
+    let unknown_topic = if by_id {
+        ResponseError::UnknownTopicId.code()
+    } else {
+        ResponseError::UnknownTopicOrPartition.code()
+    };
+    let mut total = 0usize;
+    let mut out = Vec::with_capacity(wanted.len());
+    for w in wanted {
+        let base = PartitionData::default()
+            .with_partition_index(w.session.partition)
+            .with_high_watermark(-1)
+            .with_last_stable_offset(-1)
+            .with_log_start_offset(-1)
+            .with_preferred_read_replica(BrokerId(-1));
+        let Some(meta) = &w.meta else {
+            out.push((base.with_error_code(unknown_topic), None));
+            continue;
+        };
+        let Some(read) = &w.read else {
+            out.push((
+                base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                None,
+            ));
+            continue;
+        };
+        let with_offsets = |p: PartitionData| match &read.offsets {
+            Some(o) => p
+                .with_high_watermark(o.high_watermark)
+                .with_last_stable_offset(o.last_stable)
+                .with_log_start_offset(if version >= 5 { o.log_start } else { -1 }),
+            None => p,
+        };
+        match &read.outcome {
+            Ok(o) => {
+                let mut chunks = cut(&o.data.chunks, response_max.saturating_sub(total));
+                if total == 0 && chunks.is_empty() {
+                    // KIP-74: the first batch of the first partition with data goes whole,
+                    // so a batch larger than the limits still makes progress.
+                    chunks = cut(&o.data.chunks, first_batch_size(&o.data.chunks));
+                }
+                total += chunks.iter().map(Bytes::len).sum::<usize>();
+                let aborted = o.aborted.as_ref().map(|list| {
+                    list.iter()
+                        .map(|t| {
+                            AbortedTransaction::default()
+                                .with_producer_id(ProducerId(t.producer_id))
+                                .with_first_offset(t.first_offset)
+                        })
+                        .collect()
+                });
+                let p = base
+                    .with_high_watermark(o.high_watermark)
+                    .with_last_stable_offset(o.last_stable_offset)
+                    .with_log_start_offset(if version >= 5 { o.log_start_offset } else { -1 })
+                    .with_aborted_transactions(aborted);
+                out.push((p, Some(chunks)));
+            }
+            Err(e) => {
+                let code = super::errors::frontend_code(e);
+                if code != ResponseError::OffsetOutOfRange.code() {
+                    tracing::warn!(topic = %meta.name, partition = w.session.partition, error = %e, "fetch failed");
+                }
+                out.push((with_offsets(base.with_error_code(code)), None));
+            }
+        }
+    }
+    (out, total)
+}
+
+fn first_batch_size(chunks: &[Bytes]) -> usize {
+    chunks
+        .iter()
+        .find(|c| !c.is_empty())
+        .and_then(|c| storage::batch::frame(c).ok())
+        .map_or(0, |h| h.total_size())
+}
+
+/// The longest batch-aligned prefix of `chunks` of at most `limit` bytes (slices, no copy).
+fn cut(chunks: &[Bytes], limit: usize) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut left = limit;
+    for c in chunks {
+        if c.len() <= left {
+            left -= c.len();
+            out.push(c.clone());
+            continue;
+        }
+        let mut end = 0usize;
+        while end < c.len() {
+            let Ok(h) = storage::batch::frame(&c[end..]) else {
+                break;
+            };
+            if end + h.total_size() > left {
+                break;
+            }
+            end += h.total_size();
+        }
+        if end > 0 {
+            out.push(c.slice(..end));
+        }
+        break;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use crate::handlers::testing::{batch, create, produce_req};
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{ApiKey, ProduceResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    fn fetch_req(
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_wait: i32,
+        min_bytes: i32,
+    ) -> FetchRequest {
+        FetchRequest::default()
+            .with_max_wait_ms(max_wait)
+            .with_min_bytes(min_bytes)
+            .with_max_bytes(50 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.into())))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(partition)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(1 << 20)])])
+    }
+
+    #[test]
+    fn given_produced_batches_when_fetching_then_same_bytes_back_from_offset() {
+        let h = Harness::new();
+        create(&h, "t", 1);
+        for _ in 0..3 {
+            let r: ProduceResponse = h.call(
+                ApiKey::Produce,
+                11,
+                produce_req("t", 0, -1, batch(4, -1, -1, -1)),
+            );
+            assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+        }
+        let resp: FetchResponse = h.call(ApiKey::Fetch, 12, fetch_req("t", 0, 5, 0, 1));
+        let p = &resp.responses[0].partitions[0];
+        assert_eq!(
+            (p.error_code, p.high_watermark, p.log_start_offset),
+            (0, 12, 0)
+        );
+        let mut records = p.records.clone().unwrap();
+        let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut records).unwrap();
+        // The batch containing offset 5 starts at 4.
+        let offsets: Vec<i64> = sets
+            .iter()
+            .flat_map(|s| s.records.iter().map(|r| r.offset))
+            .collect();
+        assert_eq!(offsets, (4..12).collect::<Vec<_>>());
+        assert_eq!(sets[0].records[1].value.as_deref(), Some(&b"v1"[..]));
+    }
+
+    #[test]
+    fn given_offset_past_end_when_fetching_then_offset_out_of_range_with_watermarks() {
+        let h = Harness::new();
+        create(&h, "t", 1);
+        let _: ProduceResponse = h.call(
+            ApiKey::Produce,
+            11,
+            produce_req("t", 0, 1, batch(2, -1, -1, -1)),
+        );
+        let resp: FetchResponse = h.call(ApiKey::Fetch, 12, fetch_req("t", 0, 99, 0, 1));
+        let p = &resp.responses[0].partitions[0];
+        assert_eq!((p.error_code, p.high_watermark), (1, 2));
+        let resp: FetchResponse = h.call(ApiKey::Fetch, 12, fetch_req("nope", 0, 0, 0, 1));
+        assert_eq!(resp.responses[0].partitions[0].error_code, 3);
+    }
+
+    #[test]
+    fn given_no_data_when_long_polling_then_waits_until_produce_arrives() {
+        let h = Harness::new();
+        create(&h, "t", 1);
+        let state = h.state.clone();
+        let got = h.block_on(async move {
+            let fetch = {
+                let state = state.clone();
+                tokio::task::spawn_local(async move {
+                    let started = tokio::time::Instant::now();
+                    let r: FetchResponse =
+                        roundtrip(state, ApiKey::Fetch, 12, fetch_req("t", 0, 0, 5000, 1)).await;
+                    (r, started.elapsed())
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let _: ProduceResponse = roundtrip(
+                state,
+                ApiKey::Produce,
+                9,
+                produce_req("t", 0, 1, batch(1, -1, -1, -1)),
+            )
+            .await;
+            fetch.await.unwrap()
+        });
+        let (resp, waited) = got;
+        let p = &resp.responses[0].partitions[0];
+        assert_eq!(p.high_watermark, 1);
+        assert!(!p.records.as_ref().unwrap().is_empty());
+        assert!(
+            waited >= Duration::from_millis(40) && waited < Duration::from_millis(4000),
+            "{waited:?}"
+        );
+    }
+
+    #[test]
+    fn given_fetch_session_when_fetching_incrementally_then_only_partitions_with_news() {
+        let h = Harness::new();
+        create(&h, "t", 1);
+        let full: FetchResponse = h.call(
+            ApiKey::Fetch,
+            12,
+            fetch_req("t", 0, 0, 0, 0).with_session_epoch(0),
+        );
+        assert_ne!(full.session_id, 0);
+        assert_eq!(full.responses[0].partitions.len(), 1);
+        let quiet = FetchRequest::default()
+            .with_session_id(full.session_id)
+            .with_session_epoch(1)
+            .with_max_bytes(1 << 20);
+        let r: FetchResponse = h.call(ApiKey::Fetch, 12, quiet.clone());
+        assert_eq!((r.error_code, r.session_id), (0, full.session_id));
+        assert!(r.responses.is_empty(), "nothing changed: {r:?}");
+        let _: ProduceResponse = h.call(
+            ApiKey::Produce,
+            11,
+            produce_req("t", 0, 1, batch(2, -1, -1, -1)),
+        );
+        let r: FetchResponse = h.call(ApiKey::Fetch, 12, quiet.clone().with_session_epoch(2));
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.high_watermark, 2);
+        assert!(!p.records.as_ref().unwrap().is_empty());
+        // A replayed epoch is refused.
+        let r: FetchResponse = h.call(ApiKey::Fetch, 12, quiet.with_session_epoch(2));
+        assert_eq!(r.error_code, 71);
+    }
+
+    #[test]
+    fn given_unknown_session_when_fetching_then_session_not_found() {
+        let h = Harness::new();
+        let resp: FetchResponse = h.call(
+            ApiKey::Fetch,
+            12,
+            fetch_req("t", 0, 0, 0, 1)
+                .with_session_id(77)
+                .with_session_epoch(3),
+        );
+        assert_eq!(resp.error_code, 70);
+    }
+}

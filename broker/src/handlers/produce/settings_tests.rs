@@ -1,0 +1,136 @@
+//! Topic configs the produce path applies: `compression.type` (recompression), the
+//! `min.insync.replicas` of a one-node ISR, and configs Strom refuses instead of ignoring.
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, ProduceResponse};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
+
+use crate::handlers::testing::*;
+use crate::test_support::TestBatch;
+
+fn produce(h: &Harness, topic: &str, acks: i16, records: Bytes) -> (i16, i64) {
+    let resp: ProduceResponse = h.call(ApiKey::Produce, 9, produce_req(topic, 0, acks, records));
+    let p = &resp.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// (codec of each stored batch, keys and values of every record) of a fetch from 0.
+fn stored(h: &Harness, topic: &str) -> (Vec<u8>, Vec<(Bytes, Bytes)>) {
+    let mut data = fetch_records(h, topic, 0);
+    let mut codecs = Vec::new();
+    for (header, _) in storage::batch::BatchIter::new(&data).filter_map(Result::ok) {
+        codecs.push(header.compression());
+    }
+    let sets = RecordBatchDecoder::decode_all(&mut data).expect("valid batches");
+    let records = sets
+        .iter()
+        .flat_map(|s| &s.records)
+        .map(|r| {
+            (
+                r.key.clone().unwrap_or_default(),
+                r.value.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    (codecs, records)
+}
+
+#[test]
+fn given_topic_compression_when_batches_differ_then_re_encoded_with_offsets_and_sequences_kept() {
+    let h = Harness::new();
+    for (codec, name, level) in [
+        (4u8, "zstd", Some(("compression.zstd.level", "7"))),
+        (1, "gzip", Some(("compression.gzip.level", "1"))),
+        (3, "lz4", None),
+        (2, "snappy", None),
+    ] {
+        let topic = format!("t-{name}");
+        let mut configs = vec![("compression.type", name)];
+        configs.extend(level);
+        assert_eq!(create_topic_with(&h, &topic, &configs).error_code, 0);
+        // An idempotent producer's plain batch, then a gzip batch of the same producer.
+        let first = TestBatch::new(50).tag("a").idempotent(7, 0, 0);
+        assert_eq!(produce(&h, &topic, -1, first.encode()), (0, 0));
+        let second = TestBatch::new(30)
+            .tag("b")
+            .idempotent(7, 0, 50)
+            .compression(Compression::Gzip);
+        assert_eq!(produce(&h, &topic, -1, second.encode()), (0, 50));
+        // The retry of the first is still a duplicate with its original offset.
+        assert_eq!(produce(&h, &topic, -1, first.encode()), (0, 0));
+        let (codecs, records) = stored(&h, &topic);
+        assert_eq!(codecs, vec![codec, codec], "{name}");
+        let want: Vec<(Bytes, Bytes)> = first
+            .records()
+            .into_iter()
+            .chain(second.records())
+            .map(|r| (r.key.unwrap(), r.value.unwrap()))
+            .collect();
+        assert_eq!(records, want, "{name}: every record, in order");
+    }
+}
+
+#[test]
+fn given_uncompressed_topic_when_a_batch_is_compressed_then_stored_plain() {
+    let h = Harness::new();
+    assert_eq!(
+        create_topic_with(&h, "plain", &[("compression.type", "uncompressed")]).error_code,
+        0
+    );
+    let b = TestBatch::new(20).compression(Compression::Lz4);
+    assert_eq!(produce(&h, "plain", 1, b.encode()), (0, 0));
+    let (codecs, records) = stored(&h, "plain");
+    assert_eq!((codecs, records.len()), (vec![0], 20));
+    // `producer` (the default) keeps the producer's codec.
+    assert_eq!(create_topic_with(&h, "kept", &[]).error_code, 0);
+    assert_eq!(produce(&h, "kept", 1, b.encode()), (0, 0));
+    assert_eq!(stored(&h, "kept").0, vec![3]);
+}
+
+#[test]
+fn given_min_insync_replicas_above_one_when_producing_acks_all_then_not_enough_replicas() {
+    let h = Harness::new();
+    assert_eq!(
+        create_topic_with(&h, "m", &[("min.insync.replicas", "2")]).error_code,
+        0
+    );
+    assert_eq!(produce(&h, "m", -1, batch(1, -1, -1, -1)), (19, -1));
+    // acks=1 does not ask for the ISR, as in Kafka.
+    assert_eq!(produce(&h, "m", 1, batch(1, -1, -1, -1)), (0, 0));
+}
+
+#[test]
+fn given_configs_strom_does_not_implement_when_set_then_refused_unless_default() {
+    let h = Harness::new();
+    for (name, value) in [
+        ("remote.storage.enable", "true"),
+        ("local.retention.ms", "1000"),
+        ("preallocate", "true"),
+        ("segment.jitter.ms", "100"),
+        ("unclean.leader.election.enable", "true"),
+        ("leader.replication.throttled.replicas", "0:0"),
+    ] {
+        let r = create_topic_with(
+            &h,
+            &format!("x-{}", name.replace('.', "-")),
+            &[(name, value)],
+        );
+        assert_eq!(r.error_code, 40, "{name}={value}");
+        let msg = r.error_message.as_deref().unwrap_or_default().to_string();
+        assert!(msg.contains(name) && msg.contains("Strom"), "{msg}");
+    }
+    // Their defaults go through (what `strom migrate` and tools pass along).
+    let r = create_topic_with(
+        &h,
+        "defaults",
+        &[
+            ("remote.storage.enable", "false"),
+            ("preallocate", "FALSE"),
+            ("segment.jitter.ms", "0"),
+        ],
+    );
+    assert_eq!(r.error_code, 0);
+    // Out-of-range codec levels are Kafka's INVALID_CONFIG too.
+    let r = create_topic_with(&h, "lvl", &[("compression.gzip.level", "12")]);
+    assert_eq!(r.error_code, 40);
+}

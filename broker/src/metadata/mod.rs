@@ -1,0 +1,7 @@
+//! What Kafka keeps in KRaft's metadata log: the topic catalog (names, ids, partition counts,
+//! config overrides), topic creation, and producer-id blocks. A single node keeps them in
+//! files in the data dir; a cluster will replicate the same state machine.
+
+pub mod catalog;
+pub mod producer_ids;
+pub mod topics;
