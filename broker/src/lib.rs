@@ -9,6 +9,7 @@
 //! The topic catalog (`catalog`) and the config (`config`) are the only state every shard
 //! reads; they are immutable snapshots behind an `Arc`.
 
+pub mod codec;
 pub mod config;
 pub mod coordinator;
 pub mod fetch_session;

@@ -60,6 +60,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod update_features;
 pub mod write_txn_markers;
 
 #[cfg(test)]
@@ -300,6 +301,7 @@ api_table! {
     ListTransactions => list_transactions;
     WriteTxnMarkers => write_txn_markers;
     DescribeProducers => describe_producers;
+    UpdateFeatures => update_features;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {

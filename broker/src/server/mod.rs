@@ -74,6 +74,7 @@ impl Server {
             });
         let catalog = CatalogHandle::open(&data_dir, config.clone(), origins)?;
         let producer_ids = crate::metadata::producer_ids::ProducerIdAllocator::open(&data_dir)?;
+        let features = crate::metadata::features::FeaturesHandle::open(&data_dir, config.node_id)?;
 
         let shard_count = config.shard_count();
         let first = listener::bind_reuseport(config.listen)
@@ -101,6 +102,7 @@ impl Server {
             cluster_id,
             shard_senders: senders,
             producer_ids,
+            features,
             started_ms: crate::now_ms(),
             steering: steering_probe,
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
