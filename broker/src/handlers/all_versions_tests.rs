@@ -269,6 +269,36 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                         "{ctx}"
                     );
                 }
+                ApiKey::DescribeTopicPartitions => {
+                    let r: DescribeTopicPartitionsResponse =
+                        h.call(key, v, DescribeTopicPartitionsRequest::default());
+                    let t = r.topics.iter().find(|t| t.name == Some(name("t")));
+                    assert_eq!(t.map(|t| t.partitions.len()), Some(2), "{ctx}");
+                }
+                ApiKey::DescribeQuorum => {
+                    use kafka_protocol::messages::describe_quorum_request::*;
+                    let req =
+                        DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+                            .with_topic_name(name("__cluster_metadata"))
+                            .with_partitions(vec![PartitionData::default()])]);
+                    let r: DescribeQuorumResponse = h.call(key, v, req);
+                    let p = &r.topics[0].partitions[0];
+                    assert_eq!(
+                        (r.error_code, p.error_code, p.leader_id.0),
+                        (0, 0, 0),
+                        "{ctx}"
+                    );
+                }
+                ApiKey::ElectLeaders => {
+                    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+                    let tp = TopicPartitions::default()
+                        .with_topic(name("t"))
+                        .with_partitions(vec![1]);
+                    let req = ElectLeadersRequest::default().with_topic_partitions(Some(vec![tp]));
+                    let r: ElectLeadersResponse = h.call(key, v, req);
+                    let p = &r.replica_election_results[0].partition_result[0];
+                    assert_eq!(p.error_code, 84, "{ctx}");
+                }
                 ApiKey::UpdateFeatures => {
                     use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
                     // Re-finalizing the current level is a no-op that every version accepts.

@@ -39,7 +39,10 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_quorum;
+pub mod describe_topic_partitions;
 pub mod describe_transactions;
+pub mod elect_leaders;
 pub mod end_txn;
 pub mod errors;
 pub mod fetch;
@@ -302,6 +305,9 @@ api_table! {
     WriteTxnMarkers => write_txn_markers;
     DescribeProducers => describe_producers;
     UpdateFeatures => update_features;
+    DescribeTopicPartitions => describe_topic_partitions;
+    DescribeQuorum => describe_quorum;
+    ElectLeaders => elect_leaders;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {
