@@ -15,9 +15,12 @@
 //! schema-driven encoder makes of the same values, at every version.
 
 pub mod api_versions;
+pub mod delete_groups;
+pub mod describe_log_dirs;
 #[cfg(test)]
 mod schema_tests;
 pub mod wire;
+pub mod write_txn_markers;
 
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
@@ -44,7 +47,10 @@ macro_rules! caps {
     };
 }
 
-use kafka_protocol::messages::{ApiVersionsResponse, ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::messages::{
+    ApiVersionsResponse, DeleteGroupsRequest, DescribeLogDirsRequest, ListOffsetsRequest,
+    ListOffsetsResponse, WriteTxnMarkersResponse,
+};
 
 caps! {
     // v5 (KIP-1242): only the request changed; REBOOTSTRAP_REQUIRED is a new error code.
@@ -52,6 +58,12 @@ caps! {
     // v11 (KIP-1023): a new timestamp value, EARLIEST_PENDING_UPLOAD (-6).
     ListOffsetsRequest => 10;
     ListOffsetsResponse => 10;
+    // v3: only the response gained a field (an error message per group).
+    DeleteGroupsRequest => 2;
+    // v3-v5: only the response gained fields.
+    DescribeLogDirsRequest => 4;
+    // v2 (KIP-1228): only the request gained a field (each marker's transaction version).
+    WriteTxnMarkersResponse => 1;
 }
 
 /// A message served at versions above kafka-protocol's maximum, where the layout is the

@@ -242,3 +242,37 @@ fn given_api_versions_request_when_round_tripped_with_kafka_schema_then_same_byt
                "ClusterId": "c-1", "NodeId": 7}),
     );
 }
+
+#[test]
+fn given_delete_groups_response_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    round_trip::<super::delete_groups::DeleteGroupsResponse>(
+        "DeleteGroupsResponse",
+        0..=3,
+        json!({"ThrottleTimeMs": 3, "Results": [
+            {"GroupId": "g1", "ErrorCode": 69, "ErrorMessage": "gone"},
+            {"GroupId": "g2", "ErrorCode": 0}]}),
+    );
+}
+
+#[test]
+fn given_describe_log_dirs_response_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    round_trip::<super::describe_log_dirs::DescribeLogDirsResponse>(
+        "DescribeLogDirsResponse",
+        1..=5,
+        json!({"ThrottleTimeMs": 1, "ErrorCode": 57, "Results": [
+            {"ErrorCode": 0, "LogDir": "/d", "TotalBytes": 100, "UsableBytes": 40, "IsCordoned": true,
+             "Topics": [{"Name": "t", "Partitions": [
+                {"PartitionIndex": 2, "PartitionSize": 77, "OffsetLag": 1, "IsFutureKey": true}]}]}]}),
+    );
+}
+
+#[test]
+fn given_write_txn_markers_request_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    round_trip::<super::write_txn_markers::WriteTxnMarkersRequest>(
+        "WriteTxnMarkersRequest",
+        1..=2,
+        json!({"Markers": [{"ProducerId": 9, "ProducerEpoch": 3, "TransactionResult": true,
+            "Topics": [{"Name": "t", "PartitionIndexes": [0, 4]}], "CoordinatorEpoch": 5,
+            "TransactionVersion": 2}]}),
+    );
+}

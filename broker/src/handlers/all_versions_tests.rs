@@ -214,8 +214,11 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                     assert_eq!(view.cluster["log.roll.ms"], value, "{ctx}");
                 }
                 ApiKey::DescribeLogDirs => {
-                    let r: DescribeLogDirsResponse =
-                        h.call(key, v, DescribeLogDirsRequest::default().with_topics(None));
+                    let r: crate::codec::describe_log_dirs::DescribeLogDirsResponse = h.call(
+                        key,
+                        v,
+                        crate::codec::Capped(DescribeLogDirsRequest::default().with_topics(None)),
+                    );
                     assert_eq!(r.results[0].error_code, 0, "{ctx}");
                 }
                 ApiKey::CreatePartitions => {
@@ -237,18 +240,22 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                     assert_eq!(r.error_code, 0, "{ctx}");
                 }
                 ApiKey::WriteTxnMarkers => {
-                    use kafka_protocol::messages::write_txn_markers_request::*;
-                    let m = WritableTxnMarker::default()
-                        .with_producer_id(ProducerId(77))
-                        .with_producer_epoch(v)
-                        .with_topics(vec![WritableTxnMarkerTopic::default()
-                            .with_name(name("t"))
-                            .with_partition_indexes(vec![0])]);
-                    let r: WriteTxnMarkersResponse = h.call(
-                        key,
-                        v,
-                        WriteTxnMarkersRequest::default().with_markers(vec![m]),
-                    );
+                    use crate::codec::write_txn_markers::*;
+                    let m = WritableTxnMarker {
+                        producer_id: 77,
+                        producer_epoch: v,
+                        topics: vec![WritableTxnMarkerTopic {
+                            name: StrBytes::from_static_str("t"),
+                            partition_indexes: vec![0],
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    };
+                    let req = WriteTxnMarkersRequest {
+                        markers: vec![m],
+                        ..Default::default()
+                    };
+                    let r: crate::codec::Capped<WriteTxnMarkersResponse> = h.call(key, v, req);
                     let p = &r.markers[0].topics[0].partitions[0];
                     assert_eq!(p.error_code, 0, "{ctx}");
                 }

@@ -93,7 +93,10 @@ mod tests {
     use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
     use kafka_protocol::protocol::StrBytes;
 
-    fn features(r: &ApiVersionsResponse) -> (Vec<(String, i16, i16)>, Vec<(String, i16)>) {
+    /// (supported: name, min, max), (finalized: name, level).
+    type Features = (Vec<(String, i16, i16)>, Vec<(String, i16)>);
+
+    fn features(r: &ApiVersionsResponse) -> Features {
         let s = r
             .supported_features
             .iter()

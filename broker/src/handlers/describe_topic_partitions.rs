@@ -200,9 +200,10 @@ mod tests {
         h.call(ApiKey::DescribeTopicPartitions, 0, req)
     }
 
-    fn pages(
-        r: &DescribeTopicPartitionsResponse,
-    ) -> (Vec<(String, Vec<i32>)>, Option<(String, i32)>) {
+    /// (topic, partitions) per topic of a page, and the next cursor.
+    type Page = (Vec<(String, Vec<i32>)>, Option<(String, i32)>);
+
+    fn pages(r: &DescribeTopicPartitionsResponse) -> Page {
         let topics = r
             .topics
             .iter()
