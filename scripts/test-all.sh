@@ -4,7 +4,7 @@
 #
 #   setup     apt packages (kcat, maven, Java 17, python venv, clang, chromium + chromedriver),
 #             the pinned Python clients (and selenium)
-#             in compat-tests/.venv, the Apache Kafka jars in compat-tests/.cache
+#             in compat-tests/.venv, the Apache Kafka jars (broker and tools) in compat-tests/.cache
 #   fmt       cargo fmt --all -- --check
 #   clippy    cargo clippy --all-targets -- -D warnings
 #   test      cargo test --workspace
@@ -133,6 +133,7 @@ setup() {
     python_venv
     vector_venv
     bash compat-tests/kafka/kafka.sh fetch
+    bash compat-tests/tools/tools.sh fetch
     java -version 2>&1 | head -1
     command -v cargo >/dev/null || { echo "cargo not found: install Rust (rustup)" >&2; return 1; }
     if command -v rustup >/dev/null; then
