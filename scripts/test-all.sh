@@ -29,6 +29,8 @@
 #   STROM_COMPAT_RECORDS=N  records per produce/consume test (default 10000)
 #   STROM_COMPAT_BROKERS    brokers for the compat suite (default "strom,kafka")
 #   PYTEST_ARGS             extra arguments for pytest (e.g. "-k kafka-confluent -x")
+#   STROM_COMPAT_KAFKA_TOOLS_ALL=1  also run Kafka's everyday tools against both brokers
+#                           (compat-tests/python/test_kafka_tools_data.py, ~110 s)
 #   CARGO_JOBS              parallel cargo jobs (default 2)
 #   STROM_COMPAT_CLIENTS    languages for the clients phase (default "java,go,node,rust";
 #                           "none" skips the phase)
