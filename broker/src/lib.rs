@@ -10,6 +10,7 @@
 //! reads; they are immutable snapshots behind an `Arc`.
 
 pub mod cli;
+pub mod codec;
 pub mod config;
 pub mod coordinator;
 pub mod fetch_session;

@@ -20,6 +20,11 @@ pub async fn handle(
     ctx: &RequestContext,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
+    if !ctx.ctx().features.consumer_protocol_enabled() {
+        // group.version 0: the consumer protocol is off, as Kafka's KafkaApis answers then.
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(kafka_protocol::error::ResponseError::UnsupportedVersion.code());
+    }
     let catalog = ctx.ctx().catalog.snapshot();
     let owned = req.topic_partitions.as_ref().map(|tps| {
         let mut a: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();

@@ -39,7 +39,10 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_quorum;
+pub mod describe_topic_partitions;
 pub mod describe_transactions;
+pub mod elect_leaders;
 pub mod end_txn;
 pub mod errors;
 pub mod fetch;
@@ -60,6 +63,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod update_features;
 pub mod write_txn_markers;
 
 #[cfg(test)]
@@ -300,6 +304,10 @@ api_table! {
     ListTransactions => list_transactions;
     WriteTxnMarkers => write_txn_markers;
     DescribeProducers => describe_producers;
+    UpdateFeatures => update_features;
+    DescribeTopicPartitions => describe_topic_partitions;
+    DescribeQuorum => describe_quorum;
+    ElectLeaders => elect_leaders;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {

@@ -52,6 +52,8 @@ impl Harness {
                 .expect("catalog"),
             producer_ids: crate::metadata::producer_ids::ProducerIdAllocator::open(dir.path())
                 .expect("producer ids"),
+            features: crate::metadata::features::FeaturesHandle::open(dir.path(), config.node_id)
+                .expect("features"),
             cluster_id: "test-cluster".into(),
             shard_senders: vec![tx],
             started_ms: crate::now_ms(),

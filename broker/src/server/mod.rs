@@ -81,6 +81,7 @@ impl Server {
         let registry_listen_set = origins.contains_key("schema_registry_listen");
         let catalog = CatalogHandle::open(&data_dir, config.clone(), origins)?;
         let producer_ids = crate::metadata::producer_ids::ProducerIdAllocator::open(&data_dir)?;
+        let features = crate::metadata::features::FeaturesHandle::open(&data_dir, config.node_id)?;
 
         let shard_count = config.shard_count();
         let first = listener::bind_reuseport(config.listen)
@@ -108,6 +109,7 @@ impl Server {
             cluster_id,
             shard_senders: senders,
             producer_ids,
+            features,
             started_ms: crate::now_ms(),
             steering: steering_probe,
             schema_view: Default::default(),
