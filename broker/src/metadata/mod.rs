@@ -4,5 +4,6 @@
 
 pub mod catalog;
 pub mod features;
+pub mod group_configs;
 pub mod producer_ids;
 pub mod topics;

@@ -116,6 +116,8 @@ impl Server {
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
                 &data_dir,
             )),
+            loggers: crate::logging::process(),
+            group_configs: crate::metadata::group_configs::GroupConfigsHandle::open(&data_dir)?,
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready_flag = Arc::new(AtomicBool::new(false));
