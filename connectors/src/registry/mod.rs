@@ -65,6 +65,9 @@ enum Parsed {
     Protobuf(protobuf::ProtoSchema),
 }
 
+/// A Protobuf message of a schema and its rule.
+type Message = (prost_reflect::MessageDescriptor, Arc<Declared>);
+
 /// The registry client and its caches (one per connector, used by its feeder task).
 pub struct Registry {
     http: reqwest::Client,
@@ -72,8 +75,7 @@ pub struct Registry {
     embedding_field: String,
     id: IdMode,
     schemas: HashMap<u32, Result<Arc<Parsed>, String>>,
-    messages:
-        HashMap<(u32, Vec<i32>), Result<(prost_reflect::MessageDescriptor, Arc<Declared>), String>>,
+    messages: HashMap<(u32, Vec<i32>), Result<Message, String>>,
 }
 
 impl Registry {
@@ -132,7 +134,7 @@ impl Registry {
         id: u32,
         schema: &protobuf::ProtoSchema,
         path: Vec<i32>,
-    ) -> Result<(prost_reflect::MessageDescriptor, Arc<Declared>), RecordError> {
+    ) -> Result<Message, RecordError> {
         let (embedding, id_field) = (
             self.embedding_field.clone(),
             self.id_field().map(str::to_string),
