@@ -686,6 +686,25 @@ id = "offset"                # uuid5 of topic/partition/offset (default) | "key"
     }
 
     #[test]
+    fn given_registry_mapping_then_the_url_defaults_and_is_checked() {
+        let registry = |extra: &str| {
+            ISSUE_EXAMPLE.replace(
+                "type = \"weaviate\"",
+                &format!("type = \"weaviate\"\nschema_mapping = \"registry\"\n{extra}"),
+            )
+        };
+        let c = &parse(&registry("")).unwrap().connectors[0];
+        assert_eq!(c.sink.schema_mapping, SchemaMapping::Registry);
+        assert_eq!(c.sink.schema_registry_url, "http://127.0.0.1:8081");
+        for bad in ["not a url", "ftp://127.0.0.1:8081"] {
+            let e = err(&registry(&format!("schema_registry_url = \"{bad}\"")));
+            assert!(e.contains("sink.schema_registry_url"), "{bad}: {e}");
+        }
+        let e = err(&registry("json_schema = '{}'"));
+        assert!(e.contains("sink.json_schema"), "{e}");
+    }
+
+    #[test]
     fn given_milvus_sink_then_names_and_consistency_level_checked() {
         let milvus = ISSUE_EXAMPLE
             .replace("type = \"weaviate\"", "type = \"milvus\"")
