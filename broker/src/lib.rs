@@ -17,6 +17,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod migrate;
 pub mod partition;
+pub mod security;
 pub mod server;
 pub mod shard;
 #[doc(hidden)]

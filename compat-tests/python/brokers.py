@@ -144,9 +144,10 @@ def _spawn(name: str, argv: list[str], workdir: Path, port: int, env_extra: dict
     return BrokerProcess(name=name, port=port, workdir=workdir, log_path=log_path, proc=proc, extra=extra)
 
 
-def start_strom(shards: int = 2, data_dir: Path | None = None) -> BrokerProcess:
+def start_strom(shards: int = 2, data_dir: Path | None = None, security: dict | None = None) -> BrokerProcess:
     """A Strom broker in a new temp workdir; its data in `data_dir` when given (e.g. a
-    size-limited mount, or the dir of a previous run to restart on)."""
+    size-limited mount, or the dir of a previous run to restart on). `security` adds
+    listeners and their settings (`security_listeners`)."""
     if not STROM_BIN.is_file():
         raise BrokerStartError(
             f"{STROM_BIN.relative_to(REPO_ROOT) if STROM_BIN.is_relative_to(REPO_ROOT) else STROM_BIN}"
@@ -154,10 +155,12 @@ def start_strom(shards: int = 2, data_dir: Path | None = None) -> BrokerProcess:
         )
     workdir = Path(tempfile.mkdtemp(prefix="strom-compat-strom-"))
     port, metrics_port = free_port(), free_port()
+    listeners, settings, ports = security_listeners(port, security)
     argv = [
         str(STROM_BIN),
         "serve",
-        "--listen", f"127.0.0.1:{port}",
+        *(["--set", f"listeners={listeners}"] if security else ["--listen", f"127.0.0.1:{port}"]),
+        *[a for k, v in settings.items() for a in ("--set", f"{k}={v}")],
         "--data-dir", str(data_dir or workdir / "data"),
         "--metrics-listen", f"127.0.0.1:{metrics_port}",
         "--shards", str(shards),
@@ -167,7 +170,7 @@ def start_strom(shards: int = 2, data_dir: Path | None = None) -> BrokerProcess:
     # Retention checked every second (Kafka's fixture sets log.retention.check.interval.ms
     # the same way), so short-retention tests see segments go within seconds.
     env_extra = {"STROM_LOG_RETENTION_CHECK_INTERVAL_MS": "1000"}
-    b = _spawn("strom", argv, workdir, port, env_extra, metrics_port=metrics_port, cmdline=argv)
+    b = _spawn("strom", argv, workdir, port, env_extra, metrics_port=metrics_port, cmdline=argv, ports=ports)
     try:
         b.wait_ready()
     except BaseException:
@@ -183,12 +186,30 @@ def fetch_kafka() -> None:
         raise BrokerStartError(f"kafka.sh fetch failed:\n{r.stdout}\n{r.stderr}")
 
 
-def start_kafka() -> BrokerProcess:
+def security_listeners(plain_port: int, security: dict | None) -> tuple[str, dict, dict]:
+    """The listeners and broker settings (Kafka's names, which both brokers take) for
+    `security`: {"listeners": ["SSL", ...], "settings": {...}}. Returns the `listeners` value,
+    the settings and the port of each listener by name (PLAINTEXT always there)."""
+    ports = {"PLAINTEXT": plain_port}
+    for name in (security or {}).get("listeners", []):
+        ports[name] = free_port()
+    listeners = ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items())
+    return listeners, dict((security or {}).get("settings", {})), ports
+
+
+def start_kafka(security: dict | None = None) -> BrokerProcess:
+    """Kafka 4.x; `security` as for `start_strom`: the same listeners and settings."""
     fetch_kafka()
     workdir = Path(tempfile.mkdtemp(prefix="strom-compat-kafka-"))
     port, controller_port = free_port(), free_port()
+    listeners, settings, ports = security_listeners(port, security)
     argv = ["bash", str(KAFKA_SH), "run", str(port), str(controller_port), str(workdir)]
-    b = _spawn("kafka", argv, workdir, port, controller_port=controller_port, cmdline=argv)
+    env_extra = {}
+    if security:
+        extra = ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items() if n != "PLAINTEXT")
+        env_extra["KAFKA_EXTRA_LISTENERS"] = extra
+        env_extra["KAFKA_EXTRA_PROPERTIES"] = "\n".join(f"{k}={v}" for k, v in settings.items())
+    b = _spawn("kafka", argv, workdir, port, env_extra, controller_port=controller_port, cmdline=argv, ports=ports)
     try:
         # The JVM takes a few seconds on two busy cores; the StorageTool runs first.
         b.wait_ready(timeout_s=max(START_TIMEOUT_S, 120))

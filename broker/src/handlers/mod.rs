@@ -80,13 +80,14 @@ use futures::future::LocalBoxFuture;
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
+use crate::security::Session;
 use crate::shard::ShardState;
 
 pub struct RequestContext {
     pub shard: Rc<ShardState>,
     pub header: RequestHeader,
-    /// The client's address as Kafka reports it in group descriptions (`/127.0.0.1`).
-    pub client_host: Rc<str>,
+    /// The connection: listener, client address (`/127.0.0.1`), principal.
+    pub session: Rc<Session>,
 }
 
 impl RequestContext {
@@ -95,6 +96,12 @@ impl RequestContext {
     }
     pub fn ctx(&self) -> &crate::shard::BrokerContext {
         &self.shard.ctx
+    }
+    /// The (host, port) of this node that clients of this connection's listener are given:
+    /// Kafka answers Metadata with the listener the request came in on.
+    pub fn advertised(&self) -> (String, i32) {
+        let l = &self.session.listener;
+        (l.advertised_host.clone(), l.advertised_port)
     }
 }
 
@@ -321,7 +328,7 @@ pub fn ordering_of(frame: &[u8]) -> Ordering {
 /// whole, a pipelined one hands its work to the home shards and returns the rest.
 pub async fn dispatch_frame(
     shard: Rc<ShardState>,
-    client_host: Rc<str>,
+    session: Rc<Session>,
     mut frame: Bytes,
 ) -> Dispatched {
     if frame.len() < 8 {
@@ -365,7 +372,7 @@ pub async fn dispatch_frame(
     let ctx = RequestContext {
         shard: shard.clone(),
         header,
-        client_host,
+        session,
     };
     let observe = move |r: &Answer| {
         shard
@@ -389,11 +396,8 @@ pub async fn dispatch_frame(
 }
 
 /// Both phases of one request frame, in one call (tests, and callers that do not pipeline).
-pub async fn handle_frame(shard: Rc<ShardState>, client_host: Rc<str>, frame: Bytes) -> Answer {
-    dispatch_frame(shard, client_host, frame)
-        .await
-        .answer()
-        .await
+pub async fn handle_frame(shard: Rc<ShardState>, session: Rc<Session>, frame: Bytes) -> Answer {
+    dispatch_frame(shard, session, frame).await.answer().await
 }
 
 /// Milliseconds since the epoch.

@@ -82,6 +82,11 @@ impl Harness {
         }
     }
 
+    /// An anonymous session on the config's first listener, as a PLAINTEXT client has.
+    pub fn session(&self) -> Rc<crate::security::Session> {
+        Rc::new(crate::security::Session::local(&self.state.ctx.config))
+    }
+
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.local.block_on(&self.rt, f)
     }
@@ -109,7 +114,7 @@ impl Harness {
         frame.put_slice(body);
         self.block_on(super::handle_frame(
             self.state.clone(),
-            "/127.0.0.1".into(),
+            self.session(),
             frame.freeze(),
         ))
         .expect("frame handled")
@@ -148,7 +153,7 @@ impl Harness {
         let resp = self
             .block_on(super::handle_frame(
                 self.state.clone(),
-                "/127.0.0.1".into(),
+                self.session(),
                 frame.freeze(),
             ))
             .expect("frame handled")?
@@ -182,7 +187,8 @@ pub async fn roundtrip<Req: Encodable, Resp: Decodable + HeaderVersion>(
         .encode(&mut frame, key.request_header_version(version))
         .expect("header encodes");
     req.encode(&mut frame, version).expect("request encodes");
-    let resp = super::handle_frame(shard, "/127.0.0.1".into(), frame.freeze())
+    let session = Rc::new(crate::security::Session::local(&shard.ctx.config));
+    let resp = super::handle_frame(shard, session, frame.freeze())
         .await
         .expect("frame handled")
         .expect("a response")

@@ -22,31 +22,31 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::handlers::{self, Answer, Ordering, ResponseFrame};
+use crate::security::Session;
 use crate::shard::ShardState;
 
 /// At most this many chunks per `writev` (Linux's IOV_MAX is 1024).
 const MAX_IOVECS: usize = 512;
 
-pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch::Receiver<bool>) {
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into());
-    // Kafka's form (Java's InetAddress.toString): a slash, then the address.
-    let client_host: Rc<str> = stream
-        .peer_addr()
-        .map(|a| format!("/{}", a.ip()))
-        .unwrap_or_default()
-        .into();
-    let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+/// Serves one connection's requests, read from `rd` and answered on `wr`: the two halves of
+/// a TCP socket (PLAINTEXT, no lock between them) or of a TLS stream. `session` says who the
+/// client is (`server::listener` authenticated it).
+pub async fn serve<R, W>(
+    mut rd: R,
+    wr: W,
+    peer: String,
+    session: Rc<Session>,
+    shard: Rc<ShardState>,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + 'static,
+{
     let config = &shard.ctx.config;
     let max_frame = config.socket_request_max_bytes as usize;
     let max_permits = config.queued_max_request_bytes.min(u32::MAX as u64) as usize;
@@ -109,7 +109,7 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
                 r = answered.wait_for(|n| *n >= earlier) => if r.is_err() { break },
             }
         }
-        let dispatched = handlers::dispatch_frame(shard.clone(), client_host.clone(), frame).await;
+        let dispatched = handlers::dispatch_frame(shard.clone(), session.clone(), frame).await;
         let done = answered_tx.clone();
         let task = tokio::task::spawn_local(async move {
             let answer = dispatched.answer().await;
@@ -128,8 +128,8 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
     let _ = writer.await;
 }
 
-async fn write_responses(
-    mut wr: OwnedWriteHalf,
+async fn write_responses<W: AsyncWrite + Unpin>(
+    mut wr: W,
     mut rx: mpsc::Receiver<JoinHandle<Answer>>,
     peer: String,
 ) {
@@ -156,7 +156,10 @@ async fn write_responses(
 }
 
 /// Writes every chunk of `frame` with vectored writes, resuming after partial ones.
-async fn write_frame(wr: &mut OwnedWriteHalf, frame: ResponseFrame) -> std::io::Result<()> {
+async fn write_frame<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    frame: ResponseFrame,
+) -> std::io::Result<()> {
     let mut chunks = frame.chunks;
     chunks.retain(|c| !c.is_empty());
     let mut first = 0usize;
@@ -178,5 +181,6 @@ async fn write_frame(wr: &mut OwnedWriteHalf, frame: ResponseFrame) -> std::io::
             }
         }
     }
-    Ok(())
+    // TLS keeps what the socket did not take in its own buffer; a TCP socket has none.
+    wr.flush().await
 }
