@@ -75,22 +75,13 @@ fn answers<S: std::io::Read + std::io::Write>(c: &mut Client<S>) -> bool {
 }
 
 fn handshake_failures(s: &Setup) -> f64 {
-    let body = common_metrics(s.server.metrics_addr);
+    let body = common::metrics_text(s.server.metrics_addr);
     body.lines()
         .filter(|l| {
             l.starts_with("strom_tls_handshake_failures_total{") && l.contains("listener=\"SSL\"")
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
-}
-
-fn common_metrics(addr: std::net::SocketAddr) -> String {
-    use std::io::Write;
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }
 
 #[test]

@@ -68,6 +68,20 @@ pub struct BrokerConfig {
     /// change is loaded for new connections without a restart. Milliseconds, >= 100.
     /// Default 10000.
     pub ssl_reload_interval_ms: i64,
+    /// Kafka `sasl.enabled.mechanisms` on SASL_PLAINTEXT and SASL_SSL listeners: a subset of
+    /// PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. Default "SCRAM-SHA-256,SCRAM-SHA-512" (Kafka's
+    /// default, GSSAPI, is not implemented; PLAIN sends the password, so it is opt-in).
+    pub sasl_enabled_mechanisms: String,
+    /// Kafka `connections.max.reauth.ms` (KIP-368): a SASL session lasts this long; the client
+    /// re-authenticates before it ends, and a connection whose session has ended is closed at
+    /// its next request. 0 (default) = sessions do not expire.
+    pub connections_max_reauth_ms: i64,
+    /// Kafka `connection.failed.authentication.delay.ms`: a failed authentication is answered
+    /// after this delay, then the connection is closed. Default 100, >= 0.
+    pub connection_failed_authentication_delay_ms: i64,
+    /// Kafka `sasl.server.max.receive.size`: the largest request accepted before a SASL
+    /// connection has authenticated, bytes. Default 524288.
+    pub sasl_server_max_receive_size: i32,
     /// Admin/metrics HTTP listener (`/health`, `/ready`, `/metrics`). Default 127.0.0.1:9644.
     pub metrics_listen: SocketAddr,
     /// Data directory (Kafka's `log.dirs`, one dir). Default `./strom-data`.
@@ -210,6 +224,10 @@ impl Default for BrokerConfig {
             ssl_enabled_protocols: "TLSv1.2,TLSv1.3".into(),
             ssl_principal_mapping_rules: "DEFAULT".into(),
             ssl_reload_interval_ms: 10_000,
+            sasl_enabled_mechanisms: "SCRAM-SHA-256,SCRAM-SHA-512".into(),
+            connections_max_reauth_ms: 0,
+            connection_failed_authentication_delay_ms: 100,
+            sasl_server_max_receive_size: 524_288,
             metrics_listen: "127.0.0.1:9644".parse().expect("static address"),
             data_dir: PathBuf::from("./strom-data"),
             shards: 0,

@@ -158,6 +158,51 @@ impl BrokerConfig {
     }
 }
 
+/// A SASL mechanism Strom serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslMechanism {
+    Plain,
+    ScramSha256,
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    pub const ALL: [SaslMechanism; 3] = [Self::Plain, Self::ScramSha256, Self::ScramSha512];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "PLAIN",
+            Self::ScramSha256 => "SCRAM-SHA-256",
+            Self::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+/// `sasl.enabled.mechanisms` → the mechanisms, in the order given.
+pub fn parse_mechanisms(s: &str) -> Result<Vec<SaslMechanism>, String> {
+    let mut out = Vec::new();
+    for m in s.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+        let mech = SaslMechanism::from_name(m).ok_or_else(|| {
+            format!("`{m}` is not supported: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are")
+        })?;
+        if !out.contains(&mech) {
+            out.push(mech);
+        }
+    }
+    Ok(out)
+}
+
+impl BrokerConfig {
+    /// The enabled SASL mechanisms (validated at load).
+    pub fn sasl_mechanisms(&self) -> Vec<SaslMechanism> {
+        parse_mechanisms(&self.sasl_enabled_mechanisms).unwrap_or_default()
+    }
+}
+
 /// Checks the TLS settings when some listener needs them, and the values that are checked
 /// whatever the listeners.
 pub fn validate(
@@ -179,6 +224,26 @@ pub fn validate(
     }
     if listeners.iter().any(|l| l.protocol.tls()) {
         config.tls_settings()?;
+    }
+    let mechanisms = parse_mechanisms(&config.sasl_enabled_mechanisms)
+        .map_err(|m| ("sasl_enabled_mechanisms", m))?;
+    if mechanisms.is_empty() && listeners.iter().any(|l| l.protocol.sasl()) {
+        return Err((
+            "sasl_enabled_mechanisms",
+            "a SASL listener needs at least one mechanism".into(),
+        ));
+    }
+    if config.connections_max_reauth_ms < 0 {
+        return Err(("connections_max_reauth_ms", "must be >= 0".into()));
+    }
+    if config.connection_failed_authentication_delay_ms < 0 {
+        return Err((
+            "connection_failed_authentication_delay_ms",
+            "must be >= 0".into(),
+        ));
+    }
+    if config.sasl_server_max_receive_size < 1024 {
+        return Err(("sasl_server_max_receive_size", "must be >= 1024".into()));
     }
     Ok(())
 }

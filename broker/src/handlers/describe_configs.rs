@@ -24,6 +24,8 @@ const KAFKA_INT_BROKER_CONFIGS: &[&str] = &[
     "num.partitions",
     "message.max.bytes",
     "socket.request.max.bytes",
+    "connection.failed.authentication.delay.ms",
+    "sasl.server.max.receive.size",
     "log.segment.bytes",
     "log.index.interval.bytes",
     "log.index.size.max.bytes",
@@ -154,6 +156,7 @@ fn broker_entries(view: &BrokerView) -> Vec<BrokerEntry> {
                         | "listener_security_protocol_map"
                         | "ssl_enabled_protocols"
                         | "ssl_principal_mapping_rules"
+                        | "sasl_enabled_mechanisms"
                         | "log_cleanup_policy"
                         | "data_dir"
                 ) =>

@@ -24,6 +24,7 @@
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod commit_plan;
 pub mod config_changes;
@@ -40,6 +41,7 @@ pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod end_txn;
 pub mod errors;
 pub mod fetch;
@@ -58,6 +60,8 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
@@ -307,6 +311,10 @@ api_table! {
     ListTransactions => list_transactions;
     WriteTxnMarkers => write_txn_markers;
     DescribeProducers => describe_producers;
+    SaslHandshake => sasl_handshake;
+    SaslAuthenticate => sasl_authenticate;
+    DescribeUserScramCredentials => describe_user_scram_credentials;
+    AlterUserScramCredentials => alter_user_scram_credentials;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {

@@ -59,6 +59,9 @@ impl Harness {
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
                 dir.path(),
             )),
+            credentials: Arc::new(
+                crate::metadata::scram::FileCredentialStore::open(dir.path()).expect("credentials"),
+            ),
             config,
         });
         let state = local.block_on(&rt, async {

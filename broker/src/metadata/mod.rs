@@ -4,4 +4,5 @@
 
 pub mod catalog;
 pub mod producer_ids;
+pub mod scram;
 pub mod topics;

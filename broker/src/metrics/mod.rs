@@ -62,6 +62,8 @@ pub struct ShardMetrics {
     pub fetch_record_bytes_copied: IntCounter,
     /// TLS handshakes that failed or whose certificate mapped to no principal, by listener.
     pub tls_handshake_failures: IntCounterVec,
+    /// SASL authentications by listener, mechanism and result (success, failure).
+    pub authentications: IntCounterVec,
     /// Per (topic, partition): produced and fetched counters, so the hot path hashes one small
     /// key instead of the label strings.
     partitions: RefCell<HashMap<(Arc<str>, i32), PartitionPair>>,
@@ -114,6 +116,12 @@ impl ShardMetrics {
         r.register(Box::new(request_duration.clone()))
             .expect("unique metric");
         ShardMetrics {
+            authentications: counter_vec(
+                &r,
+                "strom_authentications_total",
+                "SASL authentications (and re-authentications), by listener, mechanism and result.",
+                &["listener", "mechanism", "result"],
+            ),
             tls_handshake_failures: counter_vec(
                 &r,
                 "strom_tls_handshake_failures_total",

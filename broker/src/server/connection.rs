@@ -57,6 +57,13 @@ pub async fn serve<R, W>(
     let answered_tx = Rc::new(answered_tx);
     let writer = tokio::task::spawn_local(write_responses(wr, rx, peer.clone()));
 
+    // SASL listeners authenticate in this loop (`server::sasl`); others pay nothing for it.
+    let mut auth = session
+        .listener
+        .protocol
+        .sasl()
+        .then(super::sasl::Authenticator::new);
+    let sasl_limit = config.sasl_server_max_receive_size as usize;
     let mut read = 0u64;
     loop {
         let mut len_buf = [0u8; 4];
@@ -71,12 +78,22 @@ pub async fn serve<R, W>(
             }
         }
         let len = i32::from_be_bytes(len_buf);
-        if len < 8 || len as usize > max_frame {
+        // A raw SASL token (after a v0 SaslHandshake) may be shorter than a request header.
+        let min = if auth.as_ref().is_some_and(|a| a.expects_raw()) {
+            0
+        } else {
+            8
+        };
+        if len < min || len as usize > max_frame {
             tracing::warn!(peer = %peer, len, max_frame,
                 "request frame size out of range (socket.request.max.bytes); closing connection");
             break;
         }
         let len = len as usize;
+        if len > sasl_limit && auth.as_ref().is_some_and(|a| !a.authenticated()) {
+            tracing::info!(peer = %peer, len, "request before SASL authentication larger than sasl.server.max.receive.size; closing connection");
+            break;
+        }
         // Reserve the bytes before allocating them, so a flood of large frames waits here:
         // first against this connection's own budget (one frame's worth, so one client cannot
         // take the whole shard's), then against the shard's.
@@ -102,6 +119,44 @@ pub async fn serve<R, W>(
             break;
         }
         let frame: Bytes = body.freeze();
+        if let Some(a) = auth.as_mut() {
+            // A re-authentication comes after everything the connection sent before it.
+            if a.is_reauthentication(&frame) {
+                let earlier = read;
+                tokio::select! {
+                    _ = shutdown.changed() => break,
+                    r = answered.wait_for(|n| *n >= earlier) => if r.is_err() { break },
+                }
+            }
+            match a.on_frame(&frame, &session, &shard) {
+                super::sasl::Verdict::Pass => {}
+                super::sasl::Verdict::Close(reason) => {
+                    tracing::info!(peer = %peer, listener = %session.listener.name, "closing connection: {reason}");
+                    break;
+                }
+                super::sasl::Verdict::Answer {
+                    frame,
+                    delay,
+                    close,
+                } => {
+                    let done = answered_tx.clone();
+                    let task = tokio::task::spawn_local(async move {
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
+                        drop(permits);
+                        drop(conn_permits);
+                        done.send_modify(|n| *n += 1);
+                        Ok(Some(ResponseFrame::from(frame)))
+                    });
+                    read += 1;
+                    if tx.send(task).await.is_err() || close {
+                        break;
+                    }
+                    continue;
+                }
+            }
+        }
         if handlers::ordering_of(&frame) == Ordering::Serial {
             let earlier = read;
             tokio::select! {

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod connection;
 pub mod listener;
+pub mod sasl;
 pub mod steering;
 pub mod tls;
 
@@ -155,6 +156,10 @@ impl Server {
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
                 &data_dir,
             )),
+            credentials: Arc::new(
+                crate::metadata::scram::FileCredentialStore::open(&data_dir)
+                    .context("reading SCRAM credentials")?,
+            ),
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready_flag = Arc::new(AtomicBool::new(false));

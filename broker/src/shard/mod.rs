@@ -43,6 +43,8 @@ pub struct BrokerContext {
     pub steering: Arc<strom_ebpf::SteeringProbe>,
     /// `cleaner-offset-checkpoint`: where each compacted log's dirty section starts.
     pub cleaner_checkpoints: Arc<crate::shard::cleaner_checkpoints::Checkpoints>,
+    /// SCRAM credentials (SASL and Describe/AlterUserScramCredentials).
+    pub credentials: Arc<dyn crate::metadata::scram::CredentialStore>,
 }
 
 impl BrokerContext {

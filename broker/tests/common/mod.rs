@@ -336,3 +336,13 @@ pub fn fetch_all<S: Read + Write>(
         })
         .collect()
 }
+
+/// The admin port's `/metrics` body (and headers), over a plain HTTP/1.0 GET.
+pub fn metrics_text(addr: SocketAddr) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
