@@ -20,8 +20,6 @@ import os
 import re
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import time
@@ -152,38 +150,10 @@ def _pump(proc: subprocess.Popen, cmd: list[str], timeout_s: int) -> tuple[int, 
     return (124 if timed_out else rc), "\n".join(out)
 
 
-def metadata_answers(port: int) -> bool:
-    """A raw Metadata v1 request for all topics; True when the broker answers with at
-    least one broker in it (Kafka opens its port a little before it can serve)."""
-    client = b"strom-compat"
-    body = struct.pack(">i", -1)  # topics: null = all
-    header = struct.pack(">hhih", 3, 1, 7, len(client)) + client
-    frame = header + body
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
-            s.sendall(struct.pack(">i", len(frame)) + frame)
-            size = struct.unpack(">i", _recv(s, 4))[0]
-            resp = _recv(s, size)
-    except (OSError, struct.error):
-        return False
-    # correlation id (4), brokers array length (4)
-    return len(resp) >= 8 and struct.unpack(">i", resp[4:8])[0] >= 1
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = s.recv(n - len(data))
-        if not chunk:
-            raise OSError("connection closed")
-        data += chunk
-    return data
-
-
 def start(name: str) -> brokers.BrokerProcess:
     b = brokers.start_strom() if name == "strom" else brokers.start_kafka()
     deadline = time.monotonic() + 60
-    while not metadata_answers(b.port):
+    while not brokers.metadata_answers(b.port):
         if time.monotonic() > deadline or not b.alive():
             tail = b.log_tail()
             b.cleanup()

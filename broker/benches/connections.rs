@@ -181,6 +181,7 @@ fn main() {
         let config = strom::config::BrokerConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             metrics_listen: "127.0.0.1:0".parse().unwrap(),
+            schema_registry_listen: "127.0.0.1:0".parse().unwrap(),
             data_dir: dir.path().to_path_buf(),
             shards: SHARDS,
             steering: mode.into(),

@@ -9,6 +9,7 @@
 //! The topic catalog (`catalog`) and the config (`config`) are the only state every shard
 //! reads; they are immutable snapshots behind an `Arc`.
 
+pub mod cli;
 pub mod config;
 pub mod coordinator;
 pub mod fetch_session;
@@ -17,6 +18,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod migrate;
 pub mod partition;
+pub mod schema_registry;
 pub mod security;
 pub mod server;
 pub mod shard;

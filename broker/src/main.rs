@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use strom::cli::{self, cluster::ClusterCmd, group::GroupCmd, topic::TopicCmd, AdminArgs};
 
 #[derive(Parser)]
 #[command(
@@ -22,8 +23,29 @@ enum Command {
     /// Move topics and group offsets from a Kafka cluster, offsets preserved (docs/migration.md).
     #[command(subcommand)]
     Migrate(strom::migrate::MigrateCommand),
-    /// Run sink connectors (Kafka topics into vector databases) as a standalone process.
+    /// Run sink connectors (Kafka topics into vector databases) as a standalone process, or
+    /// show their status.
     Connect(ConnectArgs),
+    /// Topics: create, list, describe, alter-config, add-partitions, delete, trim-prefix.
+    Topic(AdminArgs<TopicCmd>),
+    /// Produce records read from stdin.
+    Produce(cli::ProduceCmd),
+    /// Consume records to stdout.
+    Consume(cli::ConsumeCmd),
+    /// Consumer groups: list, describe (lag), seek, delete.
+    Group(AdminArgs<GroupCmd>),
+    /// The cluster: info, health, broker configs.
+    Cluster(AdminArgs<ClusterCmd>),
+    /// Shell completions: `strom completion bash > /etc/bash_completion.d/strom`.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Man pages: strom.1 to stdout, or one page per command into --dir.
+    Man {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// SASL users, written to the data dir without a running broker (Kafka 4's
     /// `kafka-storage format --add-scram`); a running broker takes AlterUserScramCredentials.
     #[command(subcommand)]
@@ -52,10 +74,19 @@ enum UserCommand {
 }
 
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 struct ConnectArgs {
     /// Connector TOML file (see connectors/README.md).
-    #[arg(long)]
-    config: PathBuf,
+    #[arg(long, required = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<ConnectCommand>,
+}
+
+#[derive(Subcommand)]
+enum ConnectCommand {
+    /// Each connector's records written, DLQ records, errors and lag (from its admin port).
+    Status(cli::connect::StatusArgs),
 }
 
 #[derive(clap::Args)]
@@ -87,6 +118,37 @@ struct ServeArgs {
 }
 
 fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Topic(a) => client_command(cli::Command::Topic(a)),
+        Command::Group(a) => client_command(cli::Command::Group(a)),
+        Command::Cluster(a) => client_command(cli::Command::Cluster(a)),
+        Command::Produce(a) => client_command(cli::Command::Produce(a)),
+        Command::Consume(a) => client_command(cli::Command::Consume(a)),
+        Command::Connect(ConnectArgs {
+            command: Some(ConnectCommand::Status(a)),
+            ..
+        }) => client_command(cli::Command::ConnectStatus(a)),
+        Command::Completion { shell } => {
+            cli::completion(shell, Cli::command());
+            Ok(())
+        }
+        Command::Man { dir } => {
+            cli::man(Cli::command(), dir.as_deref())?;
+            Ok(())
+        }
+        Command::User(cmd) => user(cmd),
+        command => run_server(command),
+    }
+}
+
+/// A client command (docs/cli.md) exits with a code that says what happened.
+fn client_command(c: cli::Command) -> ! {
+    std::process::exit(cli::run(c))
+}
+
+/// The long-running commands: the broker, migration, connectors.
+fn run_server(command: Command) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -94,8 +156,7 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
-    match cli.command {
+    match command {
         Command::Serve(args) => serve(args),
         Command::Migrate(cmd) => {
             raise_fd_limit();
@@ -103,7 +164,7 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(code);
         }
         Command::Connect(args) => connect(args),
-        Command::User(cmd) => user(cmd),
+        _ => unreachable!("client commands are dispatched by main"),
     }
 }
 
@@ -151,7 +212,10 @@ fn user(cmd: UserCommand) -> anyhow::Result<()> {
 }
 
 fn connect(args: ConnectArgs) -> anyhow::Result<()> {
-    let file = strom_connectors::config::load(&args.config)?;
+    let path = args
+        .config
+        .ok_or_else(|| anyhow::anyhow!("strom connect needs --config FILE"))?;
+    let file = strom_connectors::config::load(&path)?;
     strom_connectors::run_connect(file, async {
         if let Err(e) = shutdown_signal().await {
             tracing::warn!(error = %e, "no signal handler; stop with kill -9");
@@ -204,11 +268,16 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Connectors are Kafka clients of this broker on their own thread and runtime, never on a
     // shard: they reach the shards over TCP like any consumer.
     let connectors = match connectors {
-        Some(file) => Some(strom_connectors::start(
-            file.connectors,
-            Some(file.admin_listen),
-            strom_connectors::Metrics::new(),
-        )?),
+        Some(file) => {
+            // The console's connectors page reads the same metrics the connectors' port serves.
+            let metrics = strom_connectors::Metrics::new();
+            server.connectors.set(metrics.clone());
+            Some(strom_connectors::start(
+                file.connectors,
+                Some(file.admin_listen),
+                metrics,
+            )?)
+        }
         None => None,
     };
     wait_for_signal()?;

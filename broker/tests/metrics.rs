@@ -292,6 +292,7 @@ fn start_on(dir: &std::path::Path, io_backend: &str, listen: SocketAddr) -> stro
     let config = strom::config::BrokerConfig {
         listen,
         metrics_listen: "127.0.0.1:0".parse().unwrap(),
+        schema_registry_listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.to_path_buf(),
         shards: 2,
         io_backend: io_backend.into(),

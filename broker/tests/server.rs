@@ -157,6 +157,7 @@ fn given_running_broker_when_second_starts_on_same_dir_then_clear_error() {
     let config = strom::config::BrokerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: "127.0.0.1:0".parse().unwrap(),
+        schema_registry_listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.path().to_path_buf(),
         shards: 1,
         ..Default::default()

@@ -24,6 +24,7 @@ fn start(dir: &std::path::Path, steering: &str, listen: SocketAddr) -> strom::Se
     let config = strom::config::BrokerConfig {
         listen,
         metrics_listen: "127.0.0.1:0".parse().unwrap(),
+        schema_registry_listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.to_path_buf(),
         shards: SHARDS,
         steering: steering.into(),

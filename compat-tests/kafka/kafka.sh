@@ -86,7 +86,13 @@ EOF
     local cp cluster_id
     cp="$(classpath)"
     # 16 random bytes, URL-safe base64 without padding: the shape Kafka's cluster ids have.
-    cluster_id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    # Not starting with '-' (Kafka's Uuid.randomUuid() draws again too): StorageTool's
+    # argument parser takes "-t -x..." for a missing value and the broker never starts
+    # (1 start in 64 failed so: "argument --cluster-id/-t: expected one argument").
+    cluster_id=-
+    while [[ $cluster_id == -* ]]; do
+        cluster_id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    done
     local jvm=(java ${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g} -XX:+UseG1GC -Djava.awt.headless=true
         -Dlog4j2.configurationFile="$here/log4j2.properties" -Dkafka.logs.dir="$dir/logs"
         -cp "$cp")

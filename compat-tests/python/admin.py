@@ -160,6 +160,59 @@ def wait_for(pred, what: str, timeout_s: float = ADMIN_TIMEOUT_S, interval_s: fl
     raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what} (last: {last!r})")
 
 
+def applied(broker, what: str, get, want, timeout_s: float = ADMIN_TIMEOUT_S):
+    """The effect of a request that changed broker state (a config, a new topic), checked
+    as each broker makes it visible: Strom applies the change before it answers the request
+    (FINDINGS.md #10), so `get()` must equal `want` at once; Kafka's controller answers when
+    the change is in its metadata log and the broker applies it when that log reaches it, so
+    on Kafka `get()` is polled until it equals `want`, for at most `timeout_s`. Returns the
+    last value; fails naming `what` and the last value otherwise. `want` may be a predicate."""
+    ok = want if callable(want) else (lambda v: v == want)
+    if broker.name == "strom":
+        got = get()
+        assert ok(got), f"strom: {what} not visible right after the request that made it (got {got!r})"
+        return got
+    state = {}
+
+    def settled():
+        state["got"] = get()
+        return ok(state["got"])
+
+    try:
+        wait_for(settled, what, timeout_s)
+    except AssertionError:
+        raise AssertionError(f"{broker.name}: timed out after {timeout_s:.0f}s waiting for {what} (last: {state.get('got')!r})") from None
+    return state["got"]
+
+
+def wait_partitions_ready(bootstrap: str, name: str, partitions: int, timeout_s: float = ADMIN_TIMEOUT_S) -> None:
+    """Waits until every partition of a new topic answers ListOffsets. Kafka answers
+    CreateTopics (and lists the topic in Metadata) before its broker has created the
+    partitions' logs; a Produce in between fails with NOT_LEADER_OR_FOLLOWER, which a
+    producer without retries reports and an acks=0 one loses silently (FINDINGS.md #3). The
+    other languages' suites wait the same way."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    want = {TopicPartition(name, p): OffsetSpec.latest() for p in range(partitions)}
+
+    last = {}
+
+    def answered():
+        try:
+            futs = a.list_offsets(want, request_timeout=10)
+            return all(f.result(timeout=10).offset >= 0 for f in futs.values())
+        except Exception as e:  # noqa: BLE001 - any failure means "not yet"
+            last["error"] = e
+            return False
+
+    try:
+        wait_for(answered, f"every partition of {name} to answer ListOffsets", timeout_s)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; last error: {last.get('error')!r}") from None
+
+
 def describe_topic_configs(bootstrap: str, name: str) -> dict[str, tuple[str | None, str]]:
     """{config name: (value, source name)} through confluent-kafka's DescribeConfigs."""
     from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType

@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -47,6 +48,34 @@ def port_open(port: int) -> bool:
         return False
 
 
+def metadata_answers(port: int) -> bool:
+    """A raw Metadata v1 request for all topics; True when the broker answers with at
+    least one broker in it. Kafka opens its port a while before it serves requests."""
+    client = b"strom-compat"
+    body = struct.pack(">i", -1)  # topics: null = all
+    header = struct.pack(">hhih", 3, 1, 7, len(client)) + client
+    frame = header + body
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
+            s.sendall(struct.pack(">i", len(frame)) + frame)
+            size = struct.unpack(">i", _recv(s, 4))[0]
+            resp = _recv(s, size)
+    except (OSError, struct.error):
+        return False
+    # correlation id (4), brokers array length (4)
+    return len(resp) >= 8 and struct.unpack(">i", resp[4:8])[0] >= 1
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            raise OSError("connection closed")
+        data += chunk
+    return data
+
+
 def tail(path: Path, lines: int = 60) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -75,7 +104,8 @@ class BrokerProcess:
     def log_tail(self, lines: int = 60) -> str:
         return tail(self.log_path, lines)
 
-    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S, serving: bool = False) -> None:
+        """Until the port is open, and with `serving` until Metadata answers too."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if not self.alive():
@@ -84,13 +114,13 @@ class BrokerProcess:
                     f"{self.name} exited with code {code} before listening on "
                     f"{self.bootstrap}; log tail:\n{self.log_tail()}"
                 )
-            if port_open(self.port):
+            if port_open(self.port) and (not serving or metadata_answers(self.port)):
                 return
             time.sleep(0.2)
         self.stop()
         raise BrokerStartError(
-            f"{self.name} did not listen on {self.bootstrap} within {timeout_s:.0f}s; "
-            f"log tail:\n{self.log_tail()}"
+            f"{self.name} did not {'serve Metadata' if serving else 'listen'} on {self.bootstrap} "
+            f"within {timeout_s:.0f}s; log tail:\n{self.log_tail()}"
         )
 
     def stop(self) -> int | None:
@@ -154,7 +184,7 @@ def start_strom(shards: int = 2, data_dir: Path | None = None, security: dict | 
             " not found: build it with `cargo build --release -p strom`"
         )
     workdir = Path(tempfile.mkdtemp(prefix="strom-compat-strom-"))
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port, registry_port = free_port(), free_port(), free_port()
     listeners, settings, ports = security_listeners(port, security)
     argv = [
         str(STROM_BIN),
@@ -164,17 +194,20 @@ def start_strom(shards: int = 2, data_dir: Path | None = None, security: dict | 
         "--data-dir", str(data_dir or workdir / "data"),
         "--metrics-listen", f"127.0.0.1:{metrics_port}",
         "--shards", str(shards),
+        # The built-in schema registry (docs/schema-registry.md), on a port of its own.
+        "--set", f"schema_registry_listen=127.0.0.1:{registry_port}",
         # Compaction tests wait for the cleaner; Kafka's fixture sets the same (kafka.sh).
         "--set", "log_cleaner_backoff_ms=1000",
     ]
     # Retention checked every second (Kafka's fixture sets log.retention.check.interval.ms
     # the same way), so short-retention tests see segments go within seconds.
     env_extra = {"STROM_LOG_RETENTION_CHECK_INTERVAL_MS": "1000"}
-    b = _spawn("strom", argv, workdir, port, env_extra, metrics_port=metrics_port, cmdline=argv, ports=ports)
+    b = _spawn("strom", argv, workdir, port, env_extra, metrics_port=metrics_port,
+               schema_registry_port=registry_port, cmdline=argv, ports=ports)
     try:
         b.wait_ready()
     except BaseException:
-        b.stop()
+        b.cleanup()  # the error carries the log tail; the temp dir would be left behind
         raise
     return b
 
@@ -211,9 +244,10 @@ def start_kafka(security: dict | None = None) -> BrokerProcess:
         env_extra["KAFKA_EXTRA_PROPERTIES"] = "\n".join(f"{k}={v}" for k, v in settings.items())
     b = _spawn("kafka", argv, workdir, port, env_extra, controller_port=controller_port, cmdline=argv, ports=ports)
     try:
-        # The JVM takes a few seconds on two busy cores; the StorageTool runs first.
-        b.wait_ready(timeout_s=max(START_TIMEOUT_S, 120))
+        # The JVM takes a few seconds on two busy cores; the StorageTool runs first. Kafka
+        # listens before it serves, and the tests that start a Kafka of their own use it at once.
+        b.wait_ready(timeout_s=max(START_TIMEOUT_S, 120), serving=True)
     except BaseException:
-        b.stop()
+        b.cleanup()  # the error carries the log tail; the temp dir would be left behind
         raise
     return b

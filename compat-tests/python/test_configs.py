@@ -3,6 +3,10 @@
 KafkaAdminClient (alter_configs, describe_configs), against Strom and Kafka 4.4 alike.
 
 Broker-level changes are undone in `finally` blocks: both brokers live for the whole session.
+
+Every effect of a change is checked with `admin.applied`: at once on Strom, which applies a
+change before it answers; polled (bounded) on Kafka, whose broker applies it when its
+metadata log reaches it (FINDINGS.md #10).
 """
 
 from __future__ import annotations
@@ -57,23 +61,34 @@ def new_topic(broker, prefix: str, configs: dict | None = None) -> str:
     name = unique_topic(prefix)
     assert admin.create_topic("confluent", broker.bootstrap, name, 1, configs) == admin.NONE
     admin.wait_for(lambda: admin.topic_partitions("confluent", broker.bootstrap, name), f"{name} to exist")
+    # Produced to without retries below: the partition must take writes already.
+    admin.wait_partitions_ready(broker.bootstrap, name, 1)
     return name
+
+
+def topic_config(broker, name: str, key: str, want: tuple[str | None, str], what: str):
+    """DescribeConfigs of topic `name` shows `key` = `want` (value, source) once the change
+    took effect (admin.applied)."""
+    admin.applied(broker, what, lambda: describe(broker.bootstrap, "TOPIC", name)[key], want)
 
 
 def test_incremental_set_append_subtract_delete_on_a_topic_then_describe_follows(broker):
     b = broker.bootstrap
     name = new_topic(broker, "cfg-ops")
     assert incremental(b, "TOPIC", name, [("retention.ms", "SET", "3600000")]) == admin.NONE
-    assert describe(b, "TOPIC", name)["retention.ms"] == ("3600000", "DYNAMIC_TOPIC_CONFIG")
+    topic_config(broker, name, "retention.ms", ("3600000", "DYNAMIC_TOPIC_CONFIG"), "the SET")
     assert incremental(b, "TOPIC", name, [("cleanup.policy", "APPEND", "compact")]) == admin.NONE
-    assert describe(b, "TOPIC", name)["cleanup.policy"] == ("delete,compact", "DYNAMIC_TOPIC_CONFIG")
+    topic_config(broker, name, "cleanup.policy", ("delete,compact", "DYNAMIC_TOPIC_CONFIG"), "the APPEND")
     assert incremental(b, "TOPIC", name, [("cleanup.policy", "SUBTRACT", "delete")]) == admin.NONE
-    assert describe(b, "TOPIC", name)["cleanup.policy"] == ("compact", "DYNAMIC_TOPIC_CONFIG")
+    topic_config(broker, name, "cleanup.policy", ("compact", "DYNAMIC_TOPIC_CONFIG"), "the SUBTRACT")
     ops = [("retention.ms", "DELETE", None), ("cleanup.policy", "DELETE", None)]
     assert incremental(b, "TOPIC", name, ops) == admin.NONE
-    cfg = describe(b, "TOPIC", name)
-    assert cfg["retention.ms"] == ("604800000", "DEFAULT_CONFIG")
-    assert cfg["cleanup.policy"] == ("delete", "DEFAULT_CONFIG")
+    admin.applied(
+        broker,
+        "both DELETEs",
+        lambda: {k: v for k, v in describe(b, "TOPIC", name).items() if k in ("retention.ms", "cleanup.policy")},
+        {"retention.ms": ("604800000", "DEFAULT_CONFIG"), "cleanup.policy": ("delete", "DEFAULT_CONFIG")},
+    )
 
 
 def test_validate_only_checks_without_changing_anything(broker):
@@ -125,10 +140,10 @@ def test_altered_max_message_bytes_refuses_a_larger_record_at_once(broker):
     name = new_topic(broker, "cfg-size")
     assert _produce_error(b, name, 5000) == 0
     assert incremental(b, "TOPIC", name, [("max.message.bytes", "SET", "2000")]) == admin.NONE
-    assert _produce_error(b, name, 5000) == MESSAGE_TOO_LARGE
+    admin.applied(broker, "a 5000-byte record refused", lambda: _produce_error(b, name, 5000), MESSAGE_TOO_LARGE)
     assert _produce_error(b, name, 500) == 0
     assert incremental(b, "TOPIC", name, [("max.message.bytes", "DELETE", None)]) == admin.NONE
-    assert _produce_error(b, name, 5000) == 0
+    admin.applied(broker, "a 5000-byte record stored again", lambda: _produce_error(b, name, 5000), 0)
 
 
 # Neither Python client can address the cluster-wide default resource (BROKER ""):
@@ -142,19 +157,13 @@ def test_dynamic_broker_default_reaches_topics_without_an_override(broker):
     pinned = new_topic(broker, "cfg-pinned", {"retention.ms": "7200000"})
     try:
         assert incremental(b, "BROKER", "0", [("log.retention.ms", "SET", "1800000")]) == admin.NONE
-        # Kafka applies a broker config once its metadata log reaches the broker: wait for it.
-        admin.wait_for(
-            lambda: describe(b, "TOPIC", plain)["retention.ms"] == ("1800000", "DYNAMIC_BROKER_CONFIG"),
-            "the topic to follow the broker value",
-        )
+        topic_config(broker, plain, "retention.ms", ("1800000", "DYNAMIC_BROKER_CONFIG"),
+                     "the topic to follow the broker value")
         assert describe(b, "TOPIC", pinned)["retention.ms"] == ("7200000", "DYNAMIC_TOPIC_CONFIG")
         assert describe(b, "BROKER", "0")["log.retention.ms"] == ("1800000", "DYNAMIC_BROKER_CONFIG")
     finally:
         assert incremental(b, "BROKER", "0", [("log.retention.ms", "DELETE", None)]) == admin.NONE
-    admin.wait_for(
-        lambda: describe(b, "TOPIC", plain)["retention.ms"] == ("604800000", "DEFAULT_CONFIG"),
-        "the topic to fall back to the default",
-    )
+    topic_config(broker, plain, "retention.ms", ("604800000", "DEFAULT_CONFIG"), "the topic to fall back to the default")
 
 
 def test_dynamic_broker_message_max_bytes_applies_to_produce_at_once(broker):
@@ -162,14 +171,16 @@ def test_dynamic_broker_message_max_bytes_applies_to_produce_at_once(broker):
     name = new_topic(broker, "cfg-broker-size")
     try:
         assert incremental(b, "BROKER", "0", [("message.max.bytes", "SET", "3000")]) == admin.NONE
-        admin.wait_for(
-            lambda: describe(b, "TOPIC", name)["max.message.bytes"] == ("3000", "DYNAMIC_BROKER_CONFIG"),
-            "the topic to follow the broker value",
-        )
-        assert _produce_error(b, name, 6000) == MESSAGE_TOO_LARGE
+        topic_config(broker, name, "max.message.bytes", ("3000", "DYNAMIC_BROKER_CONFIG"),
+                     "the topic to follow the broker value")
+        # Kafka updates the describe view and the logs' config one after the other: the
+        # produce path gets its own wait there.
+        admin.applied(broker, "a 6000-byte record refused", lambda: _produce_error(b, name, 6000), MESSAGE_TOO_LARGE)
     finally:
         assert incremental(b, "BROKER", "0", [("message.max.bytes", "DELETE", None)]) == admin.NONE
-    assert _produce_error(b, name, 6000) == 0
+    # Strom applies the DELETE before it answers; Kafka once its metadata log reaches the
+    # broker (it answered MESSAGE_TOO_LARGE right after the DELETE on a fresh machine).
+    admin.applied(broker, "a 6000-byte record stored again", lambda: _produce_error(b, name, 6000), 0)
 
 
 def test_confluent_legacy_alter_configs_replaces_the_topics_overrides(broker):
@@ -180,8 +191,8 @@ def test_confluent_legacy_alter_configs_replaces_the_topics_overrides(broker):
     res = ConfigResource(ResourceType.TOPIC, name, set_config={"retention.ms": "5000000"})
     a = _admin(b)
     a.alter_configs([res], request_timeout=T)[res].result(timeout=T)
-    cfg = describe(b, "TOPIC", name)
-    assert cfg["retention.ms"] == ("5000000", "DYNAMIC_TOPIC_CONFIG")
+    cfg = admin.applied(broker, "the legacy AlterConfigs", lambda: describe(b, "TOPIC", name),
+                        lambda c: c["retention.ms"] == ("5000000", "DYNAMIC_TOPIC_CONFIG"))
     # AlterConfigs sets the whole set: the override given at create time is gone.
     assert cfg["segment.bytes"] == ("1073741824", "DEFAULT_CONFIG")
 
@@ -202,9 +213,13 @@ def test_kafka_python_alter_and_describe_configs(broker):
         res = ConfigResource(ConfigResourceType.TOPIC, name, configs={"retention.ms": "4000000"})
         out = a.alter_configs([res], incremental=False, raise_on_unknown=False)
         assert out == {"topic": {name: "OK"}}
-        got = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)], config_filter="all")
-        entry = got["topic"][name]["retention.ms"]
-        assert (entry["value"], entry["config_source"]) == ("4000000", "DYNAMIC_TOPIC_CONFIG")
+
+        def retention():
+            got = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)], config_filter="all")
+            entry = got["topic"][name]["retention.ms"]
+            return entry["value"], entry["config_source"]
+
+        admin.applied(broker, "kafka-python's AlterConfigs", retention, ("4000000", "DYNAMIC_TOPIC_CONFIG"))
         bad = ConfigResource(ConfigResourceType.TOPIC, name, configs={"no.such.config": "1"})
         out = a.alter_configs([bad], incremental=False, raise_on_unknown=False)
         assert "InvalidConfigurationError" in out["topic"][name], out

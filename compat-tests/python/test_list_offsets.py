@@ -117,7 +117,8 @@ def test_list_offsets_of_empty_partition_are_zero(broker):
 
     topic = unique_topic("lo-empty")
     assert admin.create_topic("confluent", broker.bootstrap, topic, 1) == admin.NONE
-    admin.wait_for(lambda: admin.topic_partitions("confluent", broker.bootstrap, topic), f"{topic} metadata")
+    # Kafka lists a new topic in Metadata before ListOffsets can answer for it.
+    admin.wait_partitions_ready(broker.bootstrap, topic, 1)
     a = AdminClient({"bootstrap.servers": broker.bootstrap})
     tp = TopicPartition(topic, 0)
     got = {}

@@ -41,7 +41,8 @@ def test_hundred_thousand_records_round_trip_per_client(broker, client):
 def round_trip(broker, records, client, codec, acks, idempotence):
     topic = unique_topic(f"pc-{client}-{codec}-{acks}")
     assert admin.create_topic("confluent", broker.bootstrap, topic, PARTITIONS) == admin.NONE
-    admin.wait_for(lambda: admin.topic_partitions("confluent", broker.bootstrap, topic), f"{topic} metadata")
+    # acks=0 records sent before Kafka's broker has created the partitions are lost silently.
+    admin.wait_partitions_ready(broker.bootstrap, topic, PARTITIONS)
 
     recs = make_records(records, PARTITIONS, **RECORD_SHAPES[client])
     reported = PRODUCE[client](broker.bootstrap, topic, recs, codec, acks, idempotence)

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{
     create_topics, free_port, start_chroma, start_connector, start_milvus, start_postgres,
-    start_strom,
+    start_strom, start_weaviate,
 };
 use common::{Proc, Rng, TestDir, DIM};
 use hdrhistogram::Histogram;
@@ -166,6 +166,10 @@ enum Db {
         client: ClientV2,
         url: String,
     },
+    Weaviate {
+        http: reqwest::Client,
+        url: String,
+    },
 }
 
 /// One table / collection.
@@ -174,6 +178,38 @@ enum Target {
     Pg(String),
     Chroma(String),
     Milvus(String),
+    Weaviate(String),
+}
+
+/// A table name as a Weaviate class name (upper camel case: `bench_connector` → `BenchConnector`).
+fn weaviate_class(name: &str) -> String {
+    name.split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The connector's config for a sink of `kind` into `collection` (as the connector names it).
+fn sink_config(kind: &str, url: &str, collection: &str) -> strom_connectors::ConnectorConfig {
+    strom_connectors::config::parse(&format!(
+        r#"[source]
+bootstrap = "127.0.0.1:9"
+topics = ["{TOPIC}"]
+group_id = "bench"
+[sink]
+type = "{kind}"
+url = "{url}"
+collection = "{collection}"
+embedding_field = "embedding_vector"
+"#
+    ))
+    .expect("sink config")
+    .connectors
+    .remove(0)
 }
 
 /// The records' shape, as the connector infers it from the first record.
@@ -261,6 +297,10 @@ impl Db {
                     url: url.to_string(),
                 }
             }
+            "weaviate" => Db::Weaviate {
+                http: reqwest::Client::new(),
+                url: url.to_string(),
+            },
             other => panic!("unknown sink {other}"),
         }
     }
@@ -306,26 +346,24 @@ impl Db {
             Db::Milvus { url, .. } => {
                 // Exactly the collection the connector creates (its schema, HNSW index for
                 // cosine, loaded), made by the connector's own code; only the writes differ.
-                let cfg = strom_connectors::config::parse(&format!(
-                    r#"[source]
-bootstrap = "127.0.0.1:9"
-topics = ["{TOPIC}"]
-group_id = "bench"
-[sink]
-type = "milvus"
-url = "{url}"
-collection = "{name}"
-embedding_field = "embedding_vector"
-"#
-                ))
-                .expect("milvus config")
-                .connectors
-                .remove(0);
+                let cfg = sink_config("milvus", url, name);
                 let mut sink = Sink::connect(&cfg).await.expect("milvus sink connect");
                 sink.prepare(&record_schema())
                     .await
                     .expect("milvus collection");
                 Target::Milvus(name.to_string())
+            }
+            Db::Weaviate { url, .. } => {
+                // The class the connector creates, by its own code (explicit properties,
+                // cosine HNSW).
+                let class = weaviate_class(name);
+                let mut sink = Sink::connect(&sink_config("weaviate", url, &class))
+                    .await
+                    .expect("weaviate sink connect");
+                sink.prepare(&record_schema())
+                    .await
+                    .expect("weaviate class");
+                Target::Weaviate(class)
             }
         }
     }
@@ -365,6 +403,22 @@ embedding_field = "embedding_vector"
                     Some(FieldData::Int64 { values, .. }) if values.len() == 1 => values[0] as u64,
                     other => panic!("milvus count: {other:?}"),
                 }
+            }
+            (Db::Weaviate { http, url }, Target::Weaviate(class)) => {
+                let q = format!("{{ Aggregate {{ {class} {{ meta {{ count }} }} }} }}");
+                let v: serde_json::Value = http
+                    .post(format!("{url}/v1/graphql"))
+                    .json(&json!({"query": q}))
+                    .send()
+                    .await
+                    .and_then(|r| r.error_for_status())
+                    .expect("weaviate count")
+                    .json()
+                    .await
+                    .expect("count json");
+                v["data"]["Aggregate"][class][0]["meta"]["count"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("weaviate count: {v}"))
             }
             _ => unreachable!("target of another database"),
         }
@@ -431,6 +485,7 @@ embedding_field = "embedding_vector"
                             .as_object()
                             .expect("object")
                             .clone(),
+                        tenant: None,
                     })
                     .collect();
                 let refs: Vec<&Doc> = docs.iter().collect();
@@ -446,6 +501,33 @@ embedding_field = "embedding_vector"
                     )
                     .await
                     .unwrap_or_else(|e| panic!("milvus insert: {}", milvus_error(e)));
+            }
+            (Db::Weaviate { http, url }, Target::Weaviate(class)) => {
+                let objects: Vec<serde_json::Value> = seqs
+                    .map(|s| {
+                        json!({"class": class, "id": offset_id(class, 0, s as i64),
+                               "vector": vector(s),
+                               "properties": {"seq": s, "sent_us": sent, "title": title(s)}})
+                    })
+                    .collect();
+                let answer: serde_json::Value = http
+                    .post(format!("{url}/v1/batch/objects"))
+                    .json(&json!({"objects": objects}))
+                    .send()
+                    .await
+                    .and_then(|r| r.error_for_status())
+                    .expect("weaviate batch")
+                    .json()
+                    .await
+                    .expect("batch json");
+                assert!(
+                    answer
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .all(|o| o["result"]["errors"].is_null()),
+                    "weaviate batch errors: {answer}"
+                );
             }
             _ => unreachable!("target of another database"),
         }
@@ -530,6 +612,11 @@ struct Outcome {
     sink_writes: Option<String>,
     /// CPU seconds per process over the run.
     cpu: Option<String>,
+    /// The worst latency (ms) of the records due in each second of the schedule: where a
+    /// tail comes from (the start, one stall, or spread).
+    worst_by_sec: Vec<f64>,
+    /// Connector runs: the producer's send-to-acknowledged latency (µs), acks=all.
+    produce_ack: Option<Histogram<u64>>,
 }
 
 /// Batches, records per batch and mean sink write time from the connector's /metrics.
@@ -581,6 +668,7 @@ async fn observe(
 ) -> Outcome {
     let mut latency = hist();
     let mut probe = hist();
+    let mut worst_by_sec: Vec<u64> = Vec::new();
     let mut seen = 0u64;
     let mut backlog_at_end = None;
     let mut last_visible_at = start;
@@ -599,9 +687,13 @@ async fn observe(
         }
         while seen < visible {
             let due = start + p.intended(seen);
-            latency
-                .record(t1.saturating_duration_since(due).as_micros() as u64)
-                .expect("auto-resizing histogram");
+            let us = t1.saturating_duration_since(due).as_micros() as u64;
+            latency.record(us).expect("auto-resizing histogram");
+            let sec = (seen / p.rate.max(1)) as usize;
+            if worst_by_sec.len() <= sec {
+                worst_by_sec.resize(sec + 1, 0);
+            }
+            worst_by_sec[sec] = worst_by_sec[sec].max(us);
             seen += 1;
         }
         if backlog_at_end.is_none() && t0 >= schedule_end {
@@ -634,24 +726,72 @@ async fn observe(
         probe: Some(probe),
         sink_writes: None,
         cpu: None,
+        worst_by_sec: worst_by_sec.into_iter().map(ms).collect(),
+        produce_ack: None,
     }
+}
+
+/// Records each message's send-to-acknowledged time (the opaque is its send instant).
+struct AckTimer(Arc<std::sync::Mutex<Histogram<u64>>>);
+
+impl rdkafka::ClientContext for AckTimer {}
+
+impl rdkafka::producer::ProducerContext for AckTimer {
+    type DeliveryOpaque = Box<Instant>;
+    fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, sent: Box<Instant>) {
+        let us = sent.elapsed().as_micros() as u64;
+        if let Ok(mut h) = self.0.lock() {
+            let _ = h.record(us);
+        }
+    }
+}
+
+/// The schedule's producer (acks=all unless `BENCH_ACKS`), connected and with the measured
+/// topic's metadata: one record (seq -2, never timed) to [`TOPIC`] acknowledged.
+fn paced_producer(
+    bootstrap: &str,
+    acks: Arc<std::sync::Mutex<Histogram<u64>>>,
+    tail: &[u8],
+) -> ThreadedProducer<AckTimer> {
+    // BENCH_ACKS (default all): to tell the broker's durable-ack wait from the rest.
+    let acks_mode = std::env::var("BENCH_ACKS").unwrap_or_else(|_| "all".into());
+    let producer: ThreadedProducer<AckTimer> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", &acks_mode)
+        .set("linger.ms", "1")
+        .set("queue.buffering.max.kbytes", "262144")
+        .create_with_context(AckTimer(acks.clone()))
+        .expect("producer");
+    let warm = record_json(-2, tail);
+    producer
+        .send(
+            BaseRecord::<(), Vec<u8>, Box<Instant>>::with_opaque_to(
+                TOPIC,
+                Box::new(Instant::now()),
+            )
+            .partition(0)
+            .payload(&warm),
+        )
+        .map_err(|(e, _)| e)
+        .expect("warm-up send");
+    producer
+        .flush(Duration::from_secs(60))
+        .expect("warm-up flush");
+    // The warm-up's own ack time is not the schedule's.
+    if let Ok(mut h) = acks.lock() {
+        h.reset();
+    }
+    producer
 }
 
 /// Sends records 0..n on the schedule from a producer thread; `sent` counts them.
 fn produce_paced(
-    bootstrap: &str,
+    producer: ThreadedProducer<AckTimer>,
     p: &Params,
     start: Instant,
     tails: Arc<Vec<Vec<u8>>>,
     sent: Arc<AtomicU64>,
 ) -> std::thread::JoinHandle<()> {
-    let producer: ThreadedProducer<_> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("acks", "all")
-        .set("linger.ms", "1")
-        .set("queue.buffering.max.kbytes", "262144")
-        .create()
-        .expect("producer");
     let n = tails.len() as u64;
     let rate = p.rate;
     std::thread::spawn(move || {
@@ -665,8 +805,10 @@ fn produce_paced(
                 continue;
             }
             let value = record_json(seq as i64, &tails[seq as usize]);
-            let mut rec: BaseRecord<'_, (), Vec<u8>> =
-                BaseRecord::to(TOPIC).partition(0).payload(&value);
+            let mut rec: BaseRecord<'_, (), Vec<u8>, Box<Instant>> =
+                BaseRecord::with_opaque_to(TOPIC, Box::new(Instant::now()))
+                    .partition(0)
+                    .payload(&value);
             loop {
                 match producer.send(rec) {
                     Ok(()) => break,
@@ -703,13 +845,18 @@ group_id = "bench"
 [sink]
 type = "{kind}"
 url = "{url}"
-collection = "bench_connector"
+collection = "{collection}"
 batch_size = {batch}
 linger_ms = {linger}
 embedding_field = "embedding_vector"
 "#,
         batch = p.batch,
         linger = p.linger_ms,
+        collection = if kind == "weaviate" {
+            weaviate_class("bench_connector")
+        } else {
+            "bench_connector".to_string()
+        },
     )
 }
 
@@ -758,7 +905,9 @@ async fn connector_run(
                     }
                     _ => unreachable!(),
                 },
-                Target::Chroma(_) | Target::Milvus(_) => db.visible(&target).await >= 1,
+                Target::Chroma(_) | Target::Milvus(_) | Target::Weaviate(_) => {
+                    db.visible(&target).await >= 1
+                }
             };
             if ready {
                 break;
@@ -772,6 +921,11 @@ async fn connector_run(
         }
     }
     let sent = Arc::new(AtomicU64::new(0));
+    let acks = Arc::new(std::sync::Mutex::new(hist()));
+    // The producer is connected before the schedule starts: a new librdkafka client's first
+    // records wait for its bootstrap (connection, ApiVersions, Metadata, the leader's
+    // connection), which held the first ~0.9 s of records and made the p99 (issue 26).
+    let paced = paced_producer(&bootstrap, acks.clone(), &tails[0]);
     let start = Instant::now() + Duration::from_millis(100);
     let total = tails.len() as u64;
     let cpu = CpuMeter::start(&[
@@ -780,13 +934,19 @@ async fn connector_run(
         ("database", db_pid),
         ("bench (producer, probe)", std::process::id()),
     ]);
-    let producer = produce_paced(&bootstrap, p, start, tails, sent.clone());
-    // Chroma's and Milvus's counts include the warm-up record; pgvector's max(seq) does not.
-    let offset = u64::from(!matches!(target, Target::Pg(_)));
+    let producer = produce_paced(paced, p, start, tails, sent.clone());
+    // The counts (Chroma, Milvus, Weaviate) include the two warm-up records (the connector's,
+    // the paced producer's); pgvector's max(seq) does not.
+    let offset = if matches!(target, Target::Pg(_)) {
+        0
+    } else {
+        2
+    };
     let out = observe(&db, &target, p, start, total, offset, sent).await;
     let _ = tokio::task::spawn_blocking(move || producer.join()).await;
     let mut out = out;
     out.cpu = Some(cpu.report());
+    out.produce_ack = acks.lock().ok().map(|h| h.clone());
     out.sink_writes = sink_writes(admin, start.elapsed()).await;
     connector.terminate();
     strom.terminate();
@@ -904,7 +1064,11 @@ async fn start_db(kind: &str, dir: &std::path::Path) -> (Proc, String) {
         "pgvector" => start_postgres(dir),
         "chroma" => start_chroma(dir),
         "milvus" => start_milvus(dir),
-        other => panic!("unknown sink {other} (BENCH_SINKS: pgvector chroma milvus)"),
+        "weaviate" => {
+            let (p, url, _) = start_weaviate(dir);
+            (p, url)
+        }
+        other => panic!("unknown sink {other} (BENCH_SINKS: pgvector chroma milvus weaviate)"),
     };
     if kind == "chroma" {
         // The port listens before the API answers.
@@ -1022,6 +1186,23 @@ fn main() {
         );
         if let Some(w) = &r.connector.sink_writes {
             println!("connector {}: {w}", r.sink);
+        }
+        if let Some(h) = &r.connector.produce_ack {
+            println!(
+                "connector {}: producer send-to-ack p50 / p99 / max {:.1} / {:.1} / {:.1} ms",
+                r.sink,
+                pct(&Some(h.clone()), 0.5),
+                pct(&Some(h.clone()), 0.99),
+                pct(&Some(h.clone()), 1.0)
+            );
+        }
+        for (run, o) in [("connector", &r.connector), ("direct paced", &r.paced)] {
+            let w: Vec<String> = o.worst_by_sec.iter().map(|m| format!("{m:.0}")).collect();
+            println!(
+                "{run} {}: worst latency per second of the schedule, ms: {}",
+                r.sink,
+                w.join(" ")
+            );
         }
         for (run, o) in [
             ("connector", &r.connector),

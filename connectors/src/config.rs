@@ -78,6 +78,7 @@ pub enum SinkType {
     Milvus,
     Weaviate,
     Pinecone,
+    Qdrant,
 }
 
 impl SinkType {
@@ -88,6 +89,7 @@ impl SinkType {
             SinkType::Milvus => "milvus",
             SinkType::Weaviate => "weaviate",
             SinkType::Pinecone => "pinecone",
+            SinkType::Qdrant => "qdrant",
         }
     }
 }
@@ -98,6 +100,30 @@ pub enum Metric {
     Cosine,
     L2,
     Ip,
+}
+
+/// Where the field mapping (record fields → typed columns / properties) comes from.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SchemaMapping {
+    /// From the records: the first record decides, later fields are added (default).
+    #[default]
+    Infer,
+    /// From the JSON Schema in `json_schema` / `json_schema_file`.
+    JsonSchema,
+    /// From the schema registry the records were written with (Confluent wire format). Not
+    /// available yet: refused at load (see crate::mapping).
+    Registry,
+}
+
+/// Which tenant a record goes to, for sinks with multi-tenancy (Weaviate).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TenantMode {
+    /// The record's topic is its tenant.
+    Topic,
+    /// The record key up to the first `tenant_separator` is its tenant.
+    KeyPrefix,
 }
 
 /// How a record's id is made; ids are deterministic so a replay overwrites, never duplicates.
@@ -114,7 +140,7 @@ pub enum IdMode {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SinkConfig {
-    /// weaviate | milvus | chroma | pgvector | pinecone. Required.
+    /// weaviate | milvus | chroma | pgvector | pinecone | qdrant. Required.
     #[serde(rename = "type")]
     pub kind: SinkType,
     /// Server address: `postgres://user@host:port/db` for pgvector, `http://host:port` otherwise.
@@ -160,6 +186,21 @@ pub struct SinkConfig {
     pub tenant: String,
     #[serde(default = "default_database")]
     pub database: String,
+    /// Multi-tenancy (Weaviate): a tenant per topic or per key prefix. Default none.
+    #[serde(default)]
+    pub multi_tenancy: Option<TenantMode>,
+    /// What ends the tenant prefix of a key with `multi_tenancy = "key_prefix"`. Default "/".
+    #[serde(default = "default_tenant_separator")]
+    pub tenant_separator: String,
+    /// infer (default) | json_schema | registry.
+    #[serde(default)]
+    pub schema_mapping: SchemaMapping,
+    /// The records' JSON Schema (text) for `schema_mapping = "json_schema"`.
+    #[serde(default)]
+    pub json_schema: Option<String>,
+    /// Or a file holding it (relative to the working directory).
+    #[serde(default)]
+    pub json_schema_file: Option<PathBuf>,
 }
 
 fn default_batch_size() -> usize {
@@ -188,6 +229,9 @@ fn default_tenant() -> String {
 }
 fn default_database() -> String {
     "default_database".into()
+}
+fn default_tenant_separator() -> String {
+    "/".into()
 }
 
 impl SinkConfig {
@@ -441,6 +485,46 @@ impl ConnectorConfig {
                 ));
             }
         }
+        if let (SinkType::Weaviate, Some(level)) = (sink.kind, &sink.consistency_level) {
+            if !matches!(level.as_str(), "ONE" | "QUORUM" | "ALL") {
+                return Err(bad(
+                    "sink.consistency_level",
+                    format!("`{level}`: Weaviate has ONE, QUORUM, ALL"),
+                ));
+            }
+        }
+        if let (SinkType::Qdrant, Some(level)) = (sink.kind, &sink.consistency_level) {
+            if !matches!(level.as_str(), "weak" | "medium" | "strong") {
+                return Err(bad(
+                    "sink.consistency_level",
+                    format!("`{level}`: Qdrant's write ordering is weak, medium or strong"),
+                ));
+            }
+        }
+        if sink.kind == SinkType::Qdrant
+            && (sink.collection.len() > 255 || sink.collection.contains(['/', '?', '#', '%', ' ']))
+        {
+            return Err(bad(
+                "sink.collection",
+                format!(
+                    "`{}`: a Qdrant collection name has no / ? # % or space, at most 255 bytes",
+                    sink.collection
+                ),
+            ));
+        }
+        if sink.multi_tenancy.is_some() && sink.kind != SinkType::Weaviate {
+            return Err(bad(
+                "sink.multi_tenancy",
+                format!(
+                    "not supported by the {} sink (Weaviate only)",
+                    sink.kind.as_str()
+                ),
+            ));
+        }
+        if sink.tenant_separator.is_empty() {
+            return Err(bad("sink.tenant_separator", "must not be empty".into()));
+        }
+        self.validate_schema_mapping(prefix)?;
         if !(1..=10_000).contains(&sink.batch_size) {
             return Err(bad(
                 "sink.batch_size",
@@ -480,6 +564,29 @@ impl ConnectorConfig {
             ));
         }
         Ok(())
+    }
+}
+
+impl ConnectorConfig {
+    fn validate_schema_mapping(&self, prefix: &str) -> Result<(), ConfigError> {
+        let bad = |key: &str, message: String| invalid(&format!("{prefix}{key}"), message);
+        let sink = &self.sink;
+        let given = sink.json_schema.is_some() || sink.json_schema_file.is_some();
+        match sink.schema_mapping {
+            SchemaMapping::Infer | SchemaMapping::Registry if given => Err(bad(
+                "sink.json_schema",
+                "given, but schema_mapping is not \"json_schema\"".into(),
+            )),
+            SchemaMapping::Infer => Ok(()),
+            SchemaMapping::Registry => Err(bad(
+                "sink.schema_mapping",
+                "\"registry\" is not available yet (it needs the schema registry); use \"json_schema\" or \"infer\"".into(),
+            )),
+            SchemaMapping::JsonSchema => {
+                crate::mapping::Declared::from_config(sink).map_err(|(key, m)| bad(key, m))?;
+                Ok(())
+            }
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use crate::config::IdMode;
+use crate::config::{IdMode, TenantMode};
 
 /// Namespace of the `id = "offset"` uuid5s. Fixed forever: changing it would make a replay
 /// write new ids next to the old ones.
@@ -30,15 +30,30 @@ pub struct RawRecord {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     Upsert(Doc),
-    /// A tombstone: delete this id.
-    Delete(String),
+    /// A tombstone: delete this id (in this tenant, with multi-tenancy).
+    Delete(String, Option<String>),
 }
 
 impl Op {
     pub fn id(&self) -> &str {
         match self {
             Op::Upsert(d) => &d.id,
-            Op::Delete(id) => id,
+            Op::Delete(id, _) => id,
+        }
+    }
+
+    /// The tenant the op goes to (sinks with multi-tenancy; see [`tenant_of`]).
+    pub fn tenant(&self) -> Option<&str> {
+        match self {
+            Op::Upsert(d) => d.tenant.as_deref(),
+            Op::Delete(_, t) => t.as_deref(),
+        }
+    }
+
+    pub fn set_tenant(&mut self, tenant: Option<String>) {
+        match self {
+            Op::Upsert(d) => d.tenant = tenant,
+            Op::Delete(_, t) => *t = tenant,
         }
     }
 }
@@ -49,6 +64,8 @@ pub struct Doc {
     pub vector: Vec<f32>,
     /// The record's other fields (not the vector, not the id field), nulls dropped.
     pub fields: Map<String, Value>,
+    /// The tenant (sinks with multi-tenancy), None otherwise.
+    pub tenant: Option<String>,
 }
 
 /// Scalar column types the sinks map fields to.
@@ -175,6 +192,10 @@ pub enum RecordError {
     },
     #[error("rejected by the sink: {0}")]
     Rejected(String),
+    #[error("does not follow the schema: {0}")]
+    SchemaViolation(String),
+    #[error("no tenant: {0}")]
+    NoTenant(String),
 }
 
 impl RecordError {
@@ -191,6 +212,8 @@ impl RecordError {
             RecordError::UnknownField(_) => "unknown_field",
             RecordError::TypeConflict { .. } => "type_conflict",
             RecordError::Rejected(_) => "rejected",
+            RecordError::SchemaViolation(_) => "schema_violation",
+            RecordError::NoTenant(_) => "no_tenant",
         }
     }
 }
@@ -213,6 +236,41 @@ fn key_id(rec: &RawRecord) -> Result<String, RecordError> {
         .ok_or(RecordError::BadKey)
 }
 
+/// The tenant of a record under `mode`: its topic, or its key up to `separator`. Tenant names
+/// are Weaviate's: 1 to 64 ASCII letters, digits, `-` and `_`.
+pub fn tenant_of(
+    rec: &RawRecord,
+    mode: TenantMode,
+    separator: &str,
+) -> Result<String, RecordError> {
+    let tenant = match mode {
+        TenantMode::Topic => rec.topic.clone(),
+        TenantMode::KeyPrefix => {
+            let key = key_id(rec).map_err(|_| {
+                RecordError::NoTenant("the record has no UTF-8 key to take a tenant from".into())
+            })?;
+            match key.split_once(separator) {
+                Some((t, _)) => t.to_string(),
+                None => {
+                    return Err(RecordError::NoTenant(format!(
+                        "key `{key}` has no `{separator}` ending a tenant prefix"
+                    )))
+                }
+            }
+        }
+    };
+    let valid = (1..=64).contains(&tenant.len())
+        && tenant
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !valid {
+        return Err(RecordError::NoTenant(format!(
+            "`{tenant}` is not a tenant name (1-64 letters, digits, - and _)"
+        )));
+    }
+    Ok(tenant)
+}
+
 /// Decodes one record into the operation the sink applies.
 pub fn decode(rec: &RawRecord, embedding_field: &str, id: &IdMode) -> Result<Op, RecordError> {
     let Some(value) = rec.value.as_deref() else {
@@ -221,7 +279,7 @@ pub fn decode(rec: &RawRecord, embedding_field: &str, id: &IdMode) -> Result<Op,
         return match id {
             IdMode::Offset => Err(RecordError::TombstoneWithoutId),
             IdMode::Key | IdMode::Field(_) => key_id(rec)
-                .map(Op::Delete)
+                .map(|id| Op::Delete(id, None))
                 .map_err(|_| RecordError::TombstoneWithoutId),
         };
     };
@@ -249,7 +307,12 @@ pub fn decode(rec: &RawRecord, embedding_field: &str, id: &IdMode) -> Result<Op,
         },
     };
     fields.retain(|_, v| !v.is_null());
-    Ok(Op::Upsert(Doc { id, vector, fields }))
+    Ok(Op::Upsert(Doc {
+        id,
+        vector,
+        fields,
+        tenant: None,
+    }))
 }
 
 /// A vector is a JSON array of finite numbers, or a base64 string of little-endian f32s.
@@ -359,12 +422,55 @@ mod tests {
         let t = rec(Some("doc-1"), None);
         assert_eq!(
             decode(&t, "e", &IdMode::Key),
-            Ok(Op::Delete("doc-1".into()))
+            Ok(Op::Delete("doc-1".into(), None))
         );
         assert_eq!(
             decode(&t, "e", &IdMode::Offset),
             Err(RecordError::TombstoneWithoutId)
         );
+    }
+
+    #[test]
+    fn given_tenant_modes_then_topic_or_key_prefix_and_bad_names_refused() {
+        let r = rec(Some("acme/doc-1"), None);
+        assert_eq!(tenant_of(&r, TenantMode::Topic, "/").unwrap(), "t");
+        assert_eq!(tenant_of(&r, TenantMode::KeyPrefix, "/").unwrap(), "acme");
+        for (key, sep) in [
+            (Some("acme-doc"), "/"),
+            (None, "/"),
+            (Some("a.b/x"), "/"),
+            (Some("/x"), "/"),
+        ] {
+            let e = tenant_of(&rec(key, None), TenantMode::KeyPrefix, sep).unwrap_err();
+            assert_eq!(e.kind(), "no_tenant", "{key:?}: {e}");
+        }
+        let dotted = RawRecord {
+            topic: "a.b".into(),
+            ..rec(None, None)
+        };
+        assert!(tenant_of(&dotted, TenantMode::Topic, "/").is_err());
+    }
+
+    proptest::proptest! {
+        /// A key or topic from the network: a tenant or a `no_tenant` error, never a panic,
+        /// and a tenant is always a valid name.
+        #[test]
+        fn given_any_key_when_taking_a_tenant_then_valid_name_or_error(
+            key in proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80)),
+            topic in "[a-zA-Z0-9._-]{1,70}",
+            sep in "[/:|]{1,2}",
+        ) {
+            let r = RawRecord { topic, key, ..rec(None, None) };
+            for mode in [TenantMode::Topic, TenantMode::KeyPrefix] {
+                match tenant_of(&r, mode, &sep) {
+                    Ok(t) => proptest::prop_assert!(
+                        (1..=64).contains(&t.len())
+                            && t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                    ),
+                    Err(e) => proptest::prop_assert_eq!(e.kind(), "no_tenant"),
+                }
+            }
+        }
     }
 
     #[test]
@@ -395,6 +501,7 @@ mod tests {
             id: "1".into(),
             vector: vec![0.0; 3],
             fields: v.as_object().unwrap().clone(),
+            tenant: None,
         };
         let s = Schema::infer(&d(json!({"score": 1.5, "title": "a"})));
         assert!(

@@ -25,8 +25,9 @@ use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 use tokio::sync::watch;
 
 use crate::config::ConnectorConfig;
+use crate::mapping::Mapper;
 use crate::metrics::Metrics;
-use crate::record::{decode, Op, RawRecord, RecordError, Schema};
+use crate::record::{decode, tenant_of, FieldType, Op, RawRecord, RecordError, Schema};
 use crate::sink::{Offsets, Sink, SinkError};
 
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +90,8 @@ pub struct Runner {
     consumer: Arc<StreamConsumer<LagContext>>,
     producer: FutureProducer,
     sink: Sink,
+    /// Where the field mapping comes from (`sink.schema_mapping`).
+    mapper: Mapper,
     /// The schema records are checked against, once the first document prepared the sink.
     schema: Option<Schema>,
     /// What the sink already holds (pgvector's stored offsets): records below are skipped.
@@ -143,6 +146,11 @@ impl Runner {
         let mut pc = base;
         pc.set("acks", "all").set("enable.idempotence", "true");
         let producer: FutureProducer = pc.create().map_err(kafka)?;
+        let mapper = Mapper::from_config(&cfg.sink).map_err(|m| ConnectorError::Sink {
+            name: name.clone(),
+            sink: cfg.sink.kind.as_str(),
+            source: SinkError::Schema(m),
+        })?;
         let sink = connect_sink(&cfg, &metrics).await?;
         let stored = sink.stored_offsets();
         if !stored.is_empty() {
@@ -154,6 +162,7 @@ impl Runner {
             consumer: Arc::new(consumer),
             producer,
             sink,
+            mapper,
             schema: None,
             stored,
             acknowledged: Offsets::new(),
@@ -223,13 +232,21 @@ impl Runner {
                 }
             };
             if let Op::Upsert(doc) = &op {
+                if let Err(e) = self.mapper.check(doc) {
+                    dead.push((i, e));
+                    continue;
+                }
                 if self.schema.is_none() {
-                    let mut wanted = Schema::infer(doc);
+                    let mut wanted = self.mapper.schema_for(doc);
                     if let Some(d) = sink_cfg.dimension {
                         wanted.dimension = d;
                     }
                     let schema = self.prepare(&wanted).await?;
                     self.schema = Some(schema);
+                }
+                if let Err(e) = self.evolve(doc).await {
+                    dead.push((i, e));
+                    continue;
                 }
                 let schema = self.schema.as_ref().expect("prepared above");
                 if let Err(e) = schema.check(doc, self.sink.fields()) {
@@ -261,6 +278,49 @@ impl Runner {
         self.commit(&offsets);
         self.acknowledged.extend(offsets);
         Ok(())
+    }
+
+    /// Schema evolution: fields of `doc` the collection lacks are added to it (sinks that
+    /// declare their fields; see [`Sink::evolves`]). A field of a type the collection's
+    /// column cannot hold is an incompatible change: the record goes to the DLQ (the check
+    /// after this says which field and both types); columns are never retyped.
+    async fn evolve(&mut self, doc: &crate::record::Doc) -> Result<(), RecordError> {
+        if !self.sink.evolves() {
+            return Ok(());
+        }
+        let schema = self.schema.as_ref().expect("prepared");
+        let new: std::collections::BTreeMap<String, FieldType> = self
+            .mapper
+            .field_types(doc)
+            .into_iter()
+            .filter(|(k, _)| !schema.fields.contains_key(k))
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let mut attempt = 0;
+        loop {
+            match self.sink.add_fields(&new).await {
+                Ok(mut s) => {
+                    // The dimension is the runner's (Weaviate's schema does not say one).
+                    s.dimension = schema.dimension;
+                    tracing::info!(connector = %self.cfg.name, fields = ?new, "collection evolved: new fields added");
+                    self.schema = Some(s);
+                    return Ok(());
+                }
+                Err(e) if e.is_transient() && attempt + 1 < self.cfg.sink.max_attempts => {
+                    attempt += 1;
+                    self.retry_pause(attempt, &e).await;
+                }
+                // The collection refused the new field: this record goes to the DLQ.
+                Err(e) => {
+                    return Err(RecordError::SchemaViolation(format!(
+                        "adding fields {:?}: {e}",
+                        new.keys().collect::<Vec<_>>()
+                    )))
+                }
+            }
+        }
     }
 
     async fn prepare(&mut self, wanted: &Schema) -> Result<Schema, ConnectorError> {
@@ -476,11 +536,18 @@ impl Feeder {
         mut shutdown: watch::Receiver<bool>,
     ) {
         let id_mode = self.cfg.sink.id_mode();
+        let sink = &self.cfg.sink;
         while let Some(batch) = self.next_batch(&mut shutdown).await {
             let decoded = batch
                 .into_iter()
                 .map(|rec| {
-                    let op = decode(&rec, &self.cfg.sink.embedding_field, &id_mode);
+                    let mut op = decode(&rec, &sink.embedding_field, &id_mode);
+                    if let (Ok(o), Some(mode)) = (&mut op, sink.multi_tenancy) {
+                        match tenant_of(&rec, mode, &sink.tenant_separator) {
+                            Ok(t) => o.set_tenant(Some(t)),
+                            Err(e) => op = Err(e),
+                        }
+                    }
                     Decoded { rec, op }
                 })
                 .collect();

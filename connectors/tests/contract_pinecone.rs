@@ -26,6 +26,7 @@ fn doc(id: &str, vector: Vec<f32>, fields: Value) -> Op {
         id: id.into(),
         vector,
         fields,
+        tenant: None,
     })
 }
 
@@ -83,7 +84,7 @@ async fn given_upserts_and_a_delete_when_writing_then_namespace_headers_and_bodi
             json!({"title": "a", "tags": ["x"], "meta": {"k": 1}}),
         ),
         doc("b", vec![0.3, 0.2, 0.1], json!({})),
-        Op::Delete("c".into()),
+        Op::Delete("c".into(), None),
     ];
     assert!(sink.write(&ops, None).await.expect("write").is_empty());
     fake.assert_script_done();
@@ -183,7 +184,10 @@ async fn given_a_real_pinecone_when_set_then_write_and_delete() {
         doc("b", vec![0.25; d], json!({})),
     ];
     sink.write(&ops, None).await.expect("upsert");
-    sink.write(&[Op::Delete("a".into()), Op::Delete("b".into())], None)
-        .await
-        .expect("delete");
+    sink.write(
+        &[Op::Delete("a".into(), None), Op::Delete("b".into(), None)],
+        None,
+    )
+    .await
+    .expect("delete");
 }

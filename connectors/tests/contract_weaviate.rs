@@ -27,6 +27,7 @@ fn doc(id: &str, fields: Value) -> Op {
         id: id.into(),
         vector: vec![0.25, -0.5, 1.0],
         fields,
+        tenant: None,
     })
 }
 
@@ -144,7 +145,7 @@ async fn given_per_object_batch_errors_when_writing_then_only_those_records_reje
     let ops = vec![
         doc("a", json!({"title": "a", "meta": {"k": 1}})),
         doc("b", json!({"title": "b"})),
-        Op::Delete("c".into()),
+        Op::Delete("c".into(), None),
     ];
     let rejected = sink.write(&ops, None).await.expect("write");
     fake.assert_script_done();
@@ -231,7 +232,7 @@ async fn given_a_real_weaviate_when_set_then_write_count_query_delete() {
     assert!(sink.write(&ops, None).await.expect("write").is_empty());
     assert_eq!(sink.count().await.unwrap(), 2);
     assert_eq!(sink.nearest(&[0.25, -0.5, 1.0], 1).await.unwrap().len(), 1);
-    sink.write(&[Op::Delete("a".into())], None)
+    sink.write(&[Op::Delete("a".into(), None)], None)
         .await
         .expect("delete");
     assert_eq!(sink.count().await.unwrap(), 1);

@@ -113,6 +113,8 @@ pub struct TopicSettings {
     /// `compression.type` other than `producer`: the codec (Kafka's id: 0 none, 1 gzip, 2
     /// snappy, 3 lz4, 4 zstd) and level batches are re-encoded with when theirs differs.
     pub compression: Option<Compression>,
+    /// Records whose key/value must carry a schema id registered for their subject.
+    pub schema_validation: super::schema_validation::TopicValidation,
     /// `min.insync.replicas`: acks=all needs this many in-sync replicas (one node has one).
     pub min_insync_replicas: i32,
     /// `retention.ms`, `retention.bytes` and whether `cleanup.policy` has `delete`: read by
@@ -154,6 +156,7 @@ impl TopicSettings {
                 dedupe_buffer_bytes: broker.config.log_cleaner_dedupe_buffer_size.max(0) as usize,
             },
             compression: Compression::resolve(&get("compression.type"), long),
+            schema_validation: super::schema_validation::TopicValidation::from_configs(overrides),
             min_insync_replicas: long("min.insync.replicas").clamp(1, i32::MAX as i64) as i32,
             retention: storage::RetentionPolicy {
                 retention_ms: long("retention.ms"),

@@ -10,6 +10,7 @@
 pub mod dynamic;
 pub mod effective;
 pub mod listeners;
+pub mod schema_validation;
 pub mod security;
 pub mod topic;
 
@@ -203,6 +204,14 @@ pub struct BrokerConfig {
     /// Kafka `max.incremental.fetch.session.cache.slots`: fetch sessions kept, split evenly
     /// across shards. Default 1000; 0 disables sessions.
     pub max_incremental_fetch_session_cache_slots: usize,
+    /// Serve the built-in Confluent-compatible Schema Registry (docs/schema-registry.md).
+    /// Default true.
+    pub schema_registry_enable: bool,
+    /// The Schema Registry's HTTP listener, HOST:PORT. Default 127.0.0.1:8081 (the port
+    /// registry clients expect). When the default address is taken (another registry on the
+    /// host) the broker logs it and serves without a registry; an address set explicitly
+    /// must bind.
+    pub schema_registry_listen: SocketAddr,
 }
 
 impl Default for BrokerConfig {
@@ -276,6 +285,8 @@ impl Default for BrokerConfig {
             producer_id_expiration_ms: 86_400_000,
             producer_id_expiration_check_interval_ms: 600_000,
             max_incremental_fetch_session_cache_slots: 1000,
+            schema_registry_enable: true,
+            schema_registry_listen: "127.0.0.1:8081".parse().expect("static address"),
         }
     }
 }
@@ -458,7 +469,9 @@ pub fn kafka_name(key: &str) -> String {
         | "io_backend"
         | "max_in_flight_per_connection"
         | "cluster_id"
-        | "steering" => {
+        | "steering"
+        | "schema_registry_enable"
+        | "schema_registry_listen" => {
             format!("strom.{}", key.replace('_', "."))
         }
         other => other.replace('_', "."),

@@ -313,8 +313,78 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
     ),
 ];
 
+/// Topic configs beyond Apache Kafka's: Confluent Server's and Redpanda's names for what
+/// Strom also does (schema id validation), and Strom's own (`strom.*`). DescribeConfigs lists
+/// them only where a topic sets them, so a topic looks like Kafka's unless it uses them.
+pub static EXTENSION_CONFIGS: &[TopicConfigDef] = &[
+    def(
+        "confluent.key.schema.validation",
+        Boolean,
+        None,
+        "false",
+        "reject records whose key does not carry a schema id registered for the subject",
+    ),
+    def(
+        "confluent.value.schema.validation",
+        Boolean,
+        None,
+        "false",
+        "reject records whose value does not carry a schema id registered for the subject",
+    ),
+    def(
+        "confluent.key.subject.name.strategy",
+        ConfigType::String,
+        None,
+        "io.confluent.kafka.serializers.subject.TopicNameStrategy",
+        "subject of a record key's schema",
+    ),
+    def(
+        "confluent.value.subject.name.strategy",
+        ConfigType::String,
+        None,
+        "io.confluent.kafka.serializers.subject.TopicNameStrategy",
+        "subject of a record value's schema",
+    ),
+    def(
+        "redpanda.key.schema.id.validation",
+        Boolean,
+        None,
+        "false",
+        "Redpanda's name for confluent.key.schema.validation",
+    ),
+    def(
+        "redpanda.value.schema.id.validation",
+        Boolean,
+        None,
+        "false",
+        "Redpanda's name for confluent.value.schema.validation",
+    ),
+    def(
+        "redpanda.key.subject.name.strategy",
+        ConfigType::String,
+        None,
+        "TopicNameStrategy",
+        "Redpanda's name for confluent.key.subject.name.strategy",
+    ),
+    def(
+        "redpanda.value.subject.name.strategy",
+        ConfigType::String,
+        None,
+        "TopicNameStrategy",
+        "Redpanda's name for confluent.value.subject.name.strategy",
+    ),
+];
+
 pub fn find(name: &str) -> Option<&'static TopicConfigDef> {
-    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+    TOPIC_CONFIGS
+        .iter()
+        .chain(EXTENSION_CONFIGS)
+        .find(|d| d.name == name)
+}
+
+/// Whether `name` is one of `EXTENSION_CONFIGS` (listed only where set).
+pub fn is_extension(name: &str) -> bool {
+    EXTENSION_CONFIGS.iter().any(|d| d.name == name)
 }
 
 /// The broker config a topic config takes its default from, under Kafka's name (Kafka's
@@ -508,6 +578,18 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
         }
         "compression.zstd.level" if !(-131072..=22).contains(&int()) => {
             return Err(invalid(name, value, "Value must be between -131072 and 22"));
+        }
+        "confluent.key.subject.name.strategy"
+        | "confluent.value.subject.name.strategy"
+        | "redpanda.key.subject.name.strategy"
+        | "redpanda.value.subject.name.strategy"
+            if super::schema_validation::Strategy::parse(v).is_none() =>
+        {
+            return Err(invalid(
+                name,
+                value,
+                "Expected TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy",
+            ));
         }
         "message.timestamp.type" if v != "CreateTime" && v != "LogAppendTime" => {
             return Err(invalid(

@@ -200,7 +200,14 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                 continue;
             }
             let records = pd.records.unwrap_or_default();
-            let (header, records) = match validate_produce_records(&records, &meta.settings, now) {
+            let schemas = broker.schema_view.get().map(|v| v.as_ref());
+            let (header, records) = match validate_produce_records(
+                &meta.name,
+                &records,
+                &meta.settings,
+                schemas,
+                now,
+            ) {
                 Ok(v) => v,
                 Err(e) => {
                     let e = FrontendError::Partition(e);

@@ -56,6 +56,7 @@ impl Harness {
             shard_senders: vec![tx],
             started_ms: crate::now_ms(),
             steering: Default::default(),
+            schema_view: Default::default(),
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
                 dir.path(),
             )),

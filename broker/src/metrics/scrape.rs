@@ -149,7 +149,7 @@ fn thread_cpu_seconds() -> f64 {
 pub async fn render(ctx: &Arc<BrokerContext>, ready: bool) -> String {
     let mut shards = Vec::new();
     for s in 0..ctx.shard_count() {
-        let call = frontend::invoke_on(ctx, s, |state| async move { snapshot(&state) });
+        let call = frontend::call_from_outside(ctx, s, |state| async move { snapshot(&state) });
         if let Ok(Ok(snap)) = tokio::time::timeout(SHARD_TIMEOUT, call).await {
             shards.push(snap);
         }

@@ -17,7 +17,7 @@ use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts
 use tokio::sync::watch;
 
 use super::{AdminArgs, MigrateError};
-use crate::server::admin::{self, Answer};
+use crate::server::admin;
 
 const PART: &[&str] = &["topic", "partition"];
 
@@ -355,17 +355,16 @@ pub fn serve(
     let io = |e: std::io::Error| MigrateError::Usage(format!("admin listener {addr}: {e}"));
     let addr = listener.local_addr().map_err(io)?;
     let (shutdown, rx) = watch::channel(false);
-    let thread = admin::spawn_thread("migrate-admin", listener, move |l| {
-        admin::serve_routes(l, rx, move |path| {
-            let answer: Answer = match path.as_str() {
-                "/health" => ("200 OK", "text/plain", "ok\n".to_string()),
-                "/metrics" => ("200 OK", admin::PROMETHEUS_TEXT, render(&registry)),
-                _ => admin::not_found(),
-            };
-            std::future::ready(answer)
-        })
-    })
-    .map_err(io)?;
+    let router = axum::Router::new()
+        .route("/health", axum::routing::get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let text = render(&registry);
+                async move { admin::prometheus_text(text) }
+            }),
+        );
+    let thread = admin::spawn_thread("migrate-admin", listener, router, rx).map_err(io)?;
     tracing::info!(%addr, "migration metrics on http://{addr}/metrics");
     Ok(Some(AdminServer {
         addr,

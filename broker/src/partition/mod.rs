@@ -8,6 +8,7 @@
 
 pub mod producer_state;
 pub mod records;
+pub mod schema_ids;
 pub mod txn;
 
 use std::cell::{Cell, RefCell};
@@ -52,9 +53,13 @@ pub enum PartitionError {
 /// request. Kafka (since produce v3) requires exactly one magic v2 batch per partition.
 /// Returns the batch to append: the request's own bytes, or — when the topic's
 /// `compression.type` is not the batch's codec — the batch re-encoded with the topic's.
+///
+/// `schemas` is the schema registry's view, for topics that validate schema ids.
 pub fn validate_produce_records(
+    topic: &str,
     records: &Bytes,
     settings: &TopicSettings,
+    schemas: Option<&dyn schema_ids::SchemaView>,
     now_ms: i64,
 ) -> Result<(BatchHeader, Bytes), PartitionError> {
     if records.len() > settings.max_message_bytes.max(0) as usize {
@@ -108,12 +113,21 @@ pub fn validate_produce_records(
             .iter()
             .any(|&ts| ts >= 0 && (ts < b.lo || ts > b.hi))
     });
-    // Storage walks uncompressed records already; compressed ones, keys on compacted topics
-    // and suspect timestamps need the broker's record reader.
-    if header.compression() != 0 || settings.compact || suspect {
+    // Schema ids (Confluent Server's validation): without a registry nothing is registered,
+    // so every record of a validating topic is refused.
+    let validation = &settings.schema_validation;
+    let no_registry = schema_ids::NoRegistry;
+    let view: &dyn schema_ids::SchemaView = schemas.unwrap_or(&no_registry);
+    let check_ids = |key: Option<&[u8]>, value: Option<&[u8]>| {
+        schema_ids::check_record(topic, validation, key, value, view)
+    };
+    // Storage walks uncompressed records already; compressed ones, keys on compacted topics,
+    // suspect timestamps and schema ids need the broker's record reader.
+    if header.compression() != 0 || settings.compact || suspect || validation.enabled() {
         let checks = records::RecordChecks {
             require_keys: settings.compact,
             timestamps: bounds.filter(|_| suspect),
+            each: validation.enabled().then_some(&check_ids as _),
         };
         let rejected = records::validate(
             records,

@@ -41,14 +41,19 @@ pub enum RecordsError {
 }
 
 /// What Kafka's LogValidator checks of each record, besides its structure.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RecordChecks {
+#[derive(Clone, Copy, Default)]
+pub struct RecordChecks<'a> {
     /// Compacted topic: every record needs a key.
     pub require_keys: bool,
     /// CreateTime topic: every record's timestamp within `[lo, hi]` (ms), given the batch's
     /// base timestamp.
     pub timestamps: Option<TimestampBounds>,
+    /// A check of each record's key and value (schema ids): `Err` names why it is refused.
+    pub each: Option<&'a EachRecord<'a>>,
 }
+
+/// A check of one record's (key, value); `Err` is the message naming why it is refused.
+pub type EachRecord<'a> = dyn Fn(Option<&[u8]>, Option<&[u8]>) -> Result<(), String> + 'a;
 
 #[derive(Debug, Clone, Copy)]
 pub struct TimestampBounds {
@@ -73,7 +78,7 @@ pub fn validate(
     batch: &[u8],
     codec: u8,
     records_count: i32,
-    checks: RecordChecks,
+    checks: RecordChecks<'_>,
     max_decompressed: usize,
 ) -> Result<Vec<RecordError>, RecordsError> {
     let body = &batch[RECORDS_OFFSET.min(batch.len())..];
@@ -94,6 +99,15 @@ pub fn validate(
                 timestamp: false,
             });
         }
+        if let Some(each) = checks.each {
+            if let Err(message) = each(r.key, r.value) {
+                errors.push(RecordError {
+                    index,
+                    message,
+                    timestamp: false,
+                });
+            }
+        }
         if let Some(t) = checks.timestamps {
             let ts = t.base.saturating_add(r.timestamp_delta);
             if ts >= 0 && (ts < t.lo || ts > t.hi) {
@@ -112,9 +126,11 @@ pub fn validate(
 }
 
 /// What `walk` tells about each record.
-struct RecordFields {
+struct RecordFields<'a> {
     timestamp_delta: i64,
     key_null: bool,
+    key: Option<&'a [u8]>,
+    value: Option<&'a [u8]>,
 }
 
 /// The records section of a compressed batch (`codec` != 0), inflated to at most `limit`
@@ -300,6 +316,14 @@ fn varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
     None
 }
 
+/// The bytes of a length-prefixed field that `skip_bytes` just passed (`at`..`end`): what
+/// follows its varint length.
+fn field(buf: &[u8], at: usize, end: usize) -> &[u8] {
+    let mut pos = at;
+    let _ = varlong(buf, &mut pos);
+    &buf[pos..end]
+}
+
 /// Skips a length-prefixed field; returns whether it was null (-1).
 fn skip_bytes(buf: &[u8], pos: &mut usize, end: usize) -> Option<bool> {
     let len = varlong(buf, pos)?;
@@ -314,10 +338,10 @@ fn skip_bytes(buf: &[u8], pos: &mut usize, end: usize) -> Option<bool> {
     Some(false)
 }
 
-fn walk(
-    records: &[u8],
+fn walk<'a>(
+    records: &'a [u8],
     claimed: i32,
-    mut visit: impl FnMut(i32, RecordFields),
+    mut visit: impl FnMut(i32, RecordFields<'a>),
 ) -> Result<(), RecordsError> {
     let mut pos = 0usize;
     let mut index: i64 = 0;
@@ -335,8 +359,12 @@ fn walk(
         if delta != index {
             return Err(RecordsError::OffsetDelta { index, delta });
         }
+        let key_at = pos;
         let key_null = skip_bytes(records, &mut pos, end).ok_or(bad("bad key"))?;
-        skip_bytes(records, &mut pos, end).ok_or(bad("bad value"))?;
+        let key = (!key_null).then(|| field(records, key_at, pos));
+        let value_at = pos;
+        let value_null = skip_bytes(records, &mut pos, end).ok_or(bad("bad value"))?;
+        let value = (!value_null).then(|| field(records, value_at, pos));
         let headers = varlong(records, &mut pos).ok_or(bad("bad header count"))?;
         if headers < 0 {
             return Err(bad("negative header count"));
@@ -355,6 +383,8 @@ fn walk(
             RecordFields {
                 timestamp_delta,
                 key_null,
+                key,
+                value,
             },
         );
         index += 1;
@@ -389,10 +419,12 @@ mod tests {
     const KEYS: RecordChecks = RecordChecks {
         require_keys: true,
         timestamps: None,
+        each: None,
     };
     const NONE_CHECKED: RecordChecks = RecordChecks {
         require_keys: false,
         timestamps: None,
+        each: None,
     };
 
     #[test]
@@ -442,6 +474,7 @@ mod tests {
                 lo: 1001,
                 hi: 1003,
             }),
+            each: None,
         };
         let errors = validate(&b, 1, 5, checks, 1 << 20).unwrap();
         assert_eq!(

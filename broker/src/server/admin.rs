@@ -1,150 +1,121 @@
-//! The admin HTTP listener (default 127.0.0.1:9644): `/health` (the process is up), `/ready`
-//! (recovery is done and shards serve) and `/metrics` (Prometheus text, see `crate::metrics`).
+//! The admin HTTP listener (default 127.0.0.1:9644), on axum: `/health` (the process is up),
+//! `/ready` (recovery is done and shards serve), `/metrics` (Prometheus text, see
+//! `crate::metrics`) and the web console with its JSON API (`server::console`).
 //! It starts before recovery, so `/health` answers and `/ready` says 503 while logs recover.
 //! This is off the hot path, on its own small thread, so a slow scraper never delays a shard:
-//! a scrape costs each shard one cross-shard message.
+//! a scrape costs each shard one cross-shard message (`frontend::call_from_outside`).
 //!
-//! `serve_routes` is the HTTP part alone; `strom migrate` serves its own metrics with it on
-//! the same address while the broker is not running.
+//! Each service is a function returning a `Router` (`probes`, `console::router`), merged in
+//! `broker_router`; `strom migrate` serves its own metrics router on the same thread shape
+//! with `spawn_thread`. Another service (an HTTP proxy, the schema registry) mounts the same
+//! way.
 
-use std::future::Future;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::shard::BrokerContext;
 
-/// Scrapes and probes in flight at once: each holds a socket and, for /metrics, a rendering.
+/// Requests handled at once over all routes: each holds a socket and, for /metrics, a
+/// rendering.
 const MAX_CONCURRENT: usize = 16;
-
-/// One answer: (status line, content type, body).
-pub type Answer = (&'static str, &'static str, String);
 
 pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4";
 
-pub fn not_found() -> Answer {
-    ("404 Not Found", "text/plain", "not found\n".to_string())
-}
-
-pub async fn serve(
-    listener: TcpListener,
+#[derive(Clone)]
+struct Probes {
     ready: Arc<AtomicBool>,
     ctx: Arc<BrokerContext>,
-    shutdown: watch::Receiver<bool>,
-) {
-    serve_routes(listener, shutdown, move |path| {
-        let ready = ready.clone();
-        let ctx = ctx.clone();
-        async move {
-            let is_ready = ready.load(Ordering::Acquire);
-            match path.as_str() {
-                "/health" => ("200 OK", "text/plain", "ok\n".to_string()),
-                "/ready" if is_ready => ("200 OK", "text/plain", "ready\n".to_string()),
-                "/ready" => (
-                    "503 Service Unavailable",
-                    "text/plain",
-                    "recovering\n".to_string(),
-                ),
-                "/metrics" => (
-                    "200 OK",
-                    PROMETHEUS_TEXT,
-                    crate::metrics::scrape::render(&ctx, is_ready).await,
-                ),
-                _ => not_found(),
-            }
-        }
-    })
-    .await
 }
 
-/// Runs `serve` on `listener` on a thread of its own (a current-thread runtime and a
-/// `LocalSet`, because a broker scrape awaits `invoke_on`, whose future is not `Send`), so a
-/// slow scraper or a busy caller never delays the other.
-pub fn spawn_thread<S, F>(
+/// `/health`, `/ready`, `/metrics` of the broker.
+pub fn probes(ready: Arc<AtomicBool>, ctx: Arc<BrokerContext>) -> Router {
+    Router::new()
+        .route("/health", get(|| async { "ok\n" }))
+        .route("/ready", get(ready_probe))
+        .route("/metrics", get(metrics))
+        .with_state(Probes { ready, ctx })
+}
+
+/// Everything the broker's admin port serves.
+pub fn broker_router(
+    ready: Arc<AtomicBool>,
+    ctx: Arc<BrokerContext>,
+    connectors: Arc<super::console::Connectors>,
+) -> Router {
+    probes(ready, ctx.clone()).merge(super::console::router(ctx, connectors))
+}
+
+async fn ready_probe(State(p): State<Probes>) -> Response {
+    if p.ready.load(Ordering::Acquire) {
+        "ready\n".into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "recovering\n").into_response()
+    }
+}
+
+async fn metrics(State(p): State<Probes>) -> Response {
+    let ready = p.ready.load(Ordering::Acquire);
+    let text = crate::metrics::scrape::render(&p.ctx, ready).await;
+    prometheus_text(text)
+}
+
+pub fn prometheus_text(text: String) -> Response {
+    ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text).into_response()
+}
+
+/// Serves `router` on `listener` until `shutdown` changes, on a thread of its own (a
+/// current-thread runtime), so a slow client or a busy caller never delays the other.
+pub fn spawn_thread(
     name: &str,
     listener: std::net::TcpListener,
-    serve: S,
-) -> std::io::Result<std::thread::JoinHandle<()>>
-where
-    S: FnOnce(TcpListener) -> F + Send + 'static,
-    F: Future<Output = ()> + 'static,
-{
+    router: Router,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     listener.set_nonblocking(true)?;
+    // One request per connection, as this port always answered (`connection: close`):
+    // scrapers and probes open one each, and nothing idles on the admin thread.
+    let router = router
+        .layer(axum::middleware::map_response(close_connection))
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+            MAX_CONCURRENT,
+        ));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("admin runtime");
-            let local = tokio::task::LocalSet::new();
-            local.block_on(&rt, async move {
-                match TcpListener::from_std(listener) {
-                    Ok(l) => serve(l).await,
-                    Err(e) => tracing::error!(error = %e, "admin listener"),
+            rt.block_on(async move {
+                let listener = match TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!(error = %e, "admin listener");
+                        return;
+                    }
+                };
+                let stop = async move {
+                    let _ = shutdown.changed().await;
+                };
+                if let Err(e) = axum::serve(listener, router)
+                    .with_graceful_shutdown(stop)
+                    .await
+                {
+                    tracing::error!(error = %e, "admin server");
                 }
             });
         })
 }
 
-/// Accepts until `shutdown` changes; answers each connection's one request with what
-/// `route` gives for its path. Runs inside a `LocalSet`.
-pub async fn serve_routes<R, F>(
-    listener: TcpListener,
-    mut shutdown: watch::Receiver<bool>,
-    route: R,
-) where
-    R: Fn(String) -> F + 'static,
-    F: Future<Output = Answer> + 'static,
-{
-    let route = Rc::new(route);
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT));
-    loop {
-        tokio::select! {
-            _ = shutdown.changed() => return,
-            accepted = listener.accept() => {
-                let Ok((mut stream, _)) = accepted else { continue };
-                let Ok(permit) = permits.clone().try_acquire_owned() else { continue };
-                let route = route.clone();
-                // Local: a broker scrape's cross-shard calls are not `Send` (`invoke_on` holds
-                // an `Rc` on shards).
-                tokio::task::spawn_local(async move {
-                    let _permit = permit;
-                    let mut buf = [0u8; 2048];
-                    // The whole request head before answering: a client may send it in
-                    // several writes, and closing with a later part unread would reset the
-                    // connection under the client (its next write fails with EPIPE).
-                    let head = tokio::time::timeout(Duration::from_secs(5), async {
-                        let mut n = 0;
-                        while n < buf.len() && !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                            match stream.read(&mut buf[n..]).await {
-                                Ok(0) | Err(_) => break,
-                                Ok(more) => n += more,
-                            }
-                        }
-                        n
-                    })
-                    .await;
-                    let Ok(n) = head else { return };
-                    let request = String::from_utf8_lossy(&buf[..n]);
-                    let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
-                    let (status, content_type, body) = route(path).await;
-                    let head = format!(
-                        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = tokio::time::timeout(Duration::from_secs(10), async {
-                        stream.write_all(head.as_bytes()).await?;
-                        stream.write_all(body.as_bytes()).await
-                    })
-                    .await;
-                });
-            }
-        }
-    }
+async fn close_connection(mut r: Response) -> Response {
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
 }

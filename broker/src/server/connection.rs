@@ -125,6 +125,7 @@ pub async fn serve<R, W>(
                 let earlier = read;
                 tokio::select! {
                     _ = shutdown.changed() => break,
+                    _ = tx.closed() => break,
                     r = answered.wait_for(|n| *n >= earlier) => if r.is_err() { break },
                 }
             }
@@ -139,14 +140,14 @@ pub async fn serve<R, W>(
                     delay,
                     close,
                 } => {
-                    let done = answered_tx.clone();
+                    let done = Answered(answered_tx.clone());
                     let task = tokio::task::spawn_local(async move {
                         if !delay.is_zero() {
                             tokio::time::sleep(delay).await;
                         }
                         drop(permits);
                         drop(conn_permits);
-                        done.send_modify(|n| *n += 1);
+                        drop(done);
                         Ok(Some(ResponseFrame::from(frame)))
                     });
                     read += 1;
@@ -161,16 +162,17 @@ pub async fn serve<R, W>(
             let earlier = read;
             tokio::select! {
                 _ = shutdown.changed() => break,
+                _ = tx.closed() => break, // the writer gave up on the connection
                 r = answered.wait_for(|n| *n >= earlier) => if r.is_err() { break },
             }
         }
         let dispatched = handlers::dispatch_frame(shard.clone(), session.clone(), frame).await;
-        let done = answered_tx.clone();
+        let done = Answered(answered_tx.clone());
         let task = tokio::task::spawn_local(async move {
             let answer = dispatched.answer().await;
             drop(permits);
             drop(conn_permits);
-            done.send_modify(|n| *n += 1);
+            drop(done);
             answer
         });
         read += 1;
@@ -181,6 +183,16 @@ pub async fn serve<R, W>(
     // Finish what was read (clean shutdown answers in-flight requests), then close.
     drop(tx);
     let _ = writer.await;
+}
+
+/// Counts a request as answered when dropped: also when its task panics or is cancelled, so a
+/// serial request behind it is never left waiting.
+struct Answered(Rc<watch::Sender<u64>>);
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n += 1);
+    }
 }
 
 async fn write_responses<W: AsyncWrite + Unpin>(

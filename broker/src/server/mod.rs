@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod connection;
+pub mod console;
 pub mod listener;
 pub mod sasl;
 pub mod steering;
@@ -32,10 +33,15 @@ pub struct Server {
     /// Every listener, bound, in the order of `listeners`.
     pub listeners: Vec<Arc<ListenerInfo>>,
     pub metrics_addr: SocketAddr,
+    /// The Schema Registry's address, when it is serving.
+    pub schema_registry_addr: Option<SocketAddr>,
     pub ctx: Arc<BrokerContext>,
+    /// The connectors `strom serve` runs beside the broker, for the console to show.
+    pub connectors: Arc<console::Connectors>,
     shutdown: watch::Sender<bool>,
     shards: Vec<JoinHandle<anyhow::Result<shard::run::ShardReport>>>,
     admin: Option<JoinHandle<()>>,
+    schema_registry: Option<JoinHandle<()>>,
     /// Holds the steering programs' descriptors (one per listener) until shutdown.
     _steering: Vec<strom_ebpf::Steering>,
     /// Reloads changed TLS files while the broker runs (stops when dropped).
@@ -80,6 +86,7 @@ impl Server {
                 tracing::warn!(error = %e, "unreadable log-start checkpoint; log start offsets come from the segments");
                 HashMap::new()
             });
+        let registry_listen_set = origins.contains_key("schema_registry_listen");
         let catalog = CatalogHandle::open(&data_dir, config.clone(), origins)?;
         let producer_ids = crate::metadata::producer_ids::ProducerIdAllocator::open(&data_dir)?;
 
@@ -153,6 +160,7 @@ impl Server {
             producer_ids,
             started_ms: crate::now_ms(),
             steering: steering_probe,
+            schema_view: Default::default(),
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
                 &data_dir,
             )),
@@ -163,13 +171,13 @@ impl Server {
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready_flag = Arc::new(AtomicBool::new(false));
+        let connectors = Arc::new(console::Connectors::default());
         let admin = {
             let ready = ready_flag.clone();
             let ctx = ctx.clone();
             let shutdown = shutdown_rx.clone();
-            admin::spawn_thread("admin", metrics_std, move |l| {
-                admin::serve(l, ready, ctx, shutdown)
-            })?
+            let router = admin::broker_router(ready, ctx, connectors.clone());
+            admin::spawn_thread("admin", metrics_std, router, shutdown)?
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
         let recovery_points = Arc::new((recovery_points, log_starts));
@@ -222,23 +230,29 @@ impl Server {
                 Err(_) => anyhow::bail!("a shard thread died during start"),
             }
         }
+        // After the shards: the registry replays `_schemas` through them before it answers.
+        let (schema_registry, schema_registry_addr) =
+            start_schema_registry(&ctx, registry_listen_set, shutdown_rx.clone())?;
         ready_flag.store(true, std::sync::atomic::Ordering::Release);
         let listeners = infos
             .iter()
             .map(|i| format!("{}://{}", i.name, i.bound))
             .collect::<Vec<_>>()
             .join(",");
-        tracing::info!(%kafka_addr, %listeners, %metrics_addr, shards = shard_count, clean_start = clean,
-            "strom is serving");
+        tracing::info!(%kafka_addr, %listeners, %metrics_addr, schema_registry = ?schema_registry_addr,
+            shards = shard_count, clean_start = clean, "strom is serving");
         Ok(Server {
             kafka_addr,
             listeners: infos,
             _tls_reloader: tls_reloader,
             metrics_addr,
+            schema_registry_addr,
             ctx,
+            connectors,
             shutdown: shutdown_tx,
             shards,
             admin: Some(admin),
+            schema_registry,
             _steering: steers,
             _lock: lock,
         })
@@ -248,6 +262,10 @@ impl Server {
     /// checkpoints and the clean-shutdown marker.
     pub fn shutdown(mut self) -> anyhow::Result<()> {
         let _ = self.shutdown.send(true);
+        // The registry first: its writes go through the shards.
+        if let Some(r) = self.schema_registry.take() {
+            let _ = r.join();
+        }
         let mut entries = Vec::new();
         let mut failed = false;
         for h in self.shards.drain(..) {
@@ -271,4 +289,37 @@ impl Server {
         tracing::info!("shut down cleanly");
         Ok(())
     }
+}
+
+/// Binds and starts the Schema Registry (`schema_registry_enable`). The default address
+/// being taken is logged and the broker runs without a registry (another registry may own
+/// that port on the host); an address the operator set must bind.
+fn start_schema_registry(
+    ctx: &Arc<BrokerContext>,
+    listen_set_explicitly: bool,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<(Option<JoinHandle<()>>, Option<SocketAddr>)> {
+    let config = &ctx.config;
+    if !config.schema_registry_enable {
+        return Ok((None, None));
+    }
+    let listener = match std::net::TcpListener::bind(config.schema_registry_listen) {
+        Ok(l) => l,
+        Err(e) if !listen_set_explicitly => {
+            tracing::warn!(addr = %config.schema_registry_listen, error = %e,
+                "schema registry not started: its default address is not available (set schema_registry_listen)");
+            return Ok((None, None));
+        }
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!(
+                    "binding schema registry listener {}",
+                    config.schema_registry_listen
+                )
+            })
+        }
+    };
+    let addr = listener.local_addr()?;
+    let handle = crate::schema_registry::spawn(ctx.clone(), listener, shutdown)?;
+    Ok((Some(handle), Some(addr)))
 }

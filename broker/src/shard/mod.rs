@@ -41,6 +41,9 @@ pub struct BrokerContext {
     pub started_ms: i64,
     /// Connection steering in use and accepts per shard (`server::steering`).
     pub steering: Arc<strom_ebpf::SteeringProbe>,
+    /// The schema registry's view for produce-time schema id validation, set once the
+    /// registry (`schema_registry`) has started.
+    pub schema_view: std::sync::OnceLock<Arc<dyn crate::partition::schema_ids::SchemaView>>,
     /// `cleaner-offset-checkpoint`: where each compacted log's dirty section starts.
     pub cleaner_checkpoints: Arc<crate::shard::cleaner_checkpoints::Checkpoints>,
     /// SCRAM credentials (SASL and Describe/AlterUserScramCredentials).

@@ -146,6 +146,7 @@ pub fn start_with(
     let mut config = strom::config::BrokerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: "127.0.0.1:0".parse().unwrap(),
+        schema_registry_listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.to_path_buf(),
         shards,
         ..Default::default()

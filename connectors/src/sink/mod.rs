@@ -7,6 +7,7 @@ pub mod http;
 pub mod milvus;
 pub mod pgvector;
 pub mod pinecone;
+pub mod qdrant;
 pub mod weaviate;
 
 use std::collections::BTreeMap;
@@ -45,6 +46,7 @@ pub enum Sink {
     Weaviate(weaviate::WeaviateSink),
     Pinecone(pinecone::PineconeSink),
     Milvus(milvus::MilvusSink),
+    Qdrant(qdrant::QdrantSink),
 }
 
 impl Sink {
@@ -56,6 +58,7 @@ impl Sink {
             SinkType::Weaviate => Sink::Weaviate(weaviate::WeaviateSink::connect(cfg).await?),
             SinkType::Pinecone => Sink::Pinecone(pinecone::PineconeSink::connect(cfg).await?),
             SinkType::Milvus => Sink::Milvus(milvus::MilvusSink::connect(cfg).await?),
+            SinkType::Qdrant => Sink::Qdrant(qdrant::QdrantSink::connect(cfg).await?),
         })
     }
 
@@ -66,6 +69,7 @@ impl Sink {
             Sink::Weaviate(_) => "weaviate",
             Sink::Pinecone(_) => "pinecone",
             Sink::Milvus(_) => "milvus",
+            Sink::Qdrant(_) => "qdrant",
         }
     }
 
@@ -73,8 +77,30 @@ impl Sink {
     pub fn fields(&self) -> Fields {
         match self {
             Sink::Pgvector(_) => Fields::Closed,
-            Sink::Milvus(_) => Fields::Typed,
-            Sink::Chroma(_) | Sink::Weaviate(_) | Sink::Pinecone(_) => Fields::Free,
+            Sink::Milvus(_) | Sink::Weaviate(_) => Fields::Typed,
+            Sink::Chroma(_) | Sink::Pinecone(_) | Sink::Qdrant(_) => Fields::Free,
+        }
+    }
+
+    /// Whether a field the collection lacks is added to it ([`Sink::add_fields`]): the sinks
+    /// with declared columns or properties. Milvus keeps undeclared fields in its dynamic
+    /// field, Chroma and Pinecone have schemaless metadata.
+    pub fn evolves(&self) -> bool {
+        matches!(self, Sink::Pgvector(_) | Sink::Weaviate(_))
+    }
+
+    /// Schema evolution: adds `new` (fields the collection lacks) as nullable columns /
+    /// properties; returns the collection's schema after it.
+    pub async fn add_fields(
+        &mut self,
+        new: &BTreeMap<String, FieldType>,
+    ) -> Result<Schema, SinkError> {
+        match self {
+            Sink::Pgvector(s) => s.add_fields(new).await,
+            Sink::Weaviate(s) => s.add_fields(new).await,
+            Sink::Chroma(_) | Sink::Pinecone(_) | Sink::Milvus(_) | Sink::Qdrant(_) => Err(
+                SinkError::Permanent(format!("the {} sink adds no fields", self.name())),
+            ),
         }
     }
 
@@ -87,6 +113,7 @@ impl Sink {
             Sink::Weaviate(s) => s.schema(),
             Sink::Pinecone(s) => s.schema(),
             Sink::Milvus(s) => s.schema(),
+            Sink::Qdrant(s) => s.schema(),
         }
     }
 
@@ -95,21 +122,33 @@ impl Sink {
     pub fn stored_offsets(&self) -> Offsets {
         match self {
             Sink::Pgvector(s) => s.stored_offsets().clone(),
-            Sink::Chroma(_) | Sink::Weaviate(_) | Sink::Pinecone(_) | Sink::Milvus(_) => {
-                Offsets::new()
-            }
+            Sink::Chroma(_)
+            | Sink::Weaviate(_)
+            | Sink::Pinecone(_)
+            | Sink::Milvus(_)
+            | Sink::Qdrant(_) => Offsets::new(),
         }
     }
 
     /// Creates the collection for `wanted`, or checks the existing one against it; returns
     /// the schema records are checked against from now on.
     pub async fn prepare(&mut self, wanted: &Schema) -> Result<Schema, SinkError> {
-        if let Some(existing) = self.existing_schema() {
-            let diffs = mismatches(existing, wanted, self.fields() == Fields::Closed);
+        if let Some(existing) = self.existing_schema().cloned() {
+            let strict = self.fields() == Fields::Closed && !self.evolves();
+            let diffs = mismatches(&existing, wanted, strict);
             if !diffs.is_empty() {
                 return Err(SinkError::Schema(diffs.join("; ")));
             }
-            return Ok(existing.clone());
+            let missing: BTreeMap<String, FieldType> = wanted
+                .fields
+                .iter()
+                .filter(|(k, _)| !existing.fields.contains_key(*k))
+                .map(|(k, &t)| (k.clone(), t))
+                .collect();
+            if self.evolves() && !missing.is_empty() {
+                return self.add_fields(&missing).await;
+            }
+            return Ok(existing);
         }
         match self {
             Sink::Pgvector(s) => s.create(wanted).await,
@@ -117,6 +156,7 @@ impl Sink {
             Sink::Weaviate(s) => s.create(wanted).await,
             Sink::Pinecone(s) => s.create(wanted).await,
             Sink::Milvus(s) => s.create(wanted).await,
+            Sink::Qdrant(s) => s.create(wanted).await,
         }
     }
 
@@ -133,6 +173,7 @@ impl Sink {
             Sink::Weaviate(s) => s.write(ops).await,
             Sink::Pinecone(s) => s.write(ops).await,
             Sink::Milvus(s) => s.write(ops).await,
+            Sink::Qdrant(s) => s.write(ops).await,
         }
     }
 
@@ -144,6 +185,7 @@ impl Sink {
             Sink::Weaviate(s) => s.count().await,
             Sink::Pinecone(s) => s.count().await,
             Sink::Milvus(s) => s.count().await,
+            Sink::Qdrant(s) => s.count().await,
         }
     }
 
@@ -156,6 +198,7 @@ impl Sink {
             Sink::Weaviate(s) => s.all_vectors().await,
             Sink::Pinecone(s) => s.all_vectors().await,
             Sink::Milvus(s) => s.all_vectors().await,
+            Sink::Qdrant(s) => s.all_vectors().await,
         }
     }
 
@@ -167,6 +210,7 @@ impl Sink {
             Sink::Weaviate(s) => s.nearest(vector, k).await,
             Sink::Pinecone(s) => s.nearest(vector, k).await,
             Sink::Milvus(s) => s.nearest(vector, k).await,
+            Sink::Qdrant(s) => s.nearest(vector, k).await,
         }
     }
 }
@@ -284,13 +328,14 @@ mod tests {
                 id: id.into(),
                 vector: vec![x],
                 fields: Default::default(),
+                tenant: None,
             })
         };
         let ops = [
             up("a", 1.0),
             up("b", 2.0),
             up("a", 3.0),
-            Op::Delete("a".into()),
+            Op::Delete("a".into(), None),
             up("c", 4.0),
         ];
         let r = runs(&ops, 2);

@@ -274,6 +274,52 @@ impl PgSink {
         Ok(schema)
     }
 
+    /// Schema evolution: a new field becomes a nullable column (`ADD COLUMN IF NOT EXISTS`,
+    /// so connectors racing on it agree). Returns the table's schema read back.
+    pub async fn add_fields(
+        &mut self,
+        new: &BTreeMap<String, FieldType>,
+    ) -> Result<Schema, SinkError> {
+        self.reconnect_if_closed().await?;
+        let adds: Vec<String> = new
+            .iter()
+            .map(|(n, &ty)| format!("ADD COLUMN IF NOT EXISTS {} {}", quote(n), sql_type(ty)))
+            .collect();
+        self.client
+            .batch_execute(&format!(
+                "ALTER TABLE {} {}",
+                quote(&self.table),
+                adds.join(", ")
+            ))
+            .await
+            .map_err(|e| ddl_error("add columns", e))?;
+        let schema = self
+            .read_schema()
+            .await?
+            .ok_or_else(|| SinkError::Transient("table vanished after ALTER".into()))?;
+        for (name, &ty) in new {
+            match schema.fields.get(name) {
+                Some(&have) if have.accepts(ty) => {}
+                Some(&have) => {
+                    return Err(SinkError::Schema(format!(
+                        "column {name} was added as {} by someone else, the records need {}",
+                        super::type_name(have),
+                        super::type_name(ty)
+                    )))
+                }
+                None => {
+                    return Err(SinkError::Schema(format!(
+                        "column {name} exists with a type the connector cannot write"
+                    )))
+                }
+            }
+        }
+        tracing::info!(table = %self.table, columns = ?new.keys().collect::<Vec<_>>(), "added columns");
+        self.schema = Some(schema.clone());
+        self.statements = None;
+        Ok(schema)
+    }
+
     async fn reconnect_if_closed(&mut self) -> Result<(), SinkError> {
         if self.client.is_closed() {
             self.client = open(&self.url).await?;
@@ -368,7 +414,7 @@ impl PgSink {
                     .iter()
                     .filter_map(|op| match op {
                         Op::Upsert(d) => Some(d),
-                        Op::Delete(_) => None,
+                        Op::Delete(..) => None,
                     })
                     .collect();
                 let ids: Vec<&str> = docs.iter().map(|d| d.id.as_str()).collect();
@@ -386,7 +432,7 @@ impl PgSink {
                 tx.execute(upsert, &params)
                     .await
                     .map_err(|e| pg_error("upsert", e))?;
-            } else if let (Op::Delete(_), Some(delete)) = (run[0], &st.delete) {
+            } else if let (Op::Delete(..), Some(delete)) = (run[0], &st.delete) {
                 let ids: Vec<&str> = run.iter().map(|op| op.id()).collect();
                 tx.execute(delete, &[&ids])
                     .await

@@ -85,7 +85,7 @@ impl PineconeSink {
                             }
                             Some(v)
                         }
-                        Op::Delete(_) => None,
+                        Op::Delete(..) => None,
                     })
                     .collect();
                 self.post(

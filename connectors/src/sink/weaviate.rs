@@ -1,12 +1,27 @@
 //! Weaviate over its REST API (`/v1`), with reqwest rather than the `weaviate-community`
-//! crate: the connector needs four calls (class get/create, batch objects, object delete,
-//! GraphQL count/nearVector), and the crate would bring its own reqwest/TLS stack and object
-//! model to convert to and from. Written to the OpenAPI spec of weaviate/weaviate
-//! (`openapi-specs/schema.json`, info.version 1.40.0-dev); see tests/contract_weaviate.rs.
+//! crate (0.2.2): its calls return `Box<dyn Error>` carrying only the status line, so a 503
+//! (retry) cannot be told from a 422 (to the DLQ) and the server's message is lost; it also
+//! brings reqwest 0.11 (a second hyper/TLS stack) with `blocking` and tokio's `full`. The
+//! connector needs a handful of calls: class get/create/add-property, batch objects, object
+//! delete, tenants, GraphQL count/nearVector. REST rather than gRPC batch: there is no
+//! maintained Rust client of Weaviate's gRPC API (its `.proto` files would have to be copied
+//! in and compiled), and the REST batch reports errors per object the same way.
+//! Checked against a real Weaviate 1.35 in connectors/tests/e2e_weaviate.rs, and against
+//! fixtures from Weaviate's OpenAPI spec in tests/contract_weaviate.rs.
+//!
+//! The class is created with explicit properties (the server may run with auto-schema off),
+//! and a field that appears later is added as a property (schema evolution). Nested values
+//! are stored as JSON text: their property is `text` with [`JSON_MARK`] as its description,
+//! so a restarted connector knows the records' field is an object, not a string.
 //!
 //! Weaviate ids are UUIDs: an id that is not one (a key, a field) becomes its uuid5 in the
 //! connector's namespace, so it stays deterministic. Batch writes report errors per object
-//! (HTTP 200 with `result.errors`): those records go to the DLQ, the rest are written.
+//! (HTTP 200 with `result.errors`): those records go to the DLQ, the rest are written, unless
+//! an error says the server is not ready (then the batch is retried: ids make it idempotent).
+//!
+//! Multi-tenancy (`multi_tenancy = "topic" | "key_prefix"`): the class is created with
+//! multi-tenancy and automatic tenant creation and activation; each object and delete names
+//! its tenant.
 
 use std::collections::BTreeMap;
 
@@ -17,12 +32,16 @@ use super::{http_error, runs, Rejections, SinkError};
 use crate::config::{ConnectorConfig, Metric};
 use crate::record::{FieldType, Op, Schema, ID_NAMESPACE};
 
+/// The description of a `text` property that holds JSON (nested values).
+pub const JSON_MARK: &str = "JSON text (strom connector)";
+
 pub struct WeaviateSink {
     api: JsonApi,
     class: String,
     metric: Metric,
     consistency: Option<String>,
-    /// The class's properties when it exists.
+    multi_tenancy: bool,
+    /// The class's properties when it exists (JSON-marked text properties as Json).
     existing: Option<BTreeMap<String, FieldType>>,
     schema: Option<Schema>,
 }
@@ -54,14 +73,51 @@ fn data_type(t: FieldType) -> &'static str {
     }
 }
 
-fn field_type(data_type: &str) -> Option<FieldType> {
-    Some(match data_type {
+fn property(name: &str, t: FieldType) -> Value {
+    let mut p = json!({"name": name, "dataType": [data_type(t)]});
+    if t == FieldType::Json {
+        p["description"] = json!(JSON_MARK);
+    }
+    p
+}
+
+fn field_type(p: &Value) -> Option<FieldType> {
+    Some(match p["dataType"][0].as_str()? {
+        "text" | "string" if p["description"] == JSON_MARK => FieldType::Json,
         "text" | "string" => FieldType::Text,
         "int" => FieldType::Int,
         "number" => FieldType::Float,
         "boolean" => FieldType::Bool,
         _ => return None,
     })
+}
+
+/// Errors Weaviate reports while a shard loads or the node starts or stops, or when a disk
+/// limit made it read-only: worth a retry, never a reason to dead-letter a record.
+pub fn transient_message(msg: &str) -> bool {
+    let m = msg.to_ascii_lowercase();
+    [
+        "not ready",
+        "shutting down",
+        "read-only",
+        "readonly",
+        "context deadline exceeded",
+        "context canceled",
+        "connection refused",
+        "no leader",
+        "not the leader",
+    ]
+    .iter()
+    .any(|p| m.contains(p))
+}
+
+/// [`http_error`], with Weaviate's 422 "shard is not ready" (and the like) transient.
+fn weaviate_error(what: &str, status: reqwest::StatusCode, body: &Value) -> SinkError {
+    let text = body.to_string();
+    if status.is_client_error() && transient_message(&text) {
+        return SinkError::Transient(format!("{what}: HTTP {status}: {text}"));
+    }
+    http_error(what, Some(status), text)
 }
 
 impl WeaviateSink {
@@ -77,23 +133,32 @@ impl WeaviateSink {
             class: cfg.sink.collection.clone(),
             metric: cfg.sink.metric,
             consistency: cfg.sink.consistency_level.clone(),
+            multi_tenancy: cfg.sink.multi_tenancy.is_some(),
             existing: None,
             schema: None,
         };
-        let (status, class) = sink
+        sink.read_class().await?;
+        Ok(sink)
+    }
+
+    /// Reads the class (None: it does not exist) and checks what cannot be changed later.
+    async fn read_class(&mut self) -> Result<Option<Value>, SinkError> {
+        let (status, class) = self
             .api
             .call(
                 reqwest::Method::GET,
-                &format!("/schema/{}", sink.class),
+                &format!("/schema/{}", self.class),
                 None,
             )
             .await?;
         match status.as_u16() {
-            200 => sink.adopt(&class)?,
-            404 => {}
-            _ => return Err(http_error("get class", Some(status), class.to_string())),
+            200 => {
+                self.adopt(&class)?;
+                Ok(Some(class))
+            }
+            404 => Ok(None),
+            _ => Err(weaviate_error("get class", status, &class)),
         }
-        Ok(sink)
     }
 
     fn adopt(&mut self, class: &Value) -> Result<(), SinkError> {
@@ -106,15 +171,24 @@ impl WeaviateSink {
                 )));
             }
         }
+        let mt = class["multiTenancyConfig"]["enabled"].as_bool() == Some(true);
+        if mt != self.multi_tenancy {
+            return Err(SinkError::Schema(format!(
+                "class {} has multi-tenancy {}, the config {}",
+                self.class,
+                if mt { "enabled" } else { "disabled" },
+                if self.multi_tenancy {
+                    "sets multi_tenancy"
+                } else {
+                    "none"
+                }
+            )));
+        }
         let props = class["properties"].as_array().cloned().unwrap_or_default();
         self.existing = Some(
             props
                 .iter()
-                .filter_map(|p| {
-                    let name = p["name"].as_str()?;
-                    let t = field_type(p["dataType"][0].as_str()?)?;
-                    Some((name.to_string(), t))
-                })
+                .filter_map(|p| Some((p["name"].as_str()?.to_string(), field_type(p)?)))
                 .collect(),
         );
         Ok(())
@@ -125,57 +199,129 @@ impl WeaviateSink {
         self.schema.as_ref()
     }
 
-    fn consistency_query(&self) -> String {
-        self.consistency
-            .as_ref()
-            .map(|c| format!("?consistency_level={c}"))
-            .unwrap_or_default()
+    /// `?consistency_level=...` and `tenant=...` as the request's query string.
+    fn query(&self, tenant: Option<&str>) -> String {
+        let mut q: Vec<String> = Vec::new();
+        if let Some(c) = &self.consistency {
+            q.push(format!("consistency_level={c}"));
+        }
+        if let Some(t) = tenant {
+            q.push(format!("tenant={t}"));
+        }
+        if q.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", q.join("&"))
+        }
     }
 
     pub async fn create(&mut self, wanted: &Schema) -> Result<Schema, SinkError> {
-        let as_stored: BTreeMap<String, FieldType> = wanted
-            .fields
-            .iter()
-            .map(|(k, &t)| (k.clone(), field_type(data_type(t)).expect("mapped")))
-            .collect();
-        match &self.existing {
+        match self.existing.clone() {
             Some(have) => {
                 let existing = Schema {
                     dimension: wanted.dimension,
                     fields: have.clone(),
                 };
-                let want = Schema {
-                    dimension: wanted.dimension,
-                    fields: as_stored,
-                };
-                // Weaviate adds missing properties itself (auto-schema): only types matter.
-                let diffs = super::mismatches(&existing, &want, false);
+                let diffs = super::mismatches(&existing, wanted, false);
                 if !diffs.is_empty() {
                     return Err(SinkError::Schema(diffs.join("; ")));
                 }
+                let missing: BTreeMap<String, FieldType> = wanted
+                    .fields
+                    .iter()
+                    .filter(|(k, _)| !have.contains_key(*k))
+                    .map(|(k, &t)| (k.clone(), t))
+                    .collect();
+                if !missing.is_empty() {
+                    self.add_fields(&missing).await?;
+                }
             }
             None => {
-                let properties: Vec<Value> = as_stored
+                let properties: Vec<Value> = wanted
+                    .fields
                     .iter()
-                    .map(|(name, &t)| json!({"name": name, "dataType": [data_type(t)]}))
+                    .map(|(name, &t)| property(name, t))
                     .collect();
-                let class = json!({
+                let mut class = json!({
                     "class": self.class,
                     "vectorizer": "none",
                     "vectorIndexConfig": {"distance": distance(self.metric)},
                     "properties": properties,
                 });
-                let created = self
+                if self.multi_tenancy {
+                    class["multiTenancyConfig"] = json!({
+                        "enabled": true,
+                        "autoTenantCreation": true,
+                        "autoTenantActivation": true,
+                    });
+                }
+                let (status, created) = self
                     .api
-                    .send(reqwest::Method::POST, "/schema", class)
+                    .call(reqwest::Method::POST, "/schema", Some(class))
                     .await?;
-                self.adopt(&created)?;
-                tracing::info!(class = %self.class, "created weaviate class");
+                if status.is_success() {
+                    self.adopt(&created)?;
+                    tracing::info!(class = %self.class, "created weaviate class");
+                } else if status.as_u16() == 422 && created.to_string().contains("already exists") {
+                    // Another connector created it first: check theirs.
+                    self.read_class().await?;
+                    return Box::pin(self.create(wanted)).await;
+                } else {
+                    return Err(weaviate_error("create class", status, &created));
+                }
             }
         }
         let schema = Schema {
             dimension: wanted.dimension,
-            fields: Default::default(),
+            fields: self.existing.clone().unwrap_or_default(),
+        };
+        self.schema = Some(schema.clone());
+        Ok(schema)
+    }
+
+    /// Schema evolution: one property per new field (`POST /schema/{class}/properties`).
+    pub async fn add_fields(
+        &mut self,
+        new: &BTreeMap<String, FieldType>,
+    ) -> Result<Schema, SinkError> {
+        for (name, &t) in new {
+            let (status, v) = self
+                .api
+                .call(
+                    reqwest::Method::POST,
+                    &format!("/schema/{}/properties", self.class),
+                    Some(property(name, t)),
+                )
+                .await?;
+            // 422 "already exists": added concurrently; the class read below says its type.
+            let exists = status.as_u16() == 422 && v.to_string().contains("exist");
+            if !status.is_success() && !exists {
+                return Err(weaviate_error("add property", status, &v));
+            }
+        }
+        self.read_class().await?;
+        let have = self.existing.clone().unwrap_or_default();
+        for (name, &t) in new {
+            match have.get(name) {
+                Some(&h) if h.accepts(t) => {}
+                Some(&h) => {
+                    return Err(SinkError::Schema(format!(
+                        "property {name} is {} in the class, the records need {}",
+                        super::type_name(h),
+                        super::type_name(t)
+                    )))
+                }
+                None => {
+                    return Err(SinkError::Schema(format!(
+                        "property {name} is of a type the connector cannot write"
+                    )))
+                }
+            }
+        }
+        tracing::info!(class = %self.class, properties = ?new.keys().collect::<Vec<_>>(), "added weaviate properties");
+        let schema = Schema {
+            dimension: self.schema.as_ref().map_or(0, |s| s.dimension),
+            fields: have,
         };
         self.schema = Some(schema.clone());
         Ok(schema)
@@ -193,11 +339,11 @@ impl WeaviateSink {
                     "/objects/{}/{}{}",
                     self.class,
                     object_id(op.id()),
-                    self.consistency_query()
+                    self.query(op.tenant())
                 );
                 let (status, v) = self.api.call(reqwest::Method::DELETE, &path, None).await?;
                 if !status.is_success() && status.as_u16() != 404 {
-                    return Err(http_error("delete object", Some(status), v.to_string()));
+                    return Err(weaviate_error("delete object", status, &v));
                 }
             }
         }
@@ -206,30 +352,44 @@ impl WeaviateSink {
 
     /// One batch request for a run of upserts (`offset` is the run's index in the batch).
     async fn upsert_run(&self, run: &[Op], offset: usize) -> Result<Rejections, SinkError> {
-        // The last op of an id wins; remember each object's index for its per-object error.
-        let mut index: BTreeMap<String, usize> = BTreeMap::new();
+        // The last op of an object wins; remember each object's index for its error.
+        let key = |op: &Op| (object_id(op.id()), op.tenant().map(str::to_string));
+        let mut index: BTreeMap<(String, Option<String>), usize> = BTreeMap::new();
         for (k, op) in run.iter().enumerate() {
-            index.insert(object_id(op.id()), offset + k);
+            index.insert(key(op), offset + k);
         }
         let objects: Vec<Value> = run
             .iter()
             .enumerate()
-            .filter(|(k, op)| index[&object_id(op.id())] == offset + k)
+            .filter(|(k, op)| index[&key(op)] == offset + k)
             .filter_map(|(_, op)| match op {
-                Op::Upsert(d) => Some(json!({
-                    "class": self.class,
-                    "id": object_id(&d.id),
-                    "properties": properties(&d.fields),
-                    "vector": d.vector,
-                })),
-                Op::Delete(_) => None,
+                Op::Upsert(d) => {
+                    let mut o = json!({
+                        "class": self.class,
+                        "id": object_id(&d.id),
+                        "properties": properties(&d.fields),
+                        "vector": d.vector,
+                    });
+                    if let Some(t) = &d.tenant {
+                        o["tenant"] = json!(t);
+                    }
+                    Some(o)
+                }
+                Op::Delete(..) => None,
             })
             .collect();
-        let path = format!("/batch/objects{}", self.consistency_query());
-        let answer = self
+        let path = format!("/batch/objects{}", self.query(None));
+        let (status, answer) = self
             .api
-            .send(reqwest::Method::POST, &path, json!({"objects": objects}))
+            .call(
+                reqwest::Method::POST,
+                &path,
+                Some(json!({"objects": objects})),
+            )
             .await?;
+        if !status.is_success() {
+            return Err(weaviate_error("batch objects", status, &answer));
+        }
         let mut rejected = Vec::new();
         for obj in answer.as_array().into_iter().flatten() {
             let errors: Vec<&str> = obj["result"]["errors"]["error"]
@@ -241,16 +401,19 @@ impl WeaviateSink {
             if errors.is_empty() {
                 continue;
             }
-            let at = obj["id"].as_str().and_then(|id| index.get(id)).copied();
-            match at {
-                Some(at) => rejected.push((at, errors.join("; "))),
+            let message = errors.join("; ");
+            if transient_message(&message) {
+                return Err(SinkError::Transient(format!("batch object: {message}")));
+            }
+            let id = obj["id"].as_str().unwrap_or_default().to_string();
+            let tenant = obj["tenant"]
+                .as_str()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            match index.get(&(id, tenant)) {
+                Some(&at) => rejected.push((at, message)),
                 // An error we cannot pin on a record fails the batch (retried, not dropped).
-                None => {
-                    return Err(SinkError::Permanent(format!(
-                        "batch error: {}",
-                        errors.join("; ")
-                    )))
-                }
+                None => return Err(SinkError::Permanent(format!("batch error: {message}"))),
             }
         }
         Ok(rejected)
@@ -262,51 +425,134 @@ impl WeaviateSink {
             .send(reqwest::Method::POST, "/graphql", json!({"query": query}))
             .await?;
         if let Some(e) = v["errors"].as_array().filter(|e| !e.is_empty()) {
-            return Err(SinkError::Permanent(format!(
-                "graphql: {}",
-                Value::Array(e.clone())
-            )));
+            let text = Value::Array(e.clone()).to_string();
+            return Err(if transient_message(&text) {
+                SinkError::Transient(format!("graphql: {text}"))
+            } else {
+                SinkError::Permanent(format!("graphql: {text}"))
+            });
         }
         Ok(v)
     }
 
-    pub async fn count(&mut self) -> Result<u64, SinkError> {
+    /// The class's tenants (multi-tenancy), or `[None]` for a class without.
+    pub async fn tenants(&self) -> Result<Vec<Option<String>>, SinkError> {
+        if !self.multi_tenancy {
+            return Ok(vec![None]);
+        }
+        let (status, v) = self
+            .api
+            .call(
+                reqwest::Method::GET,
+                &format!("/schema/{}/tenants", self.class),
+                None,
+            )
+            .await?;
+        if status.as_u16() == 404 {
+            return Ok(Vec::new());
+        }
+        if !status.is_success() {
+            return Err(weaviate_error("list tenants", status, &v));
+        }
+        Ok(v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(|n| Some(n.to_string())))
+            .collect())
+    }
+
+    /// `(tenant: "...")` GraphQL arguments, or nothing.
+    fn tenant_arg(tenant: Option<&str>, more: &str) -> String {
+        match (tenant, more.is_empty()) {
+            (None, true) => String::new(),
+            (None, false) => format!("({more})"),
+            (Some(t), true) => format!("(tenant: {})", Value::from(t)),
+            (Some(t), false) => format!("(tenant: {}, {more})", Value::from(t)),
+        }
+    }
+
+    /// Objects in one tenant (None: a class without multi-tenancy).
+    pub async fn count_in(&self, tenant: Option<&str>) -> Result<u64, SinkError> {
         let c = &self.class;
+        let args = Self::tenant_arg(tenant, "");
         let v = self
-            .graphql(format!("{{ Aggregate {{ {c} {{ meta {{ count }} }} }} }}"))
+            .graphql(format!(
+                "{{ Aggregate {{ {c}{args} {{ meta {{ count }} }} }} }}"
+            ))
             .await?;
         v["data"]["Aggregate"][c][0]["meta"]["count"]
             .as_u64()
             .ok_or_else(|| SinkError::Permanent(format!("count: unexpected answer {v}")))
     }
 
-    pub async fn nearest(&mut self, vector: &[f32], k: usize) -> Result<Vec<String>, SinkError> {
+    pub async fn count(&mut self) -> Result<u64, SinkError> {
+        let mut n = 0;
+        for t in self.tenants().await? {
+            n += self.count_in(t.as_deref()).await?;
+        }
+        Ok(n)
+    }
+
+    /// The `k` nearest in one tenant, with their distances.
+    pub async fn nearest_in(
+        &self,
+        tenant: Option<&str>,
+        vector: &[f32],
+        k: usize,
+    ) -> Result<Vec<(String, f64)>, SinkError> {
         let c = &self.class;
+        let near = format!(
+            "nearVector: {{vector: {}}}, limit: {k}",
+            Value::from(vector.to_vec())
+        );
+        let args = Self::tenant_arg(tenant, &near);
         let v = self
             .graphql(format!(
-                "{{ Get {{ {c}(nearVector: {{vector: {}}}, limit: {k}) {{ _additional {{ id }} }} }} }}",
-                Value::from(vector.to_vec())
+                "{{ Get {{ {c}{args} {{ _additional {{ id distance }} }} }} }}"
             ))
             .await?;
         Ok(v["data"]["Get"][c]
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|o| o["_additional"]["id"].as_str().map(str::to_string))
+            .filter_map(|o| {
+                let a = &o["_additional"];
+                Some((
+                    a["id"].as_str()?.to_string(),
+                    a["distance"].as_f64().unwrap_or(0.0),
+                ))
+            })
             .collect())
     }
 
-    pub async fn all_vectors(&mut self) -> Result<Vec<(String, Vec<f32>)>, SinkError> {
+    /// Across every tenant: each tenant's top `k`, merged by distance.
+    pub async fn nearest(&mut self, vector: &[f32], k: usize) -> Result<Vec<String>, SinkError> {
+        let mut all = Vec::new();
+        for t in self.tenants().await? {
+            all.extend(self.nearest_in(t.as_deref(), vector, k).await?);
+        }
+        all.sort_by(|a, b| a.1.total_cmp(&b.1));
+        Ok(all.into_iter().take(k).map(|(id, _)| id).collect())
+    }
+
+    /// Every object of one tenant: id, vector, properties.
+    pub async fn objects_in(
+        &self,
+        tenant: Option<&str>,
+    ) -> Result<Vec<(String, Vec<f32>, Value)>, SinkError> {
         let mut out = Vec::new();
         let mut after = String::new();
         loop {
             let mut path = format!("/objects?class={}&limit=100&include=vector", self.class);
+            if let Some(t) = tenant {
+                path.push_str(&format!("&tenant={t}"));
+            }
             if !after.is_empty() {
                 path.push_str(&format!("&after={after}"));
             }
             let (status, v) = self.api.call(reqwest::Method::GET, &path, None).await?;
             if !status.is_success() {
-                return Err(http_error("list objects", Some(status), v.to_string()));
+                return Err(weaviate_error("list objects", status, &v));
             }
             let objects = v["objects"].as_array().cloned().unwrap_or_default();
             if objects.is_empty() {
@@ -314,11 +560,23 @@ impl WeaviateSink {
             }
             for o in &objects {
                 let id = o["id"].as_str().unwrap_or_default().to_string();
-                let vector = floats(&o["vector"]);
                 after = id.clone();
-                out.push((id, vector));
+                out.push((id, floats(&o["vector"]), o["properties"].clone()));
             }
         }
+    }
+
+    pub async fn all_vectors(&mut self) -> Result<Vec<(String, Vec<f32>)>, SinkError> {
+        let mut out = Vec::new();
+        for t in self.tenants().await? {
+            out.extend(
+                self.objects_in(t.as_deref())
+                    .await?
+                    .into_iter()
+                    .map(|(id, v, _)| (id, v)),
+            );
+        }
+        Ok(out)
     }
 }
 
@@ -348,5 +606,32 @@ mod tests {
         assert_eq!(object_id("doc-1"), object_id("doc-1"));
         assert!(uuid::Uuid::parse_str(&object_id("doc-1")).is_ok());
         assert_ne!(object_id("doc-1"), object_id("doc-2"));
+    }
+
+    #[test]
+    fn given_json_fields_then_marked_text_properties_read_back_as_json() {
+        let p = property("meta", FieldType::Json);
+        assert_eq!(
+            (p["dataType"][0].as_str(), field_type(&p)),
+            (Some("text"), Some(FieldType::Json))
+        );
+        assert_eq!(
+            field_type(&property("t", FieldType::Text)),
+            Some(FieldType::Text)
+        );
+        assert_eq!(
+            field_type(&property("n", FieldType::Int)),
+            Some(FieldType::Int)
+        );
+    }
+
+    #[test]
+    fn given_weaviate_messages_then_not_ready_is_transient_and_the_rest_not() {
+        assert!(transient_message("local documents_abc shard is not ready"));
+        assert!(transient_message("store is read-only"));
+        assert!(!transient_message(
+            "new node has a vector with length 4. Existing nodes have vectors with length 384"
+        ));
+        assert!(!transient_message("invalid text property 'title'"));
     }
 }

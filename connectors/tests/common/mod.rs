@@ -589,3 +589,120 @@ pub fn headers_kinds(dlq: &[Incoming]) -> HashMap<String, String> {
         })
         .collect()
 }
+
+/// The Weaviate server scripts/build-weaviate.sh builds (`STROM_WEAVIATE_BIN` overrides).
+pub fn weaviate_bin() -> PathBuf {
+    std::env::var_os("STROM_WEAVIATE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("compat-tests/.cache/weaviate-v1.35.2/weaviate-server"))
+}
+
+/// Every port a Weaviate node listens on: a restart reuses them (the Raft log names them).
+#[derive(Debug, Clone, Copy)]
+pub struct WeaviatePorts {
+    pub http: u16,
+    pub grpc: u16,
+    gossip: u16,
+    data: u16,
+    raft: u16,
+    raft_rpc: u16,
+}
+
+impl WeaviatePorts {
+    pub fn free() -> WeaviatePorts {
+        // Held open together so no two are the same port.
+        let ls: Vec<std::net::TcpListener> = (0..6)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("free port"))
+            .collect();
+        let p: Vec<u16> = ls.iter().map(|l| l.local_addr().unwrap().port()).collect();
+        WeaviatePorts {
+            http: p[0],
+            grpc: p[1],
+            gossip: p[2],
+            data: p[3],
+            raft: p[4],
+            raft_rpc: p[5],
+        }
+    }
+}
+
+/// A real single-node Weaviate with its data in DIR/weaviate-data, auto-schema off (the
+/// connector must declare every property), no vectorizer module, anonymous access, no
+/// telemetry, and the Go profiler off (it would take the fixed port 6060). Weaviate binds its
+/// gRPC ports on every interface (it has no setting for their host); the tests only talk to
+/// 127.0.0.1. Returns once `/v1/.well-known/ready` answers 200.
+pub fn start_weaviate(dir: &Path) -> (Proc, String, WeaviatePorts) {
+    let ports = WeaviatePorts::free();
+    let (p, url) = start_weaviate_on(dir, ports);
+    (p, url, ports)
+}
+
+/// Weaviate on `ports` (a restart after kill -9 reuses them and the data dir).
+pub fn start_weaviate_on(dir: &Path, ports: WeaviatePorts) -> (Proc, String) {
+    let bin = weaviate_bin();
+    assert!(
+        bin.exists(),
+        "{} missing: run scripts/build-weaviate.sh (scripts/test-all.sh's connectors phase does)",
+        bin.display()
+    );
+    let log = (0..)
+        .map(|i| dir.join(format!("weaviate-{i}.log")))
+        .find(|p| !p.exists())
+        .expect("a free log name");
+    let mut cmd = Command::new(&bin);
+    cmd.args([
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &ports.http.to_string(),
+        "--scheme",
+        "http",
+    ])
+    .env_clear()
+    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+    .env("PERSISTENCE_DATA_PATH", dir.join("weaviate-data"))
+    .env("AUTOSCHEMA_ENABLED", "false")
+    .env("DEFAULT_VECTORIZER_MODULE", "none")
+    .env("ENABLE_API_BASED_MODULES", "false")
+    .env("AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED", "true")
+    .env("DISABLE_TELEMETRY", "true")
+    .env("GO_PROFILING_DISABLE", "true")
+    .env("QUERY_DEFAULTS_LIMIT", "100")
+    .env("CLUSTER_HOSTNAME", "node1")
+    .env("CLUSTER_BIND_ADDR", "127.0.0.1")
+    .env("GRPC_PORT", ports.grpc.to_string())
+    .env("CLUSTER_GOSSIP_BIND_PORT", ports.gossip.to_string())
+    .env("CLUSTER_DATA_BIND_PORT", ports.data.to_string())
+    .env("RAFT_PORT", ports.raft.to_string())
+    .env("RAFT_INTERNAL_RPC_PORT", ports.raft_rpc.to_string())
+    .env("RAFT_BOOTSTRAP_EXPECT", "1")
+    .env("LOG_LEVEL", "info");
+    let p = Proc::spawn("weaviate", &mut cmd, &log);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while Instant::now() < deadline {
+        if http_status(ports.http, "/v1/.well-known/ready") == Some(200) {
+            return (p, format!("http://127.0.0.1:{}", ports.http));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!(
+        "weaviate not ready on {} within 180 s; log:\n{}",
+        ports.http,
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
+/// The status of `GET path` on 127.0.0.1:port, None when nothing answers.
+pub fn http_status(port: u16, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}

@@ -134,3 +134,90 @@ fn given_configs_strom_does_not_implement_when_set_then_refused_unless_default()
     let r = create_topic_with(&h, "lvl", &[("compression.gzip.level", "12")]);
     assert_eq!(r.error_code, 40);
 }
+
+/// A registry with schema 1 under `ids-value`.
+struct OneSchema;
+
+impl crate::partition::schema_ids::SchemaView for OneSchema {
+    fn id_in_subject(&self, id: i32, subject: &str) -> bool {
+        id == 1 && subject == "ids-value"
+    }
+    fn record_name(&self, _: i32) -> Option<String> {
+        None
+    }
+}
+
+#[test]
+fn given_schema_validation_when_a_record_lacks_a_registered_id_then_kip467_names_it() {
+    use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+    let h = Harness::new();
+    let created = create_topic_with(&h, "ids", &[("confluent.value.schema.validation", "true")]);
+    assert_eq!(created.error_code, 0);
+    let framed = |id: i32| {
+        let mut v = vec![0u8];
+        v.extend(id.to_be_bytes());
+        v.extend(b"avro bytes");
+        Bytes::from(v)
+    };
+    let batch = |values: Vec<Bytes>| {
+        TestBatch::new(values.len()).encode_with(|rs| {
+            for (r, v) in rs.iter_mut().zip(values) {
+                r.value = Some(v);
+            }
+        })
+    };
+    let call = |records: Bytes| -> PartitionProduceResponse {
+        let resp: ProduceResponse = h.call(ApiKey::Produce, 9, produce_req("ids", 0, 1, records));
+        resp.responses[0].partition_responses[0].clone()
+    };
+    // No registry running: nothing is registered, every record is refused.
+    let p = call(batch(vec![framed(1)]));
+    assert_eq!((p.error_code, p.record_errors.len()), (87, 1));
+    h.state
+        .ctx
+        .schema_view
+        .set(std::sync::Arc::new(OneSchema))
+        .ok();
+    // Registered id, unknown id, no magic byte: the last two are named.
+    let p = call(batch(vec![
+        framed(1),
+        framed(7),
+        Bytes::from_static(b"plain json"),
+    ]));
+    assert_eq!(p.error_code, 87);
+    let named: Vec<i32> = p.record_errors.iter().map(|e| e.batch_index).collect();
+    assert_eq!(named, vec![1, 2]);
+    assert!(p.record_errors[0]
+        .batch_index_error_message
+        .as_deref()
+        .is_some_and(|m| m.contains("schema id 7")));
+    // All registered: appended.
+    assert_eq!(call(batch(vec![framed(1), framed(1)])).error_code, 0);
+    // DescribeConfigs lists the extension config on this topic (only where it is set).
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+    use kafka_protocol::protocol::StrBytes;
+    let describe = |topic: &'static str| -> Vec<String> {
+        let r: DescribeConfigsResponse = h.call(
+            ApiKey::DescribeConfigs,
+            4,
+            DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str(topic)),
+            ]),
+        );
+        r.results[0]
+            .configs
+            .iter()
+            .map(|c| c.name.to_string())
+            .collect()
+    };
+    assert!(describe("ids")
+        .iter()
+        .any(|n| n == "confluent.value.schema.validation"));
+    assert_eq!(create_topic_with(&h, "plainer", &[]).error_code, 0);
+    assert!(!describe("plainer")
+        .iter()
+        .any(|n| n.starts_with("confluent.")));
+}

@@ -236,6 +236,7 @@ mod tests {
             id: id.into(),
             vector: vec![0.5, 1.0],
             fields: fields.as_object().unwrap().clone(),
+            tenant: None,
         }
     }
 
@@ -335,6 +336,7 @@ mod tests {
                 .as_object()
                 .unwrap()
                 .clone(),
+            tenant: None,
         });
         // Milvus collections are not closed: `lang` goes into the dynamic field.
         let d = crate::sink::mismatches(&have, &want, false).join("; ");

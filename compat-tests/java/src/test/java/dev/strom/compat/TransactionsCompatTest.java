@@ -96,8 +96,13 @@ class TransactionsCompatTest {
         return new KafkaConsumer<>(p);
     }
 
-    /** Every record of `topic`'s partitions from offset 0 up to their end offsets. */
-    static List<ConsumerRecord<byte[], byte[]>> readAll(String topic, int partitions, String isolation) {
+    /**
+     * Every record of `topic`'s partitions from offset 0 up to their end offsets, and at least
+     * `expect` of them: the markers of a transaction are written after commitTransaction
+     * returns, so right after a commit the read_committed end offset (the LSO) can still be
+     * short of it. The end offsets are asked again until `expect` records have arrived.
+     */
+    static List<ConsumerRecord<byte[], byte[]>> readAll(String topic, int partitions, String isolation, int expect) {
         List<TopicPartition> tps = new ArrayList<>();
         for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(topic, p));
         List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
@@ -109,8 +114,12 @@ class TransactionsCompatTest {
             while (true) {
                 boolean done = true;
                 for (TopicPartition tp : tps) done &= c.position(tp, Duration.ofSeconds(30)) >= ends.get(tp);
-                if (done) return out;
-                if (System.nanoTime() > deadline) fail("read of " + topic + " (" + isolation + ") timed out at " + out.size());
+                if (done && out.size() >= expect) return out;
+                if (System.nanoTime() > deadline) {
+                    fail("read of " + topic + " (" + isolation + ") timed out at " + out.size() + " of " + expect
+                            + " records, end offsets " + ends);
+                }
+                if (done) ends = c.endOffsets(tps, Duration.ofSeconds(30));
                 for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) out.add(r);
             }
         }
@@ -145,14 +154,14 @@ class TransactionsCompatTest {
         }
         // Each transaction's control record takes one offset: 0-9 data, 10 commit, 11-15 data,
         // 16 abort, 17-23 data, 24 commit, end 25.
-        List<ConsumerRecord<byte[], byte[]>> committed = readAll(topic, 1, "read_committed");
+        List<ConsumerRecord<byte[], byte[]>> committed = readAll(topic, 1, "read_committed", 17);
         List<Long> want = new ArrayList<>(range(0, 10));
         want.addAll(range(17, 24));
         assertEquals(want, offsetsOf(committed), "read_committed offsets");
         for (ConsumerRecord<byte[], byte[]> r : committed) {
             assertTrue(!new String(r.value(), StandardCharsets.UTF_8).startsWith("t1-"), "aborted record read at " + r.offset());
         }
-        List<ConsumerRecord<byte[], byte[]>> all = readAll(topic, 1, "read_uncommitted");
+        List<ConsumerRecord<byte[], byte[]>> all = readAll(topic, 1, "read_uncommitted", 22);
         List<Long> every = new ArrayList<>(range(0, 10));
         every.addAll(range(11, 16));
         every.addAll(range(17, 24));
@@ -217,7 +226,7 @@ class TransactionsCompatTest {
             }
         }
         assertTrue(aborted > 0, "no batch was aborted: the test did not exercise aborts");
-        List<ConsumerRecord<byte[], byte[]>> output = readAll(out, partitions, "read_committed");
+        List<ConsumerRecord<byte[], byte[]>> output = readAll(out, partitions, "read_committed", n);
         Map<String, Integer> counts = new HashMap<>();
         for (ConsumerRecord<byte[], byte[]> r : output) counts.merge(new String(r.value(), StandardCharsets.UTF_8), 1, Integer::sum);
         for (int i = 0; i < n; i++) assertEquals(1, counts.getOrDefault("out-" + i, 0), "output count of input " + i);
@@ -250,7 +259,7 @@ class TransactionsCompatTest {
         } finally {
             zombie.close(Duration.ofSeconds(5));
         }
-        List<ConsumerRecord<byte[], byte[]>> seen = readAll(topic, 1, "read_committed");
+        List<ConsumerRecord<byte[], byte[]>> seen = readAll(topic, 1, "read_committed", 1);
         assertEquals(List.of("successor"), seen.stream().map(r -> new String(r.value(), StandardCharsets.UTF_8)).toList());
     }
 }

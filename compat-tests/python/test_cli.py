@@ -1,0 +1,313 @@
+"""The `strom` CLI (docs/cli.md) against a real `strom serve` and a real Apache Kafka 4.4:
+every subcommand, its table and JSON output, its exit codes and error messages.
+
+The CLI is the release binary (`target/release/strom`, or STROM_BIN); it talks to the broker
+under test over TCP like any client. Each test uses topics and groups of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+
+import brokers
+
+CLI_TIMEOUT_S = 60
+
+
+def strom(b, *args, input: str | bytes | None = None, code: int = 0, timeout: float = CLI_TIMEOUT_S):
+    """Runs `strom ARGS --brokers B`; asserts the exit code; returns the CompletedProcess
+    (stdout/stderr as text)."""
+    argv = [str(brokers.STROM_BIN), *args]
+    env = dict(os.environ, STROM_BROKERS=b.bootstrap if b else "127.0.0.1:1")
+    data = input.encode() if isinstance(input, str) else input
+    r = subprocess.run(argv, input=data, capture_output=True, timeout=timeout, env=env)
+    out = subprocess.CompletedProcess(argv, r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace"))
+    assert out.returncode == code, f"{' '.join(args)}: exit {out.returncode}, want {code}\nstdout:\n{out.stdout}\nstderr:\n{out.stderr}"
+    return out
+
+
+def js(b, *args, **kw):
+    return json.loads(strom(b, *args, "--format", "json", **kw).stdout)
+
+
+def name(prefix: str) -> str:
+    return f"cli-{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_offsets(b, topic: str, partitions: int) -> None:
+    """Kafka answers CreateTopics before its partitions serve (FINDINGS.md): wait until
+    describe reports every high watermark."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        p = subprocess.run([str(brokers.STROM_BIN), "topic", "describe", topic, "--format", "json", "--brokers", b.bootstrap],
+                           capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+        if p.returncode == 0:
+            d = json.loads(p.stdout)
+            if len(d["partitions"]) == partitions and all(x["high_watermark"] is not None for x in d["partitions"]):
+                return
+        time.sleep(0.3)
+    raise AssertionError(f"{topic}: partitions not serving within 30 s")
+
+
+def create(b, topic: str, partitions: int = 3, *extra) -> None:
+    strom(b, "topic", "create", topic, "-p", str(partitions), "-r", "1", *extra)
+    wait_offsets(b, topic, partitions)
+
+
+# ---------------------------------------------------------------- topic
+
+def test_topic_create_list_describe_alter_add_delete(broker):
+    t = name("topic")
+    out = strom(broker, "topic", "create", t, "-p", "3", "-r", "1", "-c", "retention.ms=3600000").stdout
+    assert out.splitlines()[0].split() == ["TOPIC", "STATUS"]
+    assert out.splitlines()[1].split() == [t, "OK"]
+    wait_offsets(broker, t, 3)
+
+    # Again: the broker's error code, named, with what to do; exit 1.
+    r = strom(broker, "topic", "create", t, "-p", "3", "-r", "1", code=1)
+    assert "TOPIC_ALREADY_EXISTS" in r.stdout, r.stdout
+    assert "1 of 1 failed" in r.stderr
+    created = js(broker, "topic", "create", t, "-p", "3", "-r", "1", code=1)
+    assert created[0]["error"]["code"] == 36 and created[0]["error"]["name"] == "TOPIC_ALREADY_EXISTS"
+
+    listed = {x["name"]: x for x in js(broker, "topic", "list")}
+    assert listed[t]["partitions"] == 3 and listed[t]["replication_factor"] == 1 and listed[t]["internal"] is False
+    table = strom(broker, "topic", "list").stdout.splitlines()
+    assert table[0].split() == ["NAME", "PARTITIONS", "REPLICAS"]
+    assert [t, "3", "1"] in [line.split() for line in table]
+
+    d = js(broker, "topic", "describe", t)
+    assert d["name"] == t and len(d["topic_id"]) == 36
+    assert [p["partition"] for p in d["partitions"]] == [0, 1, 2]
+    assert all(p["leader"] >= 0 and p["replicas"] == [p["leader"]] and p["isr"] == [p["leader"]] for p in d["partitions"])
+    assert all(p["log_start_offset"] == 0 and p["high_watermark"] == 0 for p in d["partitions"])
+    configs = {c["name"]: c for c in d["configs"]}
+    assert configs["retention.ms"]["value"] == "3600000" and configs["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert configs["cleanup.policy"]["value"] == "delete" and configs["cleanup.policy"]["source"] == "DEFAULT_CONFIG"
+    text = strom(broker, "topic", "describe", t).stdout
+    assert "PARTITION  LEADER" in text and "HIGH-WATERMARK" in text and "retention.ms" in text
+
+    strom(broker, "topic", "alter-config", t, "--set", "segment.ms=600000", "--delete", "retention.ms")
+    configs = {c["name"]: c for c in js(broker, "topic", "describe", t)["configs"]}
+    assert configs["segment.ms"]["value"] == "600000" and configs["segment.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert configs["retention.ms"]["source"] == "DEFAULT_CONFIG"
+    bad = js(broker, "topic", "alter-config", t, "--set", "no.such.config=1", code=1)
+    assert bad[0]["error"]["code"] == 40, bad  # INVALID_CONFIG
+
+    added = js(broker, "topic", "add-partitions", t, "-n", "2")
+    assert added[0]["partitions"] == 5 and added[0]["error"] is None
+    wait_offsets(broker, t, 5)
+
+    deleted = js(broker, "topic", "delete", t)
+    assert deleted == [{"topic": t, "error": None}]
+    deadline = time.monotonic() + 30
+    while t in {x["name"] for x in js(broker, "topic", "list")}:
+        assert time.monotonic() < deadline, "topic still listed"
+        time.sleep(0.3)
+    r = strom(broker, "topic", "describe", t, code=1)
+    assert "UNKNOWN_TOPIC_OR_PARTITION (3)" in r.stderr and "hint: check the name" in r.stderr
+
+
+def test_topic_trim_prefix(broker):
+    t = name("trim")
+    create(broker, t, 1)
+    strom(broker, "produce", t, "-o", "none", input="".join(f"r{i}\n" for i in range(10)))
+    r = strom(broker, "topic", "trim-prefix", t, "-o", "4", code=2)
+    assert "not confirmed" in r.stderr  # no terminal to ask, no --yes
+    trimmed = js(broker, "topic", "trim-prefix", t, "-o", "4", "--yes")
+    assert trimmed == [{"topic": t, "partition": 0, "low_watermark": 4, "error": None}]
+    d = js(broker, "topic", "describe", t)
+    assert (d["partitions"][0]["log_start_offset"], d["partitions"][0]["high_watermark"]) == (4, 10)
+    out = strom(broker, "consume", t, "-f", "%o %v\\n").stdout
+    assert out.splitlines() == [f"{i} r{i}" for i in range(4, 10)]
+    past = js(broker, "topic", "trim-prefix", t, "-o", "50", "--yes", code=1)
+    assert past[0]["error"]["name"] == "OFFSET_OUT_OF_RANGE"
+
+
+# ---------------------------------------------------------------- produce / consume
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_produce_and_consume_formats(broker, compression):
+    t = name("pc")
+    create(broker, t, 2)
+    lines = "".join(f"k{i}:value {i}\n" for i in range(6))
+    r = strom(broker, "produce", t, "-f", "%k:%v\\n", "-H", "source=cli", "-z", compression, "-o", "json", input=lines)
+    acks = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(acks) == 6 and all(a["topic"] == t and a["offset"] >= 0 for a in acks)
+    # Java's murmur2 partitioner: the same key always lands on the same partition.
+    again = strom(broker, "produce", t, "-k", "k1", "-o", "json", input="once more\n").stdout
+    assert json.loads(again)["partition"] == acks[1]["partition"]
+
+    records = [json.loads(line) for line in strom(broker, "consume", t, "-f", "json").stdout.splitlines()]
+    assert len(records) == 7
+    by_key = {}
+    for rec in records:
+        by_key.setdefault(rec["key"], []).append(rec)
+    assert by_key["k3"][0]["value"] == "value 3"
+    assert by_key["k3"][0]["headers"] == [{"key": "source", "value": "cli"}]
+    assert [x["value"] for x in by_key["k1"]] == ["value 1", "once more"]
+    assert all(rec["timestamp"] > 0 and rec["topic"] == t for rec in records)
+
+    # Templates, -n, and offsets start|end|N|@timestamp on one partition.
+    p = acks[0]["partition"]
+    on_p = sorted((a["offset"], i) for i, a in enumerate(acks) if a["partition"] == p)
+    out = strom(broker, "consume", t, "-p", str(p), "-f", "%p|%o|%k|%v|%h\\n").stdout.splitlines()
+    assert out[0] == f"{p}|0|k{on_p[0][1]}|value {on_p[0][1]}|source=cli"
+    assert len(strom(broker, "consume", t, "-p", str(p), "-n", "1").stdout.splitlines()) == 1
+    assert strom(broker, "consume", t, "-o", "end").stdout == ""
+    from_1 = strom(broker, "consume", t, "-p", str(p), "-o", "1", "-f", "%o\\n").stdout.split()
+    assert from_1[0] == "1"
+    ts = records[-1]["timestamp"]
+    at = [json.loads(x) for x in strom(broker, "consume", t, "-o", f"@{ts + 1}", "-f", "json").stdout.splitlines()]
+    assert all(x["timestamp"] > ts for x in at)
+
+    # JSON lines round-trip: what consume prints, produce reads.
+    t2 = name("pc-json")
+    create(broker, t2, 1)
+    # The TOPIC argument wins over each line's "topic"; t2 has one partition, so drop theirs.
+    lines = [json.dumps({k: v for k, v in r.items() if k != "partition"}) for r in records]
+    strom(broker, "produce", t2, "-f", "json", "-o", "none", input="\n".join(lines) + "\n")
+    copied = [json.loads(x) for x in strom(broker, "consume", t2, "-f", "json").stdout.splitlines()]
+    assert [(c["key"], c["value"], c["headers"]) for c in copied] == [(r["key"], r["value"], r["headers"]) for r in records]
+
+
+def test_produce_and_consume_errors(broker):
+    r = strom(broker, "consume", name("missing"), code=1)
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in r.stderr
+    r = strom(broker, "produce", "t", "--acks", "2", code=2)
+    assert "--acks" in r.stderr
+    r = strom(broker, "consume", "t", "-o", "yesterday", code=2)
+    assert "expected start, end" in r.stderr
+    r = strom(broker, "consume", "t", "-f", "%q", code=2)
+    assert "unknown field" in r.stderr
+
+
+def test_unreachable_broker_exits_3():
+    port = brokers.free_port()
+    b = type("B", (), {"bootstrap": f"127.0.0.1:{port}"})()
+    r = strom(b, "topic", "list", "--timeout-ms", "2000", code=3)
+    assert f"cannot reach 127.0.0.1:{port}" in r.stderr and "hint:" in r.stderr
+
+
+# ---------------------------------------------------------------- groups
+
+def group_lag(b, group: str) -> dict[tuple[str, int], int | None]:
+    d = js(b, "group", "describe", group)[0]
+    return {(p["topic"], p["partition"]): p["lag"] for p in d["partitions"]}
+
+
+def test_group_list_describe_seek_delete(broker, tmp_path):
+    t, g = name("grp"), name("g")
+    create(broker, t, 2)
+    strom(broker, "produce", t, "-p", "0", "-o", "none", input="".join(f"a{i}\n" for i in range(6)))
+    strom(broker, "produce", t, "-p", "1", "-o", "none", input="".join(f"b{i}\n" for i in range(4)))
+
+    # A group member reads 7 of the 10 records and commits them.
+    out = strom(broker, "consume", t, "-g", g, "-n", "7", timeout=90).stdout
+    assert len(out.splitlines()) == 7
+    assert any(x["group"] == g and x["state"] == "Empty" for x in js(broker, "group", "list"))
+    d = js(broker, "group", "describe", g)[0]
+    assert d["state"] == "Empty" and d["members"] == [] and d["error"] is None
+    assert d["total_lag"] == 3
+    assert {(p["partition"], p["log_end_offset"]) for p in d["partitions"]} == {(0, 6), (1, 4)}
+    table = strom(broker, "group", "describe", g).stdout
+    assert ["TOTAL-LAG", "3"] in [line.split() for line in table.splitlines()], table
+    assert "CURRENT-OFFSET" in table and "LOG-END-OFFSET" in table
+
+    # The rest of the group's records, then nothing more: the group resumes where it was.
+    assert len(strom(broker, "consume", t, "-g", g, timeout=90).stdout.splitlines()) == 3
+    assert group_lag(broker, g) == {(t, 0): 0, (t, 1): 0}
+
+    seek = js(broker, "group", "seek", g, "--to", "start")
+    assert {(p["partition"], p["previous_offset"], p["new_offset"]) for p in seek["partitions"]} == {(0, 6, 0), (1, 4, 0)}
+    assert group_lag(broker, g) == {(t, 0): 6, (t, 1): 4}
+    dry = js(broker, "group", "seek", g, "--to", "end", "--dry-run")
+    assert dry["dry_run"] and group_lag(broker, g) == {(t, 0): 6, (t, 1): 4}
+    assert "DRY-RUN" in strom(broker, "group", "seek", g, "--to", "end", "--dry-run").stdout
+    js(broker, "group", "seek", g, "--to", "2", "--topic", t)
+    assert group_lag(broker, g) == {(t, 0): 4, (t, 1): 2}
+    f = tmp_path / "offsets.csv"
+    f.write_text(f"# topic,partition,offset\n{t},0,5\n{t},1,1\n")
+    js(broker, "group", "seek", g, "--to-file", str(f))
+    assert group_lag(broker, g) == {(t, 0): 1, (t, 1): 3}
+    js(broker, "group", "seek", g, "--to", f"@{int(time.time() * 1000) + 60_000}")
+    assert group_lag(broker, g) == {(t, 0): 0, (t, 1): 0}
+
+    deleted = js(broker, "group", "delete", g)
+    assert deleted == [{"group": g, "error": None}]
+    assert g not in {x["group"] for x in js(broker, "group", "list")}
+    r = strom(broker, "group", "delete", g, code=1)
+    assert "GROUP_ID_NOT_FOUND" in r.stdout
+
+
+def test_group_seek_refused_while_members_are_active(broker):
+    from confluent_kafka import Consumer
+
+    t, g = name("active"), name("g")
+    create(broker, t, 1)
+    strom(broker, "produce", t, "-o", "none", input="x\ny\n")
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": g, "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([t])
+        deadline = time.monotonic() + 60
+        while not c.assignment():
+            assert time.monotonic() < deadline, "no assignment"
+            c.poll(0.5)
+        d = js(broker, "group", "describe", g)[0]
+        assert d["state"] == "Stable" and len(d["members"]) == 1
+        assert d["members"][0]["assignments"] == [{"topic": t, "partitions": [0]}]
+        assert all(p["member_id"] == d["members"][0]["member_id"] for p in d["partitions"])
+        r = strom(broker, "group", "seek", g, "--to", "start", "--topic", t, code=1)
+        assert "NON_EMPTY_GROUP" in r.stderr and "stop its consumers first" in r.stderr
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------- cluster
+
+def test_cluster_info_health_config(broker):
+    info = js(broker, "cluster", "info")
+    assert len(info["brokers"]) == 1 and info["brokers"][0]["port"] == broker.port
+    assert info["cluster_id"] and info["controller"] >= 0
+    assert "CLUSTER" in strom(broker, "cluster", "info").stdout
+
+    h = js(broker, "cluster", "health")
+    assert h["healthy"] is True and h["brokers_down"] == [] and h["leaderless_partitions"] == []
+    assert strom(broker, "cluster", "health").stdout.split()[:2] == ["HEALTHY", "true"]
+
+    node = info["brokers"][0]["node_id"]
+    got = js(broker, "cluster", "config", "get", "log.retention.ms", "num.partitions")
+    assert got["broker"] == node
+    assert {c["name"] for c in got["configs"]} == {"log.retention.ms", "num.partitions"}
+    # The cluster-wide default, set to the value it has: no other test sees a change.
+    strom(broker, "cluster", "config", "set", "log.retention.ms=604800000")
+    # Kafka applies a cluster-wide default once its metadata log delivers it: poll.
+    deadline = time.monotonic() + 60
+    while True:
+        got = {c["name"]: c for c in js(broker, "cluster", "config", "get", "log.retention.ms")["configs"]}
+        if got["log.retention.ms"]["value"] == "604800000" or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert got["log.retention.ms"]["value"] == "604800000", got
+    assert got["log.retention.ms"]["source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    r = js(broker, "cluster", "config", "set", "broker.id=7", code=1)
+    assert r["error"] is not None
+
+
+# ---------------------------------------------------------------- completions, man pages
+
+def test_completion_and_man_pages(tmp_path):
+    for shell, marker in [("bash", "_strom()"), ("zsh", "#compdef strom"), ("fish", "complete -c strom")]:
+        out = subprocess.run([str(brokers.STROM_BIN), "completion", shell], capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0 and marker in out.stdout, (shell, out.stderr)
+        assert "trim-prefix" in out.stdout
+    subprocess.run([str(brokers.STROM_BIN), "man", "--dir", str(tmp_path)], check=True, timeout=30)
+    pages = {p.name for p in tmp_path.iterdir()}
+    assert {"strom.1", "strom-topic.1", "strom-topic-create.1", "strom-group-seek.1", "strom-consume.1"} <= pages
+    assert ".TH strom-topic-create 1" in (tmp_path / "strom-topic-create.1").read_text()

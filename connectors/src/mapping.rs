@@ -1,0 +1,471 @@
+//! Schema mapping: which record fields become which typed columns (pgvector, Milvus) or
+//! properties (Weaviate), and which records a sink must refuse.
+//!
+//! Where the mapping comes from is `sink.schema_mapping`:
+//! - `infer` (default): the first record decides the collection's fields and their types;
+//!   a later record bringing a new field adds it (see [`crate::sink::Sink::add_fields`]).
+//! - `json_schema`: the JSON Schema given in the TOML ([`Declared`]) is the rule: the
+//!   collection is created with every declared property, records are checked against it
+//!   (types, `required`, `additionalProperties: false`) before they reach the sink, and a
+//!   field it allows but does not declare is a new optional field.
+//! - `registry` (not available yet): the schema each record was written with, looked up in
+//!   the schema registry by the id in its Confluent wire-format header. It plugs in as one
+//!   more [`SchemaSource`]: a registry schema converts to a [`Declared`] per schema id, so
+//!   evolution (a new optional field in a later version → a new column) and incompatible
+//!   changes (a type the collection cannot hold → the DLQ, with the reason) work as for the
+//!   other two.
+//!
+//! Either way an incompatible change (a field whose type the collection's column cannot
+//! hold) sends the record to the DLQ naming the field and both types; it never alters a
+//! column's type.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::config::{IdMode, SchemaMapping, SinkConfig};
+use crate::record::{Doc, FieldType, RecordError, Schema};
+
+/// A source of the schema a record must follow. Implemented by [`Mapper`]'s variants; the
+/// schema registry becomes another (its lookup is asynchronous, by the schema id in the
+/// record's header, cached per id).
+pub trait SchemaSource {
+    /// The rule for `doc`, or None to infer from the record itself.
+    fn declared_for(&self, doc: &Doc) -> Option<&Declared>;
+}
+
+/// The mapping a connector uses (built from its config by [`Mapper::from_config`]).
+#[derive(Debug, Clone)]
+pub enum Mapper {
+    Infer,
+    Declared(Declared),
+}
+
+impl SchemaSource for Mapper {
+    fn declared_for(&self, _doc: &Doc) -> Option<&Declared> {
+        match self {
+            Mapper::Infer => None,
+            Mapper::Declared(d) => Some(d),
+        }
+    }
+}
+
+impl Mapper {
+    /// The config was validated at load, so a schema that fails here fails as at load.
+    pub fn from_config(sink: &SinkConfig) -> Result<Mapper, String> {
+        match sink.schema_mapping {
+            SchemaMapping::Infer => Ok(Mapper::Infer),
+            SchemaMapping::JsonSchema => Declared::from_config(sink)
+                .map(Mapper::Declared)
+                .map_err(|(key, m)| format!("{key}: {m}")),
+            SchemaMapping::Registry => Err("schema_mapping = \"registry\" is not available".into()),
+        }
+    }
+
+    /// Checks `doc` against its declared schema (nothing to check when inferring).
+    pub fn check(&self, doc: &Doc) -> Result<(), RecordError> {
+        match self.declared_for(doc) {
+            Some(d) => d.check(doc),
+            None => Ok(()),
+        }
+    }
+
+    /// The schema a collection created for `doc` gets.
+    pub fn schema_for(&self, doc: &Doc) -> Schema {
+        match self.declared_for(doc) {
+            Some(d) => d.schema_for(doc),
+            None => Schema::infer(doc),
+        }
+    }
+
+    /// The type each of `doc`'s fields is stored as: declared, else inferred.
+    pub fn field_types(&self, doc: &Doc) -> BTreeMap<String, FieldType> {
+        let declared = self.declared_for(doc);
+        doc.fields
+            .iter()
+            .filter_map(|(k, v)| {
+                let t = declared
+                    .and_then(|d| d.fields.get(k).copied())
+                    .or_else(|| FieldType::of(v))?;
+                Some((k.clone(), t))
+            })
+            .collect()
+    }
+}
+
+/// A record schema given as JSON Schema: the object's properties with their types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declared {
+    /// Scalar properties (not the vector, not the id field) and their column types.
+    pub fields: BTreeMap<String, FieldType>,
+    /// Properties a record must carry (non-null).
+    pub required: BTreeSet<String>,
+    /// `additionalProperties: false`: a field the schema does not declare is refused.
+    pub closed: bool,
+    /// From the vector property's `minItems` = `maxItems`, when it says.
+    pub dimension: Option<usize>,
+}
+
+impl Declared {
+    /// The sink's JSON Schema (`json_schema` text or `json_schema_file`); the error names the
+    /// key it comes from.
+    pub fn from_config(sink: &SinkConfig) -> Result<Declared, (&'static str, String)> {
+        let (key, text) = match (&sink.json_schema, &sink.json_schema_file) {
+            (Some(t), None) => ("sink.json_schema", t.clone()),
+            (None, Some(path)) => (
+                "sink.json_schema_file",
+                std::fs::read_to_string(path).map_err(|e| {
+                    (
+                        "sink.json_schema_file",
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })?,
+            ),
+            (Some(_), Some(_)) => {
+                return Err((
+                    "sink.json_schema",
+                    "give json_schema or json_schema_file, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err((
+                    "sink.json_schema",
+                    "schema_mapping = \"json_schema\" needs json_schema or json_schema_file".into(),
+                ))
+            }
+        };
+        let id_field = match sink.id_mode() {
+            IdMode::Field(f) => Some(f),
+            IdMode::Offset | IdMode::Key => None,
+        };
+        let d = Declared::parse(&text, &sink.embedding_field, id_field.as_deref())
+            .map_err(|m| (key, m))?;
+        if let (Some(a), Some(b)) = (d.dimension, sink.dimension) {
+            if a != b {
+                return Err((
+                    key,
+                    format!("the vector property has {a} items, sink.dimension says {b}"),
+                ));
+            }
+        }
+        Ok(d)
+    }
+
+    /// Parses a JSON Schema of the record object. Supported: `properties` with a `type`
+    /// each (one type, optionally with "null"), `required`, `additionalProperties` (boolean).
+    pub fn parse(
+        text: &str,
+        vector_field: &str,
+        id_field: Option<&str>,
+    ) -> Result<Declared, String> {
+        let root: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        if !root.is_object() {
+            return Err("the schema is not a JSON object".into());
+        }
+        if let Some(t) = root.get("type") {
+            if t != "object" {
+                return Err(format!("the record schema's type is {t}, not \"object\""));
+            }
+        }
+        let props = match root.get("properties") {
+            None => serde_json::Map::new(),
+            Some(Value::Object(p)) => p.clone(),
+            Some(_) => return Err("`properties` is not an object".into()),
+        };
+        let closed = match root.get("additionalProperties") {
+            None | Some(Value::Bool(true)) | Some(Value::Object(_)) => false,
+            Some(Value::Bool(false)) => true,
+            Some(other) => return Err(format!("`additionalProperties` is {other}, not a boolean")),
+        };
+        let mut required = BTreeSet::new();
+        match root.get("required") {
+            None => {}
+            Some(Value::Array(names)) => {
+                for n in names {
+                    let n = n
+                        .as_str()
+                        .ok_or_else(|| format!("`required` holds {n}, not a name"))?;
+                    required.insert(n.to_string());
+                }
+            }
+            Some(_) => return Err("`required` is not an array".into()),
+        }
+        let mut fields = BTreeMap::new();
+        let mut dimension = None;
+        for (name, schema) in &props {
+            let ty = property_type(name, schema)?;
+            if name == vector_field {
+                if !matches!(ty, FieldType::Json | FieldType::Text) {
+                    return Err(format!(
+                        "the vector property `{name}` must be an array (of numbers) or a string (base64)"
+                    ));
+                }
+                let (min, max) = (schema.get("minItems"), schema.get("maxItems"));
+                if let (Some(a), Some(b)) =
+                    (min.and_then(Value::as_u64), max.and_then(Value::as_u64))
+                {
+                    if a == b && a > 0 {
+                        dimension = Some(a as usize);
+                    }
+                }
+                continue;
+            }
+            if Some(name.as_str()) == id_field {
+                continue;
+            }
+            fields.insert(name.clone(), ty);
+        }
+        for r in &required {
+            if r != vector_field && Some(r.as_str()) != id_field && !fields.contains_key(r) {
+                return Err(format!(
+                    "`required` names `{r}`, which `properties` does not declare"
+                ));
+            }
+        }
+        required.remove(vector_field);
+        if let Some(id) = id_field {
+            required.remove(id);
+        }
+        Ok(Declared {
+            fields,
+            required,
+            closed,
+            dimension,
+        })
+    }
+
+    /// Whether `doc` follows the schema: every required field there, every declared field of
+    /// its declared type (integers are numbers), nothing undeclared if the schema is closed.
+    pub fn check(&self, doc: &Doc) -> Result<(), RecordError> {
+        for r in &self.required {
+            if !doc.fields.contains_key(r) {
+                return Err(RecordError::SchemaViolation(format!(
+                    "field `{r}` is required by the schema"
+                )));
+            }
+        }
+        for (k, v) in &doc.fields {
+            let Some(got) = FieldType::of(v) else {
+                continue;
+            };
+            match self.fields.get(k) {
+                Some(&want) if !want.accepts(got) => {
+                    return Err(RecordError::SchemaViolation(format!(
+                        "field `{k}` is {}, the schema says {}",
+                        crate::sink::type_name(got),
+                        crate::sink::type_name(want)
+                    )))
+                }
+                Some(_) => {}
+                None if self.closed => {
+                    return Err(RecordError::SchemaViolation(format!(
+                        "field `{k}` is not in the schema (additionalProperties is false)"
+                    )))
+                }
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Every declared field, plus `doc`'s undeclared ones (inferred), at the declared
+    /// dimension or `doc`'s.
+    pub fn schema_for(&self, doc: &Doc) -> Schema {
+        let mut fields = self.fields.clone();
+        for (k, v) in &doc.fields {
+            if let (false, Some(t)) = (fields.contains_key(k), FieldType::of(v)) {
+                fields.insert(k.clone(), t);
+            }
+        }
+        Schema {
+            dimension: self.dimension.unwrap_or(doc.vector.len()),
+            fields,
+        }
+    }
+}
+
+/// The column type of one property schema.
+fn property_type(name: &str, schema: &Value) -> Result<FieldType, String> {
+    if schema.get("$ref").is_some() {
+        return Err(format!(
+            "property `{name}`: $ref is not supported; inline the type"
+        ));
+    }
+    let types: Vec<&str> = match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => return Err(format!("property `{name}` has no `type`")),
+    };
+    let non_null: Vec<&str> = types.into_iter().filter(|t| *t != "null").collect();
+    let [t] = non_null[..] else {
+        return Err(format!(
+            "property `{name}`: one type (besides \"null\") is needed, it has {non_null:?}"
+        ));
+    };
+    Ok(match t {
+        "string" => FieldType::Text,
+        "integer" => FieldType::Int,
+        "number" => FieldType::Float,
+        "boolean" => FieldType::Bool,
+        "object" | "array" => FieldType::Json,
+        other => return Err(format!("property `{name}`: unknown type \"{other}\"")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const SCHEMA: &str = r#"{
+        "type": "object",
+        "properties": {
+            "doc_id": {"type": "string"},
+            "embedding": {"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3},
+            "title": {"type": "string"},
+            "score": {"type": ["number", "null"]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "published": {"type": "boolean"}
+        },
+        "required": ["doc_id", "embedding", "title"]
+    }"#;
+
+    fn doc(fields: Value) -> Doc {
+        Doc {
+            id: "1".into(),
+            vector: vec![0.0; 3],
+            fields: fields.as_object().unwrap().clone(),
+            tenant: None,
+        }
+    }
+
+    #[test]
+    fn given_json_schema_then_fields_types_required_and_dimension() {
+        let d = Declared::parse(SCHEMA, "embedding", Some("doc_id")).unwrap();
+        assert_eq!(d.dimension, Some(3));
+        assert_eq!(
+            d.fields,
+            [
+                ("published".to_string(), FieldType::Bool),
+                ("score".to_string(), FieldType::Float),
+                ("tags".to_string(), FieldType::Json),
+                ("title".to_string(), FieldType::Text),
+            ]
+            .into_iter()
+            .collect()
+        );
+        assert_eq!(d.required, BTreeSet::from(["title".to_string()]));
+        assert!(!d.closed);
+    }
+
+    #[test]
+    fn given_records_then_checked_against_the_declared_schema() {
+        let d = Declared::parse(SCHEMA, "embedding", Some("doc_id")).unwrap();
+        assert!(
+            d.check(&doc(json!({"title": "a", "score": 2}))).is_ok(),
+            "int is a number"
+        );
+        let e = d.check(&doc(json!({"score": 1.5}))).unwrap_err();
+        assert_eq!(e.kind(), "schema_violation");
+        assert!(e.to_string().contains("`title` is required"), "{e}");
+        let e = d.check(&doc(json!({"title": 7}))).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("`title` is integer, the schema says text"),
+            "{e}"
+        );
+        // Not declared, schema open: a new optional field, stored with its inferred type.
+        let new = doc(json!({"title": "a", "lang": "en"}));
+        assert!(d.check(&new).is_ok());
+        let m = Mapper::Declared(d.clone());
+        let s = m.schema_for(&new);
+        assert_eq!((s.dimension, s.fields.len()), (3, 5));
+        assert_eq!(m.field_types(&new)["lang"], FieldType::Text);
+        let closed = Declared { closed: true, ..d };
+        let e = closed.check(&new).unwrap_err();
+        assert!(e.to_string().contains("`lang` is not in the schema"), "{e}");
+    }
+
+    /// JSON values of any shape, nested a few levels.
+    fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            prop_oneof![
+                Just("type".to_string()),
+                Just("object".to_string()),
+                Just("string".to_string()),
+                Just("properties".to_string()),
+                Just("required".to_string()),
+                "[a-z]{0,6}"
+            ]
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("type".to_string()),
+                        Just("properties".to_string()),
+                        Just("required".to_string()),
+                        Just("additionalProperties".to_string()),
+                        Just("minItems".to_string()),
+                        Just("maxItems".to_string()),
+                        Just("embedding".to_string()),
+                        "[a-z]{1,6}"
+                    ],
+                    inner,
+                    0..6
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever the TOML holds, parsing answers a schema or an error, and a parsed
+        /// schema checks any record without panicking.
+        #[test]
+        fn given_any_json_when_parsed_as_a_schema_then_no_panic(schema in any_json(), record in any_json()) {
+            if let Ok(d) = Declared::parse(&schema.to_string(), "embedding", Some("id")) {
+                if let Value::Object(fields) = record {
+                    let doc = Doc { id: "x".into(), vector: vec![0.0; 3], fields, tenant: None };
+                    let _ = d.check(&doc);
+                    let _ = d.schema_for(&doc);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn given_bad_schemas_then_errors_say_why() {
+        for (text, want) in [
+            ("[1]", "not a JSON object"),
+            ("{\"type\": \"array\"}", "not \"object\""),
+            ("{\"properties\": {\"a\": {}}}", "`a` has no `type`"),
+            (
+                "{\"properties\": {\"a\": {\"type\": [\"string\", \"integer\"]}}}",
+                "one type",
+            ),
+            ("{\"properties\": {\"a\": {\"$ref\": \"#/x\"}}}", "$ref"),
+            (
+                "{\"properties\": {\"a\": {\"type\": \"date\"}}}",
+                "unknown type",
+            ),
+            ("{\"required\": [\"b\"]}", "`b`"),
+            (
+                "{\"properties\": {\"embedding\": {\"type\": \"boolean\"}}}",
+                "vector property",
+            ),
+        ] {
+            let e = Declared::parse(text, "embedding", None).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+}
