@@ -10,7 +10,8 @@
 #                                        PID is the JVM's; stop it with SIGTERM)
 #
 # KAFKA_VERSION overrides the version pinned in pom.xml; KAFKA_HEAP_OPTS the JVM heap;
-# KAFKA_EXTRA_LISTENERS adds listeners, KAFKA_EXTRA_PROPERTIES settings (one per line).
+# KAFKA_EXTRA_LISTENERS adds listeners, KAFKA_EXTRA_PROPERTIES settings (one per line),
+# KAFKA_FORMAT_ARGS arguments of the storage format (one per line).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -96,8 +97,13 @@ EOF
     local jvm=(java ${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g} -XX:+UseG1GC -Djava.awt.headless=true
         -Dlog4j2.configurationFile="$here/log4j2.properties" -Dkafka.logs.dir="$dir/logs"
         -cp "$cp")
+    # More format arguments, one per line (python/brokers.py: --add-scram for SASL users).
+    local fmt_args=()
+    if [[ -n "${KAFKA_FORMAT_ARGS:-}" ]]; then
+        mapfile -t fmt_args <<<"$KAFKA_FORMAT_ARGS"
+    fi
     "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" \
-        --standalone || die "StorageTool format failed"
+        --standalone "${fmt_args[@]}" || die "StorageTool format failed"
     exec "${jvm[@]}" kafka.Kafka "$dir/server.properties"
 }
 

@@ -185,7 +185,9 @@ def start_strom(shards: int = 2, data_dir: Path | None = None, security: dict | 
         )
     workdir = Path(tempfile.mkdtemp(prefix="strom-compat-strom-"))
     port, metrics_port, registry_port = free_port(), free_port(), free_port()
-    listeners, settings, ports = security_listeners(port, security)
+    listeners, settings, ports = security_listeners(port, security, "strom")
+    if security and security.get("users"):
+        add_strom_users(data_dir or workdir / "data", security["users"])
     argv = [
         str(STROM_BIN),
         "serve",
@@ -219,15 +221,30 @@ def fetch_kafka() -> None:
         raise BrokerStartError(f"kafka.sh fetch failed:\n{r.stdout}\n{r.stderr}")
 
 
-def security_listeners(plain_port: int, security: dict | None) -> tuple[str, dict, dict]:
-    """The listeners and broker settings (Kafka's names, which both brokers take) for
-    `security`: {"listeners": ["SSL", ...], "settings": {...}}. Returns the `listeners` value,
-    the settings and the port of each listener by name (PLAINTEXT always there)."""
+def security_listeners(plain_port: int, security: dict | None, broker: str = "strom") -> tuple[str, dict, dict]:
+    """The listeners and broker settings for `security`: {"listeners": ["SSL", ...],
+    "settings": {...} (Kafka's names, which both brokers take), "kafka_settings" /
+    "strom_settings": {...} (one broker's own), "users": [(name, password, mechanism)]}.
+    Returns the `listeners` value, the settings and each listener's port by name (PLAINTEXT
+    always there)."""
+    security = security or {}
     ports = {"PLAINTEXT": plain_port}
-    for name in (security or {}).get("listeners", []):
+    for name in security.get("listeners", []):
         ports[name] = free_port()
     listeners = ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items())
-    return listeners, dict((security or {}).get("settings", {})), ports
+    settings = {**security.get("settings", {}), **security.get(f"{broker}_settings", {})}
+    return listeners, settings, ports
+
+
+def add_strom_users(data_dir: Path, users: list) -> None:
+    """`strom user add` for each (name, password, mechanism), before the broker starts."""
+    for name, password, mechanism in users:
+        r = subprocess.run(
+            [str(STROM_BIN), "user", "add", name, "--password", password, "--mechanism", mechanism, "--data-dir", str(data_dir)],
+            capture_output=True, text=True, timeout=60,
+        )
+        if r.returncode != 0:
+            raise BrokerStartError(f"strom user add {name} failed:\n{r.stderr}")
 
 
 def start_kafka(security: dict | None = None) -> BrokerProcess:
@@ -235,13 +252,17 @@ def start_kafka(security: dict | None = None) -> BrokerProcess:
     fetch_kafka()
     workdir = Path(tempfile.mkdtemp(prefix="strom-compat-kafka-"))
     port, controller_port = free_port(), free_port()
-    listeners, settings, ports = security_listeners(port, security)
+    listeners, settings, ports = security_listeners(port, security, "kafka")
     argv = ["bash", str(KAFKA_SH), "run", str(port), str(controller_port), str(workdir)]
     env_extra = {}
     if security:
         extra = ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items() if n != "PLAINTEXT")
         env_extra["KAFKA_EXTRA_LISTENERS"] = extra
         env_extra["KAFKA_EXTRA_PROPERTIES"] = "\n".join(f"{k}={v}" for k, v in settings.items())
+        # Kafka 4's way to the first SCRAM users: at format time.
+        env_extra["KAFKA_FORMAT_ARGS"] = "\n".join(
+            a for name, pw, mech in security.get("users", []) for a in ("--add-scram", f"{mech}=[name={name},password={pw}]")
+        )
     b = _spawn("kafka", argv, workdir, port, env_extra, controller_port=controller_port, cmdline=argv, ports=ports)
     try:
         # The JVM takes a few seconds on two busy cores; the StorageTool runs first. Kafka

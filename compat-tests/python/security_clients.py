@@ -19,10 +19,13 @@ TIMEOUT_S = 30.0
 class Creds:
     """What a client presents: the protocol, the CA it trusts, its certificate."""
 
-    protocol: str = "PLAINTEXT"  # PLAINTEXT | SSL
+    protocol: str = "PLAINTEXT"  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
     ca: str | None = None
     cert: str | None = None
     key: str | None = None
+    mechanism: str | None = None  # SCRAM-SHA-512, SCRAM-SHA-256, PLAIN
+    user: str | None = None
+    password: str | None = None
 
 
 def confluent_conf(bootstrap: str, c: Creds) -> dict:
@@ -32,6 +35,8 @@ def confluent_conf(bootstrap: str, c: Creds) -> dict:
     if c.cert:
         conf["ssl.certificate.location"] = c.cert
         conf["ssl.key.location"] = c.key
+    if c.mechanism:
+        conf.update({"sasl.mechanisms": c.mechanism, "sasl.username": c.user, "sasl.password": c.password})
     return conf
 
 
@@ -43,15 +48,19 @@ def kafka_python_conf(bootstrap: str, c: Creds) -> dict:
     if c.cert:
         conf["ssl_certfile"] = c.cert
         conf["ssl_keyfile"] = c.key
+    if c.mechanism:
+        conf.update({"sasl_mechanism": c.mechanism, "sasl_plain_username": c.user, "sasl_plain_password": c.password})
     return conf
 
 
 def aiokafka_conf(bootstrap: str, c: Creds) -> dict:
     conf = {"bootstrap_servers": bootstrap, "security_protocol": c.protocol}
-    if c.protocol == "SSL":
+    if c.protocol in ("SSL", "SASL_SSL"):
         from aiokafka.helpers import create_ssl_context
 
         conf["ssl_context"] = create_ssl_context(cafile=c.ca, certfile=c.cert, keyfile=c.key)
+    if c.mechanism:
+        conf.update({"sasl_mechanism": c.mechanism, "sasl_plain_username": c.user, "sasl_plain_password": c.password})
     return conf
 
 
