@@ -5,4 +5,5 @@
 pub mod catalog;
 pub mod features;
 pub mod producer_ids;
+pub mod scram;
 pub mod topics;

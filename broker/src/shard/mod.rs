@@ -48,6 +48,8 @@ pub struct BrokerContext {
     pub schema_view: std::sync::OnceLock<Arc<dyn crate::partition::schema_ids::SchemaView>>,
     /// `cleaner-offset-checkpoint`: where each compacted log's dirty section starts.
     pub cleaner_checkpoints: Arc<crate::shard::cleaner_checkpoints::Checkpoints>,
+    /// SCRAM credentials (SASL and Describe/AlterUserScramCredentials).
+    pub credentials: Arc<dyn crate::metadata::scram::CredentialStore>,
 }
 
 impl BrokerContext {
