@@ -4,7 +4,7 @@
 #
 #   setup     apt packages (kcat, maven, Java 17, python venv, clang, chromium + chromedriver),
 #             the pinned Python clients (and selenium)
-#             in compat-tests/.venv, the Apache Kafka jars in compat-tests/.cache
+#             in compat-tests/.venv, the Apache Kafka jars (broker and tools) in compat-tests/.cache
 #   fmt       cargo fmt --all -- --check
 #   clippy    cargo clippy --all-targets -- -D warnings
 #   test      cargo test --workspace
@@ -29,6 +29,8 @@
 #   STROM_COMPAT_RECORDS=N  records per produce/consume test (default 10000)
 #   STROM_COMPAT_BROKERS    brokers for the compat suite (default "strom,kafka")
 #   PYTEST_ARGS             extra arguments for pytest (e.g. "-k kafka-confluent -x")
+#   STROM_COMPAT_KAFKA_TOOLS_ALL=1  also run Kafka's everyday tools against both brokers
+#                           (compat-tests/python/test_kafka_tools_data.py, ~110 s)
 #   CARGO_JOBS              parallel cargo jobs (default 2)
 #   STROM_COMPAT_CLIENTS    languages for the clients phase (default "java,go,node,rust";
 #                           "none" skips the phase)
@@ -133,6 +135,7 @@ setup() {
     python_venv
     vector_venv
     bash compat-tests/kafka/kafka.sh fetch
+    bash compat-tests/tools/tools.sh fetch
     java -version 2>&1 | head -1
     command -v cargo >/dev/null || { echo "cargo not found: install Rust (rustup)" >&2; return 1; }
     if command -v rustup >/dev/null; then

@@ -10,6 +10,7 @@
 //! reads; they are immutable snapshots behind an `Arc`.
 
 pub mod cli;
+pub mod codec;
 pub mod config;
 pub mod coordinator;
 pub mod fetch_session;
@@ -19,6 +20,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod partition;
 pub mod schema_registry;
+pub mod security;
 pub mod server;
 pub mod shard;
 #[doc(hidden)]

@@ -41,6 +41,18 @@ pub async fn handle(
     let version = ctx.version();
     let catalog = ctx.ctx().catalog.snapshot();
     let mut out = Vec::new();
+    if !ctx.ctx().features.consumer_protocol_enabled() {
+        // group.version 0: every group answers UNSUPPORTED_VERSION (Kafka's getErrorResponse).
+        let code = kafka_protocol::error::ResponseError::UnsupportedVersion.code();
+        for gid in req.group_ids {
+            out.push(
+                DescribedGroup::default()
+                    .with_group_id(gid)
+                    .with_error_code(code),
+            );
+        }
+        return ConsumerGroupDescribeResponse::default().with_groups(out);
+    }
     for gid in req.group_ids {
         let id = gid.to_string();
         let key = id.clone();

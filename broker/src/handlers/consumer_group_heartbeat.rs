@@ -20,6 +20,11 @@ pub async fn handle(
     ctx: &RequestContext,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
+    if !ctx.ctx().features.consumer_protocol_enabled() {
+        // group.version 0: the consumer protocol is off, as Kafka's KafkaApis answers then.
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(kafka_protocol::error::ResponseError::UnsupportedVersion.code());
+    }
     let catalog = ctx.ctx().catalog.snapshot();
     let owned = req.topic_partitions.as_ref().map(|tps| {
         let mut a: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
@@ -43,7 +48,7 @@ pub async fn handle(
             .as_ref()
             .map(|s| s.to_string())
             .unwrap_or_default(),
-        client_host: ctx.client_host.to_string(),
+        client_host: ctx.session.client_host.to_string(),
         rebalance_timeout_ms: req.rebalance_timeout_ms,
         subscribed: req
             .subscribed_topic_names

@@ -1,17 +1,19 @@
 //! DescribeLogDirs (key 35): the one data dir, its partitions' sizes, and the filesystem's
 //! total and usable bytes.
 
-use kafka_protocol::messages::describe_log_dirs_response::{
-    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
-};
-use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
+use kafka_protocol::messages::DescribeLogDirsRequest;
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
+use crate::codec::describe_log_dirs::{
+    DescribeLogDirsPartition, DescribeLogDirsResponse, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use crate::codec::Capped;
 use crate::shard::frontend;
 
 pub const MIN_VERSION: i16 = 1;
-pub const MAX_VERSION: i16 = 4;
+/// v5 says whether a dir is cordoned (`codec::describe_log_dirs`); Strom's one dir never is.
+pub const MAX_VERSION: i16 = 5;
 
 fn disk_space(path: &std::path::Path) -> (i64, i64) {
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
@@ -29,7 +31,11 @@ fn disk_space(path: &std::path::Path) -> (i64, i64) {
     }
 }
 
-pub async fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+pub async fn handle(
+    ctx: &RequestContext,
+    req: Capped<DescribeLogDirsRequest>,
+) -> DescribeLogDirsResponse {
+    let req = req.into_inner();
     let broker = ctx.ctx();
     let catalog = broker.catalog.snapshot();
     let wanted: Vec<(std::sync::Arc<str>, Vec<i32>)> = match req.topics {
@@ -52,18 +58,18 @@ pub async fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Descri
         let mut partitions = Vec::new();
         for p in parts {
             if let Ok(o) = frontend::offsets(broker, name.clone(), p).await {
-                partitions.push(
-                    DescribeLogDirsPartition::default()
-                        .with_partition_index(p)
-                        .with_partition_size(o.size_bytes as i64),
-                );
+                partitions.push(DescribeLogDirsPartition {
+                    partition_index: p,
+                    partition_size: o.size_bytes as i64,
+                    ..Default::default()
+                });
             }
         }
-        topics.push(
-            DescribeLogDirsTopic::default()
-                .with_name(TopicName(StrBytes::from_string(name.to_string())))
-                .with_partitions(partitions),
-        );
+        topics.push(DescribeLogDirsTopic {
+            name: StrBytes::from_string(name.to_string()),
+            partitions,
+            ..Default::default()
+        });
     }
     let dir = std::fs::canonicalize(&broker.config.data_dir)
         .unwrap_or_else(|_| broker.config.data_dir.clone());
@@ -72,11 +78,16 @@ pub async fn handle(ctx: &RequestContext, req: DescribeLogDirsRequest) -> Descri
     } else {
         (-1, -1)
     };
-    DescribeLogDirsResponse::default().with_results(vec![DescribeLogDirsResult::default()
-        .with_log_dir(StrBytes::from_string(dir.display().to_string()))
-        .with_topics(topics)
-        .with_total_bytes(total)
-        .with_usable_bytes(usable)])
+    DescribeLogDirsResponse {
+        results: vec![DescribeLogDirsResult {
+            log_dir: StrBytes::from_string(dir.display().to_string()),
+            topics,
+            total_bytes: total,
+            usable_bytes: usable,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

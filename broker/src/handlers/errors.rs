@@ -14,6 +14,7 @@ use crate::config::topic::TopicConfigError;
 use crate::coordinator::group::GroupError;
 use crate::coordinator::txn::TxnError;
 use crate::fetch_session::SessionError;
+use crate::metadata::features::FeatureError;
 use crate::metadata::topics::CreateError;
 use crate::partition::producer_state::SequenceError;
 use crate::partition::records::RecordsError;
@@ -230,6 +231,18 @@ pub fn alter_code(e: &AlterError) -> i16 {
     r.code()
 }
 
+/// UpdateFeatures (Kafka's `FeatureControlManager` answers INVALID_UPDATE_VERSION for every
+/// refused level; a failed write is the controller's unexpected error).
+pub fn feature_code(e: &FeatureError) -> i16 {
+    let r = match e {
+        FeatureError::InvalidUpdate(_) => ResponseError::InvalidUpdateVersion,
+        FeatureError::Persist(_) | FeatureError::Io { .. } | FeatureError::Corrupt { .. } => {
+            ResponseError::FeatureUpdateFailed
+        }
+    };
+    r.code()
+}
+
 /// KIP-227 fetch sessions (Kafka's `FetchSession` errors).
 pub fn session_code(e: &SessionError) -> i16 {
     let r = match e {
@@ -419,6 +432,16 @@ mod tests {
         }
         // Old clients do not know PRODUCER_FENCED: INVALID_PRODUCER_EPOCH.
         assert_eq!(txn_code(&T::ProducerFenced, 1, 2), 47);
+    }
+
+    #[test]
+    fn given_feature_errors_when_mapping_then_kafka_codes() {
+        assert_eq!(feature_code(&FeatureError::InvalidUpdate("x".into())), 95);
+        let io = FeatureError::Io {
+            path: "f".into(),
+            source: std::io::Error::other("x"),
+        };
+        assert_eq!(feature_code(&io), 96);
     }
 
     #[test]

@@ -427,12 +427,15 @@ pub fn call_at_version(h: &Harness, key: ApiKey, v: i16) {
         ApiKey::DeleteGroups => {
             let _: OffsetCommitResponse =
                 h.call(ApiKey::OffsetCommit, 9, commit_req(&group, "", -1, "t", 3));
-            let r: DeleteGroupsResponse = h.call(
+            let r: crate::codec::delete_groups::DeleteGroupsResponse = h.call(
                 key,
                 v,
-                DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(&group))]),
+                crate::codec::Capped(
+                    DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(&group))]),
+                ),
             );
             assert_eq!(r.results[0].error_code, 0, "{ctx}");
+            assert_eq!(r.results[0].error_message, None, "{ctx}");
         }
         ApiKey::ConsumerGroupHeartbeat => {
             let r = consumer_join(h, &group, v);

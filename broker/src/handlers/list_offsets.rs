@@ -1,5 +1,5 @@
 //! ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), earliest local (-4),
-//! latest tiered (-5), or the first offset whose timestamp is at or after a given time.
+//! latest tiered (-5), earliest pending upload (-6, v11, KIP-1023), or the first offset whose timestamp is at or after a given time.
 //! With `isolation_level = 1` (read_committed, v2+) latest is the last stable offset, as Kafka
 //! answers it, and a timestamp lookup finds nothing past it.
 
@@ -10,16 +10,19 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::RequestContext;
+use crate::codec::Capped;
 use crate::shard::frontend::{self, FrontendError};
 
 pub const MIN_VERSION: i16 = 1;
-pub const MAX_VERSION: i16 = 10;
+/// v11 only adds EARLIEST_PENDING_UPLOAD; the layout is v10's (`codec::Capped`).
+pub const MAX_VERSION: i16 = 11;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
+const EARLIEST_PENDING_UPLOAD: i64 = -6;
 
 async fn lookup(
     ctx: &RequestContext,
@@ -45,8 +48,9 @@ async fn lookup(
             -1,
             frontend::offsets(broker, topic, partition).await?.log_start,
         )),
-        LATEST_TIERED => {
-            // No tiered storage: nothing is tiered, so Kafka answers "no offset".
+        LATEST_TIERED | EARLIEST_PENDING_UPLOAD => {
+            // No tiered storage: nothing is tiered or waiting to be, so Kafka answers
+            // "no offset".
             frontend::offsets(broker, topic, partition).await?;
             Ok((-1, -1))
         }
@@ -73,7 +77,11 @@ async fn lookup(
     }
 }
 
-pub async fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn handle(
+    ctx: &RequestContext,
+    req: Capped<ListOffsetsRequest>,
+) -> Capped<ListOffsetsResponse> {
+    let req = req.into_inner();
     let catalog = ctx.ctx().catalog.snapshot();
     let read_committed = req.isolation_level == 1;
     let mut topics = Vec::new();
@@ -113,7 +121,7 @@ pub async fn handle(ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffset
                 .with_partitions(partitions),
         );
     }
-    ListOffsetsResponse::default().with_topics(topics)
+    Capped(ListOffsetsResponse::default().with_topics(topics))
 }
 
 #[cfg(test)]
@@ -126,12 +134,16 @@ mod tests {
     use kafka_protocol::protocol::StrBytes;
 
     fn ask(h: &Harness, topic: &str, ts: i64) -> (i16, i64, i64) {
+        ask_at(h, 9, topic, ts)
+    }
+
+    fn ask_at(h: &Harness, version: i16, topic: &str, ts: i64) -> (i16, i64, i64) {
         let req = ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.into())))
             .with_partitions(vec![ListOffsetsPartition::default()
                 .with_partition_index(0)
                 .with_timestamp(ts)])]);
-        let r: ListOffsetsResponse = h.call(ApiKey::ListOffsets, 9, req);
+        let r: Capped<ListOffsetsResponse> = h.call(ApiKey::ListOffsets, version, Capped(req));
         let p = &r.topics[0].partitions[0];
         (p.error_code, p.offset, p.timestamp)
     }
@@ -160,5 +172,7 @@ mod tests {
         assert_eq!(code, 0);
         assert!((0..6).contains(&offset));
         assert_eq!(ask(&h, "nope", LATEST).0, 3);
+        assert_eq!(ask_at(&h, 11, "t", LATEST), (0, 6, -1));
+        assert_eq!(ask_at(&h, 11, "t", EARLIEST_PENDING_UPLOAD), (0, -1, -1));
     }
 }

@@ -52,6 +52,8 @@ impl Harness {
                 .expect("catalog"),
             producer_ids: crate::metadata::producer_ids::ProducerIdAllocator::open(dir.path())
                 .expect("producer ids"),
+            features: crate::metadata::features::FeaturesHandle::open(dir.path(), config.node_id)
+                .expect("features"),
             cluster_id: "test-cluster".into(),
             shard_senders: vec![tx],
             started_ms: crate::now_ms(),
@@ -60,6 +62,9 @@ impl Harness {
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
                 dir.path(),
             )),
+            credentials: Arc::new(
+                crate::metadata::scram::FileCredentialStore::open(dir.path()).expect("credentials"),
+            ),
             config,
         });
         let state = local.block_on(&rt, async {
@@ -81,6 +86,11 @@ impl Harness {
             _dir: dir,
             correlation: RefCell::new(0),
         }
+    }
+
+    /// An anonymous session on the config's first listener, as a PLAINTEXT client has.
+    pub fn session(&self) -> Rc<crate::security::Session> {
+        Rc::new(crate::security::Session::local(&self.state.ctx.config))
     }
 
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
@@ -110,7 +120,7 @@ impl Harness {
         frame.put_slice(body);
         self.block_on(super::handle_frame(
             self.state.clone(),
-            "/127.0.0.1".into(),
+            self.session(),
             frame.freeze(),
         ))
         .expect("frame handled")
@@ -149,7 +159,7 @@ impl Harness {
         let resp = self
             .block_on(super::handle_frame(
                 self.state.clone(),
-                "/127.0.0.1".into(),
+                self.session(),
                 frame.freeze(),
             ))
             .expect("frame handled")?
@@ -183,7 +193,8 @@ pub async fn roundtrip<Req: Encodable, Resp: Decodable + HeaderVersion>(
         .encode(&mut frame, key.request_header_version(version))
         .expect("header encodes");
     req.encode(&mut frame, version).expect("request encodes");
-    let resp = super::handle_frame(shard, "/127.0.0.1".into(), frame.freeze())
+    let session = Rc::new(crate::security::Session::local(&shard.ctx.config));
+    let resp = super::handle_frame(shard, session, frame.freeze())
         .await
         .expect("frame handled")
         .expect("a response")

@@ -2,28 +2,35 @@
 //! markers into the partitions of a transaction. Strom's own coordinator calls
 //! `frontend::write_txn_marker` directly; this handler serves the same step over the wire
 //! (Kafka's inter-broker API, also used by admin tooling), one marker per partition, all
-//! partitions concurrently, each fdatasync'd before the response.
+//! partitions concurrently, each fdatasync'd before the response. v2's transaction version
+//! is read but not acted on: Strom finalizes no `transaction.version` above 0, so every
+//! marker it gets is a legacy one.
 
 use futures::future::join_all;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
-use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
+use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersResponse};
 
 use super::RequestContext;
+use crate::codec::write_txn_markers::WriteTxnMarkersRequest;
+use crate::codec::Capped;
 use crate::shard::frontend::TxnMarker;
 
 pub const MIN_VERSION: i16 = 1;
-pub const MAX_VERSION: i16 = 1;
+pub const MAX_VERSION: i16 = 2;
 
-pub async fn handle(ctx: &RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
+pub async fn handle(
+    ctx: &RequestContext,
+    req: WriteTxnMarkersRequest,
+) -> Capped<WriteTxnMarkersResponse> {
     let broker = ctx.ctx();
     let catalog = broker.catalog.snapshot();
     let mut markers = Vec::with_capacity(req.markers.len());
     for m in req.markers {
         let marker = TxnMarker {
-            producer_id: m.producer_id.0,
+            producer_id: m.producer_id,
             producer_epoch: m.producer_epoch,
             coordinator_epoch: m.coordinator_epoch,
             commit: m.transaction_result,
@@ -56,15 +63,15 @@ pub async fn handle(ctx: &RequestContext, req: WriteTxnMarkersRequest) -> WriteT
             let partitions = join_all(writes).await;
             topics.push(
                 WritableTxnMarkerTopicResult::default()
-                    .with_name(t.name)
+                    .with_name(TopicName(t.name))
                     .with_partitions(partitions),
             );
         }
         markers.push(
             WritableTxnMarkerResult::default()
-                .with_producer_id(m.producer_id)
+                .with_producer_id(ProducerId(m.producer_id))
                 .with_topics(topics),
         );
     }
-    WriteTxnMarkersResponse::default().with_markers(markers)
+    Capped(WriteTxnMarkersResponse::default().with_markers(markers))
 }

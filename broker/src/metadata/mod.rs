@@ -1,7 +1,9 @@
 //! What Kafka keeps in KRaft's metadata log: the topic catalog (names, ids, partition counts,
-//! config overrides), topic creation, and producer-id blocks. A single node keeps them in
+//! config overrides), topic creation, producer-id blocks and feature levels. A single node keeps them in
 //! files in the data dir; a cluster will replicate the same state machine.
 
 pub mod catalog;
+pub mod features;
 pub mod producer_ids;
+pub mod scram;
 pub mod topics;

@@ -407,16 +407,24 @@ async fn delete_subject(State(svc): S, Path(subject): Path<String>, Query(q): Q)
     ok(json!(versions))
 }
 
+/// The version a `/subjects/{subject}/versions/{version}` path names ("latest", -1 or a
+/// number; soft-deleted ones only with `?deleted=true`).
+fn version_at(
+    svc: &Service,
+    subject: &str,
+    version: &str,
+    q: &HashMap<String, String>,
+) -> Result<Version, RegistryError> {
+    let version = VersionId::parse(version)?;
+    svc.read(|r| r.get_version(subject, version, flag(q, "deleted")).cloned())
+}
+
 async fn get_version(
     State(svc): S,
     Path((subject, version)): Path<(String, String)>,
     Query(q): Q,
 ) -> Answer {
-    let version = VersionId::parse(&version)?;
-    let v = svc.read(|r| {
-        r.get_version(&subject, version, flag(&q, "deleted"))
-            .cloned()
-    })?;
+    let v = version_at(&svc, &subject, &version, &q)?;
     let mut j = schema_json(&v);
     if q.contains_key("format") {
         j["schema"] = json!(formatted(&svc, &v.value, q.get("format")));
@@ -429,11 +437,7 @@ async fn raw_version(
     Path((subject, version)): Path<(String, String)>,
     Query(q): Q,
 ) -> Answer {
-    let version = VersionId::parse(&version)?;
-    let v = svc.read(|r| {
-        r.get_version(&subject, version, flag(&q, "deleted"))
-            .cloned()
-    })?;
+    let v = version_at(&svc, &subject, &version, &q)?;
     let text = formatted(&svc, &v.value, q.get("format"));
     Ok((StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
 }

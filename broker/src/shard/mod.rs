@@ -38,6 +38,8 @@ pub struct BrokerContext {
     pub shard_senders: Vec<mpsc::Sender<ShardMessage>>,
     /// Next producer id handed out by InitProducerId (persisted in the data dir).
     pub producer_ids: crate::metadata::producer_ids::ProducerIdAllocator,
+    /// Finalized feature levels (KIP-584), persisted in the data dir.
+    pub features: crate::metadata::features::FeaturesHandle,
     pub started_ms: i64,
     /// Connection steering in use and accepts per shard (`server::steering`).
     pub steering: Arc<strom_ebpf::SteeringProbe>,
@@ -46,6 +48,8 @@ pub struct BrokerContext {
     pub schema_view: std::sync::OnceLock<Arc<dyn crate::partition::schema_ids::SchemaView>>,
     /// `cleaner-offset-checkpoint`: where each compacted log's dirty section starts.
     pub cleaner_checkpoints: Arc<crate::shard::cleaner_checkpoints::Checkpoints>,
+    /// SCRAM credentials (SASL and Describe/AlterUserScramCredentials).
+    pub credentials: Arc<dyn crate::metadata::scram::CredentialStore>,
 }
 
 impl BrokerContext {

@@ -1,0 +1,278 @@
+//! This module's codecs against Apache Kafka's own message schemas (the `common/message/*.json`
+//! files inside the kafka-clients jar the compat suite fetches, `compat-tests/kafka/kafka.sh
+//! fetch`; `STROM_KAFKA_CLIENTS_JAR` names another). Without the jar these tests say so and
+//! pass, except under CI (`CI` set), where the jar is always fetched first and its absence
+//! fails.
+//!
+//! - Capped messages: at every version above the crate's maximum, the schema's fields (at
+//!   every nesting level) are the maximum's.
+//! - Hand-derived messages: a schema-driven encoder writes a sample at each version; our
+//!   decoder reads it whole and our encoder writes the same bytes back.
+
+use std::path::PathBuf;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use serde_json::{json, Value};
+
+use super::wire;
+
+const KAFKA_VERSION: &str = "4.4.0";
+
+fn jar() -> Option<PathBuf> {
+    let path = std::env::var_os("STROM_KAFKA_CLIENTS_JAR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!(
+                "../compat-tests/.cache/kafka-{KAFKA_VERSION}/kafka-clients-{KAFKA_VERSION}.jar"
+            ))
+        });
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} missing: run compat-tests/kafka/kafka.sh fetch",
+        path.display()
+    );
+    eprintln!(
+        "skipped: {} missing (compat-tests/kafka/kafka.sh fetch)",
+        path.display()
+    );
+    None
+}
+
+/// A message schema, its `//` comment lines removed (Kafka's JSON has them).
+fn schema(jar: &PathBuf, name: &str) -> Value {
+    let out = std::process::Command::new("unzip")
+        .arg("-p")
+        .arg(jar)
+        .arg(format!("common/message/{name}.json"))
+        .output()
+        .expect("unzip runs");
+    assert!(
+        out.status.success() && !out.stdout.is_empty(),
+        "{name} in the jar"
+    );
+    let text: String = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// "3+", "0-2", "none" as a predicate on versions.
+fn in_range(spec: Option<&Value>, v: i16) -> bool {
+    let Some(s) = spec.and_then(Value::as_str) else {
+        return false;
+    };
+    if s == "none" {
+        return false;
+    }
+    if let Some(min) = s.strip_suffix('+') {
+        return v >= min.parse::<i16>().unwrap();
+    }
+    match s.split_once('-') {
+        Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).contains(&v),
+        None => v == s.parse::<i16>().unwrap(),
+    }
+}
+
+fn valid_max(schema: &Value) -> i16 {
+    let s = schema["validVersions"].as_str().unwrap();
+    s.rsplit('-').next().unwrap().parse().unwrap()
+}
+
+/// What a version of the message looks like on the wire: every field present at it, with
+/// its type, nullability and tag, nested structs included.
+fn layout(fields: &Value, v: i16) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in fields.as_array().into_iter().flatten() {
+        if !in_range(f.get("versions"), v) {
+            continue;
+        }
+        out.push(format!(
+            "{} {} null={} tag={}",
+            f["name"],
+            f["type"],
+            in_range(f.get("nullableVersions"), v),
+            if in_range(f.get("taggedVersions"), v) {
+                f["tag"].to_string()
+            } else {
+                "-".into()
+            }
+        ));
+        if let Some(sub) = f.get("fields") {
+            out.extend(layout(sub, v).into_iter().map(|l| format!("  {l}")));
+        }
+    }
+    out
+}
+
+#[test]
+fn given_capped_messages_when_compared_with_kafka_schema_then_no_field_added_above_the_cap() {
+    let Some(jar) = jar() else { return };
+    for (name, cap) in super::CAPPED {
+        let s = schema(&jar, name);
+        let max = valid_max(&s);
+        assert!(
+            max > *cap,
+            "{name}: Kafka's maximum {max} is the crate's, no cap needed"
+        );
+        let flexible = |v| in_range(s.get("flexibleVersions"), v);
+        for v in cap + 1..=max {
+            assert_eq!(flexible(v), flexible(*cap), "{name} v{v} flexibility");
+            assert_eq!(
+                layout(&s["fields"], v),
+                layout(&s["fields"], *cap),
+                "{name} v{v}"
+            );
+        }
+    }
+}
+
+/// Kafka's generated serialisation, driven by the schema: non-tagged fields in order, then
+/// (flexible versions) the tagged ones. Missing values are the type's zero (or null).
+fn schema_encode(fields: &Value, value: &Value, v: i16, flexible: bool, out: &mut BytesMut) {
+    let mut tagged = Vec::new();
+    for f in fields.as_array().into_iter().flatten() {
+        if !in_range(f.get("versions"), v) {
+            continue;
+        }
+        let val = &value[f["name"].as_str().unwrap()];
+        if flexible && in_range(f.get("taggedVersions"), v) {
+            let mut b = BytesMut::new();
+            encode_field(f, val, v, flexible, &mut b);
+            tagged.push((f["tag"].as_u64().unwrap() as u32, b));
+            continue;
+        }
+        encode_field(f, val, v, flexible, out);
+    }
+    if flexible {
+        wire::put_uvarint(out, tagged.len() as u32);
+        for (tag, b) in tagged {
+            wire::put_uvarint(out, tag);
+            wire::put_uvarint(out, b.len() as u32);
+            out.put_slice(&b);
+        }
+    }
+}
+
+fn encode_field(f: &Value, val: &Value, v: i16, flexible: bool, out: &mut BytesMut) {
+    let ty = f["type"].as_str().unwrap();
+    let nullable = in_range(f.get("nullableVersions"), v);
+    if let Some(elem) = ty.strip_prefix("[]") {
+        let items = val.as_array().cloned().unwrap_or_default();
+        wire::put_array_len(out, items.len(), flexible);
+        for item in &items {
+            match f.get("fields") {
+                Some(sub) => schema_encode(sub, item, v, flexible, out),
+                None => encode_scalar(elem, item, false, flexible, out),
+            }
+        }
+        return;
+    }
+    match f.get("fields") {
+        Some(sub) => schema_encode(sub, val, v, flexible, out),
+        None => encode_scalar(ty, val, nullable, flexible, out),
+    }
+}
+
+fn encode_scalar(ty: &str, val: &Value, nullable: bool, flexible: bool, out: &mut BytesMut) {
+    let int = || val.as_i64().unwrap_or(0);
+    match ty {
+        "int8" => out.put_i8(int() as i8),
+        "int16" => out.put_i16(int() as i16),
+        "int32" => out.put_i32(int() as i32),
+        "int64" => out.put_i64(int()),
+        "bool" => out.put_u8(u8::from(val.as_bool().unwrap_or(false))),
+        "uuid" => out.put_u128(
+            val.as_str()
+                .map_or(0, |s| uuid::Uuid::parse_str(s).unwrap().as_u128()),
+        ),
+        "string" => match val.as_str() {
+            Some(s) => wire::put_string(out, s, flexible),
+            None if nullable => wire::put_nullable_string(out, None, flexible),
+            None => wire::put_string(out, "", flexible),
+        },
+        other => panic!("type {other} not handled by the schema encoder"),
+    }
+}
+
+/// Our codec of `T` against the schema of `name` at every version it serves.
+fn round_trip<T: Encodable + Decodable>(
+    name: &str,
+    versions: std::ops::RangeInclusive<i16>,
+    sample: Value,
+) {
+    let Some(jar) = jar() else { return };
+    let s = schema(&jar, name);
+    assert_eq!(
+        *versions.end(),
+        valid_max(&s),
+        "{name}: serve Kafka's maximum"
+    );
+    for v in versions {
+        let flexible = in_range(s.get("flexibleVersions"), v);
+        let mut kafka = BytesMut::new();
+        schema_encode(&s["fields"], &sample, v, flexible, &mut kafka);
+        let kafka: Bytes = kafka.freeze();
+        let mut input = kafka.clone();
+        let decoded = T::decode(&mut input, v).unwrap_or_else(|e| panic!("{name} v{v}: {e:#}"));
+        assert!(input.is_empty(), "{name} v{v}: {} bytes left", input.len());
+        let mut ours = BytesMut::new();
+        decoded.encode(&mut ours, v).unwrap();
+        assert_eq!(ours.freeze(), kafka, "{name} v{v}");
+        assert_eq!(
+            decoded.compute_size(v).unwrap(),
+            kafka.len(),
+            "{name} v{v} size"
+        );
+    }
+}
+
+#[test]
+fn given_api_versions_request_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    round_trip::<super::api_versions::ApiVersionsRequest>(
+        "ApiVersionsRequest",
+        0..=5,
+        json!({"ClientSoftwareName": "strom-test", "ClientSoftwareVersion": "1.2",
+               "ClusterId": "c-1", "NodeId": 7}),
+    );
+}
+
+#[test]
+fn given_delete_groups_response_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    round_trip::<super::delete_groups::DeleteGroupsResponse>(
+        "DeleteGroupsResponse",
+        0..=3,
+        json!({"ThrottleTimeMs": 3, "Results": [
+            {"GroupId": "g1", "ErrorCode": 69, "ErrorMessage": "gone"},
+            {"GroupId": "g2", "ErrorCode": 0}]}),
+    );
+}
+
+#[test]
+fn given_describe_log_dirs_response_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    round_trip::<super::describe_log_dirs::DescribeLogDirsResponse>(
+        "DescribeLogDirsResponse",
+        1..=5,
+        json!({"ThrottleTimeMs": 1, "ErrorCode": 57, "Results": [
+            {"ErrorCode": 0, "LogDir": "/d", "TotalBytes": 100, "UsableBytes": 40, "IsCordoned": true,
+             "Topics": [{"Name": "t", "Partitions": [
+                {"PartitionIndex": 2, "PartitionSize": 77, "OffsetLag": 1, "IsFutureKey": true}]}]}]}),
+    );
+}
+
+#[test]
+fn given_write_txn_markers_request_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    round_trip::<super::write_txn_markers::WriteTxnMarkersRequest>(
+        "WriteTxnMarkersRequest",
+        1..=2,
+        json!({"Markers": [{"ProducerId": 9, "ProducerEpoch": 3, "TransactionResult": true,
+            "Topics": [{"Name": "t", "PartitionIndexes": [0, 4]}], "CoordinatorEpoch": 5,
+            "TransactionVersion": 2}]}),
+    );
+}

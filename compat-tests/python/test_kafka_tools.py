@@ -1,0 +1,133 @@
+"""Apache Kafka 4.4's command-line tools (the kafka-tools jar from Maven Central) against
+Strom and Kafka alike: each command's exit code and output checked, as a new user would run
+them. Features changed here are put back in `finally`: both brokers live for the session.
+
+Strom advertises fewer features than Kafka (FINDINGS.md: only what it implements), so the
+feature checks compare the lines Strom has, and each broker's own answer for the rest.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import admin
+import kafka_tools as kt
+from clients import unique_topic
+
+# What a fresh Kafka 4.4 cluster finalizes, and Strom too (metadata.version by its name).
+COMMON = {
+    "metadata.version": {"SupportedMinVersion": "3.3-IV3", "SupportedMaxVersion": "4.4-IV2",
+                         "FinalizedVersionLevel": "4.4-IV2"},
+    "group.version": {"SupportedMinVersion": "0", "SupportedMaxVersion": "1", "FinalizedVersionLevel": "1"},
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tools_jars():
+    kt.fetch()
+
+
+def test_features_describe_lists_metadata_and_group_version(broker):
+    got = kt.features(broker.bootstrap)
+    for name, want in COMMON.items():
+        assert {k: got[name][k] for k in want} == want, name
+        assert int(got[name]["Epoch"]) >= 0
+    if broker.name == "strom":
+        # TV0, no share/streams groups, no KRaft, no replication: not advertised.
+        assert set(got) == set(COMMON)
+    else:
+        assert set(COMMON) < set(got)
+
+
+def test_features_downgrade_then_upgrade_group_version(broker):
+    try:
+        r = kt.run("kafka-features", broker.bootstrap, "downgrade", "--feature", "group.version=0")
+        assert (r.rc, r.lines()) == (0, ["group.version was downgraded to 0."]), r.err
+        got = kt.features(broker.bootstrap)
+        assert got["group.version"]["FinalizedVersionLevel"] == "0"
+    finally:
+        r = kt.run("kafka-features", broker.bootstrap, "upgrade", "--feature", "group.version=1")
+    assert (r.rc, r.lines()) == (0, ["group.version was upgraded to 1."]), r.err
+    assert kt.features(broker.bootstrap)["group.version"]["FinalizedVersionLevel"] == "1"
+
+
+def test_features_refusals_say_what_kafka_says(broker):
+    r = kt.run("kafka-features", broker.bootstrap, "upgrade", "--feature", "group.version=2")
+    assert r.rc == 1
+    assert r.lines() == [
+        "Could not upgrade group.version to 2. The update failed for all features since the "
+        "following feature had an error: Invalid update version 2 for feature group.version. "
+        "Local controller 0 only supports versions 0-1",
+    ]
+    assert "1 out of 1 operation(s) failed." in r.err
+    r = kt.run("kafka-features", broker.bootstrap, "downgrade", "--metadata", "4.3-IV0")
+    assert r.rc == 1
+    assert "Unsupported metadata.version downgrade from 33 to 30. Refusing to perform the requested " \
+           "downgrade because it might delete metadata information." in r.out
+    r = kt.run("kafka-features", broker.bootstrap, "upgrade", "--feature", "group.version=1", "--dry-run")
+    assert (r.rc, r.lines()) == (0, ["group.version can be upgraded to 1."])
+
+
+def test_metadata_quorum_describe_shows_the_node_as_leader_and_voter(broker):
+    r = kt.run("kafka-metadata-quorum", broker.bootstrap, "describe", "--status")
+    assert r.rc == 0, r.err
+    status = dict(line.split(":", 1) for line in r.lines())
+    assert status["LeaderId"].strip() == "0"
+    assert status["CurrentVoters"].strip().startswith('[{"id": 0')
+    assert status["CurrentObservers"].strip() == "[]"
+    r = kt.run("kafka-metadata-quorum", broker.bootstrap, "describe", "--replication")
+    assert r.rc == 0, r.err
+    rows = [line.split() for line in r.lines()[1:]]
+    assert [(row[0], row[-1]) for row in rows] == [("0", "Leader")]
+
+
+def test_leader_election_needs_none_and_names_unknown_partitions(broker):
+    topic = unique_topic("elect")
+    assert admin.create_topic("confluent", broker.bootstrap, topic, 2) == 0
+    r = kt.run("kafka-leader-election", broker.bootstrap, "--election-type", "preferred",
+               "--topic", topic, "--partition", "0")
+    assert (r.rc, r.lines()) == (0, [f"Valid replica already elected for partitions {topic}-0"]), r.err
+    r = kt.run("kafka-leader-election", broker.bootstrap, "--election-type", "unclean", "--all-topic-partitions")
+    assert (r.rc, r.lines()) == (0, []), r.err
+    r = kt.run("kafka-leader-election", broker.bootstrap, "--election-type", "unclean",
+               "--topic", topic, "--partition", "5")
+    assert r.rc == 1
+    assert f"No such partition as {topic}-5" in r.out
+
+
+def test_topics_describe_pages_through_describe_topic_partitions(broker):
+    topic = unique_topic("pages")
+    assert admin.create_topic("confluent", broker.bootstrap, topic, 5) == 0
+    # Two partitions per DescribeTopicPartitions answer: three pages, one topic.
+    r = kt.run("kafka-topics", broker.bootstrap, "--describe", "--topic", topic,
+               "--partition-size-limit-per-response", "2")
+    assert r.rc == 0, r.err
+    head, *parts = r.lines()
+    assert f"Topic: {topic}\t" in head and "PartitionCount: 5\tReplicationFactor: 1" in head
+    assert [p.strip() for p in parts] == [
+        f"Topic: {topic}\tPartition: {i}\tLeader: 0\tReplicas: 0\tIsr: 0\tElr: \tLastKnownElr:" for i in range(5)
+    ]
+
+
+def test_broker_api_versions_lists_the_new_apis_at_kafkas_versions(broker):
+    r = kt.run("kafka-broker-api-versions", broker.bootstrap)
+    assert r.rc == 0, r.err
+    # "\tName(key): min to max [usable: n]," per key; the tool's own client is 4.4's.
+    got = dict(re.findall(r"^\s+(\w+\(\d+\)): (.*?),?$", r.out, re.M))
+    for api, want in {
+        "ApiVersions(18)": "0 to 5 [usable: 5]",
+        "ListOffsets(2)": "1 to 11 [usable: 11]",
+        "WriteTxnMarkers(27)": "1 to 2 [usable: 2]",
+        "DescribeLogDirs(35)": "1 to 5 [usable: 5]",
+        "DeleteGroups(42)": "0 to 3 [usable: 3]",
+        "ElectLeaders(43)": "0 to 2 [usable: 2]",
+        "DescribeQuorum(55)": "0 to 2 [usable: 2]",
+        "UpdateFeatures(57)": "0 to 2 [usable: 2]",
+        "DescribeTopicPartitions(75)": "0 [usable: 0]",
+    }.items():
+        assert got.get(api) == want, (api, got.get(api))
+    # Strom's count is FINDINGS.md #7's; Kafka 4.4 advertises 77 (telemetry off).
+    served = [api for api, v in got.items() if v != "UNSUPPORTED"]
+    assert len(served) == (41 if broker.name == "strom" else 77), served
