@@ -4,7 +4,8 @@
 //! PROTOBUF and JSON Schema beside them; an unknown schema id; a plain JSON value), into real
 //! pgvector and Weaviate servers. The new field becomes a column/property; the type change,
 //! the unknown id and the plain value go to the DLQ with their reasons. The connector runs in
-//! this process (`strom_connectors::start`, as `strom serve` runs `[[connectors]]`).
+//! this process (`strom_connectors::start`, as `strom serve` runs `[[connectors]]`). Beside
+//! them, confluent-kafka-python's AvroSerializer produces v1 and v2 into pgvector.
 //! Runs when `STROM_CONNECTOR_E2E=1`, like e2e.rs.
 
 mod common;
@@ -123,6 +124,55 @@ fn records(ids: &BTreeMap<&str, u32>) -> Vec<Outgoing> {
     .collect()
 }
 
+/// confluent-kafka-python's AvroSerializer (compat-tests/.venv): v1, then v2 with a new
+/// optional field, each registered by the serializer itself under `{topic}-value`.
+const PYTHON_PRODUCER: &str = r#"
+import sys
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+bootstrap, registry, topic, v1, v2 = sys.argv[1:]
+sr = SchemaRegistryClient({"url": registry})
+ctx = SerializationContext(topic, MessageField.VALUE)
+p = Producer({"bootstrap.servers": bootstrap})
+for schema, rec in [
+    (v1, {"doc_id": "p1", "embedding": [1.0, 1.0, 0.0, 0.5], "title": "a", "year": 1}),
+    (v2, {"doc_id": "p2", "embedding": [2.0, 1.0, 0.0, 0.5], "title": "b", "year": 2, "lang": "de"}),
+]:
+    p.produce(topic, value=AvroSerializer(sr, schema)(rec, ctx))
+assert p.flush(30) == 0
+"#;
+
+fn python_produce(bootstrap: &str, registry: &str, topic: &str) {
+    let python = std::env::var_os("STROM_COMPAT_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| workspace().join("compat-tests/.venv"))
+        .join("bin/python");
+    let out = std::process::Command::new(&python)
+        .args([
+            "-c",
+            PYTHON_PRODUCER,
+            bootstrap,
+            registry,
+            topic,
+            AVRO_V1,
+            AVRO_V2,
+        ])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (scripts/test-all.sh setup makes the venv)",
+                python.display()
+            )
+        });
+    assert!(
+        out.status.success(),
+        "python producer: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_registry_schemas_when_sinking_then_columns_follow_versions_and_bad_records_dead_letter(
 ) {
@@ -195,6 +245,27 @@ schema_registry_url = "{registry}"
 "#
         ));
     }
+    // Values from confluent-kafka-python's serializer, into pgvector.
+    create_topics(&bootstrap, &[("python", 1), ("python-dlq", 1)]).await;
+    python_produce(&bootstrap, &registry, "python");
+    toml.push_str(&format!(
+        r#"
+[[connectors]]
+name = "python"
+[connectors.source]
+bootstrap = "{bootstrap}"
+topics = ["python"]
+group_id = "python-registry"
+[connectors.sink]
+type = "pgvector"
+url = "{pg_url}"
+collection = "from_python"
+linger_ms = 20
+id = "doc_id"
+schema_mapping = "registry"
+schema_registry_url = "{registry}"
+"#
+    ));
     let file = config::parse(&toml).expect("connector config");
     let running = strom_connectors::start(
         file.connectors.clone(),
@@ -206,9 +277,31 @@ schema_registry_url = "{registry}"
         sinks
             .iter()
             .all(|(kind, _, _)| group_caught_up(&bootstrap, &format!("{kind}-registry"), kind, 1))
+            && group_caught_up(&bootstrap, "python-registry", "python", 1)
     })
     .await;
     running.stop();
+
+    let cfg = file.connectors.iter().find(|c| c.name == "python").unwrap();
+    let mut sink = Sink::connect(cfg).await.expect("sink");
+    let ids: BTreeSet<String> = sink
+        .all_vectors()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(
+        ids,
+        BTreeSet::from(["p1".into(), "p2".into()]),
+        "python's records"
+    );
+    let columns = &sink.existing_schema().expect("table").fields;
+    assert_eq!(
+        columns.keys().cloned().collect::<BTreeSet<_>>(),
+        BTreeSet::from(["lang", "title", "year"].map(String::from)),
+        "python's v2 added `lang`"
+    );
 
     for (kind, url, collection) in sinks {
         let cfg = file.connectors.iter().find(|c| c.name == kind).unwrap();
