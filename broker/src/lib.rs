@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod partition;
 pub mod schema_registry;
+pub mod security;
 pub mod server;
 pub mod shard;
 #[doc(hidden)]

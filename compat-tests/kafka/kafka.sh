@@ -9,7 +9,9 @@
 #                                        exec the broker in the foreground (so the caller's
 #                                        PID is the JVM's; stop it with SIGTERM)
 #
-# KAFKA_VERSION overrides the version pinned in pom.xml; KAFKA_HEAP_OPTS the JVM heap.
+# KAFKA_VERSION overrides the version pinned in pom.xml; KAFKA_HEAP_OPTS the JVM heap;
+# KAFKA_EXTRA_LISTENERS adds listeners, KAFKA_EXTRA_PROPERTIES settings (one per line),
+# KAFKA_FORMAT_ARGS arguments of the storage format (one per line).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -50,15 +52,18 @@ run() {
     [[ -f "$stamp" ]] || fetch
     mkdir -p "$dir"
     dir="$(cd "$dir" && pwd)"
+    # More listeners, NAME://HOST:PORT comma-separated, named after their protocol
+    # (python/brokers.py: SSL, SASL_SSL, ...); their settings come in KAFKA_EXTRA_PROPERTIES.
+    local extra="${KAFKA_EXTRA_LISTENERS:-}"
     # node.id 0 like Strom's default, so Metadata answers can be compared as they are.
     cat >"$dir/server.properties" <<EOF
 process.roles=broker,controller
 node.id=0
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport${extra:+,$extra}
+advertised.listeners=PLAINTEXT://127.0.0.1:$port${extra:+,$extra}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
 controller.quorum.bootstrap.servers=127.0.0.1:$cport
 log.dirs=$dir/data
 num.partitions=1
@@ -92,8 +97,13 @@ EOF
     local jvm=(java ${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g} -XX:+UseG1GC -Djava.awt.headless=true
         -Dlog4j2.configurationFile="$here/log4j2.properties" -Dkafka.logs.dir="$dir/logs"
         -cp "$cp")
+    # More format arguments, one per line (python/brokers.py: --add-scram for SASL users).
+    local fmt_args=()
+    if [[ -n "${KAFKA_FORMAT_ARGS:-}" ]]; then
+        mapfile -t fmt_args <<<"$KAFKA_FORMAT_ARGS"
+    fi
     "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" \
-        --standalone || die "StorageTool format failed"
+        --standalone "${fmt_args[@]}" || die "StorageTool format failed"
     exec "${jvm[@]}" kafka.Kafka "$dir/server.properties"
 }
 

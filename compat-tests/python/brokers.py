@@ -174,9 +174,10 @@ def _spawn(name: str, argv: list[str], workdir: Path, port: int, env_extra: dict
     return BrokerProcess(name=name, port=port, workdir=workdir, log_path=log_path, proc=proc, extra=extra)
 
 
-def start_strom(shards: int = 2, data_dir: Path | None = None) -> BrokerProcess:
+def start_strom(shards: int = 2, data_dir: Path | None = None, security: dict | None = None) -> BrokerProcess:
     """A Strom broker in a new temp workdir; its data in `data_dir` when given (e.g. a
-    size-limited mount, or the dir of a previous run to restart on)."""
+    size-limited mount, or the dir of a previous run to restart on). `security` adds
+    listeners and their settings (`security_listeners`)."""
     if not STROM_BIN.is_file():
         raise BrokerStartError(
             f"{STROM_BIN.relative_to(REPO_ROOT) if STROM_BIN.is_relative_to(REPO_ROOT) else STROM_BIN}"
@@ -184,10 +185,14 @@ def start_strom(shards: int = 2, data_dir: Path | None = None) -> BrokerProcess:
         )
     workdir = Path(tempfile.mkdtemp(prefix="strom-compat-strom-"))
     port, metrics_port, registry_port = free_port(), free_port(), free_port()
+    listeners, settings, ports = security_listeners(port, security, "strom")
+    if security and security.get("users"):
+        add_strom_users(data_dir or workdir / "data", security["users"])
     argv = [
         str(STROM_BIN),
         "serve",
-        "--listen", f"127.0.0.1:{port}",
+        *(["--set", f"listeners={listeners}"] if security else ["--listen", f"127.0.0.1:{port}"]),
+        *[a for k, v in settings.items() for a in ("--set", f"{k}={v}")],
         "--data-dir", str(data_dir or workdir / "data"),
         "--metrics-listen", f"127.0.0.1:{metrics_port}",
         "--shards", str(shards),
@@ -200,7 +205,7 @@ def start_strom(shards: int = 2, data_dir: Path | None = None) -> BrokerProcess:
     # the same way), so short-retention tests see segments go within seconds.
     env_extra = {"STROM_LOG_RETENTION_CHECK_INTERVAL_MS": "1000"}
     b = _spawn("strom", argv, workdir, port, env_extra, metrics_port=metrics_port,
-               schema_registry_port=registry_port, cmdline=argv)
+               schema_registry_port=registry_port, cmdline=argv, ports=ports)
     try:
         b.wait_ready()
     except BaseException:
@@ -216,12 +221,49 @@ def fetch_kafka() -> None:
         raise BrokerStartError(f"kafka.sh fetch failed:\n{r.stdout}\n{r.stderr}")
 
 
-def start_kafka() -> BrokerProcess:
+def security_listeners(plain_port: int, security: dict | None, broker: str = "strom") -> tuple[str, dict, dict]:
+    """The listeners and broker settings for `security`: {"listeners": ["SSL", ...],
+    "settings": {...} (Kafka's names, which both brokers take), "kafka_settings" /
+    "strom_settings": {...} (one broker's own), "users": [(name, password, mechanism)]}.
+    Returns the `listeners` value, the settings and each listener's port by name (PLAINTEXT
+    always there)."""
+    security = security or {}
+    ports = {"PLAINTEXT": plain_port}
+    for name in security.get("listeners", []):
+        ports[name] = free_port()
+    listeners = ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items())
+    settings = {**security.get("settings", {}), **security.get(f"{broker}_settings", {})}
+    return listeners, settings, ports
+
+
+def add_strom_users(data_dir: Path, users: list) -> None:
+    """`strom user add` for each (name, password, mechanism), before the broker starts."""
+    for name, password, mechanism in users:
+        r = subprocess.run(
+            [str(STROM_BIN), "user", "add", name, "--password", password, "--mechanism", mechanism, "--data-dir", str(data_dir)],
+            capture_output=True, text=True, timeout=60,
+        )
+        if r.returncode != 0:
+            raise BrokerStartError(f"strom user add {name} failed:\n{r.stderr}")
+
+
+def start_kafka(security: dict | None = None) -> BrokerProcess:
+    """Kafka 4.x; `security` as for `start_strom`: the same listeners and settings."""
     fetch_kafka()
     workdir = Path(tempfile.mkdtemp(prefix="strom-compat-kafka-"))
     port, controller_port = free_port(), free_port()
+    listeners, settings, ports = security_listeners(port, security, "kafka")
     argv = ["bash", str(KAFKA_SH), "run", str(port), str(controller_port), str(workdir)]
-    b = _spawn("kafka", argv, workdir, port, controller_port=controller_port, cmdline=argv)
+    env_extra = {}
+    if security:
+        extra = ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items() if n != "PLAINTEXT")
+        env_extra["KAFKA_EXTRA_LISTENERS"] = extra
+        env_extra["KAFKA_EXTRA_PROPERTIES"] = "\n".join(f"{k}={v}" for k, v in settings.items())
+        # Kafka 4's way to the first SCRAM users: at format time.
+        env_extra["KAFKA_FORMAT_ARGS"] = "\n".join(
+            a for name, pw, mech in security.get("users", []) for a in ("--add-scram", f"{mech}=[name={name},password={pw}]")
+        )
+    b = _spawn("kafka", argv, workdir, port, env_extra, controller_port=controller_port, cmdline=argv, ports=ports)
     try:
         # The JVM takes a few seconds on two busy cores; the StorageTool runs first. Kafka
         # listens before it serves, and the tests that start a Kafka of their own use it at once.

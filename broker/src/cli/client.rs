@@ -202,7 +202,11 @@ impl Client {
         let shard = *next_shard % ctx.shard_count().max(1);
         *next_shard = next_shard.wrapping_add(1);
         let call = crate::shard::frontend::call_from_outside(ctx, shard, move |state| async move {
-            crate::handlers::handle_frame(state, Rc::from("console"), frame)
+            // In-process calls have no socket: an anonymous session on the first listener,
+            // named "console" where Kafka would show the client's address.
+            let mut session = crate::security::Session::local(&state.ctx.config);
+            session.client_host = Rc::from("console");
+            crate::handlers::handle_frame(state, Rc::new(session), frame)
                 .await
                 .map(|r| r.map(|f| f.to_bytes().freeze()))
                 .map_err(|e| e.to_string())

@@ -11,7 +11,9 @@ pub mod dynamic;
 pub mod effective;
 pub mod group;
 pub mod kafka_broker_configs;
+pub mod listeners;
 pub mod schema_validation;
+pub mod security;
 pub mod topic;
 
 use std::collections::BTreeMap;
@@ -25,10 +27,64 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct BrokerConfig {
-    /// Kafka listener address. Default 127.0.0.1:9092.
+    /// The shorthand for one PLAINTEXT listener (`--listen`), used when `listeners` is
+    /// empty. Default 127.0.0.1:9092.
     pub listen: SocketAddr,
-    /// Address given to clients in Metadata; defaults to `listen`. `host:port`.
+    /// Address given to clients in Metadata for the `listen` listener; defaults to `listen`.
+    /// `host:port`.
     pub advertised_listener: Option<String>,
+    /// Kafka `listeners`: `NAME://HOST:PORT,...` (`config::listeners`). Empty (default) = one
+    /// PLAINTEXT listener on `listen`.
+    pub listeners: String,
+    /// Kafka `advertised.listeners`: `NAME://HOST:PORT,...` for the listeners whose address
+    /// clients are given differs from the bound one. Default empty.
+    pub advertised_listeners: String,
+    /// Kafka `listener.security.protocol.map`: `NAME:PROTOCOL,...`. Default maps PLAINTEXT,
+    /// SSL, SASL_PLAINTEXT and SASL_SSL to themselves.
+    pub listener_security_protocol_map: String,
+    /// TLS and client-certificate settings (Kafka's `ssl.*`), `config::security`.
+    /// Kafka `ssl.keystore.type`: only "PEM" (no JKS/PKCS12 without a JVM). Default "PEM".
+    pub ssl_keystore_type: String,
+    /// Kafka `ssl.keystore.location`: a PEM file with the private key (PKCS#8, PKCS#1 or
+    /// SEC1, unencrypted) and the certificate chain. Default empty.
+    pub ssl_keystore_location: String,
+    /// Kafka `ssl.keystore.key`: the private key as PEM text (instead of a file). Sensitive.
+    pub ssl_keystore_key: String,
+    /// Kafka `ssl.keystore.certificate.chain`: the certificate chain as PEM text.
+    pub ssl_keystore_certificate_chain: String,
+    /// Kafka `ssl.truststore.type`: only "PEM". Default "PEM".
+    pub ssl_truststore_type: String,
+    /// Kafka `ssl.truststore.location`: a PEM file of CA certificates that client
+    /// certificates must chain to. Default empty.
+    pub ssl_truststore_location: String,
+    /// Kafka `ssl.truststore.certificates`: the CA certificates as PEM text.
+    pub ssl_truststore_certificates: String,
+    /// Kafka `ssl.client.auth`: "none" (default), "requested" or "required". Applies to SSL
+    /// listeners; SASL_SSL listeners never ask for a certificate (Kafka's KIP-684).
+    pub ssl_client_auth: String,
+    /// Kafka `ssl.enabled.protocols`: a subset of "TLSv1.2,TLSv1.3" (the default).
+    pub ssl_enabled_protocols: String,
+    /// Kafka `ssl.principal.mapping.rules`: how a client certificate's subject (RFC 2253)
+    /// becomes the principal's name. Default "DEFAULT" (the subject as it is).
+    pub ssl_principal_mapping_rules: String,
+    /// How often the key, certificate and truststore files are checked for changes; a
+    /// change is loaded for new connections without a restart. Milliseconds, >= 100.
+    /// Default 10000.
+    pub ssl_reload_interval_ms: i64,
+    /// Kafka `sasl.enabled.mechanisms` on SASL_PLAINTEXT and SASL_SSL listeners: a subset of
+    /// PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. Default "SCRAM-SHA-256,SCRAM-SHA-512" (Kafka's
+    /// default, GSSAPI, is not implemented; PLAIN sends the password, so it is opt-in).
+    pub sasl_enabled_mechanisms: String,
+    /// Kafka `connections.max.reauth.ms` (KIP-368): a SASL session lasts this long; the client
+    /// re-authenticates before it ends, and a connection whose session has ended is closed at
+    /// its next request. 0 (default) = sessions do not expire.
+    pub connections_max_reauth_ms: i64,
+    /// Kafka `connection.failed.authentication.delay.ms`: a failed authentication is answered
+    /// after this delay, then the connection is closed. Default 100, >= 0.
+    pub connection_failed_authentication_delay_ms: i64,
+    /// Kafka `sasl.server.max.receive.size`: the largest request accepted before a SASL
+    /// connection has authenticated, bytes. Default 524288.
+    pub sasl_server_max_receive_size: i32,
     /// Admin/metrics HTTP listener (`/health`, `/ready`, `/metrics`). Default 127.0.0.1:9644.
     pub metrics_listen: SocketAddr,
     /// Data directory (Kafka's `log.dirs`, one dir). Default `./strom-data`.
@@ -165,6 +221,24 @@ impl Default for BrokerConfig {
         BrokerConfig {
             listen: "127.0.0.1:9092".parse().expect("static address"),
             advertised_listener: None,
+            listeners: String::new(),
+            advertised_listeners: String::new(),
+            listener_security_protocol_map: listeners::DEFAULT_PROTOCOL_MAP.into(),
+            ssl_keystore_type: "PEM".into(),
+            ssl_keystore_location: String::new(),
+            ssl_keystore_key: String::new(),
+            ssl_keystore_certificate_chain: String::new(),
+            ssl_truststore_type: "PEM".into(),
+            ssl_truststore_location: String::new(),
+            ssl_truststore_certificates: String::new(),
+            ssl_client_auth: "none".into(),
+            ssl_enabled_protocols: "TLSv1.2,TLSv1.3".into(),
+            ssl_principal_mapping_rules: "DEFAULT".into(),
+            ssl_reload_interval_ms: 10_000,
+            sasl_enabled_mechanisms: "SCRAM-SHA-256,SCRAM-SHA-512".into(),
+            connections_max_reauth_ms: 0,
+            connection_failed_authentication_delay_ms: 100,
+            sasl_server_max_receive_size: 524_288,
             metrics_listen: "127.0.0.1:9644".parse().expect("static address"),
             data_dir: PathBuf::from("./strom-data"),
             shards: 0,
@@ -387,11 +461,12 @@ pub fn load(
 /// Kafka's name for a broker config key; Strom-only settings live under `strom.`.
 pub fn kafka_name(key: &str) -> String {
     match key {
-        "listen" => "listeners".into(),
-        "advertised_listener" => "advertised.listeners".into(),
+        "ssl_reload_interval_ms" => "strom.ssl.reload.interval.ms".into(),
         "data_dir" => "log.dirs".into(),
         "file_delete_delay_ms" => "log.segment.delete.delay.ms".into(),
-        "shards"
+        "listen"
+        | "advertised_listener"
+        | "shards"
         | "metrics_listen"
         | "io_backend"
         | "max_in_flight_per_connection"
@@ -562,15 +637,34 @@ impl BrokerConfig {
                 ));
             }
         }
+        if !self.listeners.trim().is_empty()
+            && (origins.contains_key("listen") || origins.contains_key("advertised_listener"))
+        {
+            return Err(bad(
+                "listeners",
+                "set either `listeners` (with `advertised.listeners`) or the `listen` shorthand (with `advertised_listener`), not both".into(),
+            ));
+        }
+        let listeners = self
+            .listener_configs()
+            .map_err(|e| bad("listeners", e.to_string()))?;
+        security::validate(self, &listeners).map_err(|(key, message)| bad(key, message))?;
         Ok(())
     }
 
-    /// The (host, port) clients are told to connect to.
-    pub fn advertised(&self) -> (String, i32) {
-        self.advertised_listener
-            .as_deref()
-            .and_then(parse_host_port)
-            .unwrap_or_else(|| (self.listen.ip().to_string(), self.listen.port() as i32))
+    /// Every listener, resolved (`config::listeners`); validated at load.
+    pub fn listener_configs(
+        &self,
+    ) -> Result<Vec<listeners::ListenerConfig>, listeners::ListenerError> {
+        listeners::resolve(
+            self.listen,
+            &self.listeners,
+            self.advertised_listener
+                .as_deref()
+                .and_then(parse_host_port),
+            &self.advertised_listeners,
+            &self.listener_security_protocol_map,
+        )
     }
 
     pub fn shard_count(&self) -> usize {
@@ -594,126 +688,4 @@ fn parse_host_port(s: &str) -> Option<(String, i32)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn given_nothing_when_loading_then_kafka_defaults() {
-        let (c, _) = load(None, env(&[]), &[]).unwrap();
-        assert_eq!(c, BrokerConfig::default());
-        assert_eq!(c.listen.port(), 9092);
-        assert_eq!(c.message_max_bytes, 1_048_588);
-    }
-
-    #[test]
-    fn given_env_var_when_loading_then_it_overrides_default() {
-        let (c, o) = load(
-            None,
-            env(&[
-                ("STROM_LOG_RETENTION_CHECK_INTERVAL_MS", "1000"),
-                ("STROM_UNRELATED_THING", "x"),
-            ]),
-            &[],
-        )
-        .unwrap();
-        assert_eq!(c.log_retention_check_interval_ms, 1000);
-        assert_eq!(o["log_retention_check_interval_ms"], Origin::Env);
-    }
-
-    #[test]
-    fn given_dotted_kafka_keys_in_file_when_loading_then_flattened() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("strom.toml");
-        std::fs::write(
-            &p,
-            "log.retention.check.interval.ms = 5\nnum_partitions = 3\n[auto.create.topics]\nenable = false\n",
-        )
-        .unwrap();
-        let (c, _) = load(Some(&p), env(&[]), &[]).unwrap();
-        assert_eq!(c.log_retention_check_interval_ms, 5);
-        assert_eq!(c.num_partitions, 3);
-        assert!(!c.auto_create_topics_enable);
-    }
-
-    #[test]
-    fn given_flag_and_env_when_loading_then_flag_wins() {
-        let (c, _) = load(
-            None,
-            env(&[("STROM_NUM_PARTITIONS", "4")]),
-            &[("num_partitions".into(), "7".into())],
-        )
-        .unwrap();
-        assert_eq!(c.num_partitions, 7);
-    }
-
-    #[test]
-    fn given_bad_value_when_loading_then_error_names_key_and_origin() {
-        let err = load(None, env(&[("STROM_NUM_PARTITIONS", "many")]), &[]).unwrap_err();
-        let msg = err.to_string();
-        assert!(
-            msg.contains("num_partitions") && msg.contains("environment"),
-            "{msg}"
-        );
-        let err = load(None, env(&[("STROM_NUM_PARTITIONS", "0")]), &[]).unwrap_err();
-        assert!(err.to_string().contains("num_partitions"));
-    }
-
-    #[test]
-    fn given_connectors_in_file_when_loading_then_left_to_the_connectors_crate() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("strom.toml");
-        std::fs::write(
-            &p,
-            "num_partitions = 2\nconnectors_admin_listen = \"127.0.0.1:1\"\n[[connectors]]\nname = \"x\"\n",
-        )
-        .unwrap();
-        let (config, _) = load(Some(&p), env(&[]), &[]).unwrap();
-        assert_eq!(config.num_partitions, 2);
-    }
-
-    #[test]
-    fn given_unknown_key_in_file_when_loading_then_error_names_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("strom.toml");
-        std::fs::write(&p, "no_such_key = 1\n").unwrap();
-        let err = load(Some(&p), env(&[]), &[]).unwrap_err().to_string();
-        assert!(err.contains("no_such_key"), "{err}");
-    }
-
-    #[test]
-    fn given_deploy_strom_toml_when_loading_then_every_key_present_and_equal_to_defaults() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/strom.toml");
-        let text = std::fs::read_to_string(&path).unwrap();
-        let file: toml::Table = toml::from_str(&text).unwrap();
-        let defaults = toml::Table::try_from(BrokerConfig::default()).unwrap();
-        for key in defaults.keys() {
-            assert!(file.contains_key(key), "deploy/strom.toml lacks `{key}`");
-        }
-        let (c, _) = load(Some(&path), env(&[]), &[]).unwrap();
-        assert_eq!(c, BrokerConfig::default());
-    }
-
-    #[test]
-    fn given_advertised_listener_when_asked_then_host_and_port() {
-        let (c, _) = load(
-            None,
-            env(&[]),
-            &[("advertised_listener".into(), "example:19092".into())],
-        )
-        .unwrap();
-        assert_eq!(c.advertised(), ("example".into(), 19092));
-        let err = load(
-            None,
-            env(&[]),
-            &[("advertised_listener".into(), "nope".into())],
-        );
-        assert!(err.is_err());
-    }
-}
+mod tests;

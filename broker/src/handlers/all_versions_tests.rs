@@ -318,6 +318,40 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                     assert_eq!(r.error_code, 0, "{ctx}");
                     assert_eq!(r.results.len(), usize::from(v <= 1), "{ctx}");
                 }
+                // Outside a SASL listener's authenticator both answer ILLEGAL_SASL_STATE,
+                // as Kafka's KafkaApis does.
+                ApiKey::SaslHandshake => {
+                    let r: SaslHandshakeResponse = h.call(key, v, SaslHandshakeRequest::default());
+                    assert_eq!(r.error_code, 34, "{ctx}");
+                }
+                ApiKey::SaslAuthenticate => {
+                    let r: SaslAuthenticateResponse =
+                        h.call(key, v, SaslAuthenticateRequest::default());
+                    assert_eq!(r.error_code, 34, "{ctx}");
+                }
+                ApiKey::AlterUserScramCredentials => {
+                    use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+                    let u = ScramCredentialUpsertion::default()
+                        .with_name(StrBytes::from_static_str("all-versions"))
+                        .with_mechanism(2)
+                        .with_iterations(4096)
+                        .with_salt(bytes::Bytes::from_static(b"salt"))
+                        .with_salted_password(bytes::Bytes::from_static(&[1; 64]));
+                    let r: AlterUserScramCredentialsResponse = h.call(
+                        key,
+                        v,
+                        AlterUserScramCredentialsRequest::default().with_upsertions(vec![u]),
+                    );
+                    assert_eq!(r.results[0].error_code, 0, "{ctx}");
+                }
+                ApiKey::DescribeUserScramCredentials => {
+                    let r: DescribeUserScramCredentialsResponse = h.call(
+                        key,
+                        v,
+                        DescribeUserScramCredentialsRequest::default().with_users(None),
+                    );
+                    assert_eq!(r.error_code, 0, "{ctx}");
+                }
                 key if super::group_tests::is_group_api(key) => {
                     super::group_tests::call_at_version(&h, key, v);
                 }

@@ -48,7 +48,7 @@ pub async fn handle(
             .as_ref()
             .map(|s| s.to_string())
             .unwrap_or_default(),
-        client_host: ctx.client_host.to_string(),
+        client_host: ctx.session.client_host.to_string(),
         rebalance_timeout_ms: req.rebalance_timeout_ms,
         subscribed: req
             .subscribed_topic_names

@@ -11,7 +11,7 @@ pub const MAX_VERSION: i16 = 2;
 
 pub async fn handle(ctx: &RequestContext, _req: DescribeClusterRequest) -> DescribeClusterResponse {
     let broker = ctx.ctx();
-    let (host, port) = broker.config.advertised();
+    let (host, port) = ctx.advertised();
     let node = BrokerId(broker.config.node_id);
     DescribeClusterResponse::default()
         .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))

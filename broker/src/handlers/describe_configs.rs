@@ -24,6 +24,8 @@ const KAFKA_INT_BROKER_CONFIGS: &[&str] = &[
     "num.partitions",
     "message.max.bytes",
     "socket.request.max.bytes",
+    "connection.failed.authentication.delay.ms",
+    "sasl.server.max.receive.size",
     "log.segment.bytes",
     "log.index.interval.bytes",
     "log.index.size.max.bytes",
@@ -118,6 +120,9 @@ fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSyno
         .with_source(source as i8)
 }
 
+/// Broker configs Kafka types PASSWORD: DescribeConfigs answers them with a null value.
+const SENSITIVE_BROKER_CONFIGS: &[&str] = &["ssl.keystore.key"];
+
 /// One broker config as DescribeConfigs shows it.
 struct BrokerEntry {
     name: String,
@@ -134,10 +139,13 @@ struct BrokerEntry {
 fn broker_entries(view: &BrokerView) -> Vec<BrokerEntry> {
     let table = toml::Table::try_from(&view.config).unwrap_or_default();
     let defaults = toml::Table::try_from(BrokerConfig::default()).unwrap_or_default();
-    let text = |key: &str, v: &toml::Value| match v {
-        toml::Value::String(s) if key == "listen" || key == "advertised_listener" => {
-            format!("PLAINTEXT://{s}")
-        }
+    // `listeners` and `advertised.listeners` as resolved (the `listen` shorthand included).
+    let resolved = |c: &BrokerConfig| c.listener_configs().unwrap_or_default();
+    let (now, default) = (resolved(&view.config), resolved(&BrokerConfig::default()));
+    let text = |key: &str, v: &toml::Value, l: &[crate::config::listeners::ListenerConfig]| match v
+    {
+        _ if key == "listeners" => crate::config::listeners::render(l),
+        _ if key == "advertised_listeners" => crate::config::listeners::render_advertised(l),
         toml::Value::String(s) => s.clone(),
         other => other.to_string(),
     };
@@ -149,7 +157,14 @@ fn broker_entries(view: &BrokerView) -> Vec<BrokerEntry> {
             toml::Value::String(_)
                 if matches!(
                     key.as_str(),
-                    "listen" | "advertised_listener" | "log_cleanup_policy" | "data_dir"
+                    "listeners"
+                        | "advertised_listeners"
+                        | "listener_security_protocol_map"
+                        | "ssl_enabled_protocols"
+                        | "ssl_principal_mapping_rules"
+                        | "sasl_enabled_mechanisms"
+                        | "log_cleanup_policy"
+                        | "data_dir"
                 ) =>
             {
                 ConfigType::List
@@ -164,8 +179,11 @@ fn broker_entries(view: &BrokerView) -> Vec<BrokerEntry> {
             _ => ConfigType::String,
         };
         out.push(BrokerEntry {
-            value: text(key, value),
-            default: defaults.get(key).map(|v| text(key, v)).unwrap_or_default(),
+            value: text(key, value, &now),
+            default: defaults
+                .get(key)
+                .map(|v| text(key, v, &default))
+                .unwrap_or_default(),
             kind,
             // Kafka's read-only flag: whether an alter takes effect.
             dynamic: topic_default.is_some()
@@ -239,22 +257,31 @@ fn broker_result(
             let value = levels
                 .first()
                 .map_or_else(|| e.value.clone(), |l| l.0.clone());
+            // Kafka's PASSWORD configs: never shown, flagged sensitive.
+            let sensitive = SENSITIVE_BROKER_CONFIGS.contains(&e.name.as_str());
+            let hide = |mut s: DescribeConfigsSynonym| {
+                if sensitive {
+                    s.value = None;
+                }
+                s
+            };
             let syn = if synonyms {
                 levels
                     .iter()
-                    .map(|(v, s)| synonym(&e.name, v, *s))
-                    .chain(std::iter::once(synonym(
+                    .map(|(v, s)| hide(synonym(&e.name, v, *s)))
+                    .chain(std::iter::once(hide(synonym(
                         &e.name,
                         &e.default,
                         ConfigSource::Default,
-                    )))
+                    ))))
                     .collect()
             } else {
                 Vec::new()
             };
             DescribeConfigsResourceResult::default()
                 .with_name(StrBytes::from_string(e.name))
-                .with_value(Some(StrBytes::from_string(value)))
+                .with_value((!sensitive).then(|| StrBytes::from_string(value)))
+                .with_is_sensitive(sensitive)
                 .with_read_only(!e.dynamic)
                 .with_config_source(source as i8)
                 .with_config_type(if version >= 3 { e.kind as i8 } else { 0 })

@@ -51,11 +51,12 @@ pub async fn handle(ctx: &RequestContext, req: DescribeQuorumRequest) -> Describ
             .with_current_voters(vec![voter])
     };
     let nodes = if ctx.version() >= 2 {
-        let (host, port) = broker.config.advertised();
+        // The single node is its own controller: the listener this request came in on.
+        let (host, port) = ctx.advertised();
         vec![Node::default()
             .with_node_id(node)
             .with_listeners(vec![Listener::default()
-                .with_name(StrBytes::from_static_str("PLAINTEXT"))
+                .with_name(StrBytes::from_string(ctx.session.listener.name.clone()))
                 .with_host(StrBytes::from_string(host))
                 .with_port(u16::try_from(port).unwrap_or_default())])]
     } else {

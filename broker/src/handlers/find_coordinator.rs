@@ -34,7 +34,7 @@ async fn find(ctx: &RequestContext, key_type: i8) -> Result<(), FindError> {
 
 pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
     let version = ctx.version();
-    let (host, port) = ctx.ctx().config.advertised();
+    let (host, port) = ctx.advertised();
     let node = ctx.ctx().config.node_id;
     let answer = |r: &Result<(), FindError>| match r {
         Ok(()) => (0, None, node, host.clone(), port),

@@ -27,7 +27,7 @@ pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupRes
             .as_ref()
             .map(|s| s.to_string())
             .unwrap_or_default(),
-        client_host: ctx.client_host.to_string(),
+        client_host: ctx.session.client_host.to_string(),
         session_timeout_ms: req.session_timeout_ms,
         // v0 has no rebalance timeout: Kafka uses the session timeout.
         rebalance_timeout_ms: if version >= 1 {

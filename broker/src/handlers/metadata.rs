@@ -45,7 +45,7 @@ fn error_topic(name: Option<TopicName>, id: uuid::Uuid, code: i16) -> MetadataRe
 
 pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
     let broker = ctx.ctx();
-    let (host, port) = broker.config.advertised();
+    let (host, port) = ctx.advertised();
     let node = BrokerId(broker.config.node_id);
     // v0 means "all topics" by an empty list; v1+ by null.
     let wanted = match req.topics {

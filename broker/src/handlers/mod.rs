@@ -24,6 +24,7 @@
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod broker_logger;
 pub mod commit_plan;
@@ -43,6 +44,7 @@ pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod errors;
@@ -63,6 +65,8 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod update_features;
@@ -86,13 +90,14 @@ use futures::future::LocalBoxFuture;
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
+use crate::security::Session;
 use crate::shard::ShardState;
 
 pub struct RequestContext {
     pub shard: Rc<ShardState>,
     pub header: RequestHeader,
-    /// The client's address as Kafka reports it in group descriptions (`/127.0.0.1`).
-    pub client_host: Rc<str>,
+    /// The connection: listener, client address (`/127.0.0.1`), principal.
+    pub session: Rc<Session>,
 }
 
 impl RequestContext {
@@ -101,6 +106,12 @@ impl RequestContext {
     }
     pub fn ctx(&self) -> &crate::shard::BrokerContext {
         &self.shard.ctx
+    }
+    /// The (host, port) of this node that clients of this connection's listener are given:
+    /// Kafka answers Metadata with the listener the request came in on.
+    pub fn advertised(&self) -> (String, i32) {
+        let l = &self.session.listener;
+        (l.advertised_host.clone(), l.advertised_port)
     }
 }
 
@@ -310,6 +321,10 @@ api_table! {
     DescribeTopicPartitions => describe_topic_partitions;
     DescribeQuorum => describe_quorum;
     ElectLeaders => elect_leaders;
+    SaslHandshake => sasl_handshake;
+    SaslAuthenticate => sasl_authenticate;
+    DescribeUserScramCredentials => describe_user_scram_credentials;
+    AlterUserScramCredentials => alter_user_scram_credentials;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {
@@ -331,7 +346,7 @@ pub fn ordering_of(frame: &[u8]) -> Ordering {
 /// whole, a pipelined one hands its work to the home shards and returns the rest.
 pub async fn dispatch_frame(
     shard: Rc<ShardState>,
-    client_host: Rc<str>,
+    session: Rc<Session>,
     mut frame: Bytes,
 ) -> Dispatched {
     if frame.len() < 8 {
@@ -375,7 +390,7 @@ pub async fn dispatch_frame(
     let ctx = RequestContext {
         shard: shard.clone(),
         header,
-        client_host,
+        session,
     };
     let observe = move |r: &Answer| {
         shard
@@ -399,11 +414,8 @@ pub async fn dispatch_frame(
 }
 
 /// Both phases of one request frame, in one call (tests, and callers that do not pipeline).
-pub async fn handle_frame(shard: Rc<ShardState>, client_host: Rc<str>, frame: Bytes) -> Answer {
-    dispatch_frame(shard, client_host, frame)
-        .await
-        .answer()
-        .await
+pub async fn handle_frame(shard: Rc<ShardState>, session: Rc<Session>, frame: Bytes) -> Answer {
+    dispatch_frame(shard, session, frame).await.answer().await
 }
 
 /// Milliseconds since the epoch.

@@ -65,6 +65,9 @@ impl Harness {
             loggers: Arc::new(crate::logging::Loggers::detached("info")),
             group_configs: crate::metadata::group_configs::GroupConfigsHandle::open(dir.path())
                 .expect("group configs"),
+            credentials: Arc::new(
+                crate::metadata::scram::FileCredentialStore::open(dir.path()).expect("credentials"),
+            ),
             config,
         });
         let state = local.block_on(&rt, async {
@@ -86,6 +89,11 @@ impl Harness {
             _dir: dir,
             correlation: RefCell::new(0),
         }
+    }
+
+    /// An anonymous session on the config's first listener, as a PLAINTEXT client has.
+    pub fn session(&self) -> Rc<crate::security::Session> {
+        Rc::new(crate::security::Session::local(&self.state.ctx.config))
     }
 
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
@@ -115,7 +123,7 @@ impl Harness {
         frame.put_slice(body);
         self.block_on(super::handle_frame(
             self.state.clone(),
-            "/127.0.0.1".into(),
+            self.session(),
             frame.freeze(),
         ))
         .expect("frame handled")
@@ -154,7 +162,7 @@ impl Harness {
         let resp = self
             .block_on(super::handle_frame(
                 self.state.clone(),
-                "/127.0.0.1".into(),
+                self.session(),
                 frame.freeze(),
             ))
             .expect("frame handled")?
@@ -188,7 +196,8 @@ pub async fn roundtrip<Req: Encodable, Resp: Decodable + HeaderVersion>(
         .encode(&mut frame, key.request_header_version(version))
         .expect("header encodes");
     req.encode(&mut frame, version).expect("request encodes");
-    let resp = super::handle_frame(shard, "/127.0.0.1".into(), frame.freeze())
+    let session = Rc::new(crate::security::Session::local(&shard.ctx.config));
+    let resp = super::handle_frame(shard, session, frame.freeze())
         .await
         .expect("frame handled")
         .expect("a response")

@@ -60,6 +60,10 @@ pub struct ShardMetrics {
     /// way from the page cache to the socket (0: they go as slices of the mapped segments).
     pub fetch_record_bytes: IntCounter,
     pub fetch_record_bytes_copied: IntCounter,
+    /// TLS handshakes that failed or whose certificate mapped to no principal, by listener.
+    pub tls_handshake_failures: IntCounterVec,
+    /// SASL authentications by listener, mechanism and result (success, failure).
+    pub authentications: IntCounterVec,
     /// Per (topic, partition): produced and fetched counters, so the hot path hashes one small
     /// key instead of the label strings.
     partitions: RefCell<HashMap<(Arc<str>, i32), PartitionPair>>,
@@ -112,6 +116,18 @@ impl ShardMetrics {
         r.register(Box::new(request_duration.clone()))
             .expect("unique metric");
         ShardMetrics {
+            authentications: counter_vec(
+                &r,
+                "strom_authentications_total",
+                "SASL authentications (and re-authentications), by listener, mechanism and result.",
+                &["listener", "mechanism", "result"],
+            ),
+            tls_handshake_failures: counter_vec(
+                &r,
+                "strom_tls_handshake_failures_total",
+                "TLS handshakes that failed (or whose client certificate no principal mapping rule applies to), by listener.",
+                &["listener"],
+            ),
             fetch_record_bytes: counter(
                 &r,
                 "strom_fetch_record_bytes_total",

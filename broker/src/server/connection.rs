@@ -22,31 +22,31 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::handlers::{self, Answer, Ordering, ResponseFrame};
+use crate::security::Session;
 use crate::shard::ShardState;
 
 /// At most this many chunks per `writev` (Linux's IOV_MAX is 1024).
 const MAX_IOVECS: usize = 512;
 
-pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch::Receiver<bool>) {
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into());
-    // Kafka's form (Java's InetAddress.toString): a slash, then the address.
-    let client_host: Rc<str> = stream
-        .peer_addr()
-        .map(|a| format!("/{}", a.ip()))
-        .unwrap_or_default()
-        .into();
-    let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+/// Serves one connection's requests, read from `rd` and answered on `wr`: the two halves of
+/// a TCP socket (PLAINTEXT, no lock between them) or of a TLS stream. `session` says who the
+/// client is (`server::listener` authenticated it).
+pub async fn serve<R, W>(
+    mut rd: R,
+    wr: W,
+    peer: String,
+    session: Rc<Session>,
+    shard: Rc<ShardState>,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + 'static,
+{
     let config = &shard.ctx.config;
     let max_frame = config.socket_request_max_bytes as usize;
     let max_permits = config.queued_max_request_bytes.min(u32::MAX as u64) as usize;
@@ -57,6 +57,13 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
     let answered_tx = Rc::new(answered_tx);
     let writer = tokio::task::spawn_local(write_responses(wr, rx, peer.clone()));
 
+    // SASL listeners authenticate in this loop (`server::sasl`); others pay nothing for it.
+    let mut auth = session
+        .listener
+        .protocol
+        .sasl()
+        .then(super::sasl::Authenticator::new);
+    let sasl_limit = config.sasl_server_max_receive_size as usize;
     let mut read = 0u64;
     loop {
         let mut len_buf = [0u8; 4];
@@ -71,12 +78,22 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
             }
         }
         let len = i32::from_be_bytes(len_buf);
-        if len < 8 || len as usize > max_frame {
+        // A raw SASL token (after a v0 SaslHandshake) may be shorter than a request header.
+        let min = if auth.as_ref().is_some_and(|a| a.expects_raw()) {
+            0
+        } else {
+            8
+        };
+        if len < min || len as usize > max_frame {
             tracing::warn!(peer = %peer, len, max_frame,
                 "request frame size out of range (socket.request.max.bytes); closing connection");
             break;
         }
         let len = len as usize;
+        if len > sasl_limit && auth.as_ref().is_some_and(|a| !a.authenticated()) {
+            tracing::info!(peer = %peer, len, "request before SASL authentication larger than sasl.server.max.receive.size; closing connection");
+            break;
+        }
         // Reserve the bytes before allocating them, so a flood of large frames waits here:
         // first against this connection's own budget (one frame's worth, so one client cannot
         // take the whole shard's), then against the shard's.
@@ -102,6 +119,45 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
             break;
         }
         let frame: Bytes = body.freeze();
+        if let Some(a) = auth.as_mut() {
+            // A re-authentication comes after everything the connection sent before it.
+            if a.is_reauthentication(&frame) {
+                let earlier = read;
+                tokio::select! {
+                    _ = shutdown.changed() => break,
+                    _ = tx.closed() => break,
+                    r = answered.wait_for(|n| *n >= earlier) => if r.is_err() { break },
+                }
+            }
+            match a.on_frame(&frame, &session, &shard) {
+                super::sasl::Verdict::Pass => {}
+                super::sasl::Verdict::Close(reason) => {
+                    tracing::info!(peer = %peer, listener = %session.listener.name, "closing connection: {reason}");
+                    break;
+                }
+                super::sasl::Verdict::Answer {
+                    frame,
+                    delay,
+                    close,
+                } => {
+                    let done = Answered(answered_tx.clone());
+                    let task = tokio::task::spawn_local(async move {
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
+                        drop(permits);
+                        drop(conn_permits);
+                        drop(done);
+                        Ok(Some(ResponseFrame::from(frame)))
+                    });
+                    read += 1;
+                    if tx.send(task).await.is_err() || close {
+                        break;
+                    }
+                    continue;
+                }
+            }
+        }
         if handlers::ordering_of(&frame) == Ordering::Serial {
             let earlier = read;
             tokio::select! {
@@ -110,7 +166,7 @@ pub async fn serve(stream: TcpStream, shard: Rc<ShardState>, mut shutdown: watch
                 r = answered.wait_for(|n| *n >= earlier) => if r.is_err() { break },
             }
         }
-        let dispatched = handlers::dispatch_frame(shard.clone(), client_host.clone(), frame).await;
+        let dispatched = handlers::dispatch_frame(shard.clone(), session.clone(), frame).await;
         let done = Answered(answered_tx.clone());
         let task = tokio::task::spawn_local(async move {
             let answer = dispatched.answer().await;
@@ -139,8 +195,8 @@ impl Drop for Answered {
     }
 }
 
-async fn write_responses(
-    mut wr: OwnedWriteHalf,
+async fn write_responses<W: AsyncWrite + Unpin>(
+    mut wr: W,
     mut rx: mpsc::Receiver<JoinHandle<Answer>>,
     peer: String,
 ) {
@@ -167,7 +223,10 @@ async fn write_responses(
 }
 
 /// Writes every chunk of `frame` with vectored writes, resuming after partial ones.
-async fn write_frame(wr: &mut OwnedWriteHalf, frame: ResponseFrame) -> std::io::Result<()> {
+async fn write_frame<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    frame: ResponseFrame,
+) -> std::io::Result<()> {
     let mut chunks = frame.chunks;
     chunks.retain(|c| !c.is_empty());
     let mut first = 0usize;
@@ -189,5 +248,6 @@ async fn write_frame(wr: &mut OwnedWriteHalf, frame: ResponseFrame) -> std::io::
             }
         }
     }
-    Ok(())
+    // TLS keeps what the socket did not take in its own buffer; a TCP socket has none.
+    wr.flush().await
 }

@@ -9,7 +9,9 @@ pub mod admin;
 pub mod connection;
 pub mod console;
 pub mod listener;
+pub mod sasl;
 pub mod steering;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -22,10 +24,14 @@ use tokio::sync::{mpsc, watch};
 
 use crate::config::{BrokerConfig, Origin};
 use crate::metadata::catalog::CatalogHandle;
+use crate::security::ListenerInfo;
 use crate::shard::{self, BrokerContext, ShardMessage};
 
 pub struct Server {
+    /// The first listener's bound address (`--listen`'s, in the one-listener form).
     pub kafka_addr: SocketAddr,
+    /// Every listener, bound, in the order of `listeners`.
+    pub listeners: Vec<Arc<ListenerInfo>>,
     pub metrics_addr: SocketAddr,
     /// The Schema Registry's address, when it is serving.
     pub schema_registry_addr: Option<SocketAddr>,
@@ -36,8 +42,10 @@ pub struct Server {
     shards: Vec<JoinHandle<anyhow::Result<shard::run::ShardReport>>>,
     admin: Option<JoinHandle<()>>,
     schema_registry: Option<JoinHandle<()>>,
-    /// Holds the steering program's descriptors until shutdown.
-    _steering: strom_ebpf::Steering,
+    /// Holds the steering programs' descriptors (one per listener) until shutdown.
+    _steering: Vec<strom_ebpf::Steering>,
+    /// Reloads changed TLS files while the broker runs (stops when dropped).
+    _tls_reloader: Option<tls::Reloader>,
     _lock: storage::logdir::DirLock,
 }
 
@@ -84,14 +92,56 @@ impl Server {
         let features = crate::metadata::features::FeaturesHandle::open(&data_dir, config.node_id)?;
 
         let shard_count = config.shard_count();
-        let first = listener::bind_reuseport(config.listen)
-            .with_context(|| format!("binding Kafka listener {}", config.listen))?;
-        let kafka_addr = first.local_addr()?;
-        let mut listeners = vec![first];
-        for _ in 1..shard_count {
-            listeners.push(listener::bind_reuseport(kafka_addr)?);
+        let listener_configs = config.listener_configs().context("listeners")?;
+        let tls = if listener_configs.iter().any(|l| l.protocol.tls()) {
+            let settings = config
+                .tls_settings()
+                .map_err(|(key, msg)| anyhow::anyhow!("{key}: {msg}"))?;
+            Some(Arc::new(
+                tls::TlsAcceptors::load(settings, &config.ssl_principal_mapping_rules)
+                    .context("loading TLS key, certificates and truststore")?,
+            ))
+        } else {
+            None
+        };
+        // Per listener, one reuseport socket per shard: `groups[l][shard]`.
+        let mut infos = Vec::new();
+        let mut groups: Vec<Vec<std::net::TcpListener>> = Vec::new();
+        for l in &listener_configs {
+            let first = listener::bind_reuseport(l.bind)
+                .with_context(|| format!("binding listener {}://{}", l.name, l.bind))?;
+            let addr = first.local_addr()?;
+            let mut group = vec![first];
+            for _ in 1..shard_count {
+                group.push(listener::bind_reuseport(addr)?);
+            }
+            infos.push(Arc::new(ListenerInfo::bound(l, addr)));
+            groups.push(group);
         }
-        let (steer, steering_probe) = steering::attach(&config, &listeners);
+        let kafka_addr = infos[0].bound;
+        let mut steers = Vec::new();
+        let mut steering_probe = None;
+        for group in &groups {
+            let (steer, probe) = steering::attach(&config, group);
+            steers.push(steer);
+            steering_probe.get_or_insert(probe);
+        }
+        let steering_probe = steering_probe.expect("at least one listener");
+        // One socket of every listener for each shard.
+        let mut per_shard: Vec<Vec<(Arc<ListenerInfo>, std::net::TcpListener)>> =
+            (0..shard_count).map(|_| Vec::new()).collect();
+        for (info, group) in infos.iter().zip(groups) {
+            for (shard, l) in group.into_iter().enumerate() {
+                per_shard[shard].push((info.clone(), l));
+            }
+        }
+        let tls_reloader = match &tls {
+            Some(t) => Some(tls::spawn_reloader(
+                t.clone(),
+                std::time::Duration::from_millis(config.ssl_reload_interval_ms as u64),
+            )?),
+            None => None,
+        };
         let metrics_std = std::net::TcpListener::bind(config.metrics_listen)
             .with_context(|| format!("binding admin listener {}", config.metrics_listen))?;
         let metrics_addr = metrics_std.local_addr()?;
@@ -118,6 +168,10 @@ impl Server {
             )),
             loggers: crate::logging::process(),
             group_configs: crate::metadata::group_configs::GroupConfigsHandle::open(&data_dir)?,
+            credentials: Arc::new(
+                crate::metadata::scram::FileCredentialStore::open(&data_dir)
+                    .context("reading SCRAM credentials")?,
+            ),
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready_flag = Arc::new(AtomicBool::new(false));
@@ -135,8 +189,9 @@ impl Server {
             .map(|n| n.get())
             .unwrap_or(1);
         let mut shards = Vec::new();
-        for (id, (listener, rx)) in listeners.into_iter().zip(receivers).enumerate() {
+        for (id, (listeners, rx)) in per_shard.into_iter().zip(receivers).enumerate() {
             let ctx = ctx.clone();
+            let tls = tls.clone();
             let shutdown = shutdown_rx.clone();
             let ready = ready_tx.clone();
             let points = recovery_points.clone();
@@ -153,8 +208,16 @@ impl Server {
                         ready,
                         points,
                         move |state, shutdown| {
-                            let listener = tokio::net::TcpListener::from_std(listener)?;
-                            Ok(listener::accept_loop(state, listener, shutdown))
+                            let mut loops = Vec::new();
+                            for (info, l) in listeners {
+                                let l = tokio::net::TcpListener::from_std(l)?;
+                                let (state, tls, sd) =
+                                    (state.clone(), tls.clone(), shutdown.clone());
+                                loops.push(listener::accept_loop(state, l, info, tls, sd));
+                            }
+                            Ok(async move {
+                                futures::future::join_all(loops).await;
+                            })
                         },
                     )
                 })?;
@@ -175,10 +238,17 @@ impl Server {
         let (schema_registry, schema_registry_addr) =
             start_schema_registry(&ctx, registry_listen_set, shutdown_rx.clone())?;
         ready_flag.store(true, std::sync::atomic::Ordering::Release);
-        tracing::info!(%kafka_addr, %metrics_addr, schema_registry = ?schema_registry_addr,
+        let listeners = infos
+            .iter()
+            .map(|i| format!("{}://{}", i.name, i.bound))
+            .collect::<Vec<_>>()
+            .join(",");
+        tracing::info!(%kafka_addr, %listeners, %metrics_addr, schema_registry = ?schema_registry_addr,
             shards = shard_count, clean_start = clean, "strom is serving");
         Ok(Server {
             kafka_addr,
+            listeners: infos,
+            _tls_reloader: tls_reloader,
             metrics_addr,
             schema_registry_addr,
             ctx,
@@ -187,7 +257,7 @@ impl Server {
             shards,
             admin: Some(admin),
             schema_registry,
-            _steering: steer,
+            _steering: steers,
             _lock: lock,
         })
     }

@@ -52,6 +52,8 @@ pub struct BrokerContext {
     pub loggers: Arc<crate::logging::Loggers>,
     /// Per-group config overrides (GROUP config resource), persisted in the data dir.
     pub group_configs: crate::metadata::group_configs::GroupConfigsHandle,
+    /// SCRAM credentials (SASL and Describe/AlterUserScramCredentials).
+    pub credentials: Arc<dyn crate::metadata::scram::CredentialStore>,
 }
 
 impl BrokerContext {

@@ -13,42 +13,26 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use strom::test_support::TestBatch;
 
-pub struct Client {
-    pub stream: TcpStream,
+pub mod pki;
+
+/// A connection to the broker: a TCP socket, or anything else that reads and writes (a TLS
+/// stream).
+pub struct Client<S: Read + Write = TcpStream> {
+    pub stream: S,
     correlation: i32,
 }
 
-impl Client {
-    pub fn connect(addr: SocketAddr) -> Client {
-        let stream = TcpStream::connect(addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        stream.set_nodelay(true).unwrap();
+impl<S: Read + Write> Client<S> {
+    /// A client over an already connected (and, for TLS, handshaken) stream.
+    pub fn over(stream: S) -> Client<S> {
         Client {
             stream,
             correlation: 0,
         }
     }
+}
 
-    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.stream.write_all(bytes)
-    }
-
-    /// Reads one response frame; Err when the broker closed the connection.
-    pub fn read_frame(&mut self) -> std::io::Result<Bytes> {
-        let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len)?;
-        let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-        self.stream.read_exact(&mut body)?;
-        Ok(Bytes::from(body))
-    }
-
-    pub fn encode<Req: Encodable>(&mut self, key: ApiKey, version: i16, req: &Req) -> BytesMut {
-        self.correlation += 1;
-        Self::encode_with(self.correlation, key, version, req)
-    }
-
+impl Client {
     /// A request frame (size prefix included) without a connection, e.g. for benchmarks.
     pub fn encode_detached<Req: Encodable>(key: ApiKey, version: i16, req: &Req) -> BytesMut {
         Self::encode_with(1, key, version, req)
@@ -73,6 +57,38 @@ impl Client {
         frame.put_i32(body.len() as i32);
         frame.put_slice(&body);
         frame
+    }
+
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client {
+            stream,
+            correlation: 0,
+        }
+    }
+}
+
+impl<S: Read + Write> Client<S> {
+    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Reads one response frame; Err when the broker closed the connection.
+    pub fn read_frame(&mut self) -> std::io::Result<Bytes> {
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len)?;
+        let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+        self.stream.read_exact(&mut body)?;
+        Ok(Bytes::from(body))
+    }
+
+    pub fn encode<Req: Encodable>(&mut self, key: ApiKey, version: i16, req: &Req) -> BytesMut {
+        self.correlation += 1;
+        Client::encode_with(self.correlation, key, version, req)
     }
 
     /// Sends a request without waiting (pipelining); returns its correlation id.
@@ -140,7 +156,7 @@ pub fn start_with(
 }
 
 /// CreateTopics v7 of one topic; panics unless it succeeds.
-pub fn create_topic(c: &mut Client, name: &str, partitions: i32) {
+pub fn create_topic<S: Read + Write>(c: &mut Client<S>, name: &str, partitions: i32) {
     use kafka_protocol::messages::create_topics_request::CreatableTopic;
     use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
     let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
@@ -152,7 +168,12 @@ pub fn create_topic(c: &mut Client, name: &str, partitions: i32) {
 }
 
 /// Produce v11, acks=all, one batch to one partition: (error code, base offset).
-pub fn produce(c: &mut Client, name: &str, partition: i32, records: Bytes) -> (i16, i64) {
+pub fn produce<S: Read + Write>(
+    c: &mut Client<S>,
+    name: &str,
+    partition: i32,
+    records: Bytes,
+) -> (i16, i64) {
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
     let req = ProduceRequest::default()
@@ -169,7 +190,7 @@ pub fn produce(c: &mut Client, name: &str, partition: i32, records: Bytes) -> (i
 }
 
 /// The producer ids DescribeProducers lists on partition 0 of `name`, sorted.
-pub fn producer_ids(c: &mut Client, name: &str) -> Vec<i64> {
+pub fn producer_ids<S: Read + Write>(c: &mut Client<S>, name: &str) -> Vec<i64> {
     use kafka_protocol::messages::describe_producers_request::TopicRequest;
     use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse};
     let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
@@ -282,4 +303,47 @@ pub fn child_ready() -> ! {
     loop {
         std::thread::sleep(Duration::from_secs(60));
     }
+}
+
+/// Every record of a partition from offset 0 (Fetch v12, one call of up to 64 MiB).
+pub fn fetch_all<S: Read + Write>(
+    c: &mut Client<S>,
+    name: &str,
+    partition: i32,
+) -> Vec<(i64, Bytes)> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    use kafka_protocol::records::RecordBatchDecoder;
+    let req = FetchRequest::default()
+        .with_max_bytes(64 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic_name(name))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(64 << 20)])]);
+    let r: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    let mut records = p.records.clone().unwrap_or_default();
+    RecordBatchDecoder::decode_all(&mut records)
+        .unwrap()
+        .into_iter()
+        .flat_map(|s| {
+            s.records
+                .into_iter()
+                .map(|r| (r.offset, r.value.unwrap_or_default()))
+        })
+        .collect()
+}
+
+/// The admin port's `/metrics` body (and headers), over a plain HTTP/1.0 GET.
+pub fn metrics_text(addr: SocketAddr) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
 }

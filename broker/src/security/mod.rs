@@ -1,0 +1,130 @@
+//! Who a connection is: the listener it came in on, the client's address and the
+//! authenticated principal (Kafka's `KafkaPrincipal`), as every handler sees them through
+//! `handlers::RequestContext::session`.
+//!
+//! The server layer authenticates (TLS client certificates now, SASL next) and writes the
+//! principal here; handlers read it. Sits below `handlers/` and above `config/`.
+//!
+//! - `ssl_principal`: a client certificate's subject as Java's RFC 2253 form, and Kafka's
+//!   `ssl.principal.mapping.rules` that turn it into the principal's name.
+
+pub mod plain;
+pub mod scram;
+pub mod ssl_principal;
+
+use std::cell::RefCell;
+use std::fmt;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::config::listeners::{ListenerConfig, SecurityProtocol};
+
+/// Kafka's `KafkaPrincipal`: a type (always "User" for what the broker authenticates) and a
+/// name. Shown as `User:name`, the form ACLs and `super.users` use.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Principal {
+    pub kind: &'static str,
+    pub name: String,
+}
+
+impl Principal {
+    pub const USER: &'static str = "User";
+
+    pub fn user(name: impl Into<String>) -> Principal {
+        Principal {
+            kind: Self::USER,
+            name: name.into(),
+        }
+    }
+
+    /// Kafka's `KafkaPrincipal.ANONYMOUS`: a PLAINTEXT connection, or TLS without a client
+    /// certificate.
+    pub fn anonymous() -> Principal {
+        Principal::user("ANONYMOUS")
+    }
+}
+
+impl fmt::Display for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind, self.name)
+    }
+}
+
+/// A bound listener: its name and protocol, and the address Metadata gives clients that
+/// came in on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerInfo {
+    pub name: String,
+    pub protocol: SecurityProtocol,
+    pub bound: SocketAddr,
+    pub advertised_host: String,
+    pub advertised_port: i32,
+}
+
+impl ListenerInfo {
+    /// The listener as bound: a configured port of 0 is advertised as the bound port.
+    pub fn bound(config: &ListenerConfig, bound: SocketAddr) -> ListenerInfo {
+        let port = if config.advertised_port == 0 {
+            bound.port()
+        } else {
+            config.advertised_port
+        };
+        ListenerInfo {
+            name: config.name.clone(),
+            protocol: config.protocol,
+            bound,
+            advertised_host: config.advertised_host.clone(),
+            advertised_port: port as i32,
+        }
+    }
+}
+
+/// One connection's identity. The principal is set once authentication completes (at the
+/// TLS handshake for SSL; by SaslAuthenticate for SASL) and read by every request after.
+#[derive(Debug)]
+pub struct Session {
+    /// The client's address as Kafka reports it in group descriptions (`/127.0.0.1`).
+    pub client_host: Rc<str>,
+    pub listener: Arc<ListenerInfo>,
+    principal: RefCell<Principal>,
+}
+
+impl Session {
+    pub fn new(client_host: Rc<str>, listener: Arc<ListenerInfo>, principal: Principal) -> Self {
+        Session {
+            client_host,
+            listener,
+            principal: RefCell::new(principal),
+        }
+    }
+
+    pub fn principal(&self) -> Principal {
+        self.principal.borrow().clone()
+    }
+
+    pub fn set_principal(&self, p: Principal) {
+        *self.principal.borrow_mut() = p;
+    }
+
+    /// An anonymous session on the first listener of `config` (in-process tests and tools
+    /// that call handlers without a socket).
+    pub fn local(config: &crate::config::BrokerConfig) -> Session {
+        let l = config
+            .listener_configs()
+            .ok()
+            .and_then(|l| l.into_iter().next())
+            .map(|l| {
+                let bound = l.bind;
+                ListenerInfo::bound(&l, bound)
+            })
+            .unwrap_or_else(|| ListenerInfo {
+                name: "PLAINTEXT".into(),
+                protocol: SecurityProtocol::Plaintext,
+                bound: config.listen,
+                advertised_host: config.listen.ip().to_string(),
+                advertised_port: config.listen.port() as i32,
+            });
+        Session::new("/127.0.0.1".into(), Arc::new(l), Principal::anonymous())
+    }
+}
