@@ -406,3 +406,83 @@ fn given_no_group_or_txn_acl_when_coordinating_then_group_and_txn_id_authorizati
     assert_eq!(created.topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
     assert!(!h.catalog_has("bobs"));
 }
+
+#[test]
+fn given_topic_acls_only_when_committing_fetching_offsets_deleting_describing_then_kafkas_codes() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    let h = secured();
+    h.as_user("admin");
+    create(&h, "orders", 1);
+    let read_orders = creation(
+        ResourceType::Topic,
+        "orders",
+        PatternType::Literal,
+        "User:alice",
+        Operation::Read,
+        Permission::Allow,
+    );
+    assert_eq!(create_acls(&h, vec![read_orders]), [0]);
+    h.as_user("alice");
+    let commit = || {
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(s("g")))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("orders")))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(1)])])
+    };
+    // No READ on the group: every partition GROUP_AUTHORIZATION_FAILED.
+    let r: OffsetCommitResponse = h.call(ApiKey::OffsetCommit, 8, commit());
+    assert_eq!(
+        r.topics[0].partitions[0].error_code,
+        GROUP_AUTHORIZATION_FAILED
+    );
+    let r: OffsetFetchResponse = h.call(
+        ApiKey::OffsetFetch,
+        7,
+        OffsetFetchRequest::default()
+            .with_group_id(GroupId(s("g")))
+            .with_topics(None),
+    );
+    assert_eq!(r.error_code, GROUP_AUTHORIZATION_FAILED);
+    // DELETE is not implied by READ; DESCRIBE_CONFIGS is not either.
+    let d: DeleteTopicsResponse = h.call(
+        ApiKey::DeleteTopics,
+        5,
+        DeleteTopicsRequest::default().with_topic_names(vec![TopicName(s("orders"))]),
+    );
+    assert_eq!(d.responses[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+    assert!(h.catalog_has("orders"));
+    let c: DescribeConfigsResponse = h.call(
+        ApiKey::DescribeConfigs,
+        4,
+        DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("orders"))
+                .with_configuration_keys(None),
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(s("0"))
+                .with_configuration_keys(None),
+        ]),
+    );
+    let codes: Vec<i16> = c.results.iter().map(|r| r.error_code).collect();
+    assert_eq!(
+        codes,
+        [TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED]
+    );
+    // ListGroups without DESCRIBE on the cluster: only groups it may DESCRIBE (none).
+    h.as_user("admin");
+    let r: OffsetCommitResponse = h.call(ApiKey::OffsetCommit, 8, commit());
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    let l: ListGroupsResponse = h.call(ApiKey::ListGroups, 4, ListGroupsRequest::default());
+    assert_eq!(l.groups.len(), 1, "the super user sees the group");
+    h.as_user("alice");
+    let l: ListGroupsResponse = h.call(ApiKey::ListGroups, 4, ListGroupsRequest::default());
+    assert!(l.groups.is_empty(), "{:?}", l.groups);
+}
