@@ -204,7 +204,7 @@ fi
 if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
     phase weaviate bash scripts/build-weaviate.sh
     phase connectors env STROM_CONNECTOR_E2E=1 timeout --kill-after=30 2400 \
-        cargo test -j"$jobs" --workspace --test e2e --test e2e_weaviate --test e2e_mapping -- --test-threads=1
+        cargo test -j"$jobs" --workspace --test e2e --test e2e_weaviate --test e2e_mapping --test e2e_registry -- --test-threads=1
 fi
 phase compat compat
 [[ "${STROM_COMPAT_CLIENTS:-}" == none ]] || phase clients clients

@@ -111,8 +111,8 @@ pub enum SchemaMapping {
     Infer,
     /// From the JSON Schema in `json_schema` / `json_schema_file`.
     JsonSchema,
-    /// From the schema registry the records were written with (Confluent wire format). Not
-    /// available yet: refused at load (see crate::mapping).
+    /// From the schema registry the records were written with (Confluent wire format: the
+    /// schema id in each value's header, looked up at `schema_registry_url`; crate::registry).
     Registry,
 }
 
@@ -201,6 +201,13 @@ pub struct SinkConfig {
     /// Or a file holding it (relative to the working directory).
     #[serde(default)]
     pub json_schema_file: Option<PathBuf>,
+    /// The schema registry's REST address for `schema_mapping = "registry"`.
+    #[serde(default = "default_schema_registry_url")]
+    pub schema_registry_url: String,
+}
+
+fn default_schema_registry_url() -> String {
+    "http://127.0.0.1:8081".into()
 }
 
 fn default_batch_size() -> usize {
@@ -578,10 +585,14 @@ impl ConnectorConfig {
                 "given, but schema_mapping is not \"json_schema\"".into(),
             )),
             SchemaMapping::Infer => Ok(()),
-            SchemaMapping::Registry => Err(bad(
-                "sink.schema_mapping",
-                "\"registry\" is not available yet (it needs the schema registry); use \"json_schema\" or \"infer\"".into(),
-            )),
+            SchemaMapping::Registry => match reqwest::Url::parse(&sink.schema_registry_url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(()),
+                Ok(u) => Err(bad(
+                    "sink.schema_registry_url",
+                    format!("scheme {} is not http or https", u.scheme()),
+                )),
+                Err(e) => Err(bad("sink.schema_registry_url", format!("not a URL: {e}"))),
+            },
             SchemaMapping::JsonSchema => {
                 crate::mapping::Declared::from_config(sink).map_err(|(key, m)| bad(key, m))?;
                 Ok(())
@@ -672,6 +683,25 @@ id = "offset"                # uuid5 of topic/partition/offset (default) | "key"
             let e = err(&text);
             assert!(e.contains(key), "{to}: `{e}` does not name {key}");
         }
+    }
+
+    #[test]
+    fn given_registry_mapping_then_the_url_defaults_and_is_checked() {
+        let registry = |extra: &str| {
+            ISSUE_EXAMPLE.replace(
+                "type = \"weaviate\"",
+                &format!("type = \"weaviate\"\nschema_mapping = \"registry\"\n{extra}"),
+            )
+        };
+        let c = &parse(&registry("")).unwrap().connectors[0];
+        assert_eq!(c.sink.schema_mapping, SchemaMapping::Registry);
+        assert_eq!(c.sink.schema_registry_url, "http://127.0.0.1:8081");
+        for bad in ["not a url", "ftp://127.0.0.1:8081"] {
+            let e = err(&registry(&format!("schema_registry_url = \"{bad}\"")));
+            assert!(e.contains("sink.schema_registry_url"), "{bad}: {e}");
+        }
+        let e = err(&registry("json_schema = '{}'"));
+        assert!(e.contains("sink.json_schema"), "{e}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod config;
 pub mod mapping;
 pub mod metrics;
 pub mod record;
+pub mod registry;
 pub mod runner;
 pub mod sink;
 

@@ -8,46 +8,32 @@
 //!   collection is created with every declared property, records are checked against it
 //!   (types, `required`, `additionalProperties: false`) before they reach the sink, and a
 //!   field it allows but does not declare is a new optional field.
-//! - `registry` (not available yet): the schema each record was written with, looked up in
-//!   the schema registry by the id in its Confluent wire-format header. It plugs in as one
-//!   more [`SchemaSource`]: a registry schema converts to a [`Declared`] per schema id, so
-//!   evolution (a new optional field in a later version → a new column) and incompatible
-//!   changes (a type the collection cannot hold → the DLQ, with the reason) work as for the
-//!   other two.
+//! - `registry`: the schema each record was written with, looked up in the schema registry
+//!   by the id in its Confluent wire-format header ([`crate::registry`]). Each schema id
+//!   converts to a [`Declared`] (Avro record fields, Protobuf message fields, or the JSON
+//!   Schema), handed along with the record, so evolution (a new optional field in a later
+//!   version → a new column) and incompatible changes (a type the collection cannot hold →
+//!   the DLQ, with the reason) work as for the other two.
 //!
 //! Either way an incompatible change (a field whose type the collection's column cannot
 //! hold) sends the record to the DLQ naming the field and both types; it never alters a
 //! column's type.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::config::{IdMode, SchemaMapping, SinkConfig};
 use crate::record::{Doc, FieldType, RecordError, Schema};
 
-/// A source of the schema a record must follow. Implemented by [`Mapper`]'s variants; the
-/// schema registry becomes another (its lookup is asynchronous, by the schema id in the
-/// record's header, cached per id).
-pub trait SchemaSource {
-    /// The rule for `doc`, or None to infer from the record itself.
-    fn declared_for(&self, doc: &Doc) -> Option<&Declared>;
-}
-
 /// The mapping a connector uses (built from its config by [`Mapper::from_config`]).
 #[derive(Debug, Clone)]
 pub enum Mapper {
     Infer,
-    Declared(Declared),
-}
-
-impl SchemaSource for Mapper {
-    fn declared_for(&self, _doc: &Doc) -> Option<&Declared> {
-        match self {
-            Mapper::Infer => None,
-            Mapper::Declared(d) => Some(d),
-        }
-    }
+    Declared(Arc<Declared>),
+    /// Per record: the [`Declared`] of the schema id it was written with.
+    Registry,
 }
 
 impl Mapper {
@@ -56,41 +42,50 @@ impl Mapper {
         match sink.schema_mapping {
             SchemaMapping::Infer => Ok(Mapper::Infer),
             SchemaMapping::JsonSchema => Declared::from_config(sink)
-                .map(Mapper::Declared)
+                .map(|d| Mapper::Declared(Arc::new(d)))
                 .map_err(|(key, m)| format!("{key}: {m}")),
-            SchemaMapping::Registry => Err("schema_mapping = \"registry\" is not available".into()),
+            SchemaMapping::Registry => Ok(Mapper::Registry),
         }
     }
 
-    /// Checks `doc` against its declared schema (nothing to check when inferring).
-    pub fn check(&self, doc: &Doc) -> Result<(), RecordError> {
-        match self.declared_for(doc) {
-            Some(d) => d.check(doc),
-            None => Ok(()),
+    /// The rule for a record: the TOML's schema, the record's registry schema
+    /// (`per_record`), or None to infer from the record itself.
+    pub fn rule(&self, per_record: Option<&Arc<Declared>>) -> Option<Arc<Declared>> {
+        match self {
+            Mapper::Infer => None,
+            Mapper::Declared(d) => Some(d.clone()),
+            Mapper::Registry => per_record.cloned(),
         }
     }
+}
 
-    /// The schema a collection created for `doc` gets.
-    pub fn schema_for(&self, doc: &Doc) -> Schema {
-        match self.declared_for(doc) {
-            Some(d) => d.schema_for(doc),
-            None => Schema::infer(doc),
-        }
+/// Checks `doc` against its rule (nothing to check when inferring).
+pub fn check(rule: Option<&Declared>, doc: &Doc) -> Result<(), RecordError> {
+    match rule {
+        Some(d) => d.check(doc),
+        None => Ok(()),
     }
+}
 
-    /// The type each of `doc`'s fields is stored as: declared, else inferred.
-    pub fn field_types(&self, doc: &Doc) -> BTreeMap<String, FieldType> {
-        let declared = self.declared_for(doc);
-        doc.fields
-            .iter()
-            .filter_map(|(k, v)| {
-                let t = declared
-                    .and_then(|d| d.fields.get(k).copied())
-                    .or_else(|| FieldType::of(v))?;
-                Some((k.clone(), t))
-            })
-            .collect()
+/// The schema a collection created for `doc` gets.
+pub fn schema_for(rule: Option<&Declared>, doc: &Doc) -> Schema {
+    match rule {
+        Some(d) => d.schema_for(doc),
+        None => Schema::infer(doc),
     }
+}
+
+/// The type each of `doc`'s fields is stored as: declared, else inferred.
+pub fn field_types(rule: Option<&Declared>, doc: &Doc) -> BTreeMap<String, FieldType> {
+    doc.fields
+        .iter()
+        .filter_map(|(k, v)| {
+            let t = rule
+                .and_then(|d| d.fields.get(k).copied())
+                .or_else(|| FieldType::of(v))?;
+            Some((k.clone(), t))
+        })
+        .collect()
 }
 
 /// A record schema given as JSON Schema: the object's properties with their types.
@@ -377,10 +372,13 @@ mod tests {
         // Not declared, schema open: a new optional field, stored with its inferred type.
         let new = doc(json!({"title": "a", "lang": "en"}));
         assert!(d.check(&new).is_ok());
-        let m = Mapper::Declared(d.clone());
-        let s = m.schema_for(&new);
+        let m = Mapper::Declared(Arc::new(d.clone()));
+        let s = schema_for(m.rule(None).as_deref(), &new);
         assert_eq!((s.dimension, s.fields.len()), (3, 5));
-        assert_eq!(m.field_types(&new)["lang"], FieldType::Text);
+        assert_eq!(
+            field_types(m.rule(None).as_deref(), &new)["lang"],
+            FieldType::Text
+        );
         let closed = Declared { closed: true, ..d };
         let e = closed.check(&new).unwrap_err();
         assert!(e.to_string().contains("`lang` is not in the schema"), "{e}");

@@ -196,6 +196,14 @@ pub enum RecordError {
     SchemaViolation(String),
     #[error("no tenant: {0}")]
     NoTenant(String),
+    #[error("not in the Confluent wire format: {0}")]
+    NotWireFormat(String),
+    #[error("schema id {id} is not in the schema registry: {reason}")]
+    UnknownSchema { id: u32, reason: String },
+    #[error("schema id {id} does not map to the collection: {reason}")]
+    UnusableSchema { id: u32, reason: String },
+    #[error("value does not decode with its schema (id {id}): {reason}")]
+    Undecodable { id: u32, reason: String },
 }
 
 impl RecordError {
@@ -214,6 +222,10 @@ impl RecordError {
             RecordError::Rejected(_) => "rejected",
             RecordError::SchemaViolation(_) => "schema_violation",
             RecordError::NoTenant(_) => "no_tenant",
+            RecordError::NotWireFormat(_) => "not_wire_format",
+            RecordError::UnknownSchema { .. } => "unknown_schema",
+            RecordError::UnusableSchema { .. } => "unusable_schema",
+            RecordError::Undecodable { .. } => "undecodable",
         }
     }
 }
@@ -285,6 +297,17 @@ pub fn decode(rec: &RawRecord, embedding_field: &str, id: &IdMode) -> Result<Op,
     };
     let json: Value =
         serde_json::from_slice(value).map_err(|e| RecordError::NotJson(e.to_string()))?;
+    decode_value(rec, json, embedding_field, id)
+}
+
+/// The operation for a record whose value is already `json` (decoded from JSON, or from Avro
+/// or Protobuf through the schema registry).
+pub fn decode_value(
+    rec: &RawRecord,
+    json: Value,
+    embedding_field: &str,
+    id: &IdMode,
+) -> Result<Op, RecordError> {
     let Value::Object(mut fields) = json else {
         return Err(RecordError::NotObject);
     };

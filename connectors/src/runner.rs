@@ -24,10 +24,11 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 use tokio::sync::watch;
 
-use crate::config::ConnectorConfig;
-use crate::mapping::Mapper;
+use crate::config::{ConnectorConfig, SchemaMapping};
+use crate::mapping::{self, Declared, Mapper};
 use crate::metrics::Metrics;
 use crate::record::{decode, tenant_of, FieldType, Op, RawRecord, RecordError, Schema};
+use crate::registry::{Failure, Registry};
 use crate::sink::{Offsets, Sink, SinkError};
 
 #[derive(Debug, thiserror::Error)]
@@ -215,7 +216,7 @@ impl Runner {
         let mut dead: Vec<(usize, RecordError)> = Vec::new();
         let sink_cfg = self.cfg.sink.clone();
         let mut batch = Vec::with_capacity(decoded.len());
-        for (i, Decoded { rec, op }) in decoded.into_iter().enumerate() {
+        for (i, Decoded { rec, op, declared }) in decoded.into_iter().enumerate() {
             let key = (rec.topic.clone(), rec.partition);
             let next = offsets.entry(key.clone()).or_insert(rec.offset + 1);
             *next = (*next).max(rec.offset + 1);
@@ -232,19 +233,20 @@ impl Runner {
                 }
             };
             if let Op::Upsert(doc) = &op {
-                if let Err(e) = self.mapper.check(doc) {
+                let rule = self.mapper.rule(declared.as_ref());
+                if let Err(e) = mapping::check(rule.as_deref(), doc) {
                     dead.push((i, e));
                     continue;
                 }
                 if self.schema.is_none() {
-                    let mut wanted = self.mapper.schema_for(doc);
+                    let mut wanted = mapping::schema_for(rule.as_deref(), doc);
                     if let Some(d) = sink_cfg.dimension {
                         wanted.dimension = d;
                     }
                     let schema = self.prepare(&wanted).await?;
                     self.schema = Some(schema);
                 }
-                if let Err(e) = self.evolve(doc).await {
+                if let Err(e) = self.evolve(doc, rule.as_deref()).await {
                     dead.push((i, e));
                     continue;
                 }
@@ -284,14 +286,16 @@ impl Runner {
     /// declare their fields; see [`Sink::evolves`]). A field of a type the collection's
     /// column cannot hold is an incompatible change: the record goes to the DLQ (the check
     /// after this says which field and both types); columns are never retyped.
-    async fn evolve(&mut self, doc: &crate::record::Doc) -> Result<(), RecordError> {
+    async fn evolve(
+        &mut self,
+        doc: &crate::record::Doc,
+        rule: Option<&Declared>,
+    ) -> Result<(), RecordError> {
         if !self.sink.evolves() {
             return Ok(());
         }
         let schema = self.schema.as_ref().expect("prepared");
-        let new: std::collections::BTreeMap<String, FieldType> = self
-            .mapper
-            .field_types(doc)
+        let new: std::collections::BTreeMap<String, FieldType> = mapping::field_types(rule, doc)
             .into_iter()
             .filter(|(k, _)| !schema.fields.contains_key(k))
             .collect();
@@ -511,6 +515,8 @@ impl Runner {
 struct Decoded {
     rec: RawRecord,
     op: Result<Op, RecordError>,
+    /// The rule of the record's registry schema (`schema_mapping = "registry"`).
+    declared: Option<Arc<Declared>>,
 }
 
 /// Consumes and decodes batches ahead of the loop that writes them.
@@ -537,22 +543,62 @@ impl Feeder {
     ) {
         let id_mode = self.cfg.sink.id_mode();
         let sink = &self.cfg.sink;
+        let mut registry =
+            (sink.schema_mapping == SchemaMapping::Registry).then(|| Registry::new(sink));
         while let Some(batch) = self.next_batch(&mut shutdown).await {
-            let decoded = batch
-                .into_iter()
-                .map(|rec| {
-                    let mut op = decode(&rec, &sink.embedding_field, &id_mode);
-                    if let (Ok(o), Some(mode)) = (&mut op, sink.multi_tenancy) {
-                        match tenant_of(&rec, mode, &sink.tenant_separator) {
-                            Ok(t) => o.set_tenant(Some(t)),
-                            Err(e) => op = Err(e),
-                        }
+            let mut decoded = Vec::with_capacity(batch.len());
+            for rec in batch {
+                let (mut op, declared) = match registry.as_mut() {
+                    None => (decode(&rec, &sink.embedding_field, &id_mode), None),
+                    Some(r) => match self.through_registry(r, &rec, &mut shutdown).await {
+                        Some(Ok((op, d))) => (Ok(op), d),
+                        Some(Err(e)) => (Err(e), None),
+                        None => return,
+                    },
+                };
+                if let (Ok(o), Some(mode)) = (&mut op, sink.multi_tenancy) {
+                    match tenant_of(&rec, mode, &sink.tenant_separator) {
+                        Ok(t) => o.set_tenant(Some(t)),
+                        Err(e) => op = Err(e),
                     }
-                    Decoded { rec, op }
-                })
-                .collect();
+                }
+                decoded.push(Decoded { rec, op, declared });
+            }
             if tx.send(decoded).await.is_err() {
                 return;
+            }
+        }
+    }
+
+    /// Decodes `rec` through the schema registry, waiting out a registry that does not answer
+    /// (the records wait, nothing goes to the DLQ for it). None when shutting down.
+    async fn through_registry(
+        &self,
+        registry: &mut Registry,
+        rec: &RawRecord,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<Result<(Op, Option<Arc<Declared>>), RecordError>> {
+        let mut attempt = 0;
+        loop {
+            match registry.decode(rec).await {
+                Ok(d) => return Some(Ok(d)),
+                Err(Failure::Record(e)) => return Some(Err(e)),
+                Err(Failure::Unavailable(e)) => {
+                    attempt += 1;
+                    tracing::warn!(connector = %self.cfg.name, error = %e, attempt, "schema registry unavailable; retrying");
+                    self.metrics
+                        .errors
+                        .with_label_values(&[&self.cfg.name, "schema_registry"])
+                        .inc();
+                    let pause = backoff(self.cfg.sink.retry_backoff_ms, attempt);
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = shutdown.changed() => return None,
+                    }
+                    if *shutdown.borrow() {
+                        return None;
+                    }
+                }
             }
         }
     }

@@ -92,6 +92,10 @@ struct RunArgs {
     /// Rate of the embedding workload (384 float32 = 1536 B per record).
     #[arg(long, default_value_t = 10000)]
     embedding_rate: u64,
+    /// Runs only the workloads whose name contains this (e.g. "acks=all 1 part"), to profile
+    /// one of them; the consume row needs its source, "produce 1 KiB acks=1 N part".
+    #[arg(long)]
+    only: Option<String>,
     #[arg(long)]
     out: PathBuf,
 }
@@ -255,6 +259,8 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
         run_id: format!("{:x}", (nanos as u64) ^ std::process::id() as u64),
     };
     let t = Duration::from_secs(a.seconds);
+    let only = a.only.clone();
+    let wanted = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
     let mut rows = Vec::new();
     eprintln!("{}: produce", a.name);
     let mut consume_source = None;
@@ -266,6 +272,9 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
                     "produce {} acks={acks} {parts} part / {prods} prod",
                     limits::human_bytes(size)
                 );
+                if !wanted(&name) {
+                    continue;
+                }
                 let mut delivered = 0;
                 rows.push(measured(a.pid, name, || {
                     target.create_topic(&topic, parts)?;
@@ -281,38 +290,36 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
             }
         }
     }
+    let consume_name = format!("consume 1 KiB, {} part", a.partitions);
     if let Some((topic, parts, n)) = consume_source {
-        eprintln!("{}: consume", a.name);
-        rows.push(measured(
-            a.pid,
-            format!("consume 1 KiB, {parts} part"),
-            || {
+        if wanted(&consume_name) {
+            eprintln!("{}: consume", a.name);
+            rows.push(measured(a.pid, consume_name, || {
                 let r = workloads::consume(&target, &topic, parts, n, t * 6)?;
                 Ok(throughput_row(&r))
-            },
-        ));
+            }));
+        }
         target.delete_topic(&topic);
     }
     eprintln!("{}: end-to-end latency", a.name);
     for &rate in &a.rates {
+        let name = format!("e2e latency 100 B @ {rate}/s, acks=all");
+        if !wanted(&name) {
+            continue;
+        }
         let topic = target.topic(&format!("lat-{rate}"));
-        rows.push(measured(
-            a.pid,
-            format!("e2e latency 100 B @ {rate}/s, acks=all"),
-            || {
-                target.create_topic(&topic, 1)?;
-                Ok(latency_row(&workloads::end_to_end(
-                    &target, &topic, rate, 100, t,
-                )?))
-            },
-        ));
+        rows.push(measured(a.pid, name, || {
+            target.create_topic(&topic, 1)?;
+            Ok(latency_row(&workloads::end_to_end(
+                &target, &topic, rate, 100, t,
+            )?))
+        }));
     }
-    let topic = target.topic("embeddings");
     let rate = a.embedding_rate;
-    rows.push(measured(
-        a.pid,
-        format!("embeddings 384×f32 @ {rate}/s, acks=all"),
-        || {
+    let name = format!("embeddings 384×f32 @ {rate}/s, acks=all");
+    if wanted(&name) {
+        let topic = target.topic("embeddings");
+        rows.push(measured(a.pid, name, || {
             target.create_topic(&topic, 1)?;
             Ok(latency_row(&workloads::end_to_end(
                 &target,
@@ -321,8 +328,8 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
                 8 + 384 * 4,
                 t,
             )?))
-        },
-    ));
+        }));
+    }
     let run = BrokerRun {
         broker: a.name,
         bootstrap: a.bootstrap,
@@ -372,7 +379,11 @@ fn report(brokers: &[BrokerRun], lims: Option<&LimitsRun>) -> String {
             that reads through mmap has mapped):\n\n| broker | CPU s / GB | peak RSS MB | peak anon RSS MB |\n|---|---|---|---|\n";
     for b in brokers {
         let (mut cpu, mut gb, mut rss) = (0.0, 0.0, 0.0f64);
-        let anon = b.rows.iter().filter_map(|r| r.rss_anon_mb).fold(0.0f64, f64::max);
+        let anon = b
+            .rows
+            .iter()
+            .filter_map(|r| r.rss_anon_mb)
+            .fold(0.0f64, f64::max);
         for r in &b.rows {
             if let (Some(c), Some(per)) = (r.cpu_s, r.cpu_s_per_gb) {
                 cpu += c;
