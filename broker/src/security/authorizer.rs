@@ -15,8 +15,8 @@
 //! - a matching DENY wins over any ALLOW; no matching ALLOW denies;
 //! - a resource with no ACL at all is allowed only with `allow.everyone.if.no.acl.found`.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
 
 use super::acl::{AclBinding, Operation, PatternType, Permission, ResourceType, WILDCARD};
 use super::Principal;
@@ -32,6 +32,60 @@ pub struct Authorizer {
     store: Arc<dyn AclStore>,
     super_users: HashSet<String>,
     allow_everyone_if_no_acl_found: bool,
+    /// The index of the store's last snapshot, rebuilt when the store hands out a new one.
+    index: RwLock<(Arc<Vec<AclBinding>>, Arc<AclIndex>)>,
+}
+
+/// The ACLs by resource type: LITERAL ones by name (`*` among them), PREFIXED ones in a list,
+/// so a check looks at the ACLs that can apply instead of all of them.
+#[derive(Default)]
+struct AclIndex {
+    literal: HashMap<(ResourceType, String), Vec<AclBinding>>,
+    prefixed: HashMap<ResourceType, Vec<AclBinding>>,
+}
+
+impl AclIndex {
+    fn build(acls: &[AclBinding]) -> AclIndex {
+        let mut ix = AclIndex::default();
+        for a in acls {
+            match a.pattern_type {
+                PatternType::Literal => ix
+                    .literal
+                    .entry((a.resource_type, a.resource_name.clone()))
+                    .or_default()
+                    .push(a.clone()),
+                PatternType::Prefixed => ix
+                    .prefixed
+                    .entry(a.resource_type)
+                    .or_default()
+                    .push(a.clone()),
+                _ => {}
+            }
+        }
+        ix
+    }
+
+    /// The ACLs whose pattern covers `rtype`/`name`.
+    fn covering<'a>(
+        &'a self,
+        rtype: ResourceType,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a AclBinding> {
+        let literal = |n: &str| {
+            self.literal
+                .get(&(rtype, n.to_string()))
+                .into_iter()
+                .flatten()
+        };
+        let wildcard = (name != WILDCARD).then(|| literal(WILDCARD));
+        literal(name).chain(wildcard.into_iter().flatten()).chain(
+            self.prefixed
+                .get(&rtype)
+                .into_iter()
+                .flatten()
+                .filter(move |a| a.covers(name)),
+        )
+    }
 }
 
 impl Authorizer {
@@ -44,7 +98,21 @@ impl Authorizer {
             store,
             super_users: parse_super_users(super_users),
             allow_everyone_if_no_acl_found,
+            index: RwLock::new((Arc::new(Vec::new()), Arc::new(AclIndex::default()))),
         }
+    }
+
+    fn index(&self) -> Arc<AclIndex> {
+        let acls = self.store.snapshot();
+        {
+            let cached = self.index.read().unwrap_or_else(|e| e.into_inner());
+            if Arc::ptr_eq(&cached.0, &acls) {
+                return cached.1.clone();
+            }
+        }
+        let ix = Arc::new(AclIndex::build(&acls));
+        *self.index.write().unwrap_or_else(|e| e.into_inner()) = (acls, ix.clone());
+        ix
     }
 
     pub fn store(&self) -> &Arc<dyn AclStore> {
@@ -69,13 +137,10 @@ impl Authorizer {
             return true;
         }
         let wildcard = wildcard_principal(principal);
-        let acls = self.store.snapshot();
+        let index = self.index();
         let mut found = false;
         let mut allowed = false;
-        for acl in acls.iter() {
-            if acl.resource_type != rtype || !acl.covers(name) {
-                continue;
-            }
+        for acl in index.covering(rtype, name) {
             found = true;
             if acl.principal != principal && acl.principal != wildcard {
                 continue;
