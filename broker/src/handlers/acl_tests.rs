@@ -486,3 +486,51 @@ fn given_topic_acls_only_when_committing_fetching_offsets_deleting_describing_th
     let l: ListGroupsResponse = h.call(ApiKey::ListGroups, 4, ListGroupsRequest::default());
     assert!(l.groups.is_empty(), "{:?}", l.groups);
 }
+
+#[test]
+fn given_no_cluster_action_when_fetching_as_a_follower_then_every_partition_topic_authorization_failed(
+) {
+    let h = secured();
+    h.as_user("admin");
+    create(&h, "orders", 1);
+    let all_on_orders = creation(
+        ResourceType::Topic,
+        "orders",
+        PatternType::Literal,
+        "User:alice",
+        Operation::All,
+        Permission::Allow,
+    );
+    assert_eq!(create_acls(&h, vec![all_on_orders]), [0]);
+    let id = h.state.ctx.catalog.snapshot().get("orders").unwrap().id;
+    let fetch = |replica: i32, topic_id: uuid::Uuid| {
+        FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_session_epoch(-1)
+            .with_replica_state(
+                fetch_request::ReplicaState::default().with_replica_id(BrokerId(replica)),
+            )
+            .with_topics(vec![fetch_request::FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![fetch_request::FetchPartition::default()
+                    .with_partition(0)
+                    .with_partition_max_bytes(1 << 20)])])
+    };
+    h.as_user("alice");
+    let code = |r: FetchResponse| r.responses[0].partitions[0].error_code;
+    // A consumer with READ: served; an unknown id: UNKNOWN_TOPIC_ID (100).
+    assert_eq!(code(h.call(ApiKey::Fetch, 15, fetch(-1, id))), 0);
+    assert_eq!(
+        code(h.call(ApiKey::Fetch, 15, fetch(-1, uuid::Uuid::new_v4()))),
+        100
+    );
+    // A follower needs CLUSTER_ACTION: refused, unknown id or not.
+    assert_eq!(
+        code(h.call(ApiKey::Fetch, 15, fetch(1, id))),
+        TOPIC_AUTHORIZATION_FAILED
+    );
+    assert_eq!(
+        code(h.call(ApiKey::Fetch, 15, fetch(1, uuid::Uuid::new_v4()))),
+        TOPIC_AUTHORIZATION_FAILED
+    );
+}

@@ -39,6 +39,9 @@ struct Wanted {
     meta: Option<Arc<TopicMeta>>,
     /// Not authorized (READ on the topic; CLUSTER_ACTION for a follower's fetch).
     denied: bool,
+    /// A follower without CLUSTER_ACTION: TOPIC_AUTHORIZATION_FAILED even for an unknown
+    /// topic id (Kafka answers a consumer's unknown id first).
+    follower_denied: bool,
     read: Option<FetchRead>,
 }
 
@@ -121,6 +124,7 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
             Wanted {
                 meta,
                 denied,
+                follower_denied,
                 session: p.clone(),
                 read: None,
             }
@@ -353,7 +357,7 @@ fn assemble(
             .with_last_stable_offset(-1)
             .with_log_start_offset(-1)
             .with_preferred_read_replica(BrokerId(-1));
-        if by_id && w.meta.is_none() {
+        if by_id && w.meta.is_none() && !w.follower_denied {
             out.push((base.with_error_code(unknown_topic), None));
             continue;
         }
