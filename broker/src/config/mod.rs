@@ -85,6 +85,15 @@ pub struct BrokerConfig {
     /// Kafka `sasl.server.max.receive.size`: the largest request accepted before a SASL
     /// connection has authenticated, bytes. Default 524288.
     pub sasl_server_max_receive_size: i32,
+    /// Kafka `authorizer.class.name`: empty (default) = no authorizer, every request is
+    /// allowed; `org.apache.kafka.metadata.authorizer.StandardAuthorizer` turns ACLs on
+    /// (`security::authorizer`).
+    pub authorizer_class_name: String,
+    /// Kafka `super.users`: `;`-separated principals (`User:admin`) that pass every check.
+    pub super_users: String,
+    /// Kafka `allow.everyone.if.no.acl.found`: a resource with no ACL is open to all.
+    /// Default false.
+    pub allow_everyone_if_no_acl_found: bool,
     /// Admin/metrics HTTP listener (`/health`, `/ready`, `/metrics`). Default 127.0.0.1:9644.
     pub metrics_listen: SocketAddr,
     /// Data directory (Kafka's `log.dirs`, one dir). Default `./strom-data`.
@@ -239,6 +248,9 @@ impl Default for BrokerConfig {
             connections_max_reauth_ms: 0,
             connection_failed_authentication_delay_ms: 100,
             sasl_server_max_receive_size: 524_288,
+            authorizer_class_name: String::new(),
+            super_users: String::new(),
+            allow_everyone_if_no_acl_found: false,
             metrics_listen: "127.0.0.1:9644".parse().expect("static address"),
             data_dir: PathBuf::from("./strom-data"),
             shards: 0,

@@ -245,6 +245,16 @@ pub fn validate(
     if config.sasl_server_max_receive_size < 1024 {
         return Err(("sasl_server_max_receive_size", "must be >= 1024".into()));
     }
+    let class = config.authorizer_class_name.trim();
+    if !class.is_empty() && class != crate::security::authorizer::STANDARD_AUTHORIZER {
+        return Err((
+            "authorizer_class_name",
+            format!(
+                "{class} is not available; the only authorizer is {}",
+                crate::security::authorizer::STANDARD_AUTHORIZER
+            ),
+        ));
+    }
     Ok(())
 }
 

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResp
 
 use super::RequestContext;
 use crate::coordinator::txn;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
@@ -45,6 +46,10 @@ fn results(codes: TopicCodes) -> Vec<AddPartitionsToTxnTopicResult> {
 
 /// Adds (or verifies) one transaction's partitions. Unknown partitions fail with
 /// UNKNOWN_TOPIC_OR_PARTITION and the others are not attempted, as Kafka answers.
+///
+/// Authorization (Kafka's `handleAddPartitionsToTxnRequest`): WRITE on the transactional id
+/// (every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic
+/// (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED).
 async fn one(
     ctx: &RequestContext,
     tid: String,
@@ -54,21 +59,34 @@ async fn one(
     topics: &[AddPartitionsToTxnTopic],
 ) -> TopicCodes {
     let catalog = ctx.ctx().catalog.snapshot();
+    let access = ctx.access();
+    let tid_ok = access.allows(Operation::Write, ResourceType::TransactionalId, &tid);
     let mut partitions = Vec::new();
     let mut unknown = false;
     for t in topics {
+        let allowed = access.allows(Operation::Write, ResourceType::Topic, t.name.as_str());
         for p in &t.partitions {
             let known = catalog
                 .get(t.name.as_str())
                 .is_some_and(|m| (0..m.partitions).contains(p));
-            unknown |= !known;
-            partitions.push((t.name.to_string(), *p, known));
+            // 0: may be added; else the partition's own error.
+            let refusal = if !tid_ok {
+                ResponseError::TransactionalIdAuthorizationFailed.code()
+            } else if !allowed {
+                ResponseError::TopicAuthorizationFailed.code()
+            } else if !known {
+                ResponseError::UnknownTopicOrPartition.code()
+            } else {
+                0
+            };
+            unknown |= refusal != 0;
+            partitions.push((t.name.to_string(), *p, refusal));
         }
     }
-    let shape = |code_of: &dyn Fn(usize, bool) -> i16| -> TopicCodes {
+    let shape = |code_of: &dyn Fn(usize, i16) -> i16| -> TopicCodes {
         let mut out: TopicCodes = Vec::new();
-        for (i, (t, p, known)) in partitions.iter().enumerate() {
-            let code = code_of(i, *known);
+        for (i, (t, p, refusal)) in partitions.iter().enumerate() {
+            let code = code_of(i, *refusal);
             match out.last_mut() {
                 Some((last, ps)) if last == t => ps.push((*p, code)),
                 _ => out.push((t.clone(), vec![(*p, code)])),
@@ -77,11 +95,11 @@ async fn one(
         out
     };
     if unknown {
-        return shape(&|_, known| {
-            if known {
+        return shape(&|_, refusal| {
+            if refusal == 0 {
                 ResponseError::OperationNotAttempted.code()
             } else {
-                ResponseError::UnknownTopicOrPartition.code()
+                refusal
             }
         });
     }
@@ -129,6 +147,12 @@ pub async fn handle(
         .await;
         return AddPartitionsToTxnResponse::default()
             .with_results_by_topic_v3_and_below(results(codes));
+    }
+    // v4+ comes from brokers verifying a produce (KIP-890): CLUSTER_ACTION, else the whole
+    // request is CLUSTER_AUTHORIZATION_FAILED.
+    if !ctx.access().allows_cluster(Operation::ClusterAction) {
+        return AddPartitionsToTxnResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
     }
     let mut out = Vec::with_capacity(req.transactions.len());
     for t in &req.transactions {

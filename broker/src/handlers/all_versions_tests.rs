@@ -352,6 +352,25 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                     );
                     assert_eq!(r.error_code, 0, "{ctx}");
                 }
+                // No authorizer on this broker: Kafka's answer is SECURITY_DISABLED (the
+                // ACL APIs with an authorizer are `acl_tests`).
+                ApiKey::CreateAcls => {
+                    let c = kafka_protocol::messages::create_acls_request::AclCreation::default();
+                    let r: CreateAclsResponse =
+                        h.call(key, v, CreateAclsRequest::default().with_creations(vec![c]));
+                    assert_eq!(r.results[0].error_code, 54, "{ctx}");
+                }
+                ApiKey::DescribeAcls => {
+                    let r: DescribeAclsResponse = h.call(key, v, DescribeAclsRequest::default());
+                    assert_eq!(r.error_code, 54, "{ctx}");
+                }
+                ApiKey::DeleteAcls => {
+                    let f =
+                        kafka_protocol::messages::delete_acls_request::DeleteAclsFilter::default();
+                    let r: DeleteAclsResponse =
+                        h.call(key, v, DeleteAclsRequest::default().with_filters(vec![f]));
+                    assert_eq!(r.filter_results[0].error_code, 54, "{ctx}");
+                }
                 key if super::group_tests::is_group_api(key) => {
                     super::group_tests::call_at_version(&h, key, v);
                 }

@@ -42,6 +42,7 @@ async fn alter(
 pub async fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
     let validate_only = req.validate_only;
     let outcomes = changes::answer_each(
+        &ctx.access(),
         &req.resources,
         |r| (r.resource_type, r.resource_name.as_str()),
         async |r| alter(ctx, r, validate_only).await,

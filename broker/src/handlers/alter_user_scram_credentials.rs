@@ -18,6 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::metadata::scram::{CredentialChange, ScramMechanism};
+use crate::security::acl::Operation;
 use crate::security::scram::credential_from_salted;
 
 pub const MIN_VERSION: i16 = 0;
@@ -42,6 +43,28 @@ pub async fn handle(
     ctx: &RequestContext,
     req: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
+    // Kafka's `ControllerApis.handleAlterUserScramCredentials`: ALTER on the cluster, else
+    // every user named fails with CLUSTER_AUTHORIZATION_FAILED (sorted, once each).
+    if !ctx.access().allows_cluster(Operation::Alter) {
+        let users: std::collections::BTreeSet<String> = req
+            .deletions
+            .iter()
+            .map(|d| d.name.to_string())
+            .chain(req.upsertions.iter().map(|u| u.name.to_string()))
+            .collect();
+        let results = users
+            .into_iter()
+            .map(|u| {
+                AlterUserScramCredentialsResult::default()
+                    .with_user(StrBytes::from_string(u))
+                    .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        super::errors::CLUSTER_AUTHORIZATION_FAILED,
+                    )))
+            })
+            .collect();
+        return AlterUserScramCredentialsResponse::default().with_results(results);
+    }
     let store = &ctx.ctx().credentials;
     let mut changes: BTreeMap<String, CredentialChange> = BTreeMap::new();
     let mut errors: BTreeMap<String, Refusal> = BTreeMap::new();

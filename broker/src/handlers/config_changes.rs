@@ -3,6 +3,9 @@
 //! (`ConfigAdminManager.preprocess`) and controller (`ConfigurationControlManager`,
 //! `ControllerConfigurationValidator`) apply them, with Kafka's codes and messages.
 
+use crate::security::acl::{Operation, ResourceType};
+use crate::security::authorizer::Access;
+use kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, HashSet};
 
 use kafka_protocol::protocol::StrBytes;
@@ -69,9 +72,36 @@ pub struct Change {
     pub value: Option<String>,
 }
 
+/// Kafka's config authorization (`ConfigAdminManager.preprocess`, `AuthHelper`): `op`
+/// (ALTER_CONFIGS / DESCRIBE_CONFIGS) on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a
+/// broker or broker logger, on the cluster (CLUSTER_AUTHORIZATION_FAILED). `None`: allowed,
+/// or a resource type the caller refuses itself.
+pub fn config_refusal(
+    access: &Access,
+    op: Operation,
+    resource_type: i8,
+    name: &str,
+) -> Option<i16> {
+    match resource_type {
+        RESOURCE_TOPIC if !access.allows(op, ResourceType::Topic, name) => {
+            Some(ResponseError::TopicAuthorizationFailed.code())
+        }
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER if !access.allows_cluster(op) => {
+            Some(ResponseError::ClusterAuthorizationFailed.code())
+        }
+        // Kafka's ConfigAdminManager checks a GROUP resource on the group itself.
+        super::group_configs::RESOURCE_GROUP if !access.allows(op, ResourceType::Group, name) => {
+            Some(ResponseError::GroupAuthorizationFailed.code())
+        }
+        _ => None,
+    }
+}
+
 /// Runs `alter` on each resource in request order and gives (error code, message) per
-/// resource. A (type, name) pair that appears more than once fails every copy, as in Kafka.
+/// resource. A (type, name) pair that appears more than once fails every copy, as in Kafka;
+/// then ALTER_CONFIGS is checked (`config_refusal`, no message, as Kafka).
 pub async fn answer_each<R>(
+    access: &Access,
     resources: &[R],
     id: impl Fn(&R) -> (i8, &str),
     mut alter: impl AsyncFnMut(&R) -> Result<(), AlterError>,
@@ -88,6 +118,12 @@ pub async fn answer_each<R>(
             Err(AlterError::InvalidRequest(
                 "Each resource must appear at most once.".into(),
             ))
+        } else if let Some(code) = {
+            let (t, name) = id(r);
+            config_refusal(access, Operation::AlterConfigs, t, name)
+        } {
+            out.push((code, None));
+            continue;
         } else {
             alter(r).await
         };

@@ -53,8 +53,35 @@ pub async fn handle(
         }
         return ConsumerGroupDescribeResponse::default().with_groups(out);
     }
+    // Kafka's `handleConsumerGroupDescribe`: DESCRIBE on each group (else
+    // GROUP_AUTHORIZATION_FAILED); `include_authorized_operations` fills in what the client
+    // may do on it.
+    let access = ctx.access();
     for gid in req.group_ids {
         let id = gid.to_string();
+        if !access.allows(
+            crate::security::acl::Operation::Describe,
+            crate::security::acl::ResourceType::Group,
+            &id,
+        ) {
+            out.push(
+                DescribedGroup::default()
+                    .with_group_id(gid)
+                    .with_error_code(
+                        kafka_protocol::error::ResponseError::GroupAuthorizationFailed.code(),
+                    )
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        super::errors::GROUP_AUTHORIZATION_FAILED,
+                    )))
+                    .with_authorized_operations(i32::MIN),
+            );
+            continue;
+        }
+        let ops = access.operations(
+            req.include_authorized_operations,
+            crate::security::acl::ResourceType::Group,
+            &id,
+        );
         let key = id.clone();
         let c2 = catalog.clone();
         let r = group::on_coordinator(ctx.ctx(), &id, move |gs, _| async move {
@@ -99,12 +126,13 @@ pub async fn handle(
         })
         .await;
         let d = match r {
-            Ok(d) => d,
+            Ok(d) => d.with_authorized_operations(ops),
             Err(e) => DescribedGroup::default()
                 .with_error_code(super::errors::group_code(&e))
-                .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                .with_authorized_operations(i32::MIN),
         };
-        out.push(d.with_group_id(gid).with_authorized_operations(i32::MIN));
+        out.push(d.with_group_id(gid));
     }
     ConsumerGroupDescribeResponse::default().with_groups(out)
 }

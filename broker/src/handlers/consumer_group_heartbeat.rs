@@ -25,6 +25,32 @@ pub async fn handle(
         return ConsumerGroupHeartbeatResponse::default()
             .with_error_code(kafka_protocol::error::ResponseError::UnsupportedVersion.code());
     }
+    // Kafka's `handleConsumerGroupHeartbeat`: READ on the group (GROUP_AUTHORIZATION_FAILED),
+    // DESCRIBE on every subscribed topic (TOPIC_AUTHORIZATION_FAILED naming them).
+    {
+        use crate::security::acl::{Operation, ResourceType};
+        use kafka_protocol::error::ResponseError;
+        let access = ctx.access();
+        if !access.allows(Operation::Read, ResourceType::Group, &req.group_id) {
+            return ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+        }
+        let denied: Vec<&str> = req
+            .subscribed_topic_names
+            .iter()
+            .flatten()
+            .map(|t| t.as_str())
+            .filter(|t| !access.allows(Operation::Describe, ResourceType::Topic, t))
+            .collect();
+        if !denied.is_empty() {
+            return ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                .with_error_message(Some(StrBytes::from_string(format!(
+                    "The group member is not authorized to describe topics: {}",
+                    denied.join(", ")
+                ))));
+        }
+    }
     let catalog = ctx.ctx().catalog.snapshot();
     let owned = req.topic_partitions.as_ref().map(|tps| {
         let mut a: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();

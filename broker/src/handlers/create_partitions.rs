@@ -8,6 +8,7 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::frontend;
 
 pub const MIN_VERSION: i16 = 0;
@@ -18,6 +19,7 @@ pub async fn handle(
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let broker = ctx.ctx();
+    let access = ctx.access();
     let mut seen = HashSet::new();
     let dups: HashSet<String> = req
         .topics
@@ -37,6 +39,14 @@ pub async fn handle(
             results.push(fail(
                 ResponseError::InvalidRequest,
                 "Duplicate topic in request.".into(),
+            ));
+            continue;
+        }
+        // Kafka's `ControllerApis.createPartitions`: ALTER on the topic.
+        if !access.allows(Operation::Alter, ResourceType::Topic, t.name.as_str()) {
+            results.push(fail(
+                ResponseError::TopicAuthorizationFailed,
+                super::errors::TOPIC_AUTHORIZATION_FAILED.into(),
             ));
             continue;
         }

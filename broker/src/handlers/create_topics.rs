@@ -16,6 +16,8 @@ use crate::config::topic::{self as topic_config, TopicConfigError};
 use crate::metadata::catalog::validate_topic_name;
 use crate::metadata::topics::create_topic;
 pub use crate::metadata::topics::CreateError;
+use crate::security::acl::{Operation, ResourceType};
+use kafka_protocol::error::ResponseError;
 
 pub const MIN_VERSION: i16 = 2;
 pub const MAX_VERSION: i16 = 7;
@@ -115,7 +117,13 @@ fn describe_configs(
         .collect()
 }
 
+/// Authorization (Kafka's `ControllerApis.createTopics`): CREATE on the cluster or on the
+/// topic (else TOPIC_AUTHORIZATION_FAILED, "Authorization failed."); the created topic's
+/// configs are returned only with DESCRIBE_CONFIGS on it (else `topic_config_error_code`
+/// TOPIC_AUTHORIZATION_FAILED).
 pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse {
+    let access = ctx.access();
+    let cluster_create = access.allows_cluster(Operation::Create);
     let mut seen = HashSet::new();
     let duplicates: HashSet<String> = req
         .topics
@@ -131,6 +139,17 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
                 "Create topics request from client contains multiple entries for the following topics: {}",
                 t.name.as_str()
             )))
+        } else if !cluster_create
+            && !access.allows(Operation::Create, ResourceType::Topic, t.name.as_str())
+        {
+            results.push(
+                result
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(StrBytes::from_static_str("Authorization failed.")))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1),
+            );
+            continue;
         } else {
             match check(ctx, t) {
                 Ok((partitions, configs)) if req.validate_only => Ok((partitions, configs, None)),
@@ -147,8 +166,14 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
                 if ctx.version() >= 5 {
                     result = result
                         .with_num_partitions(partitions)
-                        .with_replication_factor(1)
-                        .with_configs(Some(describe_configs(ctx, &configs)));
+                        .with_replication_factor(1);
+                    let name = t.name.as_str();
+                    if access.allows(Operation::DescribeConfigs, ResourceType::Topic, name) {
+                        result = result.with_configs(Some(describe_configs(ctx, &configs)));
+                    } else {
+                        result.topic_config_error_code =
+                            ResponseError::TopicAuthorizationFailed.code();
+                    }
                 }
                 if let (Some(m), true) = (meta, ctx.version() >= 7) {
                     result = result.with_topic_id(m.id);

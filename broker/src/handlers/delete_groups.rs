@@ -8,6 +8,7 @@ use super::RequestContext;
 use crate::codec::delete_groups::{DeletableGroupResult, DeleteGroupsResponse};
 use crate::codec::Capped;
 use crate::coordinator::group::{self};
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
 /// v3 carries an error message per group (`codec::delete_groups`).
@@ -18,9 +19,23 @@ pub async fn handle(
     ctx: &RequestContext,
     req: Capped<DeleteGroupsRequest>,
 ) -> DeleteGroupsResponse {
+    // Kafka's `handleDeleteGroupsRequest`: DELETE on each group, else that group is
+    // GROUP_AUTHORIZATION_FAILED.
+    let access = ctx.access();
     let mut results = Vec::new();
     for gid in req.into_inner().groups_names {
         let id = gid.to_string();
+        if !access.allows(Operation::Delete, ResourceType::Group, &id) {
+            results.push(DeletableGroupResult {
+                group_id: gid.0,
+                error_code: kafka_protocol::error::ResponseError::GroupAuthorizationFailed.code(),
+                error_message: Some(StrBytes::from_static_str(
+                    super::errors::GROUP_AUTHORIZATION_FAILED,
+                )),
+                ..Default::default()
+            });
+            continue;
+        }
         let key = id.clone();
         let r = group::on_coordinator(ctx.ctx(), &id, move |gs, _| async move {
             gs.delete_group(&key).await

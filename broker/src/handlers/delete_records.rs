@@ -30,15 +30,24 @@ pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRe
     let catalog = ctx.ctx().catalog.snapshot();
     let mut topics = Vec::new();
     let mut moved = false;
+    // Kafka's `handleDeleteRecordsRequest`: DELETE on each topic, else its partitions are
+    // TOPIC_AUTHORIZATION_FAILED.
+    let access = ctx.access();
     for t in req.topics {
         let meta = catalog.get(t.name.as_str()).cloned();
         let internal = INTERNAL_TOPICS.contains(&t.name.as_str());
+        let allowed = access.allows(
+            crate::security::acl::Operation::Delete,
+            crate::security::acl::ResourceType::Topic,
+            t.name.as_str(),
+        );
         let mut partitions = Vec::new();
         for p in t.partitions {
             let base = DeleteRecordsPartitionResult::default()
                 .with_partition_index(p.partition_index)
                 .with_low_watermark(-1);
             let code = match &meta {
+                _ if !allowed => ResponseError::TopicAuthorizationFailed.code(),
                 _ if internal => ResponseError::InvalidTopicException.code(),
                 Some(m) if p.partition_index >= 0 && p.partition_index < m.partitions => {
                     let r = frontend::delete_records(

@@ -1,5 +1,9 @@
 //! DeleteTopics (key 20): by name (v0-5) or by name or topic id (v6+). The catalog entry goes
 //! first (so the topic stops being served), then each partition's files on its home shard.
+//!
+//! Authorization (Kafka's `ControllerApis.deleteTopics`): DELETE on the topic (else
+//! TOPIC_AUTHORIZATION_FAILED); a topic id whose topic the client may not DESCRIBE is
+//! UNKNOWN_TOPIC_ID, as if it did not exist.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -7,6 +11,7 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicN
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::frontend;
 
 pub const MIN_VERSION: i16 = 1;
@@ -25,16 +30,28 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTop
             .map(|n| (Some(n), uuid::Uuid::nil()))
             .collect()
     };
+    let access = ctx.access();
     let mut results = Vec::new();
     for (name, id) in wanted {
         let catalog = broker.catalog.snapshot();
         let meta = match &name {
             Some(n) => catalog.get(n.as_str()).cloned(),
-            None => catalog.by_id(&id).cloned(),
+            None => catalog
+                .by_id(&id)
+                .filter(|m| access.allows(Operation::Describe, ResourceType::Topic, &m.name))
+                .cloned(),
         };
         let mut r = DeletableTopicResult::default()
             .with_name(name.clone())
             .with_topic_id(id);
+        let target = meta
+            .as_ref()
+            .map(|m| &*m.name)
+            .or(name.as_deref().map(|n| n.as_str()));
+        if target.is_some_and(|t| !access.allows(Operation::Delete, ResourceType::Topic, t)) {
+            results.push(r.with_error_code(ResponseError::TopicAuthorizationFailed.code()));
+            continue;
+        }
         match meta {
             None => {
                 let code = if name.is_none() {

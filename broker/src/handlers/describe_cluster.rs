@@ -9,11 +9,18 @@ use super::RequestContext;
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 2;
 
-pub async fn handle(ctx: &RequestContext, _req: DescribeClusterRequest) -> DescribeClusterResponse {
+/// No check (Kafka's `handleDescribeCluster`); `include_cluster_authorized_operations` fills
+/// in what the client may do on the cluster.
+pub async fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse {
     let broker = ctx.ctx();
     let (host, port) = ctx.advertised();
     let node = BrokerId(broker.config.node_id);
     DescribeClusterResponse::default()
+        .with_cluster_authorized_operations(ctx.access().operations(
+            req.include_cluster_authorized_operations,
+            crate::security::acl::ResourceType::Cluster,
+            crate::security::acl::CLUSTER_NAME,
+        ))
         .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
         .with_controller_id(node)
         .with_brokers(vec![DescribeClusterBroker::default()

@@ -328,11 +328,43 @@ fn kafka_only_entries(
         .collect()
 }
 
+/// Authorization (Kafka's `handleDescribeConfigsRequest`): DESCRIBE_CONFIGS on the topic
+/// (TOPIC_AUTHORIZATION_FAILED), the group (GROUP_AUTHORIZATION_FAILED) or, for a broker and
+/// its loggers, the cluster (CLUSTER_AUTHORIZATION_FAILED).
 pub async fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let access = ctx.access();
     let results = req
         .resources
         .iter()
         .map(|r| match r.resource_type {
+            t if super::config_changes::config_refusal(
+                &access,
+                crate::security::acl::Operation::DescribeConfigs,
+                t,
+                r.resource_name.as_str(),
+            )
+            .is_some() =>
+            {
+                let (code, msg) = match t {
+                    RESOURCE_TOPIC => (
+                        ResponseError::TopicAuthorizationFailed,
+                        super::errors::TOPIC_AUTHORIZATION_FAILED,
+                    ),
+                    super::group_configs::RESOURCE_GROUP => (
+                        ResponseError::GroupAuthorizationFailed,
+                        super::errors::GROUP_AUTHORIZATION_FAILED,
+                    ),
+                    _ => (
+                        ResponseError::ClusterAuthorizationFailed,
+                        super::errors::CLUSTER_AUTHORIZATION_FAILED,
+                    ),
+                };
+                DescribeConfigsResult::default()
+                    .with_resource_type(t)
+                    .with_resource_name(r.resource_name.clone())
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_static_str(msg)))
+            }
             RESOURCE_TOPIC => topic_result(
                 ctx,
                 r.resource_name.as_str(),

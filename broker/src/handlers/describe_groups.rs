@@ -6,9 +6,12 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use kafka_protocol::error::ResponseError;
+
 use super::RequestContext;
 use crate::coordinator::group::classic::GroupState;
 use crate::coordinator::group::{self, GroupError};
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 6;
@@ -28,11 +31,28 @@ struct Described {
     )>,
 }
 
+/// Authorization (Kafka's `handleDescribeGroupsRequest`): DESCRIBE on each group (else that
+/// group is GROUP_AUTHORIZATION_FAILED); `include_authorized_operations` (v3+) fills in what
+/// the client may do on it.
 pub async fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
     let version = ctx.version();
+    let access = ctx.access();
     let mut out = Vec::new();
     for gid in req.groups {
         let id = gid.to_string();
+        if !access.allows(Operation::Describe, ResourceType::Group, &id) {
+            let code = ResponseError::GroupAuthorizationFailed;
+            out.push(
+                DescribedGroup::default()
+                    .with_group_id(gid)
+                    .with_error_code(code.code())
+                    .with_error_message((version >= 6).then(|| {
+                        StrBytes::from_static_str(super::errors::GROUP_AUTHORIZATION_FAILED)
+                    }))
+                    .with_authorized_operations(i32::MIN),
+            );
+            continue;
+        }
         let key = id.clone();
         let r = group::on_coordinator(ctx.ctx(), &id, move |gs, _| async move {
             let groups = gs.groups.borrow();
@@ -77,6 +97,11 @@ pub async fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> Describ
         match r {
             Ok(g) => {
                 d = d
+                    .with_authorized_operations(access.operations(
+                        version >= 3 && req.include_authorized_operations,
+                        ResourceType::Group,
+                        &id,
+                    ))
                     .with_group_state(StrBytes::from_static_str(g.state))
                     .with_protocol_type(StrBytes::from_string(g.protocol_type))
                     .with_protocol_data(StrBytes::from_string(g.protocol))

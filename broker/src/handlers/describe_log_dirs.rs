@@ -38,6 +38,17 @@ pub async fn handle(
     let req = req.into_inner();
     let broker = ctx.ctx();
     let catalog = broker.catalog.snapshot();
+    // Kafka's `handleDescribeLogDirsRequest`: DESCRIBE on the cluster, else no results and
+    // CLUSTER_AUTHORIZATION_FAILED.
+    if !ctx
+        .access()
+        .allows_cluster(crate::security::acl::Operation::Describe)
+    {
+        return DescribeLogDirsResponse {
+            error_code: kafka_protocol::error::ResponseError::ClusterAuthorizationFailed.code(),
+            ..Default::default()
+        };
+    }
     let wanted: Vec<(std::sync::Arc<str>, Vec<i32>)> = match req.topics {
         None => catalog
             .topics

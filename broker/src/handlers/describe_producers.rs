@@ -21,13 +21,24 @@ pub async fn handle(
 ) -> DescribeProducersResponse {
     let broker = ctx.ctx();
     let catalog = broker.catalog.snapshot();
+    // Kafka's `handleDescribeProducersRequest`: READ on each topic, else its partitions are
+    // TOPIC_AUTHORIZATION_FAILED.
+    let access = ctx.access();
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let meta = catalog.get(t.name.as_str()).cloned();
+        let allowed = access.allows(
+            crate::security::acl::Operation::Read,
+            crate::security::acl::ResourceType::Topic,
+            t.name.as_str(),
+        );
         let mut partitions = Vec::with_capacity(t.partition_indexes.len());
         for p in t.partition_indexes {
             let base = PartitionResponse::default().with_partition_index(p);
             let resp = match &meta {
+                _ if !allowed => {
+                    base.with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                }
                 Some(m) if p >= 0 && p < m.partitions => {
                     match frontend::describe_producers(broker, m.name.clone(), p).await {
                         Ok(list) => base.with_active_producers(

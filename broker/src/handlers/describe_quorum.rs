@@ -22,6 +22,17 @@ pub const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
 pub async fn handle(ctx: &RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumResponse {
     let broker = ctx.ctx();
     let node = BrokerId(broker.config.node_id);
+    // Kafka's `ControllerApis.handleDescribeQuorum`: DESCRIBE on the cluster.
+    if !ctx
+        .access()
+        .allows_cluster(crate::security::acl::Operation::Describe)
+    {
+        return DescribeQuorumResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                super::errors::CLUSTER_AUTHORIZATION_FAILED,
+            )));
+    }
     // Kafka's `KafkaRaftClient.handleDescribeQuorumRequest`: one topic with one partition.
     let single = match req.topics.as_slice() {
         [t] if t.partitions.len() == 1 => Some(t),

@@ -17,6 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::metadata::catalog::validate_topic_name;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 0;
@@ -115,7 +116,22 @@ pub async fn handle(
         .response_partition_limit
         .clamp(1, MAX_PARTITIONS_PER_RESPONSE);
     let mut resp = DescribeTopicPartitionsResponse::default();
+    // Kafka's `DescribeTopicPartitionsRequestHandler`: DESCRIBE on each topic — left out of an
+    // all-topics answer, TOPIC_AUTHORIZATION_FAILED when named; each topic carries what the
+    // client may do on it.
+    let access = ctx.access();
+    let ops = |t: &str| access.operations(true, ResourceType::Topic, t);
     for topic in wanted {
+        if !access.allows(Operation::Describe, ResourceType::Topic, topic) {
+            if !all {
+                resp.topics.push(
+                    DescribeTopicPartitionsResponseTopic::default()
+                        .with_name(Some(name(topic)))
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+                );
+            }
+            continue;
+        }
         if remaining == 0 {
             // The page is full: the next one starts at this topic.
             resp.next_cursor = Some(
@@ -136,7 +152,7 @@ pub async fn handle(
                     DescribeTopicPartitionsResponseTopic::default()
                         .with_name(Some(name(topic)))
                         .with_error_code(code.code())
-                        .with_topic_authorized_operations(TOPIC_AUTHORIZED_OPERATIONS),
+                        .with_topic_authorized_operations(ops(topic)),
                 );
             }
             continue;
@@ -155,7 +171,7 @@ pub async fn handle(
                 .with_topic_id(t.id)
                 .with_is_internal(t.internal)
                 .with_partitions(ps)
-                .with_topic_authorized_operations(TOPIC_AUTHORIZED_OPERATIONS),
+                .with_topic_authorized_operations(ops(topic)),
         );
         if upper < t.partitions {
             resp.next_cursor = Some(

@@ -9,6 +9,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::coordinator::txn::{self, TxnError};
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 0;
@@ -17,9 +18,24 @@ pub async fn handle(
     ctx: &RequestContext,
     req: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
+    // Kafka's `handleDescribeTransactionsRequest`: DESCRIBE on each transactional id (else
+    // TRANSACTIONAL_ID_AUTHORIZATION_FAILED); only the topics the client may DESCRIBE are
+    // listed in the transaction.
+    let access = ctx.access();
     let mut states = Vec::with_capacity(req.transactional_ids.len());
     for tid in req.transactional_ids {
         let id = tid.to_string();
+        if !access.allows(Operation::Describe, ResourceType::TransactionalId, &id) {
+            states.push(
+                TransactionState::default()
+                    .with_transactional_id(tid)
+                    .with_error_code(
+                        kafka_protocol::error::ResponseError::TransactionalIdAuthorizationFailed
+                            .code(),
+                    ),
+            );
+            continue;
+        }
         let r = txn::on_coordinator(ctx.ctx(), &id.clone(), move |txns, _| async move {
             txns.describe(&id).ok_or(TxnError::TransactionalIdNotFound)
         })
@@ -28,7 +44,11 @@ pub async fn handle(
         states.push(match r {
             Ok(m) => {
                 let mut topics: Vec<TopicData> = Vec::new();
-                for (t, p) in &m.partitions {
+                for (t, p) in m
+                    .partitions
+                    .iter()
+                    .filter(|(t, _)| access.allows(Operation::Describe, ResourceType::Topic, t))
+                {
                     match topics.last_mut() {
                         Some(last) if last.topic.as_str() == t => last.partitions.push(*p),
                         _ => topics.push(

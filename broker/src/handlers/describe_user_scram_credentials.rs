@@ -15,6 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
+use crate::security::acl::Operation;
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 0;
@@ -23,6 +24,30 @@ pub async fn handle(
     ctx: &RequestContext,
     req: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    // Kafka's `handleDescribeUserScramCredentialsRequest`: DESCRIBE on the cluster, else the
+    // request and every named user fail with CLUSTER_AUTHORIZATION_FAILED.
+    if !ctx.access().allows_cluster(Operation::Describe) {
+        let code = ResponseError::ClusterAuthorizationFailed.code();
+        let msg = || {
+            Some(StrBytes::from_static_str(
+                super::errors::CLUSTER_AUTHORIZATION_FAILED,
+            ))
+        };
+        let results = req
+            .users
+            .unwrap_or_default()
+            .into_iter()
+            .map(|_| {
+                DescribeUserScramCredentialsResult::default()
+                    .with_error_code(code)
+                    .with_error_message(msg())
+            })
+            .collect();
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(code)
+            .with_error_message(msg())
+            .with_results(results);
+    }
     let known = ctx.ctx().credentials.users();
     // user -> named more than once
     let mut wanted: BTreeMap<String, bool> = BTreeMap::new();

@@ -14,8 +14,13 @@ use super::RequestContext;
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 2;
 
+/// Authorization (Kafka's `handleElectLeaders`): ALTER on the cluster, else the request and
+/// every partition are CLUSTER_AUTHORIZATION_FAILED (no message).
 pub async fn handle(ctx: &RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse {
     let catalog = ctx.ctx().catalog.snapshot();
+    let denied = !ctx
+        .access()
+        .allows_cluster(crate::security::acl::Operation::Alter);
     let mut results = Vec::new();
     for t in req.topic_partitions.into_iter().flatten() {
         let meta = catalog.get(t.topic.as_str());
@@ -24,6 +29,7 @@ pub async fn handle(ctx: &RequestContext, req: ElectLeadersRequest) -> ElectLead
             .iter()
             .map(|&p| {
                 let (code, message) = match meta {
+                    _ if denied => (ResponseError::ClusterAuthorizationFailed, String::new()),
                     None => (
                         ResponseError::UnknownTopicOrPartition,
                         format!("No such topic as {}", t.topic.as_str()),
@@ -40,7 +46,7 @@ pub async fn handle(ctx: &RequestContext, req: ElectLeadersRequest) -> ElectLead
                 PartitionResult::default()
                     .with_partition_id(p)
                     .with_error_code(code.code())
-                    .with_error_message(Some(StrBytes::from_string(message)))
+                    .with_error_message((!denied).then(|| StrBytes::from_string(message)))
             })
             .collect();
         results.push(
@@ -49,7 +55,14 @@ pub async fn handle(ctx: &RequestContext, req: ElectLeadersRequest) -> ElectLead
                 .with_partition_result(partition_result),
         );
     }
-    ElectLeadersResponse::default().with_replica_election_results(results)
+    let code = if denied {
+        ResponseError::ClusterAuthorizationFailed.code()
+    } else {
+        0
+    };
+    ElectLeadersResponse::default()
+        .with_error_code(code)
+        .with_replica_election_results(results)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 
 use super::RequestContext;
 use crate::coordinator::txn;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
@@ -14,8 +15,18 @@ const FENCED_SINCE: i16 = 2;
 /// The first version of KIP-890's epoch bump per transaction.
 const BUMP_SINCE: i16 = 5;
 
+/// Authorization (Kafka's `handleEndTxnRequest`): WRITE on the transactional id
+/// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 pub async fn handle(ctx: &RequestContext, req: EndTxnRequest) -> EndTxnResponse {
     let tid = req.transactional_id.to_string();
+    if !ctx
+        .access()
+        .allows(Operation::Write, ResourceType::TransactionalId, &tid)
+    {
+        return EndTxnResponse::default().with_error_code(
+            kafka_protocol::error::ResponseError::TransactionalIdAuthorizationFailed.code(),
+        );
+    }
     let (pid, epoch, commit) = (req.producer_id.0, req.producer_epoch, req.committed);
     let bump = ctx.version() >= BUMP_SINCE;
     let id = tid.clone();

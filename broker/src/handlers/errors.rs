@@ -22,6 +22,15 @@ use crate::partition::txn::TxnDataError;
 use crate::partition::{DeleteRecordsError, PartitionError};
 use crate::shard::frontend::FrontendError;
 
+/// Kafka's message when an ACL API reaches a broker without an authorizer.
+pub const NO_AUTHORIZER: &str = "No Authorizer is configured.";
+/// The messages of Kafka's authorization exceptions (`Errors.java` defaults), for the APIs
+/// whose responses carry a message.
+pub const CLUSTER_AUTHORIZATION_FAILED: &str = "Cluster authorization failed.";
+pub const TOPIC_AUTHORIZATION_FAILED: &str = "Topic authorization failed.";
+pub const GROUP_AUTHORIZATION_FAILED: &str = "Group authorization failed.";
+pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: &str = "Transactional Id authorization failed.";
+
 /// Why one resource of an alter request fails.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum AlterError {

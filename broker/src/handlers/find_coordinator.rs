@@ -9,6 +9,9 @@ use kafka_protocol::protocol::StrBytes;
 use super::RequestContext;
 use crate::coordinator::group::{self};
 use crate::coordinator::txn::{self};
+use crate::security::acl::{Operation, ResourceType};
+use crate::security::authorizer::Access;
+use kafka_protocol::error::ResponseError;
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 6;
@@ -32,8 +35,33 @@ async fn find(ctx: &RequestContext, key_type: i8) -> Result<(), FindError> {
     }
 }
 
+/// Authorization (Kafka's `handleFindCoordinatorRequest`): DESCRIBE on the group
+/// (GROUP_AUTHORIZATION_FAILED) or the transactional id
+/// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) the key names.
+fn authorized(access: &Access, key_type: i8, key: &str) -> Result<(), (i16, &'static str)> {
+    let (rtype, code, msg) = match key_type {
+        0 => (
+            ResourceType::Group,
+            ResponseError::GroupAuthorizationFailed,
+            super::errors::GROUP_AUTHORIZATION_FAILED,
+        ),
+        1 => (
+            ResourceType::TransactionalId,
+            ResponseError::TransactionalIdAuthorizationFailed,
+            super::errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ),
+        _ => return Ok(()),
+    };
+    if access.allows(Operation::Describe, rtype, key) {
+        Ok(())
+    } else {
+        Err((code.code(), msg))
+    }
+}
+
 pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
     let version = ctx.version();
+    let access = ctx.access();
     let (host, port) = ctx.advertised();
     let node = ctx.ctx().config.node_id;
     let answer = |r: &Result<(), FindError>| match r {
@@ -49,7 +77,10 @@ pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCo
     if version >= 4 {
         let mut coordinators = Vec::new();
         for key in req.coordinator_keys {
-            let (code, msg, node, host, port) = answer(&find(ctx, req.key_type).await);
+            let (code, msg, node, host, port) = match authorized(&access, req.key_type, &key) {
+                Ok(()) => answer(&find(ctx, req.key_type).await),
+                Err((code, msg)) => (code, Some(msg.to_string()), -1, String::new(), -1),
+            };
             coordinators.push(
                 Coordinator::default()
                     .with_key(key)
@@ -62,7 +93,10 @@ pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCo
         }
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    let (code, msg, node, host, port) = answer(&find(ctx, req.key_type).await);
+    let (code, msg, node, host, port) = match authorized(&access, req.key_type, &req.key) {
+        Ok(()) => answer(&find(ctx, req.key_type).await),
+        Err((code, msg)) => (code, Some(msg.to_string()), -1, String::new(), -1),
+    };
     FindCoordinatorResponse::default()
         .with_error_code(code)
         .with_error_message(msg.filter(|_| version >= 1).map(StrBytes::from_string))

@@ -66,6 +66,7 @@ pub async fn handle(
 ) -> IncrementalAlterConfigsResponse {
     let validate_only = req.validate_only;
     let outcomes = changes::answer_each(
+        &ctx.access(),
         &req.resources,
         |r| (r.resource_type, r.resource_name.as_str()),
         async |r| alter(ctx, r, validate_only).await,

@@ -9,6 +9,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 
 use super::RequestContext;
 use crate::coordinator::txn::{self, TxnError};
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
@@ -26,7 +27,21 @@ fn answer(r: Result<(i64, i16), i16>) -> InitProducerIdResponse {
         .with_producer_epoch(epoch)
 }
 
+/// Authorization (Kafka's `handleInitProducerIdRequest`): WRITE on the transactional id
+/// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one, IDEMPOTENT_WRITE on the cluster or
+/// WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED).
 pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse {
+    let access = ctx.access();
+    let refused = match req.transactional_id.as_deref() {
+        Some(tid) => (!access.allows(Operation::Write, ResourceType::TransactionalId, tid))
+            .then_some(ResponseError::TransactionalIdAuthorizationFailed),
+        None => (!access.allows_cluster(Operation::IdempotentWrite)
+            && !access.allows_any(Operation::Write, ResourceType::Topic))
+        .then_some(ResponseError::ClusterAuthorizationFailed),
+    };
+    if let Some(e) = refused {
+        return answer(Err(e.code()));
+    }
     let Some(tid) = req.transactional_id.as_ref().map(|t| t.to_string()) else {
         return answer(
             ctx.ctx()

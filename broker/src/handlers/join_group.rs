@@ -10,14 +10,25 @@ use kafka_protocol::protocol::StrBytes;
 use super::RequestContext;
 use crate::coordinator::group::classic::{JoinParams, JoinResult};
 use crate::coordinator::group::{self, GroupError};
+use crate::security::acl::{Operation, ResourceType};
+use kafka_protocol::error::ResponseError;
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 9;
 
 /// The one place JoinGroup failures become Kafka error codes.
+///
+/// Checks READ on the group (GROUP_AUTHORIZATION_FAILED), as Kafka's `handleJoinGroupRequest`.
 pub async fn handle(ctx: &RequestContext, req: JoinGroupRequest) -> JoinGroupResponse {
     let version = ctx.version();
     let group_id = req.group_id.to_string();
+    if !ctx
+        .access()
+        .allows(Operation::Read, ResourceType::Group, &group_id)
+    {
+        return JoinGroupResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let params = JoinParams {
         member_id: req.member_id.to_string(),
         instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),

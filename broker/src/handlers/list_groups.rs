@@ -8,6 +8,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::RequestContext;
 use crate::coordinator::group::classic::GroupState;
 use crate::coordinator::group::{self};
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
@@ -57,7 +58,14 @@ pub async fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsR
         .iter()
         .map(|s| s.to_ascii_lowercase())
         .collect();
+    // Kafka's `handleListGroupsRequest`: all groups with DESCRIBE on the cluster, else only
+    // those the client may DESCRIBE.
+    let access = ctx.access();
+    let cluster = access.allows_cluster(Operation::Describe);
     let groups = all
+        .filter(|(id, _, _, _)| {
+            cluster || access.allows(Operation::Describe, ResourceType::Group, id)
+        })
         .filter(|(_, _, state, _)| {
             states.is_empty() || states.contains(&state.to_ascii_lowercase())
         })

@@ -11,6 +11,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::RequestContext;
 use crate::codec::Capped;
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::frontend::{self, FrontendError};
 
 pub const MIN_VERSION: i16 = 1;
@@ -84,9 +85,13 @@ pub async fn handle(
     let req = req.into_inner();
     let catalog = ctx.ctx().catalog.snapshot();
     let read_committed = req.isolation_level == 1;
+    // Authorization (Kafka's `handleListOffsetRequest`): DESCRIBE on each topic, else its
+    // partitions are TOPIC_AUTHORIZATION_FAILED.
+    let access = ctx.access();
     let mut topics = Vec::new();
     for t in req.topics {
         let meta = catalog.get(t.name.as_str()).cloned();
+        let allowed = access.allows(Operation::Describe, ResourceType::Topic, t.name.as_str());
         let mut partitions = Vec::new();
         for p in t.partitions {
             let base = ListOffsetsPartitionResponse::default()
@@ -94,6 +99,9 @@ pub async fn handle(
                 .with_timestamp(-1)
                 .with_offset(-1);
             let resp = match &meta {
+                _ if !allowed => {
+                    base.with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                }
                 Some(m) if p.partition_index >= 0 && p.partition_index < m.partitions => {
                     match lookup(
                         ctx,

@@ -53,11 +53,21 @@ pub async fn handle(
         async move { txns.list(&states, &producers, duration, pattern.as_ref()) }
     })
     .await;
+    // Kafka's `handleListTransactionsRequest`: only the transactional ids the client may
+    // DESCRIBE.
+    let access = ctx.access();
     match r {
         Ok(per_shard) => resp.with_transaction_states(
             per_shard
                 .into_iter()
                 .flatten()
+                .filter(|l| {
+                    access.allows(
+                        crate::security::acl::Operation::Describe,
+                        crate::security::acl::ResourceType::TransactionalId,
+                        &l.transactional_id,
+                    )
+                })
                 .map(|l| {
                     TransactionState::default()
                         .with_transactional_id(StrBytes::from_string(l.transactional_id).into())

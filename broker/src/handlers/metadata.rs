@@ -1,6 +1,12 @@
 //! Metadata (key 3): brokers (this node), cluster id, controller, and topics with their
 //! partitions. Unknown topics are auto-created when the request allows it and
 //! `auto_create_topics_enable` is on, as Kafka does.
+//!
+//! Authorization (Kafka's `handleTopicMetadataRequest`): a topic is shown only with DESCRIBE
+//! on it — left out of an all-topics answer, TOPIC_AUTHORIZATION_FAILED when named,
+//! UNKNOWN_TOPIC_ID when asked by id (its existence is not disclosed); auto-creation needs
+//! CREATE on the cluster or the topic (else TOPIC_AUTHORIZATION_FAILED);
+//! `include_*_authorized_operations` fill in the allowed operations.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
@@ -11,6 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::metadata::catalog::{validate_topic_name, TopicMeta};
+use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 13;
@@ -52,11 +59,23 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
         Some(t) if !(ctx.version() == 0 && t.is_empty()) => Some(t),
         _ => None,
     };
+    let access = ctx.access();
+    let describe = |name: &str| access.allows(Operation::Describe, ResourceType::Topic, name);
+    let denied = |name: TopicName| {
+        let code = ResponseError::TopicAuthorizationFailed.code();
+        error_topic(Some(name), uuid::Uuid::nil(), code)
+    };
     let mut topics = Vec::new();
     match wanted {
         None => {
             let catalog = broker.catalog.snapshot();
-            topics.extend(catalog.topics.values().map(|t| topic_response(ctx, t)));
+            topics.extend(
+                catalog
+                    .topics
+                    .values()
+                    .filter(|t| describe(&t.name))
+                    .map(|t| topic_response(ctx, t)),
+            );
         }
         Some(requested) => {
             let auto_create = broker.config.auto_create_topics_enable
@@ -65,7 +84,7 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                 let catalog = broker.catalog.snapshot();
                 let Some(name) = rt.name.clone() else {
                     // v10+: lookup by topic id.
-                    match catalog.by_id(&rt.topic_id) {
+                    match catalog.by_id(&rt.topic_id).filter(|t| describe(&t.name)) {
                         Some(t) => topics.push(topic_response(ctx, t)),
                         None => topics.push(error_topic(
                             None,
@@ -75,6 +94,10 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                     }
                     continue;
                 };
+                if !describe(name.as_str()) {
+                    topics.push(denied(name));
+                    continue;
+                }
                 if let Some(t) = catalog.get(name.as_str()) {
                     topics.push(topic_response(ctx, t));
                     continue;
@@ -93,6 +116,12 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                         uuid::Uuid::nil(),
                         ResponseError::UnknownTopicOrPartition.code(),
                     ));
+                    continue;
+                }
+                if !access.allows_cluster(Operation::Create)
+                    && !access.allows(Operation::Create, ResourceType::Topic, name.as_str())
+                {
+                    topics.push(denied(name));
                     continue;
                 }
                 match crate::metadata::topics::create_topic(
@@ -133,7 +162,22 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
         }
     }
     let v = ctx.version();
+    if req.include_topic_authorized_operations {
+        let denied = ResponseError::TopicAuthorizationFailed.code();
+        for t in topics.iter_mut().filter(|t| t.error_code != denied) {
+            if let Some(name) = &t.name {
+                t.topic_authorized_operations =
+                    access.operations(true, ResourceType::Topic, name.as_str());
+            }
+        }
+    }
+    let cluster_ops = access.operations(
+        (8..=10).contains(&v) && req.include_cluster_authorized_operations,
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+    );
     MetadataResponse::default()
+        .with_cluster_authorized_operations(cluster_ops)
         .with_brokers(vec![MetadataResponseBroker::default()
             .with_node_id(node)
             .with_host(StrBytes::from_string(host))

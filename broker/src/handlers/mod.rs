@@ -31,11 +31,14 @@ pub mod commit_plan;
 pub mod config_changes;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -73,6 +76,8 @@ pub mod update_features;
 pub mod write_txn_markers;
 
 #[cfg(test)]
+mod acl_tests;
+#[cfg(test)]
 mod all_versions_tests;
 #[cfg(test)]
 mod group_tests;
@@ -106,6 +111,11 @@ impl RequestContext {
     }
     pub fn ctx(&self) -> &crate::shard::BrokerContext {
         &self.shard.ctx
+    }
+    /// The authorizer's view for this request (`security::authorizer`); everything is
+    /// allowed when none is configured, at the cost of one `None` check.
+    pub fn access(&self) -> crate::security::authorizer::Access {
+        crate::security::authorizer::Access::new(&self.shard.ctx.authorizer, &self.session)
     }
     /// The (host, port) of this node that clients of this connection's listener are given:
     /// Kafka answers Metadata with the listener the request came in on.
@@ -325,6 +335,9 @@ api_table! {
     SaslAuthenticate => sasl_authenticate;
     DescribeUserScramCredentials => describe_user_scram_credentials;
     AlterUserScramCredentials => alter_user_scram_credentials;
+    DescribeAcls => describe_acls;
+    CreateAcls => create_acls;
+    DeleteAcls => delete_acls;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {

@@ -8,8 +8,11 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::commit_plan::CommitPlan;
+use kafka_protocol::error::ResponseError;
+
 use super::RequestContext;
 use crate::coordinator::group::{self};
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 2;
 pub const MAX_VERSION: i16 = 9;
@@ -33,7 +36,12 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCom
             .collect();
         (t.name.as_str(), partitions)
     });
-    let mut plan = CommitPlan::new(&catalog, requested);
+    let access = ctx.access();
+    let mut plan = if access.allows(Operation::Read, ResourceType::Group, &req.group_id) {
+        CommitPlan::new(&catalog, &access, requested)
+    } else {
+        CommitPlan::refused(requested, ResponseError::GroupAuthorizationFailed.code())
+    };
     let items = plan.take_items();
     let answers = if items.is_empty() {
         plan.answer([])

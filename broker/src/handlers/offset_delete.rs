@@ -13,10 +13,28 @@ pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 0;
 
 /// The one place OffsetDelete failures become Kafka error codes.
+/// Authorization (Kafka's `handleOffsetDeleteRequest`): DELETE on the group (else
+/// GROUP_AUTHORIZATION_FAILED), then READ on each topic (else its partitions are
+/// TOPIC_AUTHORIZATION_FAILED and not deleted).
 pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    use crate::security::acl::{Operation, ResourceType};
+    let access = ctx.access();
+    if !access.allows(Operation::Delete, ResourceType::Group, &req.group_id) {
+        return OffsetDeleteResponse::default().with_error_code(
+            kafka_protocol::error::ResponseError::GroupAuthorizationFailed.code(),
+        );
+    }
+    let allowed: Vec<bool> = req
+        .topics
+        .iter()
+        .map(|t| access.allows(Operation::Read, ResourceType::Topic, t.name.as_str()))
+        .collect();
     let partitions: Vec<(String, i32)> = req
         .topics
         .iter()
+        .zip(&allowed)
+        .filter(|(_, ok)| **ok)
+        .map(|(t, _)| t)
         .flat_map(|t| {
             t.partitions
                 .iter()
@@ -39,17 +57,24 @@ pub async fn handle(ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDel
     let topics = req
         .topics
         .into_iter()
-        .map(|t| {
+        .zip(allowed)
+        .map(|(t, ok)| {
             OffsetDeleteResponseTopic::default()
                 .with_partitions(
                     t.partitions
                         .iter()
                         .map(|p| {
-                            let code = results
-                                .next()
-                                .and_then(|r| r.err())
-                                .map(|e| super::errors::group_code(&e))
-                                .unwrap_or(0);
+                            let denied =
+                                kafka_protocol::error::ResponseError::TopicAuthorizationFailed;
+                            let code = if !ok {
+                                denied.code()
+                            } else {
+                                results
+                                    .next()
+                                    .and_then(|r| r.err())
+                                    .map(|e| super::errors::group_code(&e))
+                                    .unwrap_or(0)
+                            };
                             OffsetDeleteResponsePartition::default()
                                 .with_partition_index(p.partition_index)
                                 .with_error_code(code)

@@ -8,9 +8,12 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use kafka_protocol::error::ResponseError;
+
 use super::RequestContext;
 use crate::coordinator::group::records::CommittedOffset;
 use crate::coordinator::group::{self, GroupError};
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 1;
 pub const MAX_VERSION: i16 = 9;
@@ -18,45 +21,75 @@ pub const MAX_VERSION: i16 = 9;
 /// The one place OffsetFetch failures become Kafka error codes.
 use crate::coordinator::group::coordinator::FetchedOffsets as Fetched;
 
-/// Committed offsets, with `None` in place of those an open transaction is about to change
-/// when the client asked for stable offsets only (`require_stable`, v7+, KIP-447).
+/// One partition's answer: its error code and committed offset (`None`: none, or not shown).
+type PartitionAnswer = (i32, i16, Option<CommittedOffset>);
+
+/// Committed offsets, with UNSTABLE_OFFSET_COMMIT in place of those an open transaction is
+/// about to change when the client asked for stable offsets only (`require_stable`, v7+,
+/// KIP-447).
+///
+/// Authorization (Kafka's `handleOffsetFetchRequest`): DESCRIBE on the group (else the group
+/// fails with GROUP_AUTHORIZATION_FAILED); named topics without DESCRIBE are answered
+/// TOPIC_AUTHORIZATION_FAILED per partition, and left out when all topics are asked for.
 async fn fetch_group(
     ctx: &RequestContext,
     group_id: String,
     member: Option<(String, i32)>,
     topics: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
-) -> Result<Vec<(String, Vec<(i32, Option<Option<CommittedOffset>>)>)>, GroupError> {
+) -> Result<Vec<(String, Vec<PartitionAnswer>)>, i16> {
+    let access = ctx.access();
+    if !access.allows(Operation::Describe, ResourceType::Group, &group_id) {
+        return Err(ResponseError::GroupAuthorizationFailed.code());
+    }
+    let describe = |t: &str| access.allows(Operation::Describe, ResourceType::Topic, t);
+    let (topics, denied) = match topics {
+        None => (None, Vec::new()),
+        Some(ts) => {
+            let (ok, denied): (Vec<_>, Vec<_>) = ts.into_iter().partition(|(t, _)| describe(t));
+            (Some(ok), denied)
+        }
+    };
+    let all = topics.is_none();
     let gid = group_id.clone();
-    group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
+    let fetched = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
         let fetched: Fetched = gs.fetch_offsets(&gid, member, topics)?;
-        Ok(fetched
-            .into_iter()
-            .map(|(t, ps)| {
-                let ps = ps
-                    .into_iter()
-                    .map(|(p, o)| {
-                        let unstable = require_stable && gs.has_pending_txn_offset(&gid, &t, p);
-                        (p, (!unstable).then_some(o))
-                    })
-                    .collect();
-                (t, ps)
-            })
-            .collect())
+        Ok::<_, GroupError>(
+            fetched
+                .into_iter()
+                .map(|(t, ps)| {
+                    let ps = ps
+                        .into_iter()
+                        .map(|(p, o)| {
+                            if require_stable && gs.has_pending_txn_offset(&gid, &t, p) {
+                                (p, ResponseError::UnstableOffsetCommit.code(), None)
+                            } else {
+                                (p, 0, o)
+                            }
+                        })
+                        .collect();
+                    (t, ps)
+                })
+                .collect::<Vec<_>>(),
+        )
     })
     .await
+    .map_err(|e| super::errors::group_code(&e))?;
+    let mut out: Vec<_> = fetched
+        .into_iter()
+        .filter(|(t, _)| !all || describe(t))
+        .collect();
+    let code = ResponseError::TopicAuthorizationFailed.code();
+    out.extend(
+        denied
+            .into_iter()
+            .map(|(t, ps)| (t, ps.into_iter().map(|p| (p, code, None)).collect())),
+    );
+    Ok(out)
 }
 
-/// UNSTABLE_OFFSET_COMMIT for an offset an open transaction holds (the client retries).
-fn unstable_code(o: &Option<Option<CommittedOffset>>) -> i16 {
+fn parts(o: &Option<CommittedOffset>) -> (i64, i32, StrBytes) {
     match o {
-        Some(_) => 0,
-        None => kafka_protocol::error::ResponseError::UnstableOffsetCommit.code(),
-    }
-}
-
-fn parts(o: &Option<Option<CommittedOffset>>) -> (i64, i32, StrBytes) {
-    match o.as_ref().and_then(|o| o.as_ref()) {
         Some(o) => (
             o.offset,
             o.leader_epoch,
@@ -93,10 +126,10 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
                                 .with_name(TopicName(StrBytes::from_string(t)))
                                 .with_partitions(
                                     ps.iter()
-                                        .map(|(p, o)| {
+                                        .map(|(p, code, o)| {
                                             let (offset, epoch, md) = parts(o);
                                             OffsetFetchResponsePartitions::default()
-                                                .with_error_code(unstable_code(o))
+                                                .with_error_code(*code)
                                                 .with_partition_index(*p)
                                                 .with_committed_offset(offset)
                                                 .with_committed_leader_epoch(epoch)
@@ -107,7 +140,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
                         })
                         .collect();
                 }
-                Err(e) => out.error_code = super::errors::group_code(&e),
+                Err(code) => out.error_code = code,
             }
             groups.push(out);
         }
@@ -129,10 +162,10 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
                         .with_name(TopicName(StrBytes::from_string(t)))
                         .with_partitions(
                             ps.iter()
-                                .map(|(p, o)| {
+                                .map(|(p, code, o)| {
                                     let (offset, epoch, md) = parts(o);
                                     OffsetFetchResponsePartition::default()
-                                        .with_error_code(unstable_code(o))
+                                        .with_error_code(*code)
                                         .with_partition_index(*p)
                                         .with_committed_offset(offset)
                                         .with_committed_leader_epoch(if version >= 5 {
@@ -148,9 +181,7 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
                 .collect(),
         ),
         // v1 has no top-level error code to carry the failure.
-        Err(e) if version >= 2 => {
-            OffsetFetchResponse::default().with_error_code(super::errors::group_code(&e))
-        }
+        Err(code) if version >= 2 => OffsetFetchResponse::default().with_error_code(code),
         Err(_) => OffsetFetchResponse::default(),
     }
 }

@@ -35,14 +35,27 @@ pub async fn handle(
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let catalog = ctx.ctx().catalog.snapshot();
+    // Kafka's `handleOffsetForLeaderEpochRequest`: CLUSTER_ACTION (a follower) or DESCRIBE on
+    // the topic (a consumer, KIP-320), else TOPIC_AUTHORIZATION_FAILED.
+    let access = ctx.access();
+    let cluster_action = access.allows_cluster(crate::security::acl::Operation::ClusterAction);
     let mut topics = Vec::new();
     for t in req.topics {
         let meta = catalog.get(t.topic.as_str()).cloned();
+        let allowed = cluster_action
+            || access.allows(
+                crate::security::acl::Operation::Describe,
+                crate::security::acl::ResourceType::Topic,
+                t.topic.as_str(),
+            );
         let mut partitions = Vec::new();
         for p in t.partitions {
             // Defaults: leader_epoch -1, end_offset -1 (Kafka's UNDEFINED_*).
             let base = EpochEndOffset::default().with_partition(p.partition);
             let resp = match &meta {
+                _ if !allowed => {
+                    base.with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                }
                 Some(m) if p.partition >= 0 && p.partition < m.partitions => {
                     match check_current_epoch(p.current_leader_epoch) {
                         Err(e) => base.with_error_code(e.code()),

@@ -18,6 +18,7 @@ use kafka_protocol::messages::ApiKey;
 use super::{encode_response, Answer, RequestContext, Responding};
 use crate::partition::ProduceOutcome;
 use crate::partition::{validate_produce_records, PartitionError};
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::frontend::ProduceStart;
 use crate::shard::frontend::{self, FrontendError};
 
@@ -164,6 +165,16 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
     } else {
         None
     };
+    // Authorization (Kafka's `handleProduceRequest`): transactional data needs WRITE on its
+    // transactional id (else the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    // each topic needs WRITE (else its partitions are TOPIC_AUTHORIZATION_FAILED).
+    let access = ctx.access();
+    let refusal = refusal.or_else(|| {
+        let tid = req.transactional_id.as_ref().map_or("", |s| s.as_str());
+        (!txn_producers.is_empty()
+            && !access.allows(Operation::Write, ResourceType::TransactionalId, tid))
+        .then(|| ResponseError::TransactionalIdAuthorizationFailed.code())
+    });
     if let Some(code) = refusal {
         let resp = refuse_all(version, req, code);
         return Box::pin(std::future::ready(encode(resp)));
@@ -184,9 +195,22 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
         } else {
             catalog.get(td.name.as_str()).cloned()
         };
+        let authorized = access.allows(
+            Operation::Write,
+            ResourceType::Topic,
+            meta.as_ref().map_or(td.name.as_str(), |m| &m.name),
+        );
         let mut slots = Vec::with_capacity(td.partition_data.len());
         for pd in td.partition_data {
             let refuse = |code: i16| Slot::Answered(partition_error(version, pd.index, code, None));
+            if version >= 13 && meta.is_none() {
+                slots.push(refuse(unknown_code));
+                continue;
+            }
+            if !authorized {
+                slots.push(refuse(ResponseError::TopicAuthorizationFailed.code()));
+                continue;
+            }
             if !matches!(acks, -1..=1) {
                 slots.push(refuse(ResponseError::InvalidRequiredAcks.code()));
                 continue;

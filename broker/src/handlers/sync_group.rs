@@ -5,14 +5,25 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::coordinator::group::{self};
+use crate::security::acl::{Operation, ResourceType};
+use kafka_protocol::error::ResponseError;
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
 
 /// The one place SyncGroup failures become Kafka error codes.
+///
+/// Checks READ on the group (GROUP_AUTHORIZATION_FAILED), as Kafka's `handleSyncGroupRequest`.
 pub async fn handle(ctx: &RequestContext, req: SyncGroupRequest) -> SyncGroupResponse {
     let version = ctx.version();
     let group_id = req.group_id.to_string();
+    if !ctx
+        .access()
+        .allows(Operation::Read, ResourceType::Group, &group_id)
+    {
+        return SyncGroupResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let gid = group_id.clone();
     let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
         let assignments = req

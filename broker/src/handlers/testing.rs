@@ -23,6 +23,8 @@ pub struct Harness {
     pub state: Rc<ShardState>,
     _dir: tempfile::TempDir,
     correlation: RefCell<i32>,
+    /// The principal requests are sent as (`as_user`); anonymous by default.
+    principal: RefCell<crate::security::Principal>,
 }
 
 impl Default for Harness {
@@ -47,6 +49,8 @@ impl Harness {
             .expect("runtime");
         let local = tokio::task::LocalSet::new();
         let (tx, mut rx) = mpsc::channel::<shard::ShardMessage>(16);
+        let acls: Arc<dyn crate::metadata::acls::AclStore> =
+            Arc::new(crate::metadata::acls::FileAclStore::open(dir.path()).expect("acls"));
         let ctx = Arc::new(BrokerContext {
             catalog: CatalogHandle::open(dir.path(), config.clone(), Default::default())
                 .expect("catalog"),
@@ -68,6 +72,8 @@ impl Harness {
             credentials: Arc::new(
                 crate::metadata::scram::FileCredentialStore::open(dir.path()).expect("credentials"),
             ),
+            authorizer: BrokerContext::authorizer_for(&config, &acls),
+            acls,
             config,
         });
         let state = local.block_on(&rt, async {
@@ -88,12 +94,22 @@ impl Harness {
             state,
             _dir: dir,
             correlation: RefCell::new(0),
+            principal: RefCell::new(crate::security::Principal::anonymous()),
         }
     }
 
-    /// An anonymous session on the config's first listener, as a PLAINTEXT client has.
+    /// A session on the config's first listener as the current principal (anonymous, as a
+    /// PLAINTEXT client has, unless `as_user` said otherwise).
     pub fn session(&self) -> Rc<crate::security::Session> {
-        Rc::new(crate::security::Session::local(&self.state.ctx.config))
+        let s = crate::security::Session::local(&self.state.ctx.config);
+        s.set_principal(self.principal.borrow().clone());
+        Rc::new(s)
+    }
+
+    /// Sends the next requests as `User:name`.
+    pub fn as_user(&self, name: &str) -> &Self {
+        *self.principal.borrow_mut() = crate::security::Principal::user(name);
+        self
     }
 
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {

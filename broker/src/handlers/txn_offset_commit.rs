@@ -10,11 +10,14 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use super::commit_plan::CommitPlan;
+use kafka_protocol::error::ResponseError;
+
 use super::RequestContext;
 use crate::coordinator::group::coordinator::CommitItem;
 use crate::coordinator::group::{self, OFFSETS_TOPIC};
 use crate::coordinator::log::TxnProducer;
 use crate::coordinator::txn::{self, TxnError};
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 5;
@@ -63,7 +66,21 @@ pub async fn handle(ctx: &RequestContext, req: TxnOffsetCommitRequest) -> TxnOff
             .collect();
         (t.name.as_str(), partitions)
     });
-    let mut plan = CommitPlan::new(&catalog, requested);
+    // Kafka's order: WRITE on the transactional id, then READ on the group, then the topics.
+    let access = ctx.access();
+    let tid_ok = access.allows(
+        Operation::Write,
+        ResourceType::TransactionalId,
+        &req.transactional_id,
+    );
+    let mut plan = if !tid_ok {
+        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        CommitPlan::refused(requested, code)
+    } else if !access.allows(Operation::Read, ResourceType::Group, &req.group_id) {
+        CommitPlan::refused(requested, ResponseError::GroupAuthorizationFailed.code())
+    } else {
+        CommitPlan::new(&catalog, &access, requested)
+    };
     let items = plan.take_items();
     let answers = if items.is_empty() {
         plan.answer([])

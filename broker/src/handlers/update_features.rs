@@ -35,6 +35,17 @@ pub async fn handle(ctx: &RequestContext, req: UpdateFeaturesRequest) -> UpdateF
             },
         })
         .collect();
+    // Kafka's `ControllerApis.handleUpdateFeatures`: ALTER on the cluster.
+    if !ctx
+        .access()
+        .allows_cluster(crate::security::acl::Operation::Alter)
+    {
+        return UpdateFeaturesResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                super::errors::CLUSTER_AUTHORIZATION_FAILED,
+            )));
+    }
     match ctx.ctx().features.update(&updates, req.validate_only) {
         Ok(_) => {
             let results = if version <= 1 {

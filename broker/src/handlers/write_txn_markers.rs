@@ -16,6 +16,7 @@ use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersResponse};
 use super::RequestContext;
 use crate::codec::write_txn_markers::WriteTxnMarkersRequest;
 use crate::codec::Capped;
+use crate::security::acl::Operation;
 use crate::shard::frontend::TxnMarker;
 
 pub const MIN_VERSION: i16 = 1;
@@ -26,6 +27,9 @@ pub async fn handle(
     req: WriteTxnMarkersRequest,
 ) -> Capped<WriteTxnMarkersResponse> {
     let broker = ctx.ctx();
+    // Kafka's `handleWriteTxnMarkersRequest`: CLUSTER_ACTION (a broker's request), else every
+    // partition is CLUSTER_AUTHORIZATION_FAILED.
+    let cluster_action = ctx.access().allows_cluster(Operation::ClusterAction);
     let catalog = broker.catalog.snapshot();
     let mut markers = Vec::with_capacity(req.markers.len());
     for m in req.markers {
@@ -42,6 +46,7 @@ pub async fn handle(
                 let meta = meta.clone();
                 async move {
                     let code = match meta {
+                        _ if !cluster_action => ResponseError::ClusterAuthorizationFailed.code(),
                         Some(meta) if p >= 0 && p < meta.partitions => {
                             // The same path as the coordinator's own markers: on __consumer_offsets the
                             // marker also applies or drops the transaction's pending offsets.

@@ -2,6 +2,7 @@
 //! config overrides), topic creation, producer-id blocks and feature levels. A single node keeps them in
 //! files in the data dir; a cluster will replicate the same state machine.
 
+pub mod acls;
 pub mod catalog;
 pub mod features;
 pub mod group_configs;

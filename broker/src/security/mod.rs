@@ -8,6 +8,8 @@
 //! - `ssl_principal`: a client certificate's subject as Java's RFC 2253 form, and Kafka's
 //!   `ssl.principal.mapping.rules` that turn it into the principal's name.
 
+pub mod acl;
+pub mod authorizer;
 pub mod plain;
 pub mod scram;
 pub mod ssl_principal;

@@ -153,7 +153,11 @@ impl Server {
             senders.push(tx);
             receivers.push(rx);
         }
+        let acls: Arc<dyn crate::metadata::acls::AclStore> =
+            Arc::new(crate::metadata::acls::FileAclStore::open(&data_dir).context("reading ACLs")?);
         let ctx = Arc::new(BrokerContext {
+            authorizer: BrokerContext::authorizer_for(&config, &acls),
+            acls,
             config: config.clone(),
             catalog,
             cluster_id,

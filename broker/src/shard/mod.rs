@@ -54,9 +54,27 @@ pub struct BrokerContext {
     pub group_configs: crate::metadata::group_configs::GroupConfigsHandle,
     /// SCRAM credentials (SASL and Describe/AlterUserScramCredentials).
     pub credentials: Arc<dyn crate::metadata::scram::CredentialStore>,
+    /// ACL bindings (Create/Describe/DeleteAcls), kept whether or not an authorizer is on.
+    pub acls: Arc<dyn crate::metadata::acls::AclStore>,
+    /// `authorizer.class.name`'s authorizer; `None` = every request is allowed.
+    pub authorizer: Option<Arc<crate::security::authorizer::Authorizer>>,
 }
 
 impl BrokerContext {
+    /// The authorizer `config` asks for, over `acls`.
+    pub fn authorizer_for(
+        config: &BrokerConfig,
+        acls: &Arc<dyn crate::metadata::acls::AclStore>,
+    ) -> Option<Arc<crate::security::authorizer::Authorizer>> {
+        (!config.authorizer_class_name.trim().is_empty()).then(|| {
+            Arc::new(crate::security::authorizer::Authorizer::new(
+                acls.clone(),
+                &config.super_users,
+                config.allow_everyone_if_no_acl_found,
+            ))
+        })
+    }
+
     pub fn shard_count(&self) -> usize {
         self.shard_senders.len()
     }

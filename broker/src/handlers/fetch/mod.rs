@@ -25,6 +25,7 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId
 use super::{Answer, RequestContext, Responding};
 use crate::fetch_session::{FetchPlan, FetchSessionCache, SessionPartition, FINAL_EPOCH};
 use crate::metadata::catalog::TopicMeta;
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::frontend::{self, FetchRead, ReadSpec};
 use crate::shard::home_shard;
 use encode::RecordChunks;
@@ -36,6 +37,11 @@ pub const MAX_VERSION: i16 = 18;
 struct Wanted {
     session: SessionPartition,
     meta: Option<Arc<TopicMeta>>,
+    /// Not authorized (READ on the topic; CLUSTER_ACTION for a follower's fetch).
+    denied: bool,
+    /// A follower without CLUSTER_ACTION: TOPIC_AUTHORIZATION_FAILED even for an unknown
+    /// topic id (Kafka answers a consumer's unknown id first).
+    follower_denied: bool,
     read: Option<FetchRead>,
 }
 
@@ -97,17 +103,31 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
     let version = ctx.version();
     let catalog = broker.catalog.snapshot();
     let by_id = version >= 13;
+    // Authorization (Kafka's `handleFetchRequest`): a follower's fetch (replica id >= 0)
+    // needs CLUSTER_ACTION, a consumer's READ on each topic; what is not allowed is
+    // TOPIC_AUTHORIZATION_FAILED, after an unknown topic id and before an unknown topic.
+    let access = ctx.access();
+    let follower = req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0;
+    let follower_denied = follower && !access.allows_cluster(Operation::ClusterAction);
     let mut wanted: Vec<Wanted> = plan
         .partitions
         .iter()
-        .map(|p| Wanted {
-            meta: if by_id {
+        .map(|p| {
+            let meta = if by_id {
                 catalog.by_id(&p.topic_id).cloned()
             } else {
                 catalog.get(p.topic.as_str()).cloned()
-            },
-            session: p.clone(),
-            read: None,
+            };
+            let name = meta.as_ref().map_or(p.topic.as_str(), |m| &m.name);
+            let denied = follower_denied
+                || (!follower && !access.allows(Operation::Read, ResourceType::Topic, name));
+            Wanted {
+                meta,
+                denied,
+                follower_denied,
+                session: p.clone(),
+                read: None,
+            }
         })
         .collect();
     let read_committed = req.isolation_level == 1;
@@ -219,7 +239,9 @@ async fn read_concurrently(
     let mut by_shard: Vec<(Vec<usize>, Vec<ReadSpec>)> = vec![Default::default(); shards];
     for &i in which {
         let w = &mut wanted[i];
-        let Some(meta) = &w.meta else { continue };
+        let Some(meta) = w.meta.as_ref().filter(|_| !w.denied) else {
+            continue;
+        };
         let p = w.session.partition;
         if p < 0 || p >= meta.partitions {
             continue;
@@ -335,6 +357,15 @@ fn assemble(
             .with_last_stable_offset(-1)
             .with_log_start_offset(-1)
             .with_preferred_read_replica(BrokerId(-1));
+        if by_id && w.meta.is_none() && !w.follower_denied {
+            out.push((base.with_error_code(unknown_topic), None));
+            continue;
+        }
+        if w.denied {
+            let code = ResponseError::TopicAuthorizationFailed.code();
+            out.push((base.with_error_code(code), None));
+            continue;
+        }
         let Some(meta) = &w.meta else {
             out.push((base.with_error_code(unknown_topic), None));
             continue;
