@@ -15,6 +15,7 @@ pub mod config;
 pub mod coordinator;
 pub mod fetch_session;
 pub mod handlers;
+pub mod logging;
 pub mod metadata;
 pub mod metrics;
 pub mod migrate;

@@ -152,13 +152,8 @@ fn client_command(c: cli::Command) -> ! {
 
 /// The long-running commands: the broker, migration, connectors.
 fn run_server(command: Command) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Levels changeable at runtime (BROKER_LOGGER configs, `strom::logging`).
+    strom::logging::Loggers::init_subscriber();
     match command {
         Command::Serve(args) => serve(args),
         Command::Migrate(cmd) => {

@@ -139,6 +139,10 @@ pub fn is_kafka_static(name: &str) -> bool {
     KAFKA_DYNAMIC_NOT_APPLIED.contains(&name)
         || super::known_kafka_broker_name(name)
         || KAFKA_STATIC_NAMES.contains(&name)
+        // Every other config Kafka's broker lists: DescribeConfigs shows them read-only.
+        || super::kafka_broker_configs::KAFKA_BROKER_CONFIGS
+            .iter()
+            .any(|c| c.0 == name)
 }
 
 /// Kafka broker configs Strom has no field for, yet which clients commonly try to alter:

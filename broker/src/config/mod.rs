@@ -9,6 +9,8 @@
 
 pub mod dynamic;
 pub mod effective;
+pub mod group;
+pub mod kafka_broker_configs;
 pub mod listeners;
 pub mod schema_validation;
 pub mod security;

@@ -29,6 +29,11 @@ async fn alter(
         .iter()
         .map(|c| (c.name.as_str(), c.value.is_none()))
         .collect();
+    if r.resource_type == super::group_configs::RESOURCE_GROUP {
+        changes::check_entries(&entries)?;
+        let name = r.resource_name.as_str();
+        return super::group_configs::alter(ctx, name, &list, false, validate_only);
+    }
     let target = changes::preprocess(ctx, r.resource_type, r.resource_name.as_str(), &entries)?;
     let configs = changes::apply_ops(&target, Default::default(), &list)?;
     changes::commit(ctx, &target, configs, validate_only).await

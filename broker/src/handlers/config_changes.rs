@@ -15,6 +15,7 @@ use crate::shard::frontend;
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+pub const RESOURCE_BROKER_LOGGER: i8 = 8;
 
 pub use super::errors::AlterError;
 
@@ -110,6 +111,12 @@ pub fn preprocess(
     name: &str,
     entries: &[(&str, bool)],
 ) -> Result<AlterTarget, AlterError> {
+    check_entries(entries)?;
+    resolve(ctx, resource_type, name)
+}
+
+/// Kafka's checks of every resource's entries: no key twice, no null value but for DELETE.
+pub fn check_entries(entries: &[(&str, bool)]) -> Result<(), AlterError> {
     let mut keys = HashSet::new();
     if !entries.iter().all(|(k, _)| keys.insert(*k)) {
         return Err(AlterError::InvalidRequest(
@@ -127,6 +134,10 @@ pub fn preprocess(
             nulls.join(", ")
         )));
     }
+    Ok(())
+}
+
+fn resolve(ctx: &RequestContext, resource_type: i8, name: &str) -> Result<AlterTarget, AlterError> {
     match resource_type {
         RESOURCE_TOPIC => {
             if name.is_empty() {
@@ -153,8 +164,8 @@ pub fn preprocess(
             }
             Ok(AlterTarget::Broker { node_scope: true })
         }
-        // BROKER_LOGGER (8), CLIENT_METRICS (16) and GROUP (32) configs are not implemented;
-        // Kafka's answer for a type it does not handle.
+        // BROKER_LOGGER (8) reaches here only from the legacy AlterConfigs, which Kafka does
+        // not support for it; CLIENT_METRICS (16) and GROUP (32) are not implemented.
         other => Err(AlterError::InvalidRequest(format!(
             "Unknown resource type {other}"
         ))),

@@ -8,7 +8,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::config_changes::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::config_changes::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
 use super::RequestContext;
 use crate::config::dynamic::{self, BrokerView};
 use crate::config::topic::{self as topic_config, ConfigSource, ConfigType};
@@ -41,6 +41,7 @@ const KAFKA_INT_BROKER_CONFIGS: &[&str] = &[
     "offsets.retention.minutes",
     "offsets.topic.num.partitions",
     "transaction.state.log.num.partitions",
+    "transaction.max.timeout.ms",
     "producer.id.expiration.ms",
     "transactional.id.expiration.ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
@@ -184,7 +185,9 @@ fn broker_entries(view: &BrokerView) -> Vec<BrokerEntry> {
                 .map(|v| text(key, v, &default))
                 .unwrap_or_default(),
             kind,
-            dynamic: topic_default.is_some(),
+            // Kafka's read-only flag: whether an alter takes effect.
+            dynamic: topic_default.is_some()
+                || dynamic::APPLIED_BROKER_DYNAMIC.contains(&name.as_str()),
             doc: topic_default.map(|d| d.doc),
             name,
         });
@@ -235,7 +238,13 @@ fn broker_result(
     // The cluster-default resource ("") shows only the dynamic defaults, as Kafka's does.
     let per_broker = !name.is_empty();
     let version = ctx.version();
-    let configs = broker_entries(&view)
+    let entries = broker_entries(&view);
+    let kafka_only = if per_broker {
+        kafka_only_entries(&entries, keys, synonyms, version)
+    } else {
+        Vec::new()
+    };
+    let configs = entries
         .into_iter()
         .filter(|e| wanted(keys, &e.name))
         .filter(|e| per_broker || view.cluster.contains_key(&e.name))
@@ -283,8 +292,40 @@ fn broker_result(
                         .map(StrBytes::from_static_str),
                 )
         })
+        .chain(kafka_only)
         .collect();
     base.with_configs(configs)
+}
+
+/// The configs Kafka's broker lists that Strom has no setting for (its features are absent
+/// or fixed here: SSL, SASL, quotas, KRaft, replication, remote storage, …): Kafka's default,
+/// type and sensitivity, read-only, so that no alter can store a value that does nothing.
+fn kafka_only_entries(
+    listed: &[BrokerEntry],
+    keys: &Option<Vec<StrBytes>>,
+    synonyms: bool,
+    version: i16,
+) -> Vec<DescribeConfigsResourceResult> {
+    let have: std::collections::HashSet<&str> = listed.iter().map(|e| e.name.as_str()).collect();
+    crate::config::kafka_broker_configs::KAFKA_BROKER_CONFIGS
+        .iter()
+        .filter(|(name, ..)| !have.contains(name) && wanted(keys, name))
+        .map(|&(name, default, kind, sensitive)| {
+            let syn = match default {
+                Some(v) if synonyms => vec![synonym(name, v, ConfigSource::Default)],
+                _ => Vec::new(),
+            };
+            DescribeConfigsResourceResult::default()
+                .with_name(StrBytes::from_static_str(name))
+                .with_value(default.map(StrBytes::from_static_str))
+                .with_read_only(true)
+                .with_is_sensitive(sensitive)
+                .with_config_source(ConfigSource::Default as i8)
+                .with_config_type(if version >= 3 { kind } else { 0 })
+                .with_synonyms(syn)
+                .with_documentation(None)
+        })
+        .collect()
 }
 
 pub async fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
@@ -306,6 +347,15 @@ pub async fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> Descri
                 req.include_synonyms,
                 req.include_documentation,
             ),
+            super::group_configs::RESOURCE_GROUP => super::group_configs::describe(
+                ctx,
+                r.resource_name.as_str(),
+                &r.configuration_keys,
+                req.include_synonyms,
+            ),
+            RESOURCE_BROKER_LOGGER => {
+                super::broker_logger::describe(ctx, r.resource_name.as_str(), &r.configuration_keys)
+            }
             other => DescribeConfigsResult::default()
                 .with_resource_type(other)
                 .with_resource_name(r.resource_name.clone())
@@ -454,6 +504,8 @@ mod tests {
         assert_eq!(syns(&b).len(), 3, "per-broker, cluster default, default");
         assert!(b.documentation.is_some());
         assert!(find(1, "log.dirs").read_only);
+        // Broker-only configs Strom applies at runtime are not read-only.
+        assert!(!find(1, "log.cleaner.backoff.ms").read_only);
         // Broker defaults of topic configs Strom has no field for are listed with Kafka's
         // default and are dynamic.
         let d = find(1, "log.cleaner.delete.retention.ms");
@@ -474,5 +526,58 @@ mod tests {
             2,
             "cluster default, default"
         );
+    }
+
+    #[test]
+    fn given_kafka_configs_strom_lacks_when_describing_broker_then_kafka_defaults_read_only() {
+        let h = Harness::new();
+        let req = DescribeConfigsRequest::default()
+            .with_resources(vec![resource(4, "0")])
+            .with_include_synonyms(true);
+        let resp: DescribeConfigsResponse = h.call(ApiKey::DescribeConfigs, 4, req);
+        let configs = &resp.results[0].configs;
+        let find = |name: &str| {
+            configs
+                .iter()
+                .find(|c| c.name.as_str() == name)
+                .unwrap_or_else(|| panic!("{name} listed"))
+        };
+        // Every name Kafka lists, once.
+        for (name, ..) in crate::config::kafka_broker_configs::KAFKA_BROKER_CONFIGS {
+            find(name);
+        }
+        let mut names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+        names.sort_unstable();
+        let n = names.len();
+        names.dedup();
+        assert_eq!(names.len(), n, "no name twice");
+        let io = find("num.io.threads");
+        assert_eq!(
+            (
+                io.value.as_deref(),
+                io.read_only,
+                io.config_source,
+                io.config_type
+            ),
+            (
+                Some("8"),
+                true,
+                ConfigSource::Default as i8,
+                ConfigType::Int as i8
+            )
+        );
+        assert_eq!(io.synonyms.len(), 1);
+        let pw = find("ssl.key.password");
+        assert_eq!(
+            (pw.value.as_deref(), pw.is_sensitive, pw.config_type),
+            (None, true, 9)
+        );
+        // Strom's own settings keep their values.
+        assert_eq!(find("message.max.bytes").value.as_deref(), Some("1048588"));
+        // Read-only means an alter is refused, not stored.
+        assert!(crate::config::dynamic::validate_all(
+            &[("ssl.cipher.suites".to_string(), "x".to_string())].into()
+        )
+        .is_err());
     }
 }

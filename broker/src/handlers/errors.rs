@@ -50,6 +50,19 @@ impl From<BrokerConfigError> for AlterError {
     }
 }
 
+impl From<crate::logging::LoggerError> for AlterError {
+    /// Kafka's `RuntimeLoggerManager`: unknown loggers and levels are configuration errors,
+    /// removing root's level a bad request.
+    fn from(e: crate::logging::LoggerError) -> Self {
+        use crate::logging::LoggerError as L;
+        match e {
+            L::UnknownLogger(_) | L::InvalidLevel(..) => AlterError::InvalidConfig(e.to_string()),
+            L::RemoveRoot => AlterError::InvalidRequest(e.to_string()),
+            L::Install(_) => AlterError::Storage(e.to_string()),
+        }
+    }
+}
+
 /// FindCoordinator: a key type it does not know, or its coordinator's failure.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum FindError {

@@ -16,7 +16,11 @@ async fn alter(
     r: &kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
     validate_only: bool,
 ) -> Result<(), AlterError> {
+    if r.resource_type == changes::RESOURCE_BROKER_LOGGER {
+        return super::broker_logger::alter(ctx, r, validate_only);
+    }
     const DELETE: i8 = 1;
+    let mut target = None;
     let entries: Vec<(&str, bool)> = r
         .configs
         .iter()
@@ -27,7 +31,16 @@ async fn alter(
             )
         })
         .collect();
-    let target = changes::preprocess(ctx, r.resource_type, r.resource_name.as_str(), &entries)?;
+    if r.resource_type == super::group_configs::RESOURCE_GROUP {
+        changes::check_entries(&entries)?;
+    } else {
+        target = Some(changes::preprocess(
+            ctx,
+            r.resource_type,
+            r.resource_name.as_str(),
+            &entries,
+        )?);
+    }
     let list = r
         .configs
         .iter()
@@ -39,6 +52,10 @@ async fn alter(
             })
         })
         .collect::<Result<Vec<_>, AlterError>>()?;
+    let Some(target) = target else {
+        let name = r.resource_name.as_str();
+        return super::group_configs::alter(ctx, name, &list, true, validate_only);
+    };
     let configs = changes::apply_ops(&target, changes::current(ctx, &target), &list)?;
     changes::commit(ctx, &target, configs, validate_only).await
 }
@@ -412,8 +429,8 @@ mod tests {
                 8,
                 "0",
                 vec![op("kafka", SET, Some("DEBUG"))],
-                42,
-                "Unknown resource type 8",
+                40,
+                "Logger kafka does not exist!",
             ),
         ];
         for (kind, name, ops, code, message) in cases {

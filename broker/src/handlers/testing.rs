@@ -62,6 +62,9 @@ impl Harness {
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
                 dir.path(),
             )),
+            loggers: Arc::new(crate::logging::Loggers::detached("info")),
+            group_configs: crate::metadata::group_configs::GroupConfigsHandle::open(dir.path())
+                .expect("group configs"),
             credentials: Arc::new(
                 crate::metadata::scram::FileCredentialStore::open(dir.path()).expect("credentials"),
             ),

@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod features;
+pub mod group_configs;
 pub mod producer_ids;
 pub mod scram;
 pub mod topics;

@@ -166,6 +166,8 @@ impl Server {
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
                 &data_dir,
             )),
+            loggers: crate::logging::process(),
+            group_configs: crate::metadata::group_configs::GroupConfigsHandle::open(&data_dir)?,
             credentials: Arc::new(
                 crate::metadata::scram::FileCredentialStore::open(&data_dir)
                     .context("reading SCRAM credentials")?,

@@ -48,6 +48,10 @@ pub struct BrokerContext {
     pub schema_view: std::sync::OnceLock<Arc<dyn crate::partition::schema_ids::SchemaView>>,
     /// `cleaner-offset-checkpoint`: where each compacted log's dirty section starts.
     pub cleaner_checkpoints: Arc<crate::shard::cleaner_checkpoints::Checkpoints>,
+    /// Runtime log levels (BROKER_LOGGER config resource).
+    pub loggers: Arc<crate::logging::Loggers>,
+    /// Per-group config overrides (GROUP config resource), persisted in the data dir.
+    pub group_configs: crate::metadata::group_configs::GroupConfigsHandle,
     /// SCRAM credentials (SASL and Describe/AlterUserScramCredentials).
     pub credentials: Arc<dyn crate::metadata::scram::CredentialStore>,
 }

@@ -125,6 +125,19 @@ pub fn parse(
     }
 }
 
+/// Confluent's name of a difference type from its Rust variant name: `TypeChanged` →
+/// `TYPE_CHANGED` (the JSON and Protobuf diffs both report them so).
+fn confluent_name(variant: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in variant.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,7 +61,7 @@ impl GroupShard {
             if self.partition_of(&g.id) == p && g.state != GroupState::Dead {
                 g.restore_state(now);
                 if let Some(c) = g.consumer.as_mut() {
-                    c.finish_restore(now, &self.consumer_cfg);
+                    c.finish_restore(now, &self.consumer_cfg_for(&g.id));
                 }
             }
         }

@@ -150,7 +150,7 @@ impl GroupShard {
                 return Err(GroupError::GroupIdNotFound);
             }
             let c = g.consumer.get_or_insert_with(Default::default);
-            let result = c.heartbeat(p, &topics, now, &self.consumer_cfg);
+            let result = c.heartbeat(p, &topics, now, &self.consumer_cfg_for(group_id));
             (result, c.take_records(group_id, &id_of))
         };
         self.append(self.partition_of(group_id), &recs).await?;

@@ -89,6 +89,22 @@ impl GroupShard {
         })
     }
 
+    /// The consumer group settings of `group_id`: the broker's, with the group's overrides
+    /// (GROUP config resource) of the session timeout and heartbeat interval.
+    fn consumer_cfg_for(&self, group_id: &str) -> ConsumerConfig {
+        let Some(state) = self.shard.upgrade() else {
+            return self.consumer_cfg.clone();
+        };
+        let overrides = state.ctx.group_configs.get(group_id);
+        let (session_timeout_ms, heartbeat_interval_ms) =
+            crate::config::group::consumer_timeouts(overrides.as_deref(), &state.ctx.config);
+        ConsumerConfig {
+            session_timeout_ms,
+            heartbeat_interval_ms,
+            max_size: self.consumer_cfg.max_size,
+        }
+    }
+
     fn shard(&self) -> Result<Rc<ShardState>, GroupError> {
         self.shard
             .upgrade()

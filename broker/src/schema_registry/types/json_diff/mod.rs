@@ -171,15 +171,7 @@ impl Diff {
 
     /// Confluent's name (`TYPE_CHANGED`).
     pub fn name(self) -> String {
-        let debug = format!("{self:?}");
-        let mut out = String::new();
-        for (i, c) in debug.chars().enumerate() {
-            if c.is_uppercase() && i > 0 {
-                out.push('_');
-            }
-            out.push(c.to_ascii_uppercase());
-        }
-        out
+        super::confluent_name(&format!("{self:?}"))
     }
 }
 

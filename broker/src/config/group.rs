@@ -1,0 +1,347 @@
+//! Group configs (the GROUP config resource, KIP-848): the names, types and defaults Kafka
+//! 4.4's `GroupConfig` defines, and its validation. Strom applies the two that its consumer
+//! group coordinator has (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`);
+//! the others belong to features Strom does not have (share and streams groups, the
+//! assignment interval of an asynchronous assignor, dead-letter queues) and are listed with
+//! Kafka's defaults as read-only, so an alter cannot store a value that does nothing.
+
+use std::collections::BTreeMap;
+
+use super::topic::ConfigType;
+use super::BrokerConfig;
+
+pub const SESSION_TIMEOUT: &str = "consumer.session.timeout.ms";
+pub const HEARTBEAT_INTERVAL: &str = "consumer.heartbeat.interval.ms";
+
+/// Kafka's broker bounds of the two (`group.consumer.{min,max}.*`; Strom has no settings for
+/// them, so their defaults apply, widened to take in this broker's own defaults).
+const MIN_SESSION: i32 = 45_000;
+const MAX_SESSION: i32 = 60_000;
+const MIN_HEARTBEAT: i32 = 5_000;
+const MAX_HEARTBEAT: i32 = 15_000;
+
+pub struct GroupConfigDef {
+    pub name: &'static str,
+    pub kind: ConfigType,
+    /// Kafka's default (for the two Strom applies, the broker's config supplies it).
+    pub default: &'static str,
+    /// The broker config Kafka names as its synonym.
+    pub synonym: &'static str,
+    pub applied: bool,
+}
+
+const fn def(
+    name: &'static str,
+    kind: ConfigType,
+    default: &'static str,
+    synonym: &'static str,
+    applied: bool,
+) -> GroupConfigDef {
+    GroupConfigDef {
+        name,
+        kind,
+        default,
+        synonym,
+        applied,
+    }
+}
+
+use ConfigType::{Boolean, Int, List, String as Str};
+
+/// Kafka 4.4's group configs, by name.
+pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
+    def(
+        "consumer.assignment.interval.ms",
+        Int,
+        "1000",
+        "group.consumer.assignment.interval.ms",
+        false,
+    ),
+    def(
+        HEARTBEAT_INTERVAL,
+        Int,
+        "5000",
+        "group.consumer.heartbeat.interval.ms",
+        true,
+    ),
+    def(
+        SESSION_TIMEOUT,
+        Int,
+        "45000",
+        "group.consumer.session.timeout.ms",
+        true,
+    ),
+    def(
+        "errors.deadletterqueue.copy.record.enable",
+        Boolean,
+        "false",
+        "errors.deadletterqueue.copy.record.enable",
+        false,
+    ),
+    def(
+        "errors.deadletterqueue.topic.name",
+        Str,
+        "",
+        "errors.deadletterqueue.topic.name",
+        false,
+    ),
+    def(
+        "share.assignment.interval.ms",
+        Int,
+        "1000",
+        "group.share.assignment.interval.ms",
+        false,
+    ),
+    def(
+        "share.auto.offset.reset",
+        Str,
+        "latest",
+        "share.auto.offset.reset",
+        false,
+    ),
+    def(
+        "share.delivery.count.limit",
+        Int,
+        "5",
+        "group.share.delivery.count.limit",
+        false,
+    ),
+    def(
+        "share.heartbeat.interval.ms",
+        Int,
+        "5000",
+        "group.share.heartbeat.interval.ms",
+        false,
+    ),
+    def(
+        "share.isolation.level",
+        Str,
+        "read_uncommitted",
+        "share.isolation.level",
+        false,
+    ),
+    def(
+        "share.partition.max.record.locks",
+        Int,
+        "2000",
+        "group.share.partition.max.record.locks",
+        false,
+    ),
+    def(
+        "share.record.lock.duration.ms",
+        Int,
+        "30000",
+        "group.share.record.lock.duration.ms",
+        false,
+    ),
+    def(
+        "share.renew.acknowledge.enable",
+        Boolean,
+        "true",
+        "share.renew.acknowledge.enable",
+        false,
+    ),
+    def(
+        "share.session.timeout.ms",
+        Int,
+        "45000",
+        "group.share.session.timeout.ms",
+        false,
+    ),
+    def(
+        "streams.assignment.interval.ms",
+        Int,
+        "1000",
+        "group.streams.assignment.interval.ms",
+        false,
+    ),
+    def(
+        "streams.assignor.name",
+        Str,
+        "sticky",
+        "group.streams.assignors",
+        false,
+    ),
+    def(
+        "streams.heartbeat.interval.ms",
+        Int,
+        "5000",
+        "group.streams.heartbeat.interval.ms",
+        false,
+    ),
+    def(
+        "streams.initial.rebalance.delay.ms",
+        Int,
+        "3000",
+        "group.streams.initial.rebalance.delay.ms",
+        false,
+    ),
+    def(
+        "streams.num.standby.replicas",
+        Int,
+        "0",
+        "group.streams.num.standby.replicas",
+        false,
+    ),
+    def(
+        "streams.rack.aware.assignment.tags",
+        List,
+        "",
+        "group.streams.rack.aware.assignment.tags",
+        false,
+    ),
+    def(
+        "streams.session.timeout.ms",
+        Int,
+        "45000",
+        "group.streams.session.timeout.ms",
+        false,
+    ),
+];
+
+pub fn find(name: &str) -> Option<&'static GroupConfigDef> {
+    GROUP_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// The value a group without an override has.
+pub fn default_value(d: &GroupConfigDef, broker: &BrokerConfig) -> String {
+    match d.name {
+        SESSION_TIMEOUT => broker.group_consumer_session_timeout_ms.to_string(),
+        HEARTBEAT_INTERVAL => broker.group_consumer_heartbeat_interval_ms.to_string(),
+        _ => d.default.to_string(),
+    }
+}
+
+/// The session timeout and heartbeat interval in force for a group with `overrides`.
+pub fn consumer_timeouts(
+    overrides: Option<&BTreeMap<String, String>>,
+    broker: &BrokerConfig,
+) -> (i32, i32) {
+    let get = |name: &str, default: i32| {
+        overrides
+            .and_then(|o| o.get(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    (
+        get(SESSION_TIMEOUT, broker.group_consumer_session_timeout_ms),
+        get(
+            HEARTBEAT_INTERVAL,
+            broker.group_consumer_heartbeat_interval_ms,
+        ),
+    )
+}
+
+/// Kafka's `GroupConfig.validate` of a group's full override set (names, types, `atLeast(1)`,
+/// the broker bounds, session above heartbeat), plus Strom's refusal of the configs it does
+/// not apply. The message is Kafka's; the error is INVALID_CONFIG.
+pub fn validate(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> Result<(), String> {
+    for (name, value) in overrides {
+        let Some(d) = find(name) else {
+            return Err(format!("Unknown group config name: {name}"));
+        };
+        if !d.applied {
+            return Err(format!(
+                "Group config {name} is read-only on Strom: it has no {} here",
+                feature_of(name)
+            ));
+        }
+        let n: i32 = value.trim().parse().map_err(|_| {
+            format!("Invalid value {value} for configuration {name}: Not a number of type INT")
+        })?;
+        if n < 1 {
+            return Err(format!(
+                "Invalid value {value} for configuration {name}: Value must be at least 1"
+            ));
+        }
+    }
+    let (session, heartbeat) = consumer_timeouts(Some(overrides), broker);
+    let bound = |min: i32, max: i32, own: i32| (min.min(own), max.max(own));
+    let (min_hb, max_hb) = bound(
+        MIN_HEARTBEAT,
+        MAX_HEARTBEAT,
+        broker.group_consumer_heartbeat_interval_ms,
+    );
+    let (min_s, max_s) = bound(
+        MIN_SESSION,
+        MAX_SESSION,
+        broker.group_consumer_session_timeout_ms,
+    );
+    if heartbeat < min_hb {
+        return Err(format!("{HEARTBEAT_INTERVAL} must be greater than or equal to group.consumer.min.heartbeat.interval.ms"));
+    }
+    if heartbeat > max_hb {
+        return Err(format!("{HEARTBEAT_INTERVAL} must be less than or equal to group.consumer.max.heartbeat.interval.ms"));
+    }
+    if session < min_s {
+        return Err(format!("{SESSION_TIMEOUT} must be greater than or equal to group.consumer.min.session.timeout.ms"));
+    }
+    if session > max_s {
+        return Err(format!(
+            "{SESSION_TIMEOUT} must be less than or equal to group.consumer.max.session.timeout.ms"
+        ));
+    }
+    if session <= heartbeat {
+        return Err(format!(
+            "{SESSION_TIMEOUT} must be greater than {HEARTBEAT_INTERVAL}"
+        ));
+    }
+    Ok(())
+}
+
+fn feature_of(name: &str) -> &'static str {
+    if name.starts_with("share.") {
+        "share groups"
+    } else if name.starts_with("streams.") {
+        "streams groups"
+    } else if name.starts_with("errors.deadletterqueue.") {
+        "dead-letter queues"
+    } else {
+        "asynchronous assignor (assignments are computed at each heartbeat)"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(name: &str, value: &str) -> BTreeMap<String, String> {
+        [(name.to_string(), value.to_string())].into()
+    }
+
+    #[test]
+    fn given_group_overrides_when_validated_then_kafka_rules_and_messages() {
+        let b = BrokerConfig::default();
+        assert_eq!(validate(&one(SESSION_TIMEOUT, "50000"), &b), Ok(()));
+        assert_eq!(
+            validate(&one("nope", "1"), &b).unwrap_err(),
+            "Unknown group config name: nope"
+        );
+        assert_eq!(
+            validate(&one(SESSION_TIMEOUT, "x"), &b).unwrap_err(),
+            "Invalid value x for configuration consumer.session.timeout.ms: Not a number of type INT"
+        );
+        assert!(validate(&one(SESSION_TIMEOUT, "0"), &b)
+            .unwrap_err()
+            .ends_with("Value must be at least 1"));
+        assert_eq!(
+            validate(&one(SESSION_TIMEOUT, "70000"), &b).unwrap_err(),
+            "consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms"
+        );
+        assert_eq!(
+            validate(&one(HEARTBEAT_INTERVAL, "4000"), &b).unwrap_err(),
+            "consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms"
+        );
+        let both: BTreeMap<_, _> = [
+            (SESSION_TIMEOUT.to_string(), "45000".to_string()),
+            (HEARTBEAT_INTERVAL.to_string(), "15000".to_string()),
+        ]
+        .into();
+        assert_eq!(validate(&both, &b), Ok(()));
+        assert!(validate(&one("share.session.timeout.ms", "45000"), &b)
+            .unwrap_err()
+            .contains("share groups"));
+        assert_eq!(consumer_timeouts(Some(&both), &b), (45000, 15000));
+        assert_eq!(consumer_timeouts(None, &b), (45000, 5000));
+    }
+}
