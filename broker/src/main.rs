@@ -36,6 +36,8 @@ enum Command {
     Group(AdminArgs<GroupCmd>),
     /// The cluster: info, health, broker configs.
     Cluster(AdminArgs<ClusterCmd>),
+    /// Schema Registry (Confluent's REST API): schemas, subjects, compatibility levels, modes.
+    Schema(cli::schema::SchemaArgs),
     /// Shell completions: `strom completion bash > /etc/bash_completion.d/strom`.
     Completion {
         #[arg(value_enum)]
@@ -125,6 +127,7 @@ fn main() -> anyhow::Result<()> {
         Command::Cluster(a) => client_command(cli::Command::Cluster(a)),
         Command::Produce(a) => client_command(cli::Command::Produce(a)),
         Command::Consume(a) => client_command(cli::Command::Consume(a)),
+        Command::Schema(a) => client_command(cli::Command::Schema(a)),
         Command::Connect(ConnectArgs {
             command: Some(ConnectCommand::Status(a)),
             ..

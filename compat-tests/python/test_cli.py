@@ -300,6 +300,137 @@ def test_cluster_info_health_config(broker):
     assert r["error"] is not None
 
 
+# ---------------------------------------------------------------- schema registry
+
+def sr(b, *args, code: int = 0):
+    """`strom schema ARGS` against the broker's built-in registry (Confluent's REST API)."""
+    argv = [str(brokers.STROM_BIN), "schema", *args]
+    env = dict(os.environ, STROM_REGISTRY_URL=f"http://127.0.0.1:{b.extra['schema_registry_port']}")
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=CLI_TIMEOUT_S, env=env)
+    assert r.returncode == code, f"schema {' '.join(args)}: exit {r.returncode}, want {code}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    return r
+
+
+def srj(b, *args, code: int = 0):
+    return json.loads(sr(b, *args, "--format", "json", code=code).stdout)
+
+
+def rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines()]
+
+
+def avro_user(*extra_fields: dict) -> dict:
+    return {"type": "record", "name": "User", "fields": [{"name": "id", "type": "long"}, *extra_fields]}
+
+
+# Registry only: Kafka has none (docs/schema-registry.md); the same calls work against
+# Confluent's, which CI does not run.
+def test_schema_create_get_list_check_level_mode_delete(strom_broker, tmp_path):
+    b = strom_broker
+    subj = name("sr") + "-value"
+    v1, v2, bad = tmp_path / "v1.avsc", tmp_path / "v2.avsc", tmp_path / "bad.avsc"
+    v1.write_text(json.dumps(avro_user()))
+    v2.write_text(json.dumps(avro_user({"name": "name", "type": "string", "default": ""})))
+    bad.write_text(json.dumps(avro_user({"name": "email", "type": "string"})))  # no default
+
+    out = sr(b, "create", subj, "--schema", str(v1)).stdout
+    assert rows(out)[0] == ["SUBJECT", "VERSION", "ID", "TYPE"]
+    assert rows(out)[1][:2] == [subj, "1"] and rows(out)[1][3] == "AVRO"
+    id1 = int(rows(out)[1][2])
+    # The same schema again: the same id and version, nothing new.
+    again = srj(b, "create", subj, "--schema", str(v1), "--type", "avro")
+    assert (again["subject"], again["version"], again["id"], again["type"]) == (subj, 1, id1, "AVRO")
+
+    # A field with a default keeps BACKWARD compatibility; one without breaks it.
+    assert sr(b, "check-compatibility", subj, "--schema", str(v2)).stdout == "COMPATIBLE\ntrue\n"
+    assert srj(b, "check-compatibility", subj, "--schema", str(v2)) == {"compatible": True, "messages": []}
+    r = sr(b, "check-compatibility", subj, "--schema", str(bad), code=4)
+    assert r.stdout.splitlines()[:4] == ["COMPATIBLE", "false", "", "REASON"], r.stdout
+    assert "READER_FIELD_MISSING_DEFAULT_VALUE" in r.stdout and "email" in r.stdout, r.stdout
+    assert r.stderr == f"strom: error: the schema is not compatible with {subj} (latest)\n"
+    no = srj(b, "check-compatibility", subj, "--schema", str(bad), code=4)
+    assert no["compatible"] is False and any("{compatibility: 'BACKWARD'}" in m for m in no["messages"]), no
+    r = sr(b, "create", subj, "--schema", str(bad), code=1)
+    assert "(error_code 409, HTTP 409)" in r.stderr and "hint: the schema breaks" in r.stderr, r.stderr
+
+    created = srj(b, "create", subj, "--schema", str(v2))
+    assert created["version"] == 2 and created["id"] != id1
+    id2 = created["id"]
+
+    assert rows(sr(b, "get", subj).stdout) == [["SUBJECT", "VERSION", "ID", "TYPE"], [subj, "2", str(id2), "AVRO"]]
+    got = srj(b, "get", subj, "--schema-version", "1")
+    assert [(g["subject"], g["version"], g["id"], g["type"], g["references"]) for g in got] == [(subj, 1, id1, "AVRO", [])]
+    assert json.loads(got[0]["schema"]) == avro_user()
+    assert rows(sr(b, "get", "--id", str(id1)).stdout)[1:] == [[subj, "1", str(id1), "AVRO"]]
+    assert json.loads(sr(b, "get", "--id", str(id2), "--print-schema").stdout) == json.loads(v2.read_text())
+    r = sr(b, "get", subj + "-nope", code=1)
+    assert r.stderr.splitlines() == [
+        f"strom: error: getting {subj}-nope version latest: Subject '{subj}-nope' not found. (error_code 40401, HTTP 404)",
+        "hint: no such subject: `strom schema subject list` shows the subjects",
+    ]
+    r = sr(b, "get", subj, "--schema-version", "9", code=1)
+    assert "(error_code 40402, HTTP 404)" in r.stderr
+
+    assert rows(sr(b, "list", subj).stdout) == [
+        ["SUBJECT", "VERSION", "ID", "TYPE"], [subj, "1", str(id1), "AVRO"], [subj, "2", str(id2), "AVRO"]]
+    assert subj in srj(b, "subject", "list")
+    assert [subj] in rows(sr(b, "subject", "list").stdout)
+
+    # Levels: the subject falls back to the global BACKWARD until it has its own.
+    assert rows(sr(b, "compatibility-level", "get", subj).stdout) == [["SUBJECT", "VALUE", "ERROR"], [subj, "BACKWARD", "-"]]
+    assert srj(b, "compatibility-level", "set", subj, "--level", "none") == [{"subject": subj, "value": "NONE", "error": None}]
+    assert srj(b, "compatibility-level", "get", subj) == [{"subject": subj, "value": "NONE", "error": None}]
+    assert sr(b, "check-compatibility", subj, "--schema", str(bad)).stdout == "COMPATIBLE\ntrue\n"
+    wrong = srj(b, "compatibility-level", "set", subj, "--level", "SIDEWAYS", code=1)
+    assert wrong[0]["value"] is None and wrong[0]["error"]["code"] == 42203 and wrong[0]["error"]["http_status"] == 422
+    r = sr(b, "compatibility-level", "set", subj, "--level", "SIDEWAYS", code=1)
+    assert r.stderr == "strom: error: 1 of 1 failed\n" and "(42203)" in r.stdout
+
+    # Mode: READONLY refuses writes with Confluent's 42205.
+    assert rows(sr(b, "mode", "get", subj).stdout)[1] == [subj, "READWRITE", "-"]
+    assert srj(b, "mode", "set", subj, "--mode", "READONLY") == [{"subject": subj, "value": "READONLY", "error": None}]
+    r = sr(b, "create", subj, "--schema", str(bad), code=1)
+    assert "(error_code 42205, HTTP 422)" in r.stderr, r.stderr
+    assert srj(b, "mode", "set", subj, "--mode", "READWRITE")[0]["value"] == "READWRITE"
+
+    # Deletes: soft first, then permanent; permanent first is Confluent's 40407.
+    r = sr(b, "delete", subj, "--schema-version", "1", "--permanent", code=1)
+    assert "(error_code 40407, HTTP 404)" in r.stderr and "hint: delete it without --permanent first" in r.stderr
+    assert rows(sr(b, "delete", subj, "--schema-version", "1").stdout) == [["SUBJECT", "VERSION", "DELETED"], [subj, "1", "soft"]]
+    assert [x["version"] for x in srj(b, "list", subj)] == [2]
+    assert [x["version"] for x in srj(b, "list", subj, "--deleted")] == [1, 2]
+    assert srj(b, "delete", subj, "--schema-version", "1", "--permanent") == {"subject": subj, "version": 1, "permanent": True}
+    assert rows(sr(b, "subject", "delete", subj).stdout) == [["SUBJECT", "VERSIONS", "DELETED", "ERROR"], [subj, "2", "soft", "-"]]
+    assert subj not in srj(b, "subject", "list") and subj in srj(b, "subject", "list", "--deleted")
+    assert srj(b, "subject", "delete", subj, "--permanent") == [{"subject": subj, "versions": [2], "permanent": True, "error": None}]
+    gone = srj(b, "subject", "delete", subj, code=1)
+    assert gone[0]["error"]["code"] == 40401 and gone[0]["versions"] == []
+
+
+def test_schema_protobuf_with_reference_and_usage_errors(strom_broker, tmp_path):
+    b = strom_broker
+    common, order = name("common"), name("order") + "-value"
+    (tmp_path / "common.proto").write_text('syntax = "proto3";\npackage shop;\nmessage Money { int64 cents = 1; }\n')
+    (tmp_path / "order.txt").write_text(
+        'syntax = "proto3";\npackage shop;\nimport "shop/common.proto";\nmessage Order { shop.Money total = 1; }\n')
+    assert srj(b, "create", common, "--schema", str(tmp_path / "common.proto"))["type"] == "PROTOBUF"
+    # No extension to go by: --type is needed (a usage error, exit 2, before any request).
+    r = sr(b, "create", order, "--schema", str(tmp_path / "order.txt"), code=2)
+    assert "give --type avro|protobuf|json" in r.stderr
+    # Without the reference the import cannot resolve: Confluent's 42201.
+    r = sr(b, "create", order, "--schema", str(tmp_path / "order.txt"), "--type", "protobuf", code=1)
+    assert "(error_code 42201, HTTP 422)" in r.stderr, r.stderr
+    o = srj(b, "create", order, "--schema", str(tmp_path / "order.txt"), "--type", "protobuf",
+            "--references", f"shop/common.proto:{common}:1")
+    got = srj(b, "get", order)[0]
+    assert got["id"] == o["id"] and got["references"] == [{"name": "shop/common.proto", "subject": common, "version": 1}]
+    assert "message Order" in got["schema"]
+    r = sr(b, "create", order, "--schema", str(tmp_path / "order.txt"), "--type", "protobuf", "--references", "nocolons", code=2)
+    assert "NAME:SUBJECT:VERSION" in r.stderr
+    r = sr(b, "get", "--registry-url", "http://127.0.0.1:1", order, code=3)
+    assert "cannot reach the schema registry at http://127.0.0.1:1" in r.stderr and "--registry-url" in r.stderr
+
+
 # ---------------------------------------------------------------- completions, man pages
 
 def test_completion_and_man_pages(tmp_path):
@@ -309,5 +440,6 @@ def test_completion_and_man_pages(tmp_path):
         assert "trim-prefix" in out.stdout
     subprocess.run([str(brokers.STROM_BIN), "man", "--dir", str(tmp_path)], check=True, timeout=30)
     pages = {p.name for p in tmp_path.iterdir()}
-    assert {"strom.1", "strom-topic.1", "strom-topic-create.1", "strom-group-seek.1", "strom-consume.1"} <= pages
+    assert {"strom.1", "strom-topic.1", "strom-topic-create.1", "strom-group-seek.1", "strom-consume.1",
+            "strom-schema-create.1", "strom-schema-compatibility-level-set.1"} <= pages
     assert ".TH strom-topic-create 1" in (tmp_path / "strom-topic-create.1").read_text()

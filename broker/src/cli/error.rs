@@ -11,7 +11,8 @@ pub const EXIT_KAFKA: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// No broker could be reached or talked to (connection refused, timeout, broken answer).
 pub const EXIT_UNREACHABLE: i32 = 3;
-/// `cluster health`: the cluster answered but is not healthy.
+/// The check answered no: `cluster health` not healthy, `schema check-compatibility`
+/// incompatible.
 pub const EXIT_UNHEALTHY: i32 = 4;
 
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +32,20 @@ pub enum CliError {
     Partial { failed: usize, total: usize },
     #[error("the cluster is not healthy")]
     Unhealthy,
+    /// The schema registry answered with a Confluent error (`{"error_code", "message"}`).
+    #[error("{context}: {message} (error_code {code}, HTTP {status})")]
+    Registry {
+        context: String,
+        status: u16,
+        code: i64,
+        message: String,
+    },
+    #[error("cannot reach the schema registry at {url}: {reason}")]
+    RegistryUnreachable { url: String, reason: String },
+    /// `schema check-compatibility`: the schema could not be registered; the reasons were
+    /// printed.
+    #[error("the schema is not compatible with {0}")]
+    Incompatible(String),
     #[error("{0}")]
     Client(String),
     #[error(transparent)]
@@ -48,10 +63,13 @@ impl CliError {
 
     pub fn exit_code(&self) -> i32 {
         match self {
-            CliError::Kafka { .. } | CliError::Partial { .. } | CliError::Client(_) => EXIT_KAFKA,
+            CliError::Kafka { .. }
+            | CliError::Partial { .. }
+            | CliError::Client(_)
+            | CliError::Registry { .. } => EXIT_KAFKA,
             CliError::Usage(_) => EXIT_USAGE,
-            CliError::Unreachable { .. } => EXIT_UNREACHABLE,
-            CliError::Unhealthy => EXIT_UNHEALTHY,
+            CliError::Unreachable { .. } | CliError::RegistryUnreachable { .. } => EXIT_UNREACHABLE,
+            CliError::Unhealthy | CliError::Incompatible(_) => EXIT_UNHEALTHY,
             CliError::Io(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_OK,
             CliError::Io(_) => EXIT_KAFKA,
         }
@@ -63,6 +81,10 @@ impl CliError {
             CliError::Kafka { code, .. } => hint(*code),
             CliError::Unreachable { .. } => Some(
                 "is the broker running? Set --brokers HOST:PORT or STROM_BROKERS (default 127.0.0.1:9092)",
+            ),
+            CliError::Registry { code, .. } => registry_hint(*code),
+            CliError::RegistryUnreachable { .. } => Some(
+                "is the schema registry running? Set --registry-url URL or STROM_REGISTRY_URL (default http://127.0.0.1:8081)",
             ),
             _ => None,
         }
@@ -132,6 +154,26 @@ fn hint(code: i16) -> Option<&'static str> {
     })
 }
 
+/// What to do about Confluent's registry error codes (docs/schema-registry.md, "Errors").
+fn registry_hint(code: i64) -> Option<&'static str> {
+    Some(match code {
+        40401 => "no such subject: `strom schema subject list` shows the subjects",
+        40402 => "no such version: `strom schema list SUBJECT` shows the subject's versions",
+        40403 => "no schema has this id: `strom schema list` shows the ids",
+        40404 => "the subject is soft-deleted: `--deleted` shows it, `--permanent` removes it",
+        40405 | 40407 => "delete it without --permanent first (a soft delete), then with --permanent",
+        40406 => "the version is soft-deleted: `--deleted` shows it, `--permanent` removes it",
+        409 | 40901 => "the schema breaks the subject's compatibility level: `strom schema check-compatibility` shows why, `strom schema compatibility-level get SUBJECT` shows the level",
+        42201 => "check the schema file, its --type and its --references",
+        42202 => "a version is 1..2147483647 or `latest`",
+        42203 => "levels: NONE, BACKWARD, BACKWARD_TRANSITIVE, FORWARD, FORWARD_TRANSITIVE, FULL, FULL_TRANSITIVE",
+        42204 => "modes: READWRITE, READONLY, READONLY_OVERRIDE, IMPORT",
+        42205 => "the registry's mode forbids it: `strom schema mode get SUBJECT`",
+        42206 => "other schemas reference this version: delete them first",
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +199,23 @@ mod tests {
                 EXIT_UNREACHABLE,
             ),
             (CliError::Unhealthy, EXIT_UNHEALTHY),
+            (CliError::Incompatible("s".into()), EXIT_UNHEALTHY),
+            (
+                CliError::Registry {
+                    context: "c".into(),
+                    status: 404,
+                    code: 40401,
+                    message: "m".into(),
+                },
+                EXIT_KAFKA,
+            ),
+            (
+                CliError::RegistryUnreachable {
+                    url: "u".into(),
+                    reason: "r".into(),
+                },
+                EXIT_UNREACHABLE,
+            ),
             (
                 CliError::Partial {
                     failed: 1,

@@ -1,5 +1,5 @@
 //! `strom`'s client commands, in rpk's spirit: `topic`, `produce`, `consume`, `group`,
-//! `cluster`, `connect status`, `completion`, `man` (docs/cli.md). They are Kafka clients
+//! `cluster`, `schema`, `connect status`, `completion`, `man` (docs/cli.md). They are Kafka clients
 //! and work against Strom and any Apache Kafka broker.
 //!
 //! Produce and consume go through librdkafka (the same build the connectors link); the admin
@@ -18,6 +18,8 @@ pub mod messages;
 pub mod offsets;
 pub mod output;
 pub mod produce;
+pub mod registry;
+pub mod schema;
 pub mod template;
 pub mod topic;
 
@@ -97,6 +99,7 @@ pub enum Command {
     Produce(ProduceCmd),
     Consume(ConsumeCmd),
     ConnectStatus(connect::StatusArgs),
+    Schema(schema::SchemaArgs),
 }
 
 /// Runs a client command; returns the process exit code (error::EXIT_*), after printing the
@@ -129,6 +132,7 @@ pub fn run(cmd: Command) -> i32 {
             Command::Produce(p) => produce::run(&p.conn, p.args).await,
             Command::Consume(c) => consume::run(&c.conn, c.args).await,
             Command::ConnectStatus(a) => connect::status(a).await,
+            Command::Schema(a) => schema::run(a).await,
         }
     });
     // librdkafka's threads and pending blocking reads (stdin) must not hold the exit.
