@@ -148,8 +148,19 @@ retry_backoff_ms = 50
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(counted, N as u64, "exactly the records");
     let stored: HashMap<String, Vec<f32>> = sink.all_vectors().await.unwrap().into_iter().collect();
+    let missing: Vec<&(i32, i64)> = landed
+        .iter()
+        .filter(|(p, o)| !stored.contains_key(&offset_id("crash", *p, *o)))
+        .collect();
+    assert_eq!(
+        counted,
+        N as u64,
+        "exactly the records; missing (partition, offset): {} from {:?} to {:?}",
+        missing.len(),
+        missing.first(),
+        missing.last()
+    );
     assert_eq!(stored.len(), N);
     for (i, (p, o)) in landed.iter().enumerate() {
         let v = &stored[&offset_id("crash", *p, *o)];

@@ -390,6 +390,16 @@ impl WeaviateSink {
         if !status.is_success() {
             return Err(weaviate_error("batch objects", status, &answer));
         }
+        // Weaviate answers one entry per object sent. Anything else (a body that is not that
+        // array, e.g. from a server still starting) proves nothing was written: retry the run
+        // (upserts by deterministic id, so a retry never duplicates) instead of counting it done.
+        let listed = answer.as_array().map_or(0, Vec::len);
+        if listed != objects.len() {
+            return Err(SinkError::Transient(format!(
+                "batch objects: {listed} results for {} objects sent",
+                objects.len()
+            )));
+        }
         let mut rejected = Vec::new();
         for obj in answer.as_array().into_iter().flatten() {
             let errors: Vec<&str> = obj["result"]["errors"]["error"]
