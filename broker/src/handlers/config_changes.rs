@@ -19,6 +19,7 @@ use crate::shard::frontend;
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 pub const RESOURCE_BROKER_LOGGER: i8 = 8;
+pub const RESOURCE_GROUP: i8 = 32;
 
 pub use super::errors::AlterError;
 
@@ -90,7 +91,7 @@ pub fn config_refusal(
             Some(ResponseError::ClusterAuthorizationFailed.code())
         }
         // Kafka's ConfigAdminManager checks a GROUP resource on the group itself.
-        super::group_configs::RESOURCE_GROUP if !access.allows(op, ResourceType::Group, name) => {
+        RESOURCE_GROUP if !access.allows(op, ResourceType::Group, name) => {
             Some(ResponseError::GroupAuthorizationFailed.code())
         }
         _ => None,

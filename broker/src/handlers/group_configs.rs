@@ -12,12 +12,11 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+pub use super::config_changes::RESOURCE_GROUP;
 use super::config_changes::{AlterError, Change, Op};
 use super::RequestContext;
 use crate::config::group::{self, GROUP_CONFIGS};
 use crate::config::topic::ConfigSource;
-
-pub const RESOURCE_GROUP: i8 = 32;
 
 /// Kafka's `ConfigSource.GROUP_CONFIG`.
 const SOURCE_GROUP: i8 = 8;
