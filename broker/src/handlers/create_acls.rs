@@ -24,17 +24,8 @@ pub async fn handle(ctx: &RequestContext, req: CreateAclsRequest) -> CreateAclsR
     let all = |r: AclCreationResult| {
         CreateAclsResponse::default().with_results(vec![r; req.creations.len()])
     };
-    if ctx.ctx().authorizer.is_none() {
-        return all(fail(
-            ResponseError::SecurityDisabled,
-            super::errors::NO_AUTHORIZER.into(),
-        ));
-    }
-    if !ctx.access().allows_cluster(Operation::Alter) {
-        return all(fail(
-            ResponseError::ClusterAuthorizationFailed,
-            super::errors::CLUSTER_AUTHORIZATION_FAILED.into(),
-        ));
+    if let Some((code, msg)) = super::errors::acl_api_refusal(ctx, Operation::Alter) {
+        return all(fail(code, msg.into()));
     }
     let bindings: Vec<Result<AclBinding, String>> = req
         .creations

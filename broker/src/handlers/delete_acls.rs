@@ -25,17 +25,8 @@ pub async fn handle(ctx: &RequestContext, req: DeleteAclsRequest) -> DeleteAclsR
     let all = |r: DeleteAclsFilterResult| {
         DeleteAclsResponse::default().with_filter_results(vec![r; req.filters.len()])
     };
-    if ctx.ctx().authorizer.is_none() {
-        return all(fail(
-            ResponseError::SecurityDisabled,
-            super::errors::NO_AUTHORIZER.into(),
-        ));
-    }
-    if !ctx.access().allows_cluster(Operation::Alter) {
-        return all(fail(
-            ResponseError::ClusterAuthorizationFailed,
-            super::errors::CLUSTER_AUTHORIZATION_FAILED.into(),
-        ));
+    if let Some((code, msg)) = super::errors::acl_api_refusal(ctx, Operation::Alter) {
+        return all(fail(code, msg.into()));
     }
     let filters: Vec<AclFilter> = req.filters.iter().map(filter).collect();
     let known: Vec<AclFilter> = filters

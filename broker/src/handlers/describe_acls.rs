@@ -22,17 +22,8 @@ pub async fn handle(ctx: &RequestContext, req: DescribeAclsRequest) -> DescribeA
             .with_error_code(code.code())
             .with_error_message(Some(StrBytes::from_string(msg.into())))
     };
-    if ctx.ctx().authorizer.is_none() {
-        return fail(
-            ResponseError::SecurityDisabled,
-            super::errors::NO_AUTHORIZER,
-        );
-    }
-    if !ctx.access().allows_cluster(Operation::Describe) {
-        return fail(
-            ResponseError::ClusterAuthorizationFailed,
-            super::errors::CLUSTER_AUTHORIZATION_FAILED,
-        );
+    if let Some((code, msg)) = super::errors::acl_api_refusal(ctx, Operation::Describe) {
+        return fail(code, msg);
     }
     let filter = AclFilter {
         resource_type: ResourceType::from_code(req.resource_type_filter),

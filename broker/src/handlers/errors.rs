@@ -274,6 +274,25 @@ pub fn session_code(e: &SessionError) -> i16 {
     r.code()
 }
 
+/// Kafka's gate for the ACL APIs: no authorizer configured → SECURITY_DISABLED; otherwise
+/// `op` (ALTER to create/delete, DESCRIBE to describe) on the cluster, else
+/// CLUSTER_AUTHORIZATION_FAILED. The error and the message to answer with, if refused.
+pub fn acl_api_refusal(
+    ctx: &super::RequestContext,
+    op: crate::security::acl::Operation,
+) -> Option<(ResponseError, &'static str)> {
+    if ctx.ctx().authorizer.is_none() {
+        Some((ResponseError::SecurityDisabled, NO_AUTHORIZER))
+    } else if !ctx.access().allows_cluster(op) {
+        Some((
+            ResponseError::ClusterAuthorizationFailed,
+            CLUSTER_AUTHORIZATION_FAILED,
+        ))
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
