@@ -5,55 +5,24 @@ mod common;
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use common::{batch, idempotent_batch, produce, start, topic_name, Client};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use bytes::BytesMut;
+use common::{
+    batch, create_topic, fetch_all, idempotent_batch, produce, start, topic_name, Client,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::records::RecordBatchDecoder;
-
-fn create(c: &mut Client, name: &str, partitions: i32) {
-    let req = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(topic_name(name))
-        .with_num_partitions(partitions)
-        .with_replication_factor(1)]);
-    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
-    assert_eq!(r.topics[0].error_code, 0);
-}
-
-fn fetch_values(c: &mut Client, name: &str, partition: i32) -> Vec<(i64, Bytes)> {
-    let req = FetchRequest::default()
-        .with_max_bytes(10 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(topic_name(name))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(partition)
-                .with_fetch_offset(0)
-                .with_partition_max_bytes(10 << 20)])]);
-    let r: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
-    let p = &r.responses[0].partitions[0];
-    assert_eq!(p.error_code, 0);
-    let mut records = p.records.clone().unwrap_or_default();
-    RecordBatchDecoder::decode_all(&mut records)
-        .unwrap()
-        .into_iter()
-        .flat_map(|s| s.records.into_iter().map(|r| (r.offset, r.value.unwrap())))
-        .collect()
-}
 
 #[test]
 fn given_data_when_broker_restarts_then_everything_is_there_with_same_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), 2);
     let mut c = Client::connect(server.kafka_addr);
-    create(&mut c, "keep", 4);
+    create_topic(&mut c, "keep", 4);
     for p in 0..4 {
         assert_eq!(produce(&mut c, "keep", p, batch(3, "a")), (0, 0));
         assert_eq!(produce(&mut c, "keep", p, batch(2, "b")), (0, 3));
     }
-    let before: Vec<_> = (0..4).map(|p| fetch_values(&mut c, "keep", p)).collect();
+    let before: Vec<_> = (0..4).map(|p| fetch_all(&mut c, "keep", p)).collect();
     drop(c);
     server.shutdown().unwrap();
     assert!(
@@ -63,7 +32,7 @@ fn given_data_when_broker_restarts_then_everything_is_there_with_same_offsets() 
 
     let server = start(dir.path(), 3); // a different shard count moves partitions' homes
     let mut c = Client::connect(server.kafka_addr);
-    let after: Vec<_> = (0..4).map(|p| fetch_values(&mut c, "keep", p)).collect();
+    let after: Vec<_> = (0..4).map(|p| fetch_all(&mut c, "keep", p)).collect();
     assert_eq!(before, after);
     assert_eq!(after[0].len(), 5);
     assert_eq!(produce(&mut c, "keep", 0, batch(1, "c")), (0, 5));
@@ -77,7 +46,7 @@ fn given_idempotent_producer_when_broker_restarts_then_retry_is_a_duplicate_and_
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), 1);
     let mut c = Client::connect(server.kafka_addr);
-    create(&mut c, "idem", 1);
+    create_topic(&mut c, "idem", 1);
     let first = idempotent_batch(3, "a", 77, 0, 0);
     assert_eq!(produce(&mut c, "idem", 0, first.clone()), (0, 0));
     assert_eq!(
@@ -113,7 +82,7 @@ fn given_idempotent_producer_when_broker_restarts_then_retry_is_a_duplicate_and_
         produce(&mut c, "idem", 0, idempotent_batch(1, "c", 77, 0, 5)),
         (0, 5)
     );
-    assert_eq!(fetch_values(&mut c, "idem", 0).len(), 6);
+    assert_eq!(fetch_all(&mut c, "idem", 0).len(), 6);
     drop(c);
     server.shutdown().unwrap();
 }
@@ -123,7 +92,7 @@ fn given_corrupt_durable_log_when_restarting_then_that_partition_offline_and_oth
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), 1);
     let mut c = Client::connect(server.kafka_addr);
-    create(&mut c, "two", 2);
+    create_topic(&mut c, "two", 2);
     for p in 0..2 {
         assert_eq!(produce(&mut c, "two", p, batch(3, "a")), (0, 0));
         assert_eq!(produce(&mut c, "two", p, batch(3, "b")), (0, 3));
@@ -145,7 +114,7 @@ fn given_corrupt_durable_log_when_restarting_then_that_partition_offline_and_oth
         "KAFKA_STORAGE_ERROR"
     );
     assert_eq!(produce(&mut c, "two", 1, batch(1, "c")), (0, 6));
-    assert_eq!(fetch_values(&mut c, "two", 1).len(), 7);
+    assert_eq!(fetch_all(&mut c, "two", 1).len(), 7);
     drop(c);
     server.shutdown().unwrap();
 }
@@ -175,7 +144,7 @@ fn given_malformed_frames_when_sent_then_connection_closed_and_others_unaffected
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), 2);
     let mut healthy = Client::connect(server.kafka_addr);
-    create(&mut healthy, "t", 1);
+    create_topic(&mut healthy, "t", 1);
     let garbage: Vec<Vec<u8>> = vec![
         // 2 GiB length prefix: refused before allocating.
         vec![0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0],
@@ -209,7 +178,7 @@ fn given_malformed_frames_when_sent_then_connection_closed_and_others_unaffected
         let mut c = Client::connect(server.kafka_addr);
         c.send_raw(&[0, 0, 1, 0, 0, 0]).unwrap();
     }
-    let values = fetch_values(&mut healthy, "t", 0);
+    let values = fetch_all(&mut healthy, "t", 0);
     assert_eq!(
         values.len(),
         6,
@@ -229,7 +198,7 @@ fn given_a_thousand_idle_connections_when_a_client_works_then_it_is_served() {
         .map(|_| std::net::TcpStream::connect(server.kafka_addr).expect("connect"))
         .collect();
     let mut c = Client::connect(server.kafka_addr);
-    create(&mut c, "busy", 1);
+    create_topic(&mut c, "busy", 1);
     for i in 0..20 {
         assert_eq!(produce(&mut c, "busy", 0, batch(2, "x")), (0, i * 2));
     }
@@ -245,7 +214,7 @@ fn given_pipelined_requests_when_sent_back_to_back_then_answers_in_request_order
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), 2);
     let mut c = Client::connect(server.kafka_addr);
-    create(&mut c, "p", 8);
+    create_topic(&mut c, "p", 8);
     // Write 40 produce requests to different partitions (homes on different shards) without
     // reading, then read: correlation ids must come back in order.
     let mut frames = BytesMut::new();
