@@ -553,6 +553,20 @@ pub fn group_caught_up(bootstrap: &str, group: &str, topic: &str, partitions: i3
     })
 }
 
+/// The end offset (high watermark) of partition 0 of `topic`: how many records a DLQ holds,
+/// exactly, where reading it with a group consumer inside a timeout could miss them (a
+/// classic group's first join alone waits `group.initial.rebalance.delay.ms`, 3 s).
+pub fn end_offset(bootstrap: &str, topic: &str) -> i64 {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("consumer");
+    let (_, high) = c
+        .fetch_watermarks(topic, 0, Duration::from_secs(30))
+        .expect("watermarks");
+    high
+}
+
 /// Polls `f` every 500 ms until it is true or `secs` pass.
 pub async fn eventually<F, Fut>(secs: u64, what: &str, mut f: F)
 where
