@@ -85,6 +85,12 @@ pub struct BrokerConfig {
     /// Kafka `sasl.server.max.receive.size`: the largest request accepted before a SASL
     /// connection has authenticated, bytes. Default 524288.
     pub sasl_server_max_receive_size: i32,
+    /// Kafka `quota.window.num`: how many windows a client quota's rate is measured over
+    /// (`quota::rate`). Default 11, >= 1. Restart needed.
+    pub quota_window_num: u32,
+    /// Kafka `quota.window.size.seconds`: each quota window's length, seconds. Default 1,
+    /// >= 1. Restart needed.
+    pub quota_window_size_seconds: u32,
     /// Kafka `authorizer.class.name`: empty (default) = no authorizer, every request is
     /// allowed; `org.apache.kafka.metadata.authorizer.StandardAuthorizer` turns ACLs on
     /// (`security::authorizer`).
@@ -248,6 +254,8 @@ impl Default for BrokerConfig {
             connections_max_reauth_ms: 0,
             connection_failed_authentication_delay_ms: 100,
             sasl_server_max_receive_size: 524_288,
+            quota_window_num: 11,
+            quota_window_size_seconds: 1,
             authorizer_class_name: String::new(),
             super_users: String::new(),
             allow_everyone_if_no_acl_found: false,

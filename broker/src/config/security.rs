@@ -242,6 +242,12 @@ pub fn validate(
             "must be >= 0".into(),
         ));
     }
+    if config.quota_window_num < 1 {
+        return Err(("quota_window_num", "must be >= 1".into()));
+    }
+    if config.quota_window_size_seconds < 1 {
+        return Err(("quota_window_size_seconds", "must be >= 1".into()));
+    }
     if config.sasl_server_max_receive_size < 1024 {
         return Err(("sasl_server_max_receive_size", "must be >= 1024".into()));
     }

@@ -371,6 +371,28 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                         h.call(key, v, DeleteAclsRequest::default().with_filters(vec![f]));
                     assert_eq!(r.filter_results[0].error_code, 54, "{ctx}");
                 }
+                ApiKey::AlterClientQuotas => {
+                    use kafka_protocol::messages::alter_client_quotas_request as acq;
+                    let e = acq::EntryData::default()
+                        .with_entity(vec![acq::EntityData::default()
+                            .with_entity_type("client-id".into())
+                            .with_entity_name(Some("all-versions".into()))])
+                        .with_ops(vec![acq::OpData::default()
+                            .with_key("producer_byte_rate".into())
+                            .with_value(1e9)]);
+                    let r: AlterClientQuotasResponse = h.call(
+                        key,
+                        v,
+                        AlterClientQuotasRequest::default().with_entries(vec![e]),
+                    );
+                    assert_eq!(r.entries[0].error_code, 0, "{ctx}");
+                }
+                ApiKey::DescribeClientQuotas => {
+                    let r: DescribeClientQuotasResponse =
+                        h.call(key, v, DescribeClientQuotasRequest::default());
+                    assert_eq!(r.error_code, 0, "{ctx}");
+                    assert!(r.entries.is_some(), "{ctx}");
+                }
                 key if super::group_tests::is_group_api(key) => {
                     super::group_tests::call_at_version(&h, key, v);
                 }

@@ -28,6 +28,7 @@ pub async fn handle(
         .map(|t| t.name.to_string())
         .collect();
     let mut results = Vec::new();
+    let mut throttle_ms = 0i64;
     for t in req.topics {
         let fail = |code: ResponseError, msg: String| {
             CreatePartitionsTopicResult::default()
@@ -86,6 +87,18 @@ pub async fn handle(
             }
         }
         if !req.validate_only {
+            // The controller mutation quota (`quota`): the partitions added, strict since v3.
+            match ctx.record_mutation(t.count - current, ctx.version() >= 3) {
+                Err(ms) => {
+                    throttle_ms = throttle_ms.max(ms);
+                    results.push(fail(
+                        ResponseError::ThrottlingQuotaExceeded,
+                        super::errors::THROTTLING_QUOTA_EXCEEDED.into(),
+                    ));
+                    continue;
+                }
+                Ok(ms) => throttle_ms = throttle_ms.max(ms),
+            }
             if let Err(e) = broker.catalog.set_partitions(&meta.name, t.count) {
                 results.push(fail(ResponseError::KafkaStorageError, e.to_string()));
                 continue;
@@ -103,7 +116,9 @@ pub async fn handle(
         }
         results.push(CreatePartitionsTopicResult::default().with_name(t.name.clone()));
     }
-    CreatePartitionsResponse::default().with_results(results)
+    CreatePartitionsResponse::default()
+        .with_results(results)
+        .with_throttle_time_ms(ctx.throttle(throttle_ms))
 }
 
 #[cfg(test)]

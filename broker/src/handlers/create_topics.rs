@@ -121,6 +121,10 @@ fn describe_configs(
 /// topic (else TOPIC_AUTHORIZATION_FAILED, "Authorization failed."); the created topic's
 /// configs are returned only with DESCRIBE_CONFIGS on it (else `topic_config_error_code`
 /// TOPIC_AUTHORIZATION_FAILED).
+fn exists(ctx: &RequestContext, name: &str) -> bool {
+    ctx.ctx().catalog.snapshot().get(name).is_some()
+}
+
 pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse {
     let access = ctx.access();
     let cluster_create = access.allows_cluster(Operation::Create);
@@ -132,6 +136,10 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
         .map(|t| t.name.to_string())
         .collect();
     let mut results = Vec::new();
+    // The controller mutation quota (`quota`): strict since v6, which knows
+    // THROTTLING_QUOTA_EXCEEDED; validate_only creates nothing and is not metered.
+    let strict = ctx.version() >= 6;
+    let mut throttle_ms = 0i64;
     for t in &req.topics {
         let mut result = CreatableTopicResult::default().with_name(t.name.clone());
         let outcome = if duplicates.contains(t.name.as_str()) {
@@ -153,11 +161,23 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
         } else {
             match check(ctx, t) {
                 Ok((partitions, configs)) if req.validate_only => Ok((partitions, configs, None)),
-                Ok((partitions, configs)) => {
-                    create_topic(ctx.ctx(), t.name.as_str(), partitions, configs.clone())
-                        .await
-                        .map(|meta| (partitions, configs, Some(meta)))
-                }
+                // A topic that exists already creates nothing, so it takes no quota.
+                Ok((partitions, configs)) => match if exists(ctx, t.name.as_str()) {
+                    Ok(0)
+                } else {
+                    ctx.record_mutation(partitions, strict)
+                } {
+                    Err(ms) => {
+                        throttle_ms = throttle_ms.max(ms);
+                        Err(CreateError::ThrottlingQuotaExceeded)
+                    }
+                    Ok(ms) => {
+                        throttle_ms = throttle_ms.max(ms);
+                        create_topic(ctx.ctx(), t.name.as_str(), partitions, configs.clone())
+                            .await
+                            .map(|meta| (partitions, configs, Some(meta)))
+                    }
+                },
                 Err(e) => Err(e),
             }
         };
@@ -194,7 +214,9 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
         }
         results.push(result);
     }
-    CreateTopicsResponse::default().with_topics(results)
+    CreateTopicsResponse::default()
+        .with_topics(results)
+        .with_throttle_time_ms(ctx.throttle(throttle_ms))
 }
 
 #[cfg(test)]
@@ -218,6 +240,7 @@ mod tests {
         let table = [
             (CreateError::InvalidName("x".into()), 17),
             (CreateError::AlreadyExists, 36),
+            (CreateError::ThrottlingQuotaExceeded, 89),
             (CreateError::InvalidPartitions, 37),
             (CreateError::InvalidReplicationFactor("x".into()), 38),
             (CreateError::InvalidAssignment("x".into()), 39),

@@ -32,6 +32,9 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTop
     };
     let access = ctx.access();
     let mut results = Vec::new();
+    // The controller mutation quota (`quota`): a deleted topic's partitions, strict since v5.
+    let strict = ctx.version() >= 5;
+    let mut throttle_ms = 0i64;
     for (name, id) in wanted {
         let catalog = broker.catalog.snapshot();
         let meta = match &name {
@@ -51,6 +54,21 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTop
         if target.is_some_and(|t| !access.allows(Operation::Delete, ResourceType::Topic, t)) {
             results.push(r.with_error_code(ResponseError::TopicAuthorizationFailed.code()));
             continue;
+        }
+        if let Some(m) = &meta {
+            match ctx.record_mutation(m.partitions, strict) {
+                Err(ms) => {
+                    throttle_ms = throttle_ms.max(ms);
+                    results.push(
+                        r.with_error_code(ResponseError::ThrottlingQuotaExceeded.code())
+                            .with_error_message(Some(StrBytes::from_static_str(
+                                super::errors::THROTTLING_QUOTA_EXCEEDED,
+                            ))),
+                    );
+                    continue;
+                }
+                Ok(ms) => throttle_ms = throttle_ms.max(ms),
+            }
         }
         match meta {
             None => {
@@ -85,7 +103,9 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTop
         }
         results.push(r);
     }
-    DeleteTopicsResponse::default().with_responses(results)
+    DeleteTopicsResponse::default()
+        .with_responses(results)
+        .with_throttle_time_ms(ctx.throttle(throttle_ms))
 }
 
 #[cfg(test)]

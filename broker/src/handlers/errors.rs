@@ -27,6 +27,8 @@ pub const NO_AUTHORIZER: &str = "No Authorizer is configured.";
 /// The messages of Kafka's authorization exceptions (`Errors.java` defaults), for the APIs
 /// whose responses carry a message.
 pub const CLUSTER_AUTHORIZATION_FAILED: &str = "Cluster authorization failed.";
+/// Kafka's `Errors.THROTTLING_QUOTA_EXCEEDED` message.
+pub const THROTTLING_QUOTA_EXCEEDED: &str = "The throttling quota has been exceeded.";
 pub const TOPIC_AUTHORIZATION_FAILED: &str = "Topic authorization failed.";
 pub const GROUP_AUTHORIZATION_FAILED: &str = "Group authorization failed.";
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: &str = "Transactional Id authorization failed.";
@@ -238,6 +240,7 @@ pub fn create_code(e: &CreateError) -> i16 {
         CreateError::InvalidRequest(_) => ResponseError::InvalidRequest,
         CreateError::InvalidConfig(_) => ResponseError::InvalidConfig,
         CreateError::Storage(_) => ResponseError::KafkaStorageError,
+        CreateError::ThrottlingQuotaExceeded => ResponseError::ThrottlingQuotaExceeded,
     };
     r.code()
 }

@@ -23,6 +23,7 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
@@ -39,6 +40,7 @@ pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_acls;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -71,6 +73,7 @@ pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
+pub mod throttle;
 pub mod txn_offset_commit;
 pub mod update_features;
 pub mod write_txn_markers;
@@ -81,6 +84,8 @@ mod acl_tests;
 mod all_versions_tests;
 #[cfg(test)]
 mod group_tests;
+#[cfg(test)]
+mod quota_tests;
 #[cfg(test)]
 pub mod testing;
 #[cfg(test)]
@@ -103,6 +108,10 @@ pub struct RequestContext {
     pub header: RequestHeader,
     /// The connection: listener, client address (`/127.0.0.1`), principal.
     pub session: Rc<Session>,
+    /// When the request's first phase started, and the request's size (header and body):
+    /// what the request and produce quotas meter (`quota`).
+    pub started: std::time::Instant,
+    pub frame_bytes: usize,
 }
 
 impl RequestContext {
@@ -117,6 +126,74 @@ impl RequestContext {
     pub fn access(&self) -> crate::security::authorizer::Access {
         crate::security::authorizer::Access::new(&self.shard.ctx.authorizer, &self.session)
     }
+    /// The request header's `client.id` ("" when there is none), a quota entity.
+    pub fn client_id(&self) -> &str {
+        self.header.client_id.as_ref().map_or("", |c| c.as_str())
+    }
+
+    /// Records `value` against the client's `kind` quota (principal and client id, `quota`)
+    /// and answers the throttle time in ms, 0 within quota.
+    pub fn record_quota(&self, kind: crate::quota::QuotaKind, value: f64) -> i64 {
+        if !self.ctx().quotas.enabled() {
+            return 0;
+        }
+        let user = self.session.principal().name;
+        self.ctx()
+            .quotas
+            .record(kind, &user, self.client_id(), value, now_ms())
+    }
+
+    /// Records `partitions` created or deleted against the client's controller mutation
+    /// quota (`quota::QuotaManager::record_mutation`): `Err(throttle ms)` when a strict
+    /// request must be refused, else the throttle time.
+    pub fn record_mutation(&self, partitions: i32, strict: bool) -> Result<i64, i64> {
+        if !self.ctx().quotas.enabled() {
+            return Ok(0);
+        }
+        let user = self.session.principal().name;
+        self.ctx().quotas.record_mutation(
+            &user,
+            self.client_id(),
+            f64::from(partitions.max(0)),
+            strict,
+            now_ms(),
+        )
+    }
+
+    /// Takes back what `record_quota` recorded (a throttled fetch sends nothing).
+    pub fn unrecord_quota(&self, kind: crate::quota::QuotaKind, value: f64) {
+        if !self.ctx().quotas.enabled() {
+            return;
+        }
+        let user = self.session.principal().name;
+        self.ctx()
+            .quotas
+            .unrecord(kind, &user, self.client_id(), value, now_ms());
+    }
+
+    /// Records the time the request has run on this thread so far against the client's
+    /// `request_percentage` quota (Kafka meters request handler time: 100 = one thread's
+    /// whole time per second), and answers the throttle time in ms.
+    pub fn record_request_time(&self) -> i64 {
+        if matches!(
+            ApiKey::try_from(self.header.request_api_key),
+            Ok(ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)
+        ) {
+            return 0; // answered before authentication: exempt, as Kafka's are
+        }
+        let percent_seconds = self.started.elapsed().as_secs_f64() * 100.0;
+        self.record_quota(crate::quota::QuotaKind::Request, percent_seconds)
+    }
+
+    /// A throttled answer: the connection reads nothing more from the client for `ms`
+    /// (KIP-219; the response itself leaves at once and says `throttle_time_ms`).
+    pub fn throttle(&self, ms: i64) -> i32 {
+        if ms > 0 {
+            self.session.mute_for(ms);
+        }
+        ms.clamp(0, i32::MAX as i64) as i32
+    }
+
     /// The (host, port) of this node that clients of this connection's listener are given:
     /// Kafka answers Metadata with the listener the request came in on.
     pub fn advertised(&self) -> (String, i32) {
@@ -283,7 +360,9 @@ macro_rules! api_table {
         Dispatched::Responding($module::dispatch(Rc::new($ctx), $req).await)
     };
     (@call $module:ident, $ctx:ident, $key:ident, $req:ident) => {{
-        let resp = $module::handle(&$ctx, $req).await;
+        let mut resp = $module::handle(&$ctx, $req).await;
+        let throttle_ms = $ctx.throttle($ctx.record_request_time());
+        throttle::Throttled::raise_throttle_time_ms(&mut resp, throttle_ms);
         let (version, correlation_id) = ($ctx.version(), $ctx.header.correlation_id);
         Dispatched::Answered(encode_response($key, version, correlation_id, &resp).map(|b| Some(b.into())))
     }};
@@ -338,6 +417,8 @@ api_table! {
     DescribeAcls => describe_acls;
     CreateAcls => create_acls;
     DeleteAcls => delete_acls;
+    DescribeClientQuotas => describe_client_quotas;
+    AlterClientQuotas => alter_client_quotas;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {
@@ -365,6 +446,7 @@ pub async fn dispatch_frame(
     if frame.len() < 8 {
         return Dispatched::Answered(Err(FrameError::TooShort(frame.len())));
     }
+    let frame_len = frame.len();
     let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -404,6 +486,8 @@ pub async fn dispatch_frame(
         shard: shard.clone(),
         header,
         session,
+        started,
+        frame_bytes: frame_len,
     };
     let observe = move |r: &Answer| {
         shard

@@ -18,6 +18,7 @@ use kafka_protocol::messages::ApiKey;
 use super::{encode_response, Answer, RequestContext, Responding};
 use crate::partition::ProduceOutcome;
 use crate::partition::{validate_produce_records, PartitionError};
+use crate::quota::QuotaKind;
 use crate::security::acl::{Operation, ResourceType};
 use crate::shard::frontend::ProduceStart;
 use crate::shard::frontend::{self, FrontendError};
@@ -154,6 +155,9 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
         }
         encode_response(ApiKey::Produce, version, correlation_id, &resp).map(|b| Some(b.into()))
     };
+    // The producer quota meters the whole request, accepted or not: Kafka appends, then
+    // throttles (`quota`). Recorded before the append so the next request sees it.
+    let bandwidth_throttle = ctx.record_quota(QuotaKind::Produce, ctx.frame_bytes as f64);
     // Transactional data must name its transactional id (Kafka authorizes the write on it)
     // and come from one producer (Kafka: "Transactional records contained more than one
     // producer ID"). Both refuse the whole request.
@@ -176,8 +180,12 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
         .then(|| ResponseError::TransactionalIdAuthorizationFailed.code())
     });
     if let Some(code) = refusal {
-        let resp = refuse_all(version, req, code);
-        return Box::pin(std::future::ready(encode(resp)));
+        let throttle = throttled(&ctx, acks, bandwidth_throttle);
+        let resp = refuse_all(version, req, code).with_throttle_time_ms(throttle);
+        return Box::pin(async move {
+            delay_before_v6(version, throttle).await;
+            encode(resp)
+        });
     }
     let broker = ctx.ctx();
     let catalog = broker.catalog.snapshot();
@@ -297,6 +305,7 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
         }
         topics.push((td.name, td.topic_id, slots));
     }
+    let throttle = throttled(&ctx, acks, bandwidth_throttle);
     Box::pin(async move {
         let mut responses = Vec::with_capacity(topics.len());
         for (name, topic_id, slots) in topics {
@@ -324,8 +333,32 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                     .with_partition_responses(partitions),
             );
         }
-        encode(ProduceResponse::default().with_responses(responses))
+        delay_before_v6(version, throttle).await;
+        encode(
+            ProduceResponse::default()
+                .with_responses(responses)
+                .with_throttle_time_ms(throttle),
+        )
     })
+}
+
+/// The throttle of this produce: the larger of the byte-rate and the request-time quota's,
+/// as Kafka answers. Since v6 (KIP-219) the client holds back itself and the connection is
+/// muted; an acks=0 producer gets no answer, but its connection is muted all the same.
+fn throttled(ctx: &RequestContext, acks: i16, bandwidth_ms: i64) -> i32 {
+    let ms = bandwidth_ms.max(ctx.record_request_time());
+    if ctx.version() >= 6 || acks == 0 {
+        ctx.throttle(ms)
+    } else {
+        ms.clamp(0, i32::MAX as i64) as i32
+    }
+}
+
+/// Before v6 the client does not throttle itself: Kafka holds the response back instead.
+async fn delay_before_v6(version: i16, throttle_ms: i32) {
+    if version < 6 && throttle_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(throttle_ms as u64)).await;
+    }
 }
 
 #[cfg(test)]

@@ -73,6 +73,7 @@ impl Harness {
                 crate::metadata::scram::FileCredentialStore::open(dir.path()).expect("credentials"),
             ),
             authorizer: BrokerContext::authorizer_for(&config, &acls),
+            quotas: BrokerContext::quotas_for(&config, dir.path()).expect("quotas"),
             acls,
             config,
         });

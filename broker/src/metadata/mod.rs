@@ -7,5 +7,6 @@ pub mod catalog;
 pub mod features;
 pub mod group_configs;
 pub mod producer_ids;
+pub mod quotas;
 pub mod scram;
 pub mod topics;

@@ -28,6 +28,9 @@ pub enum CreateError {
     InvalidConfig(#[from] TopicConfigError),
     #[error("{0}")]
     Storage(String),
+    /// The client's controller mutation quota is used up (`quota`).
+    #[error("The throttling quota has been exceeded.")]
+    ThrottlingQuotaExceeded,
 }
 
 /// Creates the topic in the catalog and opens its partitions on their home shards.

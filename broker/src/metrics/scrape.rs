@@ -154,7 +154,9 @@ pub async fn render(ctx: &Arc<BrokerContext>, ready: bool) -> String {
             shards.push(snap);
         }
     }
-    let mut text = encode(&families(&shards, ready, ctx.shard_count()));
+    let mut all = families(&shards, ready, ctx.shard_count());
+    all.extend(quota_families(&ctx.quotas.views(crate::now_ms())));
+    let mut text = encode(&all);
     // Connection steering keeps its own atomics (ebpf crate), rendered as text here.
     text.push_str(&ctx.steering.render_prometheus());
     text
@@ -454,6 +456,50 @@ fn families(shards: &[ShardSnapshot], ready: bool, shard_count: usize) -> Vec<Me
         }
     }
     process(&mut f);
+    f.0.into_values().collect()
+}
+
+/// Client quotas (`quota`): per sensor — the clients that share one quota, labelled by
+/// `quota` kind, `user` and `client_id` as Kafka's metric tags ("" = not part of the key) —
+/// the measured rate, the bound, and the throttling. At most `quota::MAX_METRIC_SENSORS`
+/// series per family; the rest are summed under `user="__other__"`.
+fn quota_families(views: &[crate::quota::SensorView]) -> Vec<MetricFamily> {
+    let mut f = Families(BTreeMap::new());
+    for v in views {
+        let l = || {
+            labels(&[
+                ("quota", v.key.kind.name()),
+                ("user", v.key.user.as_str()),
+                ("client_id", v.key.client_id.as_str()),
+            ])
+        };
+        f.gauge(
+            "strom_quota_rate",
+            "Rate the quota measures over its windows (bytes/s; request: % of a thread).",
+            l(),
+            v.rate,
+        );
+        if v.key.user != "__other__" {
+            f.gauge(
+                "strom_quota_bound",
+                "The quota that applies (bytes/s; request: % of a thread).",
+                l(),
+                v.bound,
+            );
+        }
+        f.counter(
+            "strom_quota_throttle_time_ms_total",
+            "Throttle time answered to the clients of this quota, ms.",
+            l(),
+            v.throttle_ms_total as f64,
+        );
+        f.counter(
+            "strom_quota_throttled_requests_total",
+            "Requests answered with a throttle time.",
+            l(),
+            v.throttled as f64,
+        );
+    }
     f.0.into_values().collect()
 }
 

@@ -90,6 +90,9 @@ pub struct Session {
     pub client_host: Rc<str>,
     pub listener: Arc<ListenerInfo>,
     principal: RefCell<Principal>,
+    /// Until when the connection reads no request: a client over its quota is muted for
+    /// its throttle time (`quota`; `server::connection` honours it).
+    muted_until: std::cell::Cell<Option<tokio::time::Instant>>,
 }
 
 impl Session {
@@ -98,7 +101,24 @@ impl Session {
             client_host,
             listener,
             principal: RefCell::new(principal),
+            muted_until: Default::default(),
         }
+    }
+
+    /// Mutes the connection for `ms` from now (or longer, if it is muted longer already).
+    pub fn mute_for(&self, ms: i64) {
+        if ms <= 0 {
+            return;
+        }
+        let until = tokio::time::Instant::now() + std::time::Duration::from_millis(ms as u64);
+        if self.muted_until.get().is_none_or(|u| u < until) {
+            self.muted_until.set(Some(until));
+        }
+    }
+
+    /// When the connection may read again, if it is muted; clears the mute.
+    pub fn take_mute(&self) -> Option<tokio::time::Instant> {
+        self.muted_until.take()
     }
 
     pub fn principal(&self) -> Principal {

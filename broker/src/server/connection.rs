@@ -66,6 +66,14 @@ pub async fn serve<R, W>(
     let sasl_limit = config.sasl_server_max_receive_size as usize;
     let mut read = 0u64;
     loop {
+        // A client over its quota is not read from until its throttle time is over (Kafka
+        // mutes the channel); TCP holds back what it sends meanwhile.
+        if let Some(until) = session.take_mute() {
+            tokio::select! {
+                _ = shutdown.changed() => break,
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
         let mut len_buf = [0u8; 4];
         tokio::select! {
             biased;
@@ -156,6 +164,13 @@ pub async fn serve<R, W>(
                     }
                     continue;
                 }
+            }
+        }
+        // A mute set by a response that was still in flight when this frame came in.
+        if let Some(until) = session.take_mute() {
+            tokio::select! {
+                _ = shutdown.changed() => break,
+                _ = tokio::time::sleep_until(until) => {}
             }
         }
         if handlers::ordering_of(&frame) == Ordering::Serial {

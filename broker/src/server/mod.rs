@@ -157,6 +157,8 @@ impl Server {
             Arc::new(crate::metadata::acls::FileAclStore::open(&data_dir).context("reading ACLs")?);
         let ctx = Arc::new(BrokerContext {
             authorizer: BrokerContext::authorizer_for(&config, &acls),
+            quotas: BrokerContext::quotas_for(&config, &data_dir)
+                .context("reading client quotas")?,
             acls,
             config: config.clone(),
             catalog,

@@ -58,6 +58,9 @@ pub struct BrokerContext {
     pub acls: Arc<dyn crate::metadata::acls::AclStore>,
     /// `authorizer.class.name`'s authorizer; `None` = every request is allowed.
     pub authorizer: Option<Arc<crate::security::authorizer::Authorizer>>,
+    /// Client quotas (Describe/AlterClientQuotas) and their enforcement, shared by all
+    /// shards of the node (`quota`).
+    pub quotas: Arc<crate::quota::QuotaManager>,
 }
 
 impl BrokerContext {
@@ -73,6 +76,21 @@ impl BrokerContext {
                 config.allow_everyone_if_no_acl_found,
             ))
         })
+    }
+
+    /// The quota manager over the quotas kept in `data_dir`, windows as `config` says.
+    pub fn quotas_for(
+        config: &BrokerConfig,
+        data_dir: &std::path::Path,
+    ) -> Result<Arc<crate::quota::QuotaManager>, crate::metadata::quotas::QuotasError> {
+        let store = crate::metadata::quotas::QuotaStore::open(data_dir)?;
+        Ok(Arc::new(crate::quota::QuotaManager::new(
+            Arc::new(store),
+            crate::quota::WindowConfig::new(
+                config.quota_window_num as usize,
+                config.quota_window_size_seconds,
+            ),
+        )))
     }
 
     pub fn shard_count(&self) -> usize {

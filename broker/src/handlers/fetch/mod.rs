@@ -25,6 +25,7 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId
 use super::{Answer, RequestContext, Responding};
 use crate::fetch_session::{FetchPlan, FetchSessionCache, SessionPartition, FINAL_EPOCH};
 use crate::metadata::catalog::TopicMeta;
+use crate::quota::QuotaKind;
 use crate::security::acl::{Operation, ResourceType};
 use crate::shard::frontend::{self, FetchRead, ReadSpec};
 use crate::shard::home_shard;
@@ -56,12 +57,41 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: FetchRequest) -> Responding 
         // Before v7 there are no sessions: every fetch is a full, sessionless one.
         FetchSessionCache::new(0, 0).plan(&req.clone().with_session_epoch(FINAL_EPOCH))
     };
+    // The request quota meters this thread's work, not the long-poll wait: recorded now.
+    let request_throttle = ctx.record_request_time();
     Box::pin(async move {
-        let resp = match plan {
+        let mut resp = match plan {
             Ok(plan) => respond(&ctx, &req, plan).await,
             Err(e) => Fetched::error(super::errors::session_code(&e)),
         };
         let served = resp.record_bytes();
+        // The consumer byte-rate quota meters what is sent (a follower's fetch is not a
+        // client's); Kafka answers the larger of the two throttles.
+        let bandwidth = if is_follower(&req) {
+            0
+        } else {
+            ctx.record_quota(QuotaKind::Fetch, served as f64)
+        };
+        if bandwidth > 0 {
+            // Kafka's throttled fetch: answered without records (the session keeps its
+            // epoch), and its bytes taken back from the rate, since they were never sent.
+            ctx.unrecord_quota(QuotaKind::Fetch, served as f64);
+            resp = Fetched {
+                resp: FetchResponse::default().with_session_id(resp.resp.session_id),
+                records: Vec::new(),
+            };
+        }
+        let served = resp.record_bytes();
+        let ms = bandwidth.max(request_throttle);
+        resp.resp.throttle_time_ms = if version >= 8 {
+            ctx.throttle(ms) // KIP-219: the consumer holds back, the connection is muted
+        } else {
+            // Older consumers do not throttle themselves: Kafka delays the response.
+            if ms > 0 {
+                tokio::time::sleep(Duration::from_millis(ms as u64)).await;
+            }
+            ms.clamp(0, i32::MAX as i64) as i32
+        };
         let answer = resp.encode(version, ctx.header.correlation_id);
         // The encoder puts the read's slices into the frame as they are: nothing copied.
         ctx.shard.metrics.fetch_record_bytes.inc_by(served as u64);
@@ -98,6 +128,11 @@ impl Fetched {
     }
 }
 
+/// A follower's fetch (replica id >= 0), not a consumer's.
+fn is_follower(req: &FetchRequest) -> bool {
+    req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0
+}
+
 async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> Fetched {
     let broker = ctx.ctx();
     let version = ctx.version();
@@ -107,7 +142,7 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
     // needs CLUSTER_ACTION, a consumer's READ on each topic; what is not allowed is
     // TOPIC_AUTHORIZATION_FAILED, after an unknown topic id and before an unknown topic.
     let access = ctx.access();
-    let follower = req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0;
+    let follower = is_follower(req);
     let follower_denied = follower && !access.allows_cluster(Operation::ClusterAction);
     let mut wanted: Vec<Wanted> = plan
         .partitions
@@ -133,12 +168,24 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
     let read_committed = req.isolation_level == 1;
     let deadline =
         tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
-    let response_max = if req.max_bytes <= 0 {
+    let mut response_max = if req.max_bytes <= 0 {
         i32::MAX
     } else {
         req.max_bytes
     } as usize;
-    let min_bytes = req.min_bytes.max(0) as usize;
+    if !follower && broker.quotas.enabled() {
+        // Kafka's `getMaxValueInQuotaWindow`: a consumer under a byte-rate quota gets no more
+        // than the quota allows over the windows in one response.
+        let user = ctx.session.principal().name;
+        if let Some(cap) =
+            broker
+                .quotas
+                .max_value_in_window(QuotaKind::Fetch, &user, ctx.client_id())
+        {
+            response_max = response_max.min(cap.max(1.0) as usize);
+        }
+    }
+    let min_bytes = (req.min_bytes.max(0) as usize).min(response_max);
 
     // Every readable partition at first; after a wake, only those whose watermark moved.
     let mut stale: Vec<usize> = (0..wanted.len()).collect();

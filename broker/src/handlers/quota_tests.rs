@@ -1,0 +1,189 @@
+//! Quota enforcement through the handlers (`quota`): what a client over its quota is told.
+//! The harness's client has no client id and is `User:ANONYMOUS`, so these quotas are the
+//! user's.
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use super::testing::*;
+use crate::metadata::quotas::{entity, USER};
+
+fn set_anonymous_quota(h: &Harness, key: &str, value: f64) {
+    h.state
+        .ctx
+        .quotas
+        .store()
+        .alter(&[(
+            entity(&[(USER, Some("ANONYMOUS"))]),
+            [(key.to_string(), Some(value))].into(),
+        )])
+        .unwrap();
+}
+
+fn fetch(h: &Harness, topic: &str) -> FetchResponse {
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(50 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.into())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(10 << 20)])]);
+    h.call(ApiKey::Fetch, 12, req)
+}
+
+#[test]
+fn given_a_producer_quota_when_a_produce_takes_the_rate_over_then_appended_and_throttled() {
+    let h = Harness::new();
+    create(&h, "q", 1);
+    // 10 s of 10 B/s is 100 bytes: one produce of 50 records is over it.
+    set_anonymous_quota(&h, "producer_byte_rate", 10.0);
+    let r: ProduceResponse = h.call(
+        ApiKey::Produce,
+        9,
+        produce_req("q", 0, 1, batch(50, -1, -1, -1)),
+    );
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    assert!(r.throttle_time_ms > 0, "{}", r.throttle_time_ms);
+    // Kafka appends an over-quota produce.
+    assert!(!fetch_records(&h, "q", 0).is_empty());
+    // Without the quota the next produce is not throttled.
+    h.state
+        .ctx
+        .quotas
+        .store()
+        .alter(&[(
+            entity(&[(USER, Some("ANONYMOUS"))]),
+            [("producer_byte_rate".to_string(), None)].into(),
+        )])
+        .unwrap();
+    let r: ProduceResponse = h.call(
+        ApiKey::Produce,
+        9,
+        produce_req("q", 0, 1, batch(50, -1, -1, -1)),
+    );
+    assert_eq!(r.throttle_time_ms, 0);
+}
+
+#[test]
+fn given_a_consumer_quota_when_a_fetch_takes_the_rate_over_then_answered_empty_and_throttled() {
+    let h = Harness::new();
+    create(&h, "q", 1);
+    let _: ProduceResponse = h.call(
+        ApiKey::Produce,
+        9,
+        produce_req("q", 0, 1, batch(200, -1, -1, -1)),
+    );
+    let size = fetch_records(&h, "q", 0).len();
+    // Exactly one such response per 10 s (the windows' floor): the first fetch is within it,
+    // the second takes the rate to twice the quota.
+    set_anonymous_quota(&h, "consumer_byte_rate", size as f64 / 10.0);
+    let records = |r: &FetchResponse| -> usize {
+        r.responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+            .sum()
+    };
+    let first = fetch(&h, "q");
+    assert_eq!((records(&first), first.throttle_time_ms), (size, 0));
+    let second = fetch(&h, "q");
+    assert!(second.throttle_time_ms > 0, "{}", second.throttle_time_ms);
+    assert_eq!(records(&second), 0, "a throttled fetch carries no records");
+    // Its bytes were taken back: the third is throttled as much as the second (twice the
+    // quota: one window, 10 s), not twice as much (three times the quota: 20 s).
+    let third = fetch(&h, "q");
+    assert!(
+        (5_000..15_000).contains(&third.throttle_time_ms),
+        "{} then {}",
+        second.throttle_time_ms,
+        third.throttle_time_ms
+    );
+}
+
+#[test]
+fn given_a_request_quota_when_any_request_runs_then_its_response_says_throttle_time() {
+    let h = Harness::new();
+    let r: MetadataResponse = h.call(
+        ApiKey::Metadata,
+        12,
+        MetadataRequest::default().with_topics(None),
+    );
+    assert_eq!(r.throttle_time_ms, 0);
+    // Any work at all is over a quota this small.
+    set_anonymous_quota(&h, "request_percentage", 1e-9);
+    let r: MetadataResponse = h.call(
+        ApiKey::Metadata,
+        12,
+        MetadataRequest::default().with_topics(None),
+    );
+    assert!(r.throttle_time_ms > 0);
+    // ... capped at one window (quota.window.size.seconds = 1).
+    assert!(r.throttle_time_ms <= 1000, "{}", r.throttle_time_ms);
+    let r: DescribeClusterResponse = h.call(
+        ApiKey::DescribeCluster,
+        0,
+        DescribeClusterRequest::default(),
+    );
+    assert!(r.throttle_time_ms > 0);
+    // ApiVersions is exempt.
+    let r: ApiVersionsResponse = h.call(ApiKey::ApiVersions, 3, ApiVersionsRequest::default());
+    assert_eq!(r.throttle_time_ms, 0);
+}
+
+fn create_topics(h: &Harness, version: i16, topics: &[(&str, i32)]) -> CreateTopicsResponse {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    let req = CreateTopicsRequest::default().with_topics(
+        topics
+            .iter()
+            .map(|(n, p)| {
+                CreatableTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(n.to_string())))
+                    .with_num_partitions(*p)
+                    .with_replication_factor(1)
+            })
+            .collect(),
+    );
+    h.call(ApiKey::CreateTopics, version, req)
+}
+
+#[test]
+fn given_a_controller_mutation_quota_when_the_bucket_is_empty_then_strict_versions_refuse_and_old_ones_throttle(
+) {
+    let h = Harness::new();
+    // 1 partition/s: a burst of 11 (quota.window.num 11 × 1 s).
+    set_anonymous_quota(&h, "controller_mutation_rate", 1.0);
+    // The bucket may go negative once: 20 partitions are taken, then the next topic waits.
+    let r = create_topics(&h, 7, &[("m1", 20), ("m2", 1)]);
+    let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, vec![0, 89]);
+    assert_eq!(
+        r.topics[1].error_message.as_deref(),
+        Some("The throttling quota has been exceeded.")
+    );
+    // About 9 s until the bucket is back at 0.
+    assert!(
+        (8_000..=9_000).contains(&r.throttle_time_ms),
+        "{}",
+        r.throttle_time_ms
+    );
+    assert!(h.catalog_has("m1") && !h.catalog_has("m2"));
+    // CreateTopics v5 knows no THROTTLING_QUOTA_EXCEEDED: created, and told to wait.
+    let r = create_topics(&h, 5, &[("m3", 1)]);
+    assert_eq!(r.topics[0].error_code, 0);
+    assert!(r.throttle_time_ms > 0);
+    // DeleteTopics v6 is strict too.
+    let r: DeleteTopicsResponse = h.call(
+        ApiKey::DeleteTopics,
+        6,
+        DeleteTopicsRequest::default().with_topics(vec![
+            kafka_protocol::messages::delete_topics_request::DeleteTopicState::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("m1")))),
+        ]),
+    );
+    assert_eq!(r.responses[0].error_code, 89);
+    assert!(h.catalog_has("m1"));
+}
