@@ -85,6 +85,9 @@ pub async fn handle(
 }
 
 type Outcome = Option<(ResponseError, String)>;
+/// An entity and its outcome; an entity and the change to apply to it.
+type Answered = (QuotaEntity, Outcome);
+type Change = (QuotaEntity, QuotaAlteration);
 
 /// The request's entity as Kafka's `ClientQuotaEntity` builds it: a map, so a type named
 /// twice keeps its last name.
@@ -132,14 +135,8 @@ fn shown(e: &QuotaEntity) -> String {
 /// Each distinct entity's outcome, in request order, and the changes to apply. An entity
 /// named twice is refused ("Ignoring duplicate entity"), but — as in Kafka, whose result map
 /// keeps one answer per entity — its first alteration still applies when it was valid.
-pub fn plan(
-    current: &Quotas,
-    entries: &[RequestEntry],
-) -> (
-    Vec<(QuotaEntity, Outcome)>,
-    Vec<(QuotaEntity, QuotaAlteration)>,
-) {
-    let mut results: Vec<(QuotaEntity, Outcome)> = Vec::new();
+pub fn plan(current: &Quotas, entries: &[RequestEntry]) -> (Vec<Answered>, Vec<Change>) {
+    let mut results: Vec<Answered> = Vec::new();
     let mut changes = Vec::new();
     for e in entries {
         let entity = entity_of(e);

@@ -93,14 +93,17 @@ mod tests {
     use super::*;
     use crate::metadata::quotas::{entity, PRODUCER_BYTE_RATE as P};
 
-    fn quotas(levels: &[(&[(&str, Option<&str>)], f64)]) -> Quotas {
+    /// An entity as `(type, name)` pairs, and its produce quota.
+    type Level<'a> = (&'a [(&'a str, Option<&'a str>)], f64);
+
+    fn quotas(levels: &[Level]) -> Quotas {
         levels
             .iter()
             .map(|(e, v)| (entity(e), [(P.to_string(), *v)].into()))
             .collect()
     }
 
-    const ALL: &[(&[(&str, Option<&str>)], f64)] = &[
+    const ALL: &[Level] = &[
         (&[(USER, Some("alice")), (CLIENT_ID, Some("app"))], 1.0),
         (&[(USER, Some("alice")), (CLIENT_ID, None)], 2.0),
         (&[(USER, Some("alice"))], 3.0),

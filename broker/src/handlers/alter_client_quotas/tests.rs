@@ -213,7 +213,8 @@ fn given_quotas_when_filtering_then_exact_default_specified_and_strict_match_as_
 #[test]
 fn given_bad_filters_when_describing_then_kafkas_errors() {
     let h = seeded();
-    let cases: &[(&[(i8, &str, Option<&str>)], i16, &str)] = &[
+    type Case<'a> = (&'a [(i8, &'a str, Option<&'a str>)], i16, &'a str);
+    let cases: &[Case] = &[
         (&[(0, "", Some("x"))], INVALID_REQUEST, "Invalid empty entity type."),
         (&[(0, "user", Some("a")), (2, "user", None)], INVALID_REQUEST, "Entity type user cannot appear more than once in the filter."),
         (&[(0, "group", Some("a"))], UNSUPPORTED_VERSION, "Unsupported entity type group"),
