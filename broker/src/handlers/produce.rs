@@ -223,6 +223,12 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                 slots.push(refuse(ResponseError::UnknownTopicOrPartition.code()));
                 continue;
             }
+            // Clustered: only the partition's leader takes writes (the client refreshes its
+            // metadata and goes there).
+            if crate::cluster::led_elsewhere(broker, &meta.name, pd.index).is_some() {
+                slots.push(refuse(ResponseError::NotLeaderOrFollower.code()));
+                continue;
+            }
             let records = pd.records.unwrap_or_default();
             let schemas = broker.schema_view.get().map(|v| v.as_ref());
             let (header, records) = match validate_produce_records(

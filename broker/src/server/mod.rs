@@ -156,6 +156,7 @@ impl Server {
         let acls: Arc<dyn crate::metadata::acls::AclStore> =
             Arc::new(crate::metadata::acls::FileAclStore::open(&data_dir).context("reading ACLs")?);
         let ctx = Arc::new(BrokerContext {
+            cluster: Default::default(),
             authorizer: BrokerContext::authorizer_for(&config, &acls),
             acls,
             config: config.clone(),
@@ -238,6 +239,18 @@ impl Server {
                 Err(_) => anyhow::bail!("a shard thread died during start"),
             }
         }
+        // After the shards: applying the metadata log opens partitions on them.
+        let advertised = (infos[0].advertised_host.clone(), infos[0].advertised_port);
+        match crate::cluster::start(ctx.clone(), advertised) {
+            Ok(Some(cluster)) => {
+                let _ = ctx.cluster.set(cluster);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let _ = shutdown_tx.send(true);
+                return Err(e).context("starting the metadata quorum");
+            }
+        }
         // After the shards: the registry replays `_schemas` through them before it answers.
         let (schema_registry, schema_registry_addr) =
             start_schema_registry(&ctx, registry_listen_set, shutdown_rx.clone())?;
@@ -269,6 +282,10 @@ impl Server {
     /// Clean shutdown: stop accepting, finish in-flight requests, close logs, write the
     /// checkpoints and the clean-shutdown marker.
     pub fn shutdown(mut self) -> anyhow::Result<()> {
+        // The quorum first: applying its entries needs the shards.
+        if let Some(c) = self.ctx.cluster.get() {
+            c.stop();
+        }
         let _ = self.shutdown.send(true);
         // The registry first: its writes go through the shards.
         if let Some(r) = self.schema_registry.take() {

@@ -58,6 +58,9 @@ pub struct BrokerContext {
     pub acls: Arc<dyn crate::metadata::acls::AclStore>,
     /// `authorizer.class.name`'s authorizer; `None` = every request is allowed.
     pub authorizer: Option<Arc<crate::security::authorizer::Authorizer>>,
+    /// The metadata quorum when `controller.quorum.voters` is set (set once, after the
+    /// shards start); empty on a single node.
+    pub cluster: std::sync::OnceLock<Arc<crate::cluster::ClusterHandle>>,
 }
 
 impl BrokerContext {
