@@ -116,8 +116,7 @@ impl MetadataImage {
                 None => Outcome::UnknownTopic,
             },
             Command::CreatePartitions { name, count } => {
-                let Some(current) = self.topics.get(name).map(|t| t.partitions.len() as i32)
-                else {
+                let Some(current) = self.topics.get(name).map(|t| t.partitions.len() as i32) else {
                     return Outcome::UnknownTopic;
                 };
                 if *count <= current {
@@ -193,9 +192,17 @@ mod tests {
         }
         assert_eq!(image.cluster_id.as_deref(), Some("c1"), "first one wins");
         assert_eq!(image.apply(&create("t", 6)), Outcome::Done);
-        let leaders: Vec<i32> = image.topics["t"].partitions.iter().map(|p| p.leader).collect();
+        let leaders: Vec<i32> = image.topics["t"]
+            .partitions
+            .iter()
+            .map(|p| p.leader)
+            .collect();
         for id in 1..=3 {
-            assert_eq!(leaders.iter().filter(|l| **l == id).count(), 2, "{leaders:?}");
+            assert_eq!(
+                leaders.iter().filter(|l| **l == id).count(),
+                2,
+                "{leaders:?}"
+            );
         }
         assert!(image.topics["t"]
             .partitions

@@ -215,6 +215,7 @@ pub fn start(
                 tokio::spawn(network::serve(listener, raft.clone(), stop_rx.clone()));
                 tokio::task::spawn_local(materialize::run(
                     ctx.clone(),
+                    dir,
                     applied_rx,
                     materialized_tx,
                 ));

@@ -130,8 +130,13 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RpcErr> {
-        match self.call(&PeerRequest::Append(rpc), option.hard_ttl()).await {
-            Ok(PeerResponse::Append(r)) => r.map_err(|e| RPCError::RemoteError(RemoteError::new(0, e))),
+        match self
+            .call(&PeerRequest::Append(rpc), option.hard_ttl())
+            .await
+        {
+            Ok(PeerResponse::Append(r)) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(0, e)))
+            }
             Ok(_) => Err(unexpected()),
             Err(e) => Err(unreachable(e)),
         }
@@ -142,7 +147,10 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<InstallSnapshotResponse<NodeId>, RpcErr<InstallSnapshotError>> {
-        match self.call(&PeerRequest::Snapshot(rpc), option.hard_ttl()).await {
+        match self
+            .call(&PeerRequest::Snapshot(rpc), option.hard_ttl())
+            .await
+        {
             Ok(PeerResponse::Snapshot(r)) => {
                 r.map_err(|e| RPCError::RemoteError(RemoteError::new(0, e)))
             }
@@ -157,7 +165,9 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RpcErr> {
         match self.call(&PeerRequest::Vote(rpc), option.hard_ttl()).await {
-            Ok(PeerResponse::Vote(r)) => r.map_err(|e| RPCError::RemoteError(RemoteError::new(0, e))),
+            Ok(PeerResponse::Vote(r)) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(0, e)))
+            }
             Ok(_) => Err(unexpected()),
             Err(e) => Err(unreachable(e)),
         }
@@ -198,7 +208,9 @@ pub async fn serve(
                     }
                 };
                 let resp = answer(&raft, req).await;
-                let Ok(bytes) = serde_json::to_vec(&resp) else { break };
+                let Ok(bytes) = serde_json::to_vec(&resp) else {
+                    break;
+                };
                 if conn.send(bytes::Bytes::from(bytes)).await.is_err() {
                     break;
                 }

@@ -33,8 +33,12 @@ pub enum Applied {
         index: u64,
         topic: Option<(String, Option<TopicRecord>)>,
     },
-    /// The whole image replaced (snapshot installed, or loaded at start): reconcile with it.
-    Image { index: u64, image: Arc<MetadataImage> },
+    /// The whole image replaced by a snapshot from the leader (this node was too far
+    /// behind): reconcile with it.
+    Image {
+        index: u64,
+        image: Arc<MetadataImage>,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -115,11 +119,10 @@ impl Store {
             ),
             None => Default::default(),
         };
+        // Not handed to the materializer: the local catalog already reflects at least this
+        // snapshot (it was materialised before the snapshot was taken), and the entries after
+        // it are replayed one by one.
         let image_arc = Arc::new(image.clone());
-        let _ = applied.send(Applied::Image {
-            index: last_applied.map_or(0, |l| l.index),
-            image: image_arc.clone(),
-        });
         let inner = Inner {
             dir: dir.to_path_buf(),
             log,
@@ -155,7 +158,12 @@ impl RaftLogReader<TypeConfig> for Store {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
-        Ok(self.lock().log.range(range).map(|(_, e)| e.clone()).collect())
+        Ok(self
+            .lock()
+            .log
+            .range(range)
+            .map(|(_, e)| e.clone())
+            .collect())
     }
 }
 
@@ -334,9 +342,8 @@ impl RaftStorage<TypeConfig> for Store {
         meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
-        let image: MetadataImage = serde_json::from_slice(snapshot.get_ref()).map_err(|e| {
-            StorageIOError::read_snapshot(Some(meta.signature()), &e)
-        })?;
+        let image: MetadataImage = serde_json::from_slice(snapshot.get_ref())
+            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
         let mut inner = self.lock();
         let stored = StoredSnapshot {
             meta: meta.clone(),

@@ -59,9 +59,18 @@ mod tests {
 
     #[test]
     fn given_bad_voter_lists_when_parsing_then_errors() {
-        assert!(matches!(parse("127.0.0.1:9192"), Err(VotersError::Syntax(_))));
-        assert!(matches!(parse("x@127.0.0.1:9"), Err(VotersError::Syntax(_))));
-        assert!(matches!(parse("1@nohost"), Err(VotersError::Address { .. })));
+        assert!(matches!(
+            parse("127.0.0.1:9192"),
+            Err(VotersError::Syntax(_))
+        ));
+        assert!(matches!(
+            parse("x@127.0.0.1:9"),
+            Err(VotersError::Syntax(_))
+        ));
+        assert!(matches!(
+            parse("1@nohost"),
+            Err(VotersError::Address { .. })
+        ));
         assert_eq!(
             parse("1@127.0.0.1:1,1@127.0.0.1:2"),
             Err(VotersError::Duplicate(1))

@@ -214,7 +214,11 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                 .collect();
             let id = image.cluster_id.clone();
             let controller = BrokerId(cluster.controller().unwrap_or(-1));
-            (brokers, controller, id.unwrap_or_else(|| broker.cluster_id.clone()))
+            (
+                brokers,
+                controller,
+                id.unwrap_or_else(|| broker.cluster_id.clone()),
+            )
         }
     };
     MetadataResponse::default()

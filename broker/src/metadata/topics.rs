@@ -60,7 +60,9 @@ pub async fn create_topic(
         return match cluster.propose(cmd).await? {
             Outcome::Done => local(broker, name),
             Outcome::TopicExists => Err(CreateError::AlreadyExists),
-            other => Err(CreateError::Storage(format!("topic not created: {other:?}"))),
+            other => Err(CreateError::Storage(format!(
+                "topic not created: {other:?}"
+            ))),
         };
     }
     let meta = broker
@@ -102,7 +104,10 @@ fn unknown(name: &str) -> ChangeError {
 }
 
 /// Deletes the topic and its partitions (through the metadata log when clustered).
-pub async fn delete_topic(broker: &BrokerContext, meta: &Arc<TopicMeta>) -> Result<(), ChangeError> {
+pub async fn delete_topic(
+    broker: &BrokerContext,
+    meta: &Arc<TopicMeta>,
+) -> Result<(), ChangeError> {
     if let Some(cluster) = broker.cluster.get() {
         let cmd = Command::DeleteTopic {
             name: meta.name.to_string(),
