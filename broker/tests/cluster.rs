@@ -144,11 +144,10 @@ fn given_three_nodes_when_leader_killed_and_restarted_then_topics_agree_everywhe
     // The killed node restarts and catches up: the new topic with the same id and leaders,
     // the deleted one gone (and its files with it).
     c.spawn(killed);
-    let caught_up = c.wait_for("the restarted node to catch up", WAIT, || {
+    c.wait_for("the restarted node to catch up", WAIT, || {
         let m = c.metadata(killed)?;
         (topic(&m, "before").is_none() && topic(&m, "after").is_some()).then_some(())
     });
-    let _ = caught_up;
     assert_eq!(placement(&c, killed, "after").unwrap(), after);
     let dir = c.nodes[killed].dir.clone();
     c.wait_for("the deleted topic's files removed", WAIT, || {

@@ -83,9 +83,9 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> std::io::Result<Opt
     }
 }
 
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StorageError<NodeId>> {
-    let bytes = serde_json::to_vec(value).map_err(|e| io_err(e))?;
-    storage::logdir::write_atomic(path, &bytes).map_err(|e| io_err(e).into())
+fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    storage::logdir::write_atomic(path, &bytes).map_err(std::io::Error::other)
 }
 
 fn entry_path(dir: &Path, index: u64) -> PathBuf {
@@ -184,8 +184,8 @@ impl RaftSnapshotBuilder<TypeConfig> for Store {
             meta: meta.clone(),
             image: inner.image.clone(),
         };
-        write_json(&inner.dir.join("snapshot.json"), &stored)?;
-        let data = serde_json::to_vec(&stored.image).map_err(|e| io_err(e))?;
+        write_json(&inner.dir.join("snapshot.json"), &stored).map_err(io_err)?;
+        let data = serde_json::to_vec(&stored.image).map_err(io_err)?;
         inner.snapshot = Some(stored);
         Ok(Snapshot {
             meta,
@@ -200,7 +200,7 @@ impl RaftStorage<TypeConfig> for Store {
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
         let mut inner = self.lock();
-        write_json(&inner.dir.join("vote.json"), vote)?;
+        write_json(&inner.dir.join("vote.json"), vote).map_err(io_err)?;
         inner.vote = Some(*vote);
         Ok(())
     }
@@ -214,7 +214,7 @@ impl RaftStorage<TypeConfig> for Store {
         committed: Option<LogId<NodeId>>,
     ) -> Result<(), StorageError<NodeId>> {
         let mut inner = self.lock();
-        write_json(&inner.dir.join("committed.json"), &committed)?;
+        write_json(&inner.dir.join("committed.json"), &committed).map_err(io_err)?;
         inner.committed = committed;
         Ok(())
     }
@@ -242,7 +242,7 @@ impl RaftStorage<TypeConfig> for Store {
     {
         let mut inner = self.lock();
         for entry in entries {
-            write_json(&entry_path(&inner.dir, entry.log_id.index), &entry)?;
+            write_json(&entry_path(&inner.dir, entry.log_id.index), &entry).map_err(io_err)?;
             inner.log.insert(entry.log_id.index, entry);
         }
         Ok(())
@@ -256,9 +256,12 @@ impl RaftStorage<TypeConfig> for Store {
         let doomed: Vec<u64> = inner.log.range(log_id.index..).map(|(i, _)| *i).collect();
         // Newest first: a crash midway leaves a shorter log, never one with a hole.
         for i in doomed.into_iter().rev() {
-            remove(&entry_path(&inner.dir, i))?;
+            remove(&entry_path(&inner.dir, i)).map_err(io_err)?;
             inner.log.remove(&i);
         }
+        // Durable before openraft appends the leader's entries in their place: a conflicting
+        // entry must not come back after a crash.
+        sync_dir(&inner.dir.join("log")).map_err(io_err)?;
         Ok(())
     }
 
@@ -266,11 +269,11 @@ impl RaftStorage<TypeConfig> for Store {
         let mut inner = self.lock();
         // The purge point first: a crash midway leaves files below it, which `open` skips
         // over harmlessly (openraft never asks for entries below the purge point).
-        write_json(&inner.dir.join("purged.json"), &Some(log_id))?;
+        write_json(&inner.dir.join("purged.json"), &Some(log_id)).map_err(io_err)?;
         inner.purged = Some(log_id);
         let doomed: Vec<u64> = inner.log.range(..=log_id.index).map(|(i, _)| *i).collect();
         for i in doomed {
-            remove(&entry_path(&inner.dir, i))?;
+            remove(&entry_path(&inner.dir, i)).map_err(io_err)?;
             inner.log.remove(&i);
         }
         Ok(())
@@ -349,7 +352,7 @@ impl RaftStorage<TypeConfig> for Store {
             meta: meta.clone(),
             image: image.clone(),
         };
-        write_json(&inner.dir.join("snapshot.json"), &stored)?;
+        write_json(&inner.dir.join("snapshot.json"), &stored).map_err(io_err)?;
         inner.snapshot = Some(stored);
         inner.last_applied = meta.last_log_id;
         inner.membership = meta.last_membership.clone();
@@ -370,7 +373,7 @@ impl RaftStorage<TypeConfig> for Store {
         let Some(s) = &inner.snapshot else {
             return Ok(None);
         };
-        let data = serde_json::to_vec(&s.image).map_err(|e| io_err(e))?;
+        let data = serde_json::to_vec(&s.image).map_err(io_err)?;
         Ok(Some(Snapshot {
             meta: s.meta.clone(),
             snapshot: Box::new(Cursor::new(data)),
@@ -378,10 +381,13 @@ impl RaftStorage<TypeConfig> for Store {
     }
 }
 
-fn remove(path: &Path) -> Result<(), StorageError<NodeId>> {
+fn remove(path: &Path) -> std::io::Result<()> {
     match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_err(e).into()),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }

@@ -151,7 +151,7 @@ pub async fn add_partitions(
     let updated = broker
         .catalog
         .snapshot()
-        .get(&*meta.name)
+        .get(&meta.name)
         .cloned()
         .ok_or_else(|| unknown(&meta.name))?;
     frontend::open_partitions(broker, &updated, meta.partitions..count)
