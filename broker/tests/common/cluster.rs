@@ -7,6 +7,7 @@
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Buf;
@@ -21,7 +22,7 @@ pub struct Node {
     pub raft: SocketAddr,
     pub metrics: SocketAddr,
     pub dir: PathBuf,
-    child: Option<Child>,
+    child: Mutex<Option<Child>>,
 }
 
 pub struct TestCluster {
@@ -30,27 +31,28 @@ pub struct TestCluster {
     root: tempfile::TempDir,
 }
 
-/// A port free now (bound and released); the race with other tests is harmless in practice
-/// because the kernel hands out ephemeral ports round-robin.
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+/// `n` distinct ports free now: all held until all are chosen (so no two nodes get the
+/// same one), then released for the nodes to bind.
+fn free_ports(n: usize) -> Vec<SocketAddr> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter().map(|l| l.local_addr().unwrap()).collect()
 }
 
 impl TestCluster {
     /// Starts `n` nodes with ids 1..=n.
     pub fn start(n: i32) -> TestCluster {
         let root = tempfile::tempdir().unwrap();
+        let ports = free_ports(3 * n as usize);
         let nodes: Vec<Node> = (1..=n)
             .map(|id| Node {
                 id,
-                kafka: free_port(),
-                raft: free_port(),
-                metrics: free_port(),
+                kafka: ports[3 * (id as usize - 1)],
+                raft: ports[3 * (id as usize - 1) + 1],
+                metrics: ports[3 * (id as usize - 1) + 2],
                 dir: root.path().join(format!("node-{id}")),
-                child: None,
+                child: Mutex::new(None),
             })
             .collect();
         let voters = nodes
@@ -71,8 +73,8 @@ impl TestCluster {
 
     /// Starts (or restarts) node `i` (index into `nodes`) with its data dir and ports.
     pub fn spawn(&mut self, i: usize) {
-        let n = &mut self.nodes[i];
-        assert!(n.child.is_none(), "node {} already runs", n.id);
+        let n = &self.nodes[i];
+        assert!(!self.running(i), "node {} already runs", n.id);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -96,19 +98,19 @@ impl TestCluster {
             .stderr(log)
             .spawn()
             .expect("strom serve starts");
-        n.child = Some(child);
+        *n.child.lock().unwrap() = Some(child);
     }
 
     /// kill -9 node `i` and reaps it.
     pub fn kill(&mut self, i: usize) {
-        if let Some(mut child) = self.nodes[i].child.take() {
+        if let Some(mut child) = self.nodes[i].child.lock().unwrap().take() {
             child.kill().unwrap(); // SIGKILL
             child.wait().unwrap();
         }
     }
 
     pub fn running(&self, i: usize) -> bool {
-        self.nodes[i].child.is_some()
+        self.nodes[i].child.lock().unwrap().is_some()
     }
 
     /// A connection to node `i`'s Kafka listener.
@@ -147,6 +149,14 @@ impl TestCluster {
         loop {
             if let Some(v) = check() {
                 return v;
+            }
+            for n in &self.nodes {
+                let exited = n.child.lock().unwrap().as_mut().map(|c| c.try_wait());
+                if let Some(Ok(Some(status))) = exited {
+                    let id = n.id;
+                    self.dump_logs();
+                    panic!("node {id} exited ({status}) while waiting for {what}");
+                }
             }
             if Instant::now() > deadline {
                 self.dump_logs();
