@@ -53,6 +53,22 @@ fn create(c: &TestCluster, i: usize, name: &str, partitions: i32, rf: i16) -> Cr
     try_call(c.nodes[i].kafka, ApiKey::CreateTopics, 7, &req).expect("CreateTopics answered")
 }
 
+/// ListOffsets v7 LATEST of one partition on node `i`: (error code, offset).
+fn latest(c: &TestCluster, i: usize, name: &str, partition: i32) -> (i16, i64) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(common::topic_name(name))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_timestamp(-1)])]);
+    let r: ListOffsetsResponse = try_call(c.nodes[i].kafka, ApiKey::ListOffsets, 7, &req).unwrap();
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
 #[test]
 fn given_three_nodes_when_leader_killed_and_restarted_then_topics_agree_everywhere() {
     let mut c = TestCluster::start(3);
@@ -114,6 +130,9 @@ fn given_three_nodes_when_leader_killed_and_restarted_then_topics_agree_everywhe
     assert_eq!(code, 6, "NOT_LEADER_OR_FOLLOWER from node {}", other_i + 1);
     let (code, base) = common::produce(&mut c.client(leader_i), "before", 0, common::batch(2, "x"));
     assert_eq!((code, base), (0, 0));
+    // ListOffsets likewise: the latest offset from the leader, NOT_LEADER_OR_FOLLOWER elsewhere.
+    assert_eq!(latest(&c, leader_i, "before", 0), (0, 2));
+    assert_eq!(latest(&c, other_i, "before", 0).0, 6);
 
     // kill -9 the Raft leader: the two others elect a new one and take new topics.
     let old = *controllers.iter().next().unwrap();
