@@ -305,10 +305,12 @@ async fn register(raft: Raft, broker: BrokerRecord, cluster_id: String) {
     }
 }
 
-/// `Some(leader)` when this node is clustered and the partition is led by another node.
-pub fn led_elsewhere(ctx: &BrokerContext, topic: &str, partition: i32) -> Option<i32> {
-    let cluster = ctx.cluster.get()?;
-    cluster
-        .leader_of(topic, partition)
-        .filter(|l| *l != cluster.node_id)
+/// True when this node is clustered and does not lead the partition: another node leads
+/// it, or this node's image does not place it yet (just restarted, or a topic still being
+/// created) — it must not take writes it may not own.
+pub fn led_elsewhere(ctx: &BrokerContext, topic: &str, partition: i32) -> bool {
+    let Some(cluster) = ctx.cluster.get() else {
+        return false;
+    };
+    cluster.leader_of(topic, partition) != Some(cluster.node_id)
 }

@@ -57,9 +57,7 @@ pub async fn handle(
                     base.with_error_code(ResponseError::TopicAuthorizationFailed.code())
                 }
                 // Clustered: another node leads it (and holds its data).
-                Some(m)
-                    if crate::cluster::led_elsewhere(ctx.ctx(), &m.name, p.partition).is_some() =>
-                {
+                Some(m) if crate::cluster::led_elsewhere(ctx.ctx(), &m.name, p.partition) => {
                     base.with_error_code(ResponseError::NotLeaderOrFollower.code())
                 }
                 Some(m) if p.partition >= 0 && p.partition < m.partitions => {

@@ -225,7 +225,7 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
             }
             // Clustered: only the partition's leader takes writes (the client refreshes its
             // metadata and goes there).
-            if crate::cluster::led_elsewhere(broker, &meta.name, pd.index).is_some() {
+            if crate::cluster::led_elsewhere(broker, &meta.name, pd.index) {
                 slots.push(refuse(ResponseError::NotLeaderOrFollower.code()));
                 continue;
             }

@@ -193,6 +193,19 @@ impl Server {
         let cpus = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
+        // Before the shards accept connections, so that no request is ever answered as a single
+        // node; the entries it applies wait in the shards' inboxes until the shards run.
+        let advertised = (infos[0].advertised_host.clone(), infos[0].advertised_port);
+        match crate::cluster::start(ctx.clone(), advertised) {
+            Ok(Some(cluster)) => {
+                let _ = ctx.cluster.set(cluster);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let _ = shutdown_tx.send(true);
+                return Err(e).context("starting the metadata quorum");
+            }
+        }
         let mut shards = Vec::new();
         for (id, (listeners, rx)) in per_shard.into_iter().zip(receivers).enumerate() {
             let ctx = ctx.clone();
@@ -237,18 +250,6 @@ impl Server {
                     anyhow::bail!("shard failed to start: {e}");
                 }
                 Err(_) => anyhow::bail!("a shard thread died during start"),
-            }
-        }
-        // After the shards: applying the metadata log opens partitions on them.
-        let advertised = (infos[0].advertised_host.clone(), infos[0].advertised_port);
-        match crate::cluster::start(ctx.clone(), advertised) {
-            Ok(Some(cluster)) => {
-                let _ = ctx.cluster.set(cluster);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                let _ = shutdown_tx.send(true);
-                return Err(e).context("starting the metadata quorum");
             }
         }
         // After the shards: the registry replays `_schemas` through them before it answers.

@@ -123,9 +123,9 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
             let name = meta.as_ref().map_or(p.topic.as_str(), |m| &m.name);
             let denied = follower_denied
                 || (!follower && !access.allows(Operation::Read, ResourceType::Topic, name));
-            let not_leader = meta.as_ref().is_some_and(|m| {
-                crate::cluster::led_elsewhere(broker, &m.name, p.partition).is_some()
-            });
+            let not_leader = meta
+                .as_ref()
+                .is_some_and(|m| crate::cluster::led_elsewhere(broker, &m.name, p.partition));
             Wanted {
                 meta,
                 denied,
