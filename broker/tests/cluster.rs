@@ -53,6 +53,35 @@ fn create(c: &TestCluster, i: usize, name: &str, partitions: i32, rf: i16) -> Cr
     try_call(c.nodes[i].kafka, ApiKey::CreateTopics, 7, &req).expect("CreateTopics answered")
 }
 
+/// Produce v11 of one batch to node `i`: (error code, KIP-951 (leader, epoch) hint, the
+/// response's node endpoints as (id, port)).
+fn produce_v11(
+    c: &TestCluster,
+    i: usize,
+    name: &str,
+    partition: i32,
+) -> (i16, (i32, i32), Vec<(i32, i32)>) {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(common::topic_name(name))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(common::batch(2, "x")))])]);
+    let r: ProduceResponse = try_call(c.nodes[i].kafka, ApiKey::Produce, 11, &req).unwrap();
+    let p = &r.responses[0].partition_responses[0];
+    let hint = (p.current_leader.leader_id.0, p.current_leader.leader_epoch);
+    let endpoints = r
+        .node_endpoints
+        .iter()
+        .map(|e| (e.node_id.0, e.port))
+        .collect();
+    (p.error_code, hint, endpoints)
+}
+
 /// ListOffsets v7 LATEST of one partition on node `i`: (error code, offset).
 fn latest(c: &TestCluster, i: usize, name: &str, partition: i32) -> (i16, i64) {
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -126,8 +155,12 @@ fn given_three_nodes_when_leader_killed_and_restarted_then_topics_agree_everywhe
     let p0_leader = seen.1[0];
     let leader_i = c.index_of(p0_leader);
     let other_i = (leader_i + 1) % 3;
-    let (code, _) = common::produce(&mut c.client(other_i), "before", 0, common::batch(2, "x"));
+    let (code, hint, endpoints) = produce_v11(&c, other_i, "before", 0);
     assert_eq!(code, 6, "NOT_LEADER_OR_FOLLOWER from node {}", other_i + 1);
+    // KIP-951: the answer names the leader and where it listens.
+    assert_eq!(hint, (p0_leader, 0));
+    let leader_port = c.nodes[leader_i].kafka.port() as i32;
+    assert_eq!(endpoints, vec![(p0_leader, leader_port)]);
     let (code, base) = common::produce(&mut c.client(leader_i), "before", 0, common::batch(2, "x"));
     assert_eq!((code, base), (0, 0));
     // ListOffsets likewise: the latest offset from the leader, NOT_LEADER_OR_FOLLOWER elsewhere.
