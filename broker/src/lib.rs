@@ -10,6 +10,7 @@
 //! reads; they are immutable snapshots behind an `Arc`.
 
 pub mod cli;
+pub mod cluster;
 pub mod codec;
 pub mod config;
 pub mod coordinator;

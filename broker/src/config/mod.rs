@@ -110,6 +110,10 @@ pub struct BrokerConfig {
     pub node_id: i32,
     /// Cluster id reported in Metadata and meta.properties; generated on first start if empty.
     pub cluster_id: String,
+    /// Kafka `controller.quorum.voters`: `ID@HOST:PORT,...`, the nodes of the metadata quorum
+    /// and their Raft (peer) addresses; this node's `node_id` must be one of them and its
+    /// entry is the address it binds. Empty (default) = a single node. Restart needed.
+    pub controller_quorum_voters: String,
     /// Kafka `auto.create.topics.enable`. Default true.
     pub auto_create_topics_enable: bool,
     /// Kafka `num.partitions`: partitions of auto-created topics. Default 1, >= 1.
@@ -264,6 +268,7 @@ impl Default for BrokerConfig {
             shards: 0,
             node_id: 0,
             cluster_id: String::new(),
+            controller_quorum_voters: String::new(),
             auto_create_topics_enable: true,
             num_partitions: 1,
             default_replication_factor: 1,

@@ -9,7 +9,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::security::acl::{Operation, ResourceType};
-use crate::shard::frontend;
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 3;
@@ -99,19 +98,21 @@ pub async fn handle(
                 }
                 Ok(ms) => throttle_ms = throttle_ms.max(ms),
             }
-            if let Err(e) = broker.catalog.set_partitions(&meta.name, t.count) {
-                results.push(fail(ResponseError::KafkaStorageError, e.to_string()));
-                continue;
-            }
-            let updated = broker
-                .catalog
-                .snapshot()
-                .get(t.name.as_str())
-                .cloned()
-                .expect("just updated");
-            if let Err(e) = frontend::open_partitions(broker, &updated, current..t.count).await {
-                results.push(fail(ResponseError::KafkaStorageError, e.to_string()));
-                continue;
+            use crate::metadata::topics::{add_partitions, ChangeError};
+            match add_partitions(broker, &meta, t.count).await {
+                Ok(()) => {}
+                Err(e @ ChangeError::UnknownTopic(_)) => {
+                    results.push(fail(ResponseError::UnknownTopicOrPartition, e.to_string()));
+                    continue;
+                }
+                Err(e @ ChangeError::InvalidPartitions) => {
+                    results.push(fail(ResponseError::InvalidPartitions, e.to_string()));
+                    continue;
+                }
+                Err(e @ ChangeError::Storage(_)) => {
+                    results.push(fail(ResponseError::KafkaStorageError, e.to_string()));
+                    continue;
+                }
             }
         }
         results.push(CreatePartitionsTopicResult::default().with_name(t.name.clone()));

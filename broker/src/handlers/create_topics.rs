@@ -77,6 +77,11 @@ fn check(
                     "Replication factor must be larger than 0, or -1 to use the default value.".into(),
                 ))
             }
+            n if ctx.ctx().cluster.get().is_some() => {
+                return Err(CreateError::InvalidReplicationFactor(format!(
+                    "Unable to replicate the partition {n} time(s): partition data is not replicated between Strom nodes yet, only a replication factor of 1 is accepted."
+                )))
+            }
             n => {
                 return Err(CreateError::InvalidReplicationFactor(format!(
                     "Unable to replicate the partition {n} time(s): The target replication factor of {n} cannot be reached because only 1 broker(s) are registered."

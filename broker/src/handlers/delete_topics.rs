@@ -12,7 +12,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 use crate::security::acl::{Operation, ResourceType};
-use crate::shard::frontend;
 
 pub const MIN_VERSION: i16 = 1;
 pub const MAX_VERSION: i16 = 6;
@@ -79,9 +78,8 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTop
                 };
                 r = r.with_error_code(code);
             }
-            Some(meta) => match broker.catalog.delete(&meta.name) {
-                Ok(_) => {
-                    frontend::delete_partitions(broker, &meta).await;
+            Some(meta) => match crate::metadata::topics::delete_topic(broker, &meta).await {
+                Ok(()) => {
                     r = r
                         .with_name(Some(TopicName(StrBytes::from_string(
                             meta.name.to_string(),

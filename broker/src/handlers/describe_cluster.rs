@@ -15,6 +15,32 @@ pub async fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> Descri
     let broker = ctx.ctx();
     let (host, port) = ctx.advertised();
     let node = BrokerId(broker.config.node_id);
+    if let Some(cluster) = broker.cluster.get() {
+        let image = cluster.image();
+        let brokers = image
+            .brokers
+            .values()
+            .map(|b| {
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(b.id))
+                    .with_host(StrBytes::from_string(b.host.clone()))
+                    .with_port(b.port)
+                    .with_rack(b.rack.clone().map(StrBytes::from_string))
+            })
+            .collect();
+        let cluster_id = image.cluster_id.clone();
+        return DescribeClusterResponse::default()
+            .with_cluster_authorized_operations(ctx.access().operations(
+                req.include_cluster_authorized_operations,
+                crate::security::acl::ResourceType::Cluster,
+                crate::security::acl::CLUSTER_NAME,
+            ))
+            .with_cluster_id(StrBytes::from_string(
+                cluster_id.unwrap_or_else(|| broker.cluster_id.clone()),
+            ))
+            .with_controller_id(BrokerId(cluster.controller().unwrap_or(-1)))
+            .with_brokers(brokers);
+    }
     DescribeClusterResponse::default()
         .with_cluster_authorized_operations(ctx.access().operations(
             req.include_cluster_authorized_operations,

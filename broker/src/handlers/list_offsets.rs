@@ -102,6 +102,10 @@ pub async fn handle(
                 _ if !allowed => {
                     base.with_error_code(ResponseError::TopicAuthorizationFailed.code())
                 }
+                // Clustered: another node leads it (and holds its data).
+                Some(m) if crate::cluster::led_elsewhere(ctx.ctx(), &m.name, p.partition_index) => {
+                    base.with_error_code(ResponseError::NotLeaderOrFollower.code())
+                }
                 Some(m) if p.partition_index >= 0 && p.partition_index < m.partitions => {
                     match lookup(
                         ctx,

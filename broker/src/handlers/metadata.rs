@@ -25,14 +25,28 @@ pub const MAX_VERSION: i16 = 13;
 pub fn topic_response(ctx: &RequestContext, t: &TopicMeta) -> MetadataResponseTopic {
     let node = BrokerId(ctx.ctx().config.node_id);
     let v = ctx.version();
+    // Clustered: the placement the metadata quorum decided (one replica, the leader, until
+    // partition data is replicated). A partition not yet in this node's image has no leader.
+    let image = ctx.ctx().cluster.get().map(|c| c.image());
     let partitions = (0..t.partitions)
         .map(|p| {
+            let (leader, epoch, replicas) = match &image {
+                None => (node, 0, vec![node]),
+                Some(image) => match image.partition(&t.name, p) {
+                    Some(r) => (
+                        BrokerId(r.leader),
+                        r.leader_epoch,
+                        r.replicas.iter().map(|b| BrokerId(*b)).collect(),
+                    ),
+                    None => (BrokerId(-1), 0, Vec::new()),
+                },
+            };
             MetadataResponsePartition::default()
                 .with_partition_index(p)
-                .with_leader_id(node)
-                .with_leader_epoch(if v >= 7 { 0 } else { -1 })
-                .with_replica_nodes(vec![node])
-                .with_isr_nodes(vec![node])
+                .with_leader_id(leader)
+                .with_leader_epoch(if v >= 7 { epoch } else { -1 })
+                .with_isr_nodes(replicas.clone())
+                .with_replica_nodes(replicas)
         })
         .collect();
     MetadataResponseTopic::default()
@@ -176,14 +190,42 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
         ResourceType::Cluster,
         CLUSTER_NAME,
     );
+    let (brokers, controller, cluster_id) = match broker.cluster.get() {
+        None => (
+            vec![MetadataResponseBroker::default()
+                .with_node_id(node)
+                .with_host(StrBytes::from_string(host))
+                .with_port(port)],
+            node,
+            broker.cluster_id.clone(),
+        ),
+        Some(cluster) => {
+            let image = cluster.image();
+            let brokers = image
+                .brokers
+                .values()
+                .map(|b| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(b.id))
+                        .with_host(StrBytes::from_string(b.host.clone()))
+                        .with_port(b.port)
+                        .with_rack(b.rack.clone().map(StrBytes::from_string))
+                })
+                .collect();
+            let id = image.cluster_id.clone();
+            let controller = BrokerId(cluster.controller().unwrap_or(-1));
+            (
+                brokers,
+                controller,
+                id.unwrap_or_else(|| broker.cluster_id.clone()),
+            )
+        }
+    };
     MetadataResponse::default()
         .with_cluster_authorized_operations(cluster_ops)
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(node)
-            .with_host(StrBytes::from_string(host))
-            .with_port(port)])
-        .with_cluster_id((v >= 2).then(|| StrBytes::from_string(broker.cluster_id.clone())))
-        .with_controller_id(if v >= 1 { node } else { BrokerId(-1) })
+        .with_brokers(brokers)
+        .with_cluster_id((v >= 2).then(|| StrBytes::from_string(cluster_id)))
+        .with_controller_id(if v >= 1 { controller } else { BrokerId(-1) })
         .with_topics(topics)
 }
 

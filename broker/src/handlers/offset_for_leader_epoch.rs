@@ -56,6 +56,10 @@ pub async fn handle(
                 _ if !allowed => {
                     base.with_error_code(ResponseError::TopicAuthorizationFailed.code())
                 }
+                // Clustered: another node leads it (and holds its data).
+                Some(m) if crate::cluster::led_elsewhere(ctx.ctx(), &m.name, p.partition) => {
+                    base.with_error_code(ResponseError::NotLeaderOrFollower.code())
+                }
                 Some(m) if p.partition >= 0 && p.partition < m.partitions => {
                     match check_current_epoch(p.current_leader_epoch) {
                         Err(e) => base.with_error_code(e.code()),

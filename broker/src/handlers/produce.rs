@@ -8,7 +8,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::produce_response::{LeaderIdAndEpoch, NodeEndpoint};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use std::rc::Rc;
@@ -189,6 +190,8 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
     }
     let broker = ctx.ctx();
     let catalog = broker.catalog.snapshot();
+    // Leaders named in KIP-951 hints, sent once in the response's node endpoints.
+    let mut endpoints = std::collections::BTreeMap::new();
     let now = super::now_ms();
     let txn_id = req.transactional_id.as_ref().map(|s| s.to_string());
     let unknown_code = if version >= 13 {
@@ -229,6 +232,29 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
             };
             if pd.index < 0 || pd.index >= meta.partitions {
                 slots.push(refuse(ResponseError::UnknownTopicOrPartition.code()));
+                continue;
+            }
+            // Clustered: only the partition's leader takes writes (the client refreshes its
+            // metadata and goes there).
+            if crate::cluster::led_elsewhere(broker, &meta.name, pd.index) {
+                let code = ResponseError::NotLeaderOrFollower.code();
+                let mut r = partition_error(version, pd.index, code, None);
+                // KIP-951 (v10+): the current leader, so the client need not ask Metadata.
+                let placed = broker.cluster.get().and_then(|c| {
+                    let image = c.image();
+                    let p = image.partition(&meta.name, pd.index)?.clone();
+                    let b = image.brokers.get(&p.leader)?.clone();
+                    Some((p, b))
+                });
+                if let Some((p, b)) = placed.filter(|_| version >= 10) {
+                    r = r.with_current_leader(
+                        LeaderIdAndEpoch::default()
+                            .with_leader_id(BrokerId(p.leader))
+                            .with_leader_epoch(p.leader_epoch),
+                    );
+                    endpoints.insert(b.id, b);
+                }
+                slots.push(Slot::Answered(r));
                 continue;
             }
             let records = pd.records.unwrap_or_default();
@@ -333,11 +359,22 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                     .with_partition_responses(partitions),
             );
         }
+        let node_endpoints = endpoints
+            .into_values()
+            .map(|b| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(b.id))
+                    .with_host(StrBytes::from_string(b.host))
+                    .with_port(b.port)
+                    .with_rack(b.rack.map(StrBytes::from_string))
+            })
+            .collect();
         delay_before_v6(version, throttle).await;
         encode(
             ProduceResponse::default()
                 .with_responses(responses)
-                .with_throttle_time_ms(throttle),
+                .with_throttle_time_ms(throttle)
+                .with_node_endpoints(node_endpoints),
         )
     })
 }

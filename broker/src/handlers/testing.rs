@@ -52,6 +52,7 @@ impl Harness {
         let acls: Arc<dyn crate::metadata::acls::AclStore> =
             Arc::new(crate::metadata::acls::FileAclStore::open(dir.path()).expect("acls"));
         let ctx = Arc::new(BrokerContext {
+            cluster: Default::default(),
             catalog: CatalogHandle::open(dir.path(), config.clone(), Default::default())
                 .expect("catalog"),
             producer_ids: crate::metadata::producer_ids::ProducerIdAllocator::open(dir.path())

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::cluster::image::{Command, Outcome};
+use crate::cluster::ClusterError;
 use crate::config::topic::TopicConfigError;
 use crate::metadata::catalog::{validate_topic_name, CatalogError, TopicMeta};
 use crate::shard::{frontend, BrokerContext};
@@ -33,6 +35,12 @@ pub enum CreateError {
     ThrottlingQuotaExceeded,
 }
 
+impl From<ClusterError> for CreateError {
+    fn from(e: ClusterError) -> Self {
+        CreateError::Storage(e.to_string())
+    }
+}
+
 /// Creates the topic in the catalog and opens its partitions on their home shards.
 pub async fn create_topic(
     broker: &BrokerContext,
@@ -42,6 +50,24 @@ pub async fn create_topic(
 ) -> Result<Arc<TopicMeta>, CreateError> {
     validate_topic_name(name).map_err(CreateError::InvalidName)?;
     let internal = name.starts_with("__");
+    if let Some(cluster) = broker.cluster.get() {
+        // Through the metadata log: every node's materializer creates it (this one included,
+        // before `propose` returns).
+        let cmd = Command::CreateTopic {
+            name: name.into(),
+            id: uuid::Uuid::new_v4(),
+            partitions,
+            configs,
+            internal,
+        };
+        return match cluster.propose(cmd).await? {
+            Outcome::Done => local(broker, name),
+            Outcome::TopicExists => Err(CreateError::AlreadyExists),
+            other => Err(CreateError::Storage(format!(
+                "topic not created: {other:?}"
+            ))),
+        };
+    }
     let meta = broker
         .catalog
         .create(name, partitions, configs, internal)
@@ -53,4 +79,85 @@ pub async fn create_topic(
         .await
         .map_err(|e| CreateError::Storage(e.to_string()))?;
     Ok(meta)
+}
+
+fn local(broker: &BrokerContext, name: &str) -> Result<Arc<TopicMeta>, CreateError> {
+    broker
+        .catalog
+        .snapshot()
+        .get(name)
+        .cloned()
+        .ok_or_else(|| CreateError::Storage(format!("topic {name} not materialised")))
+}
+
+/// Why a topic could not be deleted or grown.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    /// The message, as Kafka words it.
+    #[error("{0}")]
+    UnknownTopic(String),
+    #[error("Topic already has at least the requested partition count.")]
+    InvalidPartitions,
+    #[error("{0}")]
+    Storage(String),
+}
+
+fn unknown(name: &str) -> ChangeError {
+    ChangeError::UnknownTopic(CatalogError::UnknownTopic(name.into()).to_string())
+}
+
+/// Deletes the topic and its partitions (through the metadata log when clustered).
+pub async fn delete_topic(
+    broker: &BrokerContext,
+    meta: &Arc<TopicMeta>,
+) -> Result<(), ChangeError> {
+    if let Some(cluster) = broker.cluster.get() {
+        let cmd = Command::DeleteTopic {
+            name: meta.name.to_string(),
+        };
+        return match cluster.propose(cmd).await {
+            Ok(Outcome::Done) => Ok(()),
+            Ok(_) => Err(unknown(&meta.name)),
+            Err(e) => Err(ChangeError::Storage(e.to_string())),
+        };
+    }
+    broker
+        .catalog
+        .delete(&meta.name)
+        .map_err(|e| ChangeError::UnknownTopic(e.to_string()))?;
+    frontend::delete_partitions(broker, meta).await;
+    Ok(())
+}
+
+/// Grows the topic from `meta.partitions` to `count` partitions and opens the new ones.
+pub async fn add_partitions(
+    broker: &BrokerContext,
+    meta: &Arc<TopicMeta>,
+    count: i32,
+) -> Result<(), ChangeError> {
+    if let Some(cluster) = broker.cluster.get() {
+        let cmd = Command::CreatePartitions {
+            name: meta.name.to_string(),
+            count,
+        };
+        return match cluster.propose(cmd).await {
+            Ok(Outcome::Done) => Ok(()),
+            Ok(Outcome::InvalidPartitions) => Err(ChangeError::InvalidPartitions),
+            Ok(_) => Err(unknown(&meta.name)),
+            Err(e) => Err(ChangeError::Storage(e.to_string())),
+        };
+    }
+    broker
+        .catalog
+        .set_partitions(&meta.name, count)
+        .map_err(|e| ChangeError::Storage(e.to_string()))?;
+    let updated = broker
+        .catalog
+        .snapshot()
+        .get(&meta.name)
+        .cloned()
+        .ok_or_else(|| unknown(&meta.name))?;
+    frontend::open_partitions(broker, &updated, meta.partitions..count)
+        .await
+        .map_err(|e| ChangeError::Storage(e.to_string()))
 }

@@ -156,6 +156,7 @@ impl Server {
         let acls: Arc<dyn crate::metadata::acls::AclStore> =
             Arc::new(crate::metadata::acls::FileAclStore::open(&data_dir).context("reading ACLs")?);
         let ctx = Arc::new(BrokerContext {
+            cluster: Default::default(),
             authorizer: BrokerContext::authorizer_for(&config, &acls),
             quotas: BrokerContext::quotas_for(&config, &data_dir)
                 .context("reading client quotas")?,
@@ -194,6 +195,19 @@ impl Server {
         let cpus = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
+        // Before the shards accept connections, so that no request is ever answered as a single
+        // node; the entries it applies wait in the shards' inboxes until the shards run.
+        let advertised = (infos[0].advertised_host.clone(), infos[0].advertised_port);
+        match crate::cluster::start(ctx.clone(), advertised) {
+            Ok(Some(cluster)) => {
+                let _ = ctx.cluster.set(cluster);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let _ = shutdown_tx.send(true);
+                return Err(e).context("starting the metadata quorum");
+            }
+        }
         let mut shards = Vec::new();
         for (id, (listeners, rx)) in per_shard.into_iter().zip(receivers).enumerate() {
             let ctx = ctx.clone();
@@ -271,6 +285,10 @@ impl Server {
     /// Clean shutdown: stop accepting, finish in-flight requests, close logs, write the
     /// checkpoints and the clean-shutdown marker.
     pub fn shutdown(mut self) -> anyhow::Result<()> {
+        // The quorum first: applying its entries needs the shards.
+        if let Some(c) = self.ctx.cluster.get() {
+            c.stop();
+        }
         let _ = self.shutdown.send(true);
         // The registry first: its writes go through the shards.
         if let Some(r) = self.schema_registry.take() {

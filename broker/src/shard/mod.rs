@@ -61,6 +61,9 @@ pub struct BrokerContext {
     /// Client quotas (Describe/AlterClientQuotas) and their enforcement, shared by all
     /// shards of the node (`quota`).
     pub quotas: Arc<crate::quota::QuotaManager>,
+    /// The metadata quorum when `controller.quorum.voters` is set (set once, after the
+    /// shards start); empty on a single node.
+    pub cluster: std::sync::OnceLock<Arc<crate::cluster::ClusterHandle>>,
 }
 
 impl BrokerContext {

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use strom::test_support::TestBatch;
 
+pub mod cluster;
 pub mod pki;
 
 /// A connection to the broker: a TCP socket, or anything else that reads and writes (a TLS

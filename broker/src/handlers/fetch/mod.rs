@@ -43,6 +43,8 @@ struct Wanted {
     /// A follower without CLUSTER_ACTION: TOPIC_AUTHORIZATION_FAILED even for an unknown
     /// topic id (Kafka answers a consumer's unknown id first).
     follower_denied: bool,
+    /// Clustered, and another node leads the partition: NOT_LEADER_OR_FOLLOWER, no read.
+    not_leader: bool,
     read: Option<FetchRead>,
 }
 
@@ -156,10 +158,14 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
             let name = meta.as_ref().map_or(p.topic.as_str(), |m| &m.name);
             let denied = follower_denied
                 || (!follower && !access.allows(Operation::Read, ResourceType::Topic, name));
+            let not_leader = meta
+                .as_ref()
+                .is_some_and(|m| crate::cluster::led_elsewhere(broker, &m.name, p.partition));
             Wanted {
                 meta,
                 denied,
                 follower_denied,
+                not_leader,
                 session: p.clone(),
                 read: None,
             }
@@ -286,7 +292,7 @@ async fn read_concurrently(
     let mut by_shard: Vec<(Vec<usize>, Vec<ReadSpec>)> = vec![Default::default(); shards];
     for &i in which {
         let w = &mut wanted[i];
-        let Some(meta) = w.meta.as_ref().filter(|_| !w.denied) else {
+        let Some(meta) = w.meta.as_ref().filter(|_| !w.denied && !w.not_leader) else {
             continue;
         };
         let p = w.session.partition;
@@ -417,6 +423,11 @@ fn assemble(
             out.push((base.with_error_code(unknown_topic), None));
             continue;
         };
+        if w.not_leader {
+            let code = ResponseError::NotLeaderOrFollower.code();
+            out.push((base.with_error_code(code), None));
+            continue;
+        }
         let Some(read) = &w.read else {
             out.push((
                 base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),

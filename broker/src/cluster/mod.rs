@@ -1,0 +1,316 @@
+//! The cluster: the metadata quorum of `controller.quorum.voters` (Kafka's KRaft, on
+//! openraft). docs/design.md "Cluster" has the design; in short:
+//!
+//! `image.rs` (the state machine: brokers, topics, partition placement) ← `store.rs`
+//! (openraft's log, vote and snapshot on disk under `<data-dir>/cluster/`) ← openraft, on its
+//! own `cluster` thread and runtime, talking to the peers through `network.rs` (its own TCP
+//! port). Applied commands flow to `materialize.rs`, which changes the local catalog and
+//! partitions; shards read the published image (`ClusterHandle::image`) as an `Arc`.
+//!
+//! Partition data is not replicated yet: every partition has one replica, its leader, and a
+//! node refuses produce for partitions it does not lead (NOT_LEADER_OR_FOLLOWER).
+//! Without voters nothing here starts.
+
+pub mod image;
+mod materialize;
+pub mod network;
+pub mod store;
+pub mod voters;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Cursor;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, Config, SnapshotPolicy};
+use tokio::sync::watch;
+
+use crate::shard::BrokerContext;
+use image::{BrokerRecord, Command, MetadataImage, Outcome};
+use network::{PeerClient, PeerRequest, PeerResponse};
+
+pub type NodeId = u64;
+
+openraft::declare_raft_types!(
+    pub TypeConfig:
+        D = Command,
+        R = Outcome,
+        NodeId = NodeId,
+        Node = BasicNode,
+);
+
+pub type Raft = openraft::Raft<TypeConfig>;
+
+/// How long a proposal may wait for a leader and for its own node to apply it.
+const PROPOSE_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error(transparent)]
+    Voters(#[from] voters::VotersError),
+    #[error("cannot bind the raft port {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the metadata log in {dir}: {source}")]
+    Store {
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the data dir has topics of a single node and no metadata log; joining a cluster would drop them (migration into the cluster is not implemented yet): start clustered nodes on empty data dirs")]
+    SingleNodeDataDir,
+    #[error("raft: {0}")]
+    Raft(String),
+    #[error("no metadata quorum within {PROPOSE_TIMEOUT:?}: {0}")]
+    NoQuorum(String),
+}
+
+/// This node's part in the cluster; `BrokerContext::cluster` holds it when clustered.
+pub struct ClusterHandle {
+    pub node_id: i32,
+    raft: Raft,
+    image: Arc<RwLock<Arc<MetadataImage>>>,
+    materialized: watch::Receiver<u64>,
+    runtime: tokio::runtime::Handle,
+    stop: watch::Sender<bool>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl ClusterHandle {
+    /// The metadata image as last applied on this node.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.read().expect("image lock").clone()
+    }
+
+    /// Kafka's controller: the Raft leader, if one is known.
+    pub fn controller(&self) -> Option<i32> {
+        let leader = self.raft.metrics().borrow().current_leader;
+        leader.map(|l| l as i32)
+    }
+
+    /// The leader of a partition, as the image places it.
+    pub fn leader_of(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.image().partition(topic, partition).map(|p| p.leader)
+    }
+
+    /// Appends `cmd` through the Raft leader (forwarded when this node is a follower) and
+    /// waits until this node has carried it out, so the caller sees its effect locally.
+    pub async fn propose(&self, cmd: Command) -> Result<Outcome, ClusterError> {
+        let raft = self.raft.clone();
+        let (index, outcome) = self
+            .runtime
+            .spawn(write_through_leader(raft, cmd))
+            .await
+            .map_err(|e| ClusterError::Raft(e.to_string()))??;
+        let mut rx = self.materialized.clone();
+        tokio::time::timeout(PROPOSE_TIMEOUT, rx.wait_for(|m| *m >= index))
+            .await
+            .map_err(|_| ClusterError::NoQuorum(format!("entry {index} not applied here")))?
+            .map_err(|_| ClusterError::Raft("the cluster thread stopped".into()))?;
+        Ok(outcome)
+    }
+
+    /// Stops the Raft node and its thread (clean shutdown; before the shards stop).
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.lock().expect("cluster thread").take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn write_through_leader(raft: Raft, cmd: Command) -> Result<(u64, Outcome), ClusterError> {
+    let deadline = Instant::now() + PROPOSE_TIMEOUT;
+    let mut last = String::from("no leader elected");
+    loop {
+        match raft.client_write(cmd.clone()).await {
+            Ok(r) => return Ok((r.log_id.index, r.data)),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                if let Some(addr) = f.leader_node.and_then(|n| n.addr.parse().ok()) {
+                    let mut peer = PeerClient::new(addr);
+                    let req = PeerRequest::Forward(cmd.clone());
+                    match peer.call(&req, Duration::from_secs(5)).await {
+                        Ok(PeerResponse::Forward(Ok(done))) => return Ok(done),
+                        Ok(PeerResponse::Forward(Err(e))) => last = e,
+                        Ok(_) => last = "mismatched peer response".into(),
+                        Err(e) => last = e.to_string(),
+                    }
+                }
+            }
+            Err(e) => last = e.to_string(),
+        }
+        if Instant::now() >= deadline {
+            return Err(ClusterError::NoQuorum(last));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Starts the metadata quorum if `controller.quorum.voters` names any; `None` = single node.
+/// Called once the shards run (applying entries opens partitions on them). `advertised` is
+/// the address this broker registers for clients.
+pub fn start(
+    ctx: Arc<BrokerContext>,
+    advertised: (String, i32),
+) -> Result<Option<Arc<ClusterHandle>>, ClusterError> {
+    let voters = voters::parse(&ctx.config.controller_quorum_voters)?;
+    if voters.is_empty() {
+        return Ok(None);
+    }
+    let node_id = ctx.config.node_id;
+    let own = *voters
+        .get(&(node_id as u64))
+        .ok_or(voters::VotersError::NotAVoter(node_id))?;
+    let dir = ctx.config.data_dir.join("cluster");
+    if !dir.exists() && !ctx.catalog.snapshot().topics.is_empty() {
+        return Err(ClusterError::SingleNodeDataDir);
+    }
+    let listener = std::net::TcpListener::bind(own)
+        .and_then(|l| l.set_nonblocking(true).map(|_| l))
+        .map_err(|source| ClusterError::Bind { addr: own, source })?;
+    let (applied_tx, applied_rx) = tokio::sync::mpsc::unbounded_channel();
+    let store = store::Store::open(&dir, applied_tx).map_err(|source| ClusterError::Store {
+        dir: dir.clone(),
+        source,
+    })?;
+    let image = store.image.clone();
+    let (materialized_tx, materialized_rx) = watch::channel(0u64);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let registration = BrokerRecord {
+        id: node_id,
+        host: advertised.0,
+        port: advertised.1,
+        rack: None,
+    };
+    let thread = std::thread::Builder::new()
+        .name("cluster".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(ClusterError::Raft(e.to_string())));
+                    return;
+                }
+            };
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async move {
+                let raft = match new_raft(node_id as u64, store).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok((raft.clone(), tokio::runtime::Handle::current())));
+                let listener = tokio::net::TcpListener::from_std(listener).expect("in runtime");
+                tokio::spawn(network::serve(listener, raft.clone(), stop_rx.clone()));
+                tokio::task::spawn_local(materialize::run(
+                    ctx.clone(),
+                    dir,
+                    applied_rx,
+                    materialized_tx,
+                ));
+                form(&raft, &voters).await;
+                tokio::spawn(register(raft.clone(), registration, ctx.cluster_id.clone()));
+                let mut stop = stop_rx;
+                let _ = stop.wait_for(|s| *s).await;
+                let _ = raft.shutdown().await;
+            });
+        })
+        .map_err(|e| ClusterError::Raft(e.to_string()))?;
+    let (raft, runtime) = ready_rx
+        .recv()
+        .map_err(|_| ClusterError::Raft("the cluster thread died while starting".into()))??;
+    tracing::info!(node_id, raft = %own, voters = voters_summary(&raft), "metadata quorum started");
+    Ok(Some(Arc::new(ClusterHandle {
+        node_id,
+        raft,
+        image,
+        materialized: materialized_rx,
+        runtime,
+        stop: stop_tx,
+        thread: Mutex::new(Some(thread)),
+    })))
+}
+
+fn voters_summary(raft: &Raft) -> String {
+    let m = raft.metrics().borrow().membership_config.clone();
+    let ids: BTreeSet<u64> = m.voter_ids().collect();
+    format!("{ids:?}")
+}
+
+async fn new_raft(node_id: NodeId, store: store::Store) -> Result<Raft, ClusterError> {
+    // Elections within a second or two of a leader's loss; Kafka's KRaft defaults are
+    // 1–2 s of election timeout with 500 ms fetches, so these are of the same order.
+    let config = Config {
+        cluster_name: "strom".into(),
+        heartbeat_interval: 150,
+        election_timeout_min: 600,
+        election_timeout_max: 1200,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(256),
+        max_in_snapshot_log_to_keep: 64,
+        ..Default::default()
+    }
+    .validate()
+    .map_err(|e| ClusterError::Raft(e.to_string()))?;
+    let (log_store, state_machine) = openraft::storage::Adaptor::new(store);
+    Raft::new(
+        node_id,
+        Arc::new(config),
+        network::Network,
+        log_store,
+        state_machine,
+    )
+    .await
+    .map_err(|e| ClusterError::Raft(e.to_string()))
+}
+
+/// Every voter proposes the same initial membership on a pristine log: the first entry is
+/// identical on all of them, so it does not matter which nodes start first. A node whose log
+/// is not empty (a restart) is refused, which is what we want.
+async fn form(raft: &Raft, voters: &BTreeMap<u64, SocketAddr>) {
+    if raft.is_initialized().await.unwrap_or(true) {
+        return;
+    }
+    let members: BTreeMap<NodeId, BasicNode> = voters
+        .iter()
+        .map(|(id, addr)| (*id, BasicNode::new(addr.to_string())))
+        .collect();
+    if let Err(e) = raft.initialize(members).await {
+        tracing::debug!(error = %e, "raft initialize (another voter may have formed the cluster)");
+    }
+}
+
+/// Registers this broker (and its address) once a leader is known; again after every
+/// restart, since the address may have changed.
+async fn register(raft: Raft, broker: BrokerRecord, cluster_id: String) {
+    let cmd = Command::RegisterBroker { broker, cluster_id };
+    loop {
+        match write_through_leader(raft.clone(), cmd.clone()).await {
+            Ok(_) => {
+                tracing::info!("broker registered with the metadata quorum");
+                return;
+            }
+            Err(e) => tracing::info!(error = %e, "broker registration waits for a quorum"),
+        }
+    }
+}
+
+/// True when this node is clustered and does not lead the partition: another node leads
+/// it, or this node's image does not place it yet (just restarted, or a topic still being
+/// created) — it must not take writes it may not own.
+pub fn led_elsewhere(ctx: &BrokerContext, topic: &str, partition: i32) -> bool {
+    let Some(cluster) = ctx.cluster.get() else {
+        return false;
+    };
+    cluster.leader_of(topic, partition) != Some(cluster.node_id)
+}
