@@ -76,8 +76,7 @@ fn topic_result(
     let configs = topic_config::TOPIC_CONFIGS
         .iter()
         .chain(
-            topic_config::EXTENSION_CONFIGS
-                .iter()
+            topic_config::extension_configs()
                 .filter(|d| meta.configs.contains_key(d.name)),
         )
         .filter(|d| wanted(keys, d.name))

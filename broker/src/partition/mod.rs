@@ -118,16 +118,27 @@ pub fn validate_produce_records(
     let validation = &settings.schema_validation;
     let no_registry = schema_ids::NoRegistry;
     let view: &dyn schema_ids::SchemaView = schemas.unwrap_or(&no_registry);
-    let check_ids = |key: Option<&[u8]>, value: Option<&[u8]>| {
-        schema_ids::check_record(topic, validation, key, value, view)
+    let check_ids = |r: &records::RecordFields<'_>| {
+        schema_ids::check_record(topic, validation, r.key, r.value, view)
     };
     // Storage walks uncompressed records already; compressed ones, keys on compacted topics,
-    // suspect timestamps and schema ids need the broker's record reader.
-    if header.compression() != 0 || settings.compact || suspect || validation.enabled() {
+    // suspect timestamps, schema ids and the flow checks (issue 20) need the broker's
+    // record reader.
+    let flow = &settings.flow;
+    let ttl_header = flow.expiry.as_ref().and_then(|e| e.header.as_deref());
+    if header.compression() != 0
+        || settings.compact
+        || suspect
+        || validation.enabled()
+        || flow.embedding.is_some()
+        || ttl_header.is_some()
+    {
         let checks = records::RecordChecks {
             require_keys: settings.compact,
             timestamps: bounds.filter(|_| suspect),
             each: validation.enabled().then_some(&check_ids as _),
+            embedding: flow.embedding.as_ref(),
+            ttl_header,
         };
         let rejected = records::validate(
             records,
