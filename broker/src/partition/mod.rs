@@ -6,6 +6,8 @@
 //! size) runs on the shard that received the request, so the home shard only does the
 //! stateful part.
 
+pub mod dedup;
+pub mod expiry;
 pub mod producer_state;
 pub mod records;
 pub mod schema_ids;
@@ -164,6 +166,14 @@ pub fn validate_produce_records(
     }
 }
 
+/// The dedup step's outcome (`Partition::dedup_batch`).
+enum Deduped {
+    /// Append this batch; the ids it brings (None: dedup off); duplicates dropped from it.
+    Append(BatchHeader, Bytes, Option<dedup::NewIds>, u64),
+    /// Nothing to append: the first record's original offset, the duplicates.
+    Answered(i64, u64),
+}
+
 /// Kafka's top-level message for records refused one by one (`LogValidator`).
 fn rejected_message(errors: &[records::RecordError]) -> String {
     if errors.iter().any(|e| e.timestamp) {
@@ -186,11 +196,14 @@ fn rejected_message(errors: &[records::RecordError]) -> String {
     )
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ProduceOutcome {
     pub base_offset: i64,
     pub log_append_time_ms: i64,
     pub log_start_offset: i64,
+    /// Records dropped as duplicates by message id, and ids evicted from the full window.
+    pub dedup_duplicates: u64,
+    pub dedup_evicted: u64,
 }
 
 /// Why a DeleteRecords on one partition failed; mapped to Kafka codes by its handler.
@@ -215,6 +228,8 @@ pub struct FetchOutcome {
     pub log_start_offset: i64,
     /// read_committed only: aborted transactions overlapping the data returned.
     pub aborted: Option<Vec<storage::txn_index::AbortedTxn>>,
+    /// Expired records left out of the data (`expiry`).
+    pub expired: u64,
 }
 
 pub struct Partition {
@@ -232,6 +247,10 @@ pub struct Partition {
     /// different one means the log rolled and a new snapshot is due (Kafka snapshots at
     /// every roll, so recovery after a crash replays one segment's batch headers, not all).
     snapshot_segment: Cell<i64>,
+    /// Dedup by message id (`dedup`): built from the log tail when first needed.
+    dedup: RefCell<Option<dedup::DedupWindow>>,
+    /// Per-batch earliest expiry, for Fetch (`expiry`).
+    expiry: RefCell<expiry::ExpiryCache>,
 }
 
 impl Partition {
@@ -274,6 +293,8 @@ impl Partition {
             settings: RefCell::new(settings),
             last_flush: Cell::new(Instant::now()),
             snapshot_segment,
+            dedup: RefCell::new(None),
+            expiry: RefCell::new(expiry::ExpiryCache::default()),
         })
     }
 
@@ -304,7 +325,15 @@ impl Partition {
     }
 
     pub fn set_settings(&self, settings: Arc<TopicSettings>) {
-        *self.settings.borrow_mut() = settings;
+        let old = self.settings.replace(settings.clone());
+        // Flow configs apply at once: expiry is computed again under the new TTLs, and a
+        // dedup window goes when dedup is turned off (rebuilt from the log when turned on).
+        if old.flow.expiry != settings.flow.expiry {
+            self.expiry.borrow_mut().clear();
+        }
+        if settings.flow.dedup.is_none() {
+            self.dedup.borrow_mut().take();
+        }
     }
 
     /// Kafka's `flush.ms`: data written without acks=all is fdatasync'd at the latest this
@@ -357,7 +386,28 @@ impl Partition {
         &self,
         now_ms: i64,
     ) -> Result<storage::RetentionOutcome, StorageError> {
-        let policy = self.settings().retention;
+        let settings = self.settings();
+        let mut policy = settings.retention;
+        // A topic TTL without a TTL header bounds every record's life: a segment whose newest
+        // record expired holds nothing Fetch would deliver. (With a header, a record may
+        // outlive the default; such segments go by retention.ms.)
+        if let Some(ttl) = settings
+            .flow
+            .expiry
+            .as_ref()
+            .filter(|e| e.header.is_none())
+            .and_then(|e| e.default_ttl_ms)
+        {
+            if policy.delete && policy.retention_ms >= 0 {
+                policy.retention_ms = policy.retention_ms.min(ttl);
+            } else {
+                policy.retention_ms = ttl;
+            }
+            if !policy.delete {
+                policy.retention_bytes = -1;
+                policy.delete = true;
+            }
+        }
         self.log
             .delete_old_segments(&policy, self.high_watermark(), now_ms)
     }
@@ -407,6 +457,22 @@ impl Partition {
                 }));
             }
             self.check_txn_data(&header, next_offset)?;
+        }
+        // Dedup by message id, after the sequence check: a producer's retry of a batch is
+        // answered by its sequence numbers, not refused as its own duplicate.
+        let (header, records, new_ids, duplicates) =
+            match self.dedup_batch(&settings, header, records, next_offset, now_ms)? {
+                Deduped::Append(header, records, ids, duplicates) => {
+                    (header, records, ids, duplicates)
+                }
+                Deduped::Answered(first_original, duplicates) => {
+                    let me = self.clone();
+                    return Ok(Box::pin(async move {
+                        me.answer_dedup(first_original, duplicates, acks).await
+                    }));
+                }
+            };
+        if idempotent {
             // Recorded before the append's first await: the log assigns offsets in call order,
             // so a pipelined next batch of this producer, checked while this one is being
             // written, sees this batch's sequence.
@@ -428,7 +494,21 @@ impl Partition {
         };
         // The received bytes are the bytes written: storage rewrites only each batch's
         // 16-byte prefix (base offset, leader epoch), from a buffer of its own.
+        self.expiry.borrow_mut().note_append(
+            &settings.flow,
+            &header,
+            &records,
+            next_offset,
+            settings.max_decompressed_bytes,
+        );
         let append = self.log.append(records, opts);
+        let evicted = match (new_ids, settings.flow.dedup.as_ref()) {
+            (Some(ids), Some(ds)) if !ids.is_empty() => match self.dedup.borrow_mut().as_mut() {
+                Some(w) => w.remember(ids, next_offset, now_ms, ds),
+                None => 0,
+            },
+            _ => 0,
+        };
         self.snapshot_if_rolled();
         let me = self.clone();
         Ok(Box::pin(async move {
@@ -441,6 +521,8 @@ impl Partition {
                         base_offset: r.base_offset,
                         log_append_time_ms: r.log_append_time_ms,
                         log_start_offset: r.log_start_offset,
+                        dedup_duplicates: duplicates,
+                        dedup_evicted: evicted,
                     })
                 }
                 Err(e) => {
@@ -448,10 +530,117 @@ impl Partition {
                         me.producers.borrow_mut().truncate_from(next_offset);
                         me.txns.borrow_mut().truncate_from(next_offset);
                     }
+                    if let Some(w) = me.dedup.borrow_mut().as_mut() {
+                        w.truncate_from(next_offset);
+                    }
+                    me.expiry.borrow_mut().truncate_from(next_offset);
                     Err(e.into())
                 }
             }
         }))
+    }
+
+    /// The dedup step of `append` (`dedup` module): the batch to append and the ids it
+    /// brings, or the answer for a batch of duplicates only.
+    fn dedup_batch(
+        &self,
+        settings: &TopicSettings,
+        header: BatchHeader,
+        records: Bytes,
+        next_offset: i64,
+        now_ms: i64,
+    ) -> Result<Deduped, PartitionError> {
+        let Some(ds) = settings.flow.dedup.as_ref() else {
+            return Ok(Deduped::Append(header, records, None, 0));
+        };
+        if header.is_transactional() || header.is_control() {
+            return Ok(Deduped::Append(header, records, None, 0));
+        }
+        let mut slot = self.dedup.borrow_mut();
+        if slot.as_ref().is_none_or(|w| w.header() != ds.header) {
+            *slot = Some(self.rebuild_dedup_window(ds, settings.max_decompressed_bytes, now_ms)?);
+        }
+        let window = slot.as_mut().expect("just built");
+        window.expire(now_ms, ds.window_ms);
+        let (verdict, ids) = window
+            .check(
+                &records,
+                &header,
+                ds,
+                next_offset,
+                now_ms,
+                settings.max_decompressed_bytes,
+            )
+            .map_err(PartitionError::Records)?;
+        Ok(match verdict {
+            dedup::Verdict::Keep => Deduped::Append(header, records, Some(ids), 0),
+            dedup::Verdict::Rebuilt {
+                batch,
+                header,
+                duplicates,
+                ..
+            } => Deduped::Append(header, batch, Some(ids), duplicates as u64),
+            dedup::Verdict::AllDuplicates {
+                first_original,
+                duplicates,
+            } => Deduped::Answered(first_original, duplicates as u64),
+        })
+    }
+
+    /// The window as the log holds it: the ids of the records from `now - window` on (by
+    /// record timestamp) to the log end. What makes dedup survive a restart or kill -9.
+    fn rebuild_dedup_window(
+        &self,
+        ds: &crate::config::ai_flow::DedupSettings,
+        max_decompressed: usize,
+        now_ms: i64,
+    ) -> Result<dedup::DedupWindow, PartitionError> {
+        let mut window = dedup::DedupWindow::new(&ds.header);
+        let end = self.log.written_end_offset();
+        let Some((mut offset, _)) = self
+            .log
+            .offset_for_timestamp(now_ms.saturating_sub(ds.window_ms))?
+        else {
+            return Ok(window);
+        };
+        let started = Instant::now();
+        while offset < end {
+            let read = self.log.read(offset, 1 << 20, end)?;
+            if read.chunks.is_empty() {
+                break;
+            }
+            for chunk in &read.chunks {
+                for (h, batch) in storage::batch::BatchIter::new(chunk).filter_map(Result::ok) {
+                    if let Err(e) = window.replay_batch(batch, ds, max_decompressed) {
+                        tracing::warn!(topic = %self.topic, partition = self.index, offset = h.base_offset, error = %e, "dedup window: unreadable batch skipped");
+                    }
+                    offset = h.last_offset() + 1;
+                }
+            }
+        }
+        window.expire(now_ms, ds.window_ms);
+        tracing::debug!(topic = %self.topic, partition = self.index, ids = window.len(), took_ms = started.elapsed().as_millis() as u64, "dedup window rebuilt from the log");
+        Ok(window)
+    }
+
+    /// A batch of duplicates only, from a plain producer: answered with the first record's
+    /// original offset, once that is as durable as acks asks.
+    async fn answer_dedup(
+        &self,
+        first_original: i64,
+        duplicates: u64,
+        acks: i16,
+    ) -> Result<ProduceOutcome, PartitionError> {
+        if acks == -1 && self.log.durable_end_offset() <= first_original {
+            self.log.flush().await?;
+        }
+        Ok(ProduceOutcome {
+            base_offset: first_original,
+            log_append_time_ms: -1,
+            log_start_offset: self.log.log_start_offset(),
+            dedup_duplicates: duplicates,
+            dedup_evicted: 0,
+        })
     }
 
     /// A retried batch is answered with the original offsets, once those are as durable as
@@ -468,6 +657,7 @@ impl Partition {
             base_offset: original.first_offset,
             log_append_time_ms: -1,
             log_start_offset: self.log.log_start_offset(),
+            ..Default::default()
         })
     }
 
@@ -482,9 +672,23 @@ impl Partition {
     ) -> Result<FetchOutcome, StorageError> {
         let hw = self.high_watermark();
         let lso = self.last_stable_offset();
-        let data = self
+        let mut data = self
             .log
             .read(offset, max_bytes, if read_committed { lso } else { hw })?;
+        let mut expired = 0;
+        let settings = self.settings();
+        if let Some(e) = &settings.flow.expiry {
+            let chunks = std::mem::take(&mut data.chunks);
+            let (chunks, n) = self.expiry.borrow_mut().filter(
+                e,
+                chunks,
+                crate::now_ms(),
+                settings.max_decompressed_bytes,
+            );
+            data.total_bytes = chunks.iter().map(Bytes::len).sum();
+            data.chunks = chunks;
+            expired = n;
+        }
         let aborted = read_committed.then(|| {
             let end = data
                 .chunks
@@ -506,6 +710,7 @@ impl Partition {
             last_stable_offset: lso,
             log_start_offset: self.log.log_start_offset(),
             aborted,
+            expired,
         })
     }
 }
