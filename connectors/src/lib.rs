@@ -18,6 +18,7 @@ pub mod record;
 pub mod registry;
 pub mod runner;
 pub mod sink;
+pub mod topic_configs;
 
 use std::net::SocketAddr;
 use std::time::Duration;
