@@ -187,7 +187,7 @@ def test_dedup_confluent_duplicates_answered_with_original_offsets_and_mixed_bat
     assert offsets[2:5] == [base + 1, base + 2, base + 3]
     assert after[0][0] == offsets[5]
     assert kafka_python_read(strom.bootstrap, topic) == got
-    assert metric(strom.extra["metrics_port"], "strom_dedup_duplicates_total", topic) == 4
+    assert metric(strom.extra["metrics_port"], "strom_dedup_duplicates_total", topic) == 3
 
 
 def test_dedup_kafka_python_and_window_expiry(strom):
@@ -269,25 +269,41 @@ def test_ttl_header_expired_records_not_delivered_offsets_gap(strom):
     assert bad[0][1] == INVALID_RECORD
 
 
-def test_topic_ttl_all_expired_consumers_step_over_and_see_new_records(strom):
+def test_all_expired_batches_consumers_step_over_and_see_new_records(strom):
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-    topic = unique_topic("flow-ttl-topic")
-    assert admin.create_topic("confluent", strom.bootstrap, topic, 1, {"strom.record.ttl.ms": "500"}) == 0
-    confluent_send(strom.bootstrap, topic, [(b"old%d" % i, []) for i in range(20)], linger_ms=50)
+    topic = unique_topic("flow-ttl-all")
+    assert admin.create_topic("confluent", strom.bootstrap, topic, 1, {"strom.ttl.header": "ttl-ms"}) == 0
+    confluent_send(strom.bootstrap, topic, [(b"old%d" % i, [("ttl-ms", b"300")]) for i in range(20)], linger_ms=50)
     time.sleep(1.0)
     # Every stored batch is all expired: consumers get empty batches and reach the end.
     assert confluent_read(strom.bootstrap, topic) == []
     assert kafka_python_read(strom.bootstrap, topic) == []
-    r, _ = confluent_send(strom.bootstrap, topic, [(b"new", [])])
+    confluent_send(strom.bootstrap, topic, [(b"new", [])])
     got = confluent_read(strom.bootstrap, topic)
     assert [(o, v) for o, v, _ in got] == [(20, b"new")]
-    # Turned off: applied at once, the old records are delivered again (until retention).
+    # Turned off: applied at once, the old records are delivered again.
     a = AdminClient({"bootstrap.servers": strom.bootstrap})
     res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry("strom.record.ttl.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
+        ConfigEntry("strom.ttl.header", None, incremental_operation=AlterConfigOpType.DELETE)])
     a.incremental_alter_configs([res])[res].result(timeout=30)
     admin.wait_for(lambda: len(confluent_read(strom.bootstrap, topic)) == 21, "TTL removal applied")
+
+
+def test_topic_ttl_bounds_retention(strom):
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic = unique_topic("flow-ttl-retention")
+    assert admin.create_topic("confluent", strom.bootstrap, topic, 1, {"strom.record.ttl.ms": "500"}) == 0
+    confluent_send(strom.bootstrap, topic, [(b"old%d" % i, []) for i in range(20)], linger_ms=50)
+    c = KafkaConsumer(bootstrap_servers=strom.bootstrap)
+    try:
+        tp = TopicPartition(topic, 0)
+        # retention.ms is 7 days; the TTL removes the segment (checked every second here).
+        admin.wait_for(lambda: c.beginning_offsets([tp])[tp] == 20, "segments past the TTL deleted")
+    finally:
+        c.close()
+    assert confluent_read(strom.bootstrap, topic) == []
 
 
 # ---------------------------------------------------------------- embeddings

@@ -336,6 +336,8 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
 }
 
 #[cfg(test)]
+mod flow_tests;
+#[cfg(test)]
 mod settings_tests;
 #[cfg(test)]
 pub mod tests;

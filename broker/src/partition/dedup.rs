@@ -161,17 +161,13 @@ impl DedupWindow {
         let mut first_original = None;
         let mut first = true;
         // Records are visited from a buffer that may be a decompressed copy: ids are copied
-        // out as owned keys (`owned_ids`, in the order of `new_ids`).
-        let mut owned_ids: Vec<Box<[u8]>> = Vec::new();
+        // out as owned keys; `in_batch` maps this batch's new ids to their offset deltas.
+        let mut in_batch: HashMap<Box<[u8]>, i64> = HashMap::new();
         records::for_each_record(batch, max_decompressed, |r| {
             let id = r.header(&settings.header).flatten();
             let original = id.and_then(|id| {
-                self.lookup(id, now_ms, settings.window_ms).or_else(|| {
-                    owned_ids
-                        .iter()
-                        .position(|o| o.as_ref() == id)
-                        .map(|i| new_ids[i].1 + next_offset)
-                })
+                self.lookup(id, now_ms, settings.window_ms)
+                    .or_else(|| in_batch.get(id).map(|delta| next_offset + delta))
             });
             match original {
                 Some(o) => {
@@ -182,7 +178,7 @@ impl DedupWindow {
                 }
                 None => {
                     if let Some(id) = id {
-                        owned_ids.push(id.into());
+                        in_batch.insert(id.into(), r.offset_delta);
                         new_ids.push((id.into(), r.offset_delta));
                     }
                     kept.extend_from_slice(r.raw);

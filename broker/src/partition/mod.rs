@@ -168,8 +168,9 @@ pub fn validate_produce_records(
 
 /// The dedup step's outcome (`Partition::dedup_batch`).
 enum Deduped {
-    /// Append this batch; the ids it brings (None: dedup off); duplicates dropped from it.
-    Append(BatchHeader, Bytes, Option<dedup::NewIds>, u64),
+    /// Append this batch; the ids it brings (None: dedup off); duplicates dropped from it;
+    /// the offset to answer instead of the batch's (a batch emptied of duplicates).
+    Append(BatchHeader, Bytes, Option<dedup::NewIds>, u64, Option<i64>),
     /// Nothing to append: the first record's original offset, the duplicates.
     Answered(i64, u64),
 }
@@ -460,10 +461,10 @@ impl Partition {
         }
         // Dedup by message id, after the sequence check: a producer's retry of a batch is
         // answered by its sequence numbers, not refused as its own duplicate.
-        let (header, records, new_ids, duplicates) =
+        let (header, records, new_ids, duplicates, answer_offset) =
             match self.dedup_batch(&settings, header, records, next_offset, now_ms)? {
-                Deduped::Append(header, records, ids, duplicates) => {
-                    (header, records, ids, duplicates)
+                Deduped::Append(header, records, ids, duplicates, answer) => {
+                    (header, records, ids, duplicates, answer)
                 }
                 Deduped::Answered(first_original, duplicates) => {
                     let me = self.clone();
@@ -518,7 +519,7 @@ impl Partition {
                 Ok(r) => {
                     debug_assert!(!idempotent || r.base_offset == next_offset);
                     Ok(ProduceOutcome {
-                        base_offset: r.base_offset,
+                        base_offset: answer_offset.unwrap_or(r.base_offset),
                         log_append_time_ms: r.log_append_time_ms,
                         log_start_offset: r.log_start_offset,
                         dedup_duplicates: duplicates,
@@ -551,10 +552,10 @@ impl Partition {
         now_ms: i64,
     ) -> Result<Deduped, PartitionError> {
         let Some(ds) = settings.flow.dedup.as_ref() else {
-            return Ok(Deduped::Append(header, records, None, 0));
+            return Ok(Deduped::Append(header, records, None, 0, None));
         };
         if header.is_transactional() || header.is_control() {
-            return Ok(Deduped::Append(header, records, None, 0));
+            return Ok(Deduped::Append(header, records, None, 0, None));
         }
         let mut slot = self.dedup.borrow_mut();
         if slot.as_ref().is_none_or(|w| w.header() != ds.header) {
@@ -573,13 +574,18 @@ impl Partition {
             )
             .map_err(PartitionError::Records)?;
         Ok(match verdict {
-            dedup::Verdict::Keep => Deduped::Append(header, records, Some(ids), 0),
+            dedup::Verdict::Keep => Deduped::Append(header, records, Some(ids), 0, None),
             dedup::Verdict::Rebuilt {
                 batch,
                 header,
                 duplicates,
-                ..
-            } => Deduped::Append(header, batch, Some(ids), duplicates as u64),
+                first_original,
+            } => {
+                // Duplicates only, from an idempotent producer: the empty batch carries its
+                // sequence range; the answer is the first record's original offset.
+                let answer = first_original.filter(|_| header.records_count == 0);
+                Deduped::Append(header, batch, Some(ids), duplicates as u64, answer)
+            }
             dedup::Verdict::AllDuplicates {
                 first_original,
                 duplicates,
@@ -606,9 +612,7 @@ impl Partition {
         let started = Instant::now();
         while offset < end {
             let read = self.log.read(offset, 1 << 20, end)?;
-            if read.chunks.is_empty() {
-                break;
-            }
+            let before = offset;
             for chunk in &read.chunks {
                 for (h, batch) in storage::batch::BatchIter::new(chunk).filter_map(Result::ok) {
                     if let Err(e) = window.replay_batch(batch, ds, max_decompressed) {
@@ -616,6 +620,9 @@ impl Partition {
                     }
                     offset = h.last_offset() + 1;
                 }
+            }
+            if offset == before {
+                break; // nothing readable past here (the read validates framing only)
             }
         }
         window.expire(now_ms, ds.window_ms);
