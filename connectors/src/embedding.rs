@@ -92,9 +92,9 @@ pub fn validate_config(key: &str, value: &str) -> Result<(), ConfigError> {
         reason: reason.into(),
     };
     match key {
-        FORMAT if !matches!(v, "" | "f32le" | "json") => {
-            Err(bad("String must be one of: f32le, json (or empty for none)"))
-        }
+        FORMAT if !matches!(v, "" | "f32le" | "json") => Err(bad(
+            "String must be one of: f32le, json (or empty for none)",
+        )),
         FIELD if !v.is_empty() && !v.starts_with('/') => Err(bad(
             "Expected a JSON pointer (RFC 6901): empty for the whole value, or starting with /",
         )),
@@ -271,13 +271,21 @@ mod tests {
             s.check_value(Some(&f32le(&[1.0, 1.0]))),
             Err(EmbeddingError::NotNormalized { .. })
         ));
-        assert_eq!(s.check_value(Some(&[0, 0, 0])), Err(EmbeddingError::Ragged(3)));
+        assert_eq!(
+            s.check_value(Some(&[0, 0, 0])),
+            Err(EmbeddingError::Ragged(3))
+        );
         assert_eq!(s.check_value(None), Err(EmbeddingError::NoValue));
     }
 
     #[test]
     fn given_json_topic_when_checking_then_vector_found_by_pointer() {
-        let s = spec(&[(FORMAT, "json"), (FIELD, "/doc/embedding"), (DIMENSION, "3")]).unwrap();
+        let s = spec(&[
+            (FORMAT, "json"),
+            (FIELD, "/doc/embedding"),
+            (DIMENSION, "3"),
+        ])
+        .unwrap();
         let ok = br#"{"doc": {"embedding": [1, 2.5, -3]}, "title": "x"}"#;
         assert_eq!(s.check_value(Some(ok)), Ok(()));
         assert_eq!(

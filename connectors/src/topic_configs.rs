@@ -16,7 +16,10 @@ use crate::embedding::EmbeddingSpec;
 /// The embedding rules of each of `topics` that has some. A topic that cannot be described
 /// (a broker without DescribeConfigs rights for it, a timeout) has none: it is logged, and
 /// the sink's own checks (finite numbers, the collection's dimension) still apply.
-pub async fn embedding_specs(base: &ClientConfig, topics: &[String]) -> HashMap<String, EmbeddingSpec> {
+pub async fn embedding_specs(
+    base: &ClientConfig,
+    topics: &[String],
+) -> HashMap<String, EmbeddingSpec> {
     let mut out = HashMap::new();
     let admin: AdminClient<DefaultClientContext> = match base.create() {
         Ok(a) => a,
@@ -25,7 +28,8 @@ pub async fn embedding_specs(base: &ClientConfig, topics: &[String]) -> HashMap<
             return out;
         }
     };
-    let resources: Vec<ResourceSpecifier> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
+    let resources: Vec<ResourceSpecifier> =
+        topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
     let opts = AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
     let results = match admin.describe_configs(resources.iter(), &opts).await {
         Ok(r) => r,
@@ -46,7 +50,9 @@ pub async fn embedding_specs(base: &ClientConfig, topics: &[String]) -> HashMap<
                     out.insert(topic.clone(), spec);
                 }
             }
-            Err(e) => tracing::warn!(topic = %topic, error = ?e, "describing the topic's configs failed"),
+            Err(e) => {
+                tracing::warn!(topic = %topic, error = ?e, "describing the topic's configs failed")
+            }
         }
     }
     out

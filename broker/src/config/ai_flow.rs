@@ -23,7 +23,12 @@ pub const DEFAULT_MAX_IDS: usize = 100_000;
 /// Longest header name accepted (Kafka sets no limit; a name is matched per record).
 const MAX_HEADER_NAME: usize = 255;
 
-const fn def(name: &'static str, kind: ConfigType, default: &'static str, doc: &'static str) -> TopicConfigDef {
+const fn def(
+    name: &'static str,
+    kind: ConfigType,
+    default: &'static str,
+    doc: &'static str,
+) -> TopicConfigDef {
     TopicConfigDef {
         name,
         kind,
@@ -35,16 +40,66 @@ const fn def(name: &'static str, kind: ConfigType, default: &'static str, doc: &
 
 /// Listed by DescribeConfigs where a topic sets them (`topic::EXTENSION_CONFIGS`).
 pub static FLOW_CONFIGS: &[TopicConfigDef] = &[
-    def(DEDUP_HEADER, ConfigType::String, "", "record header holding the message id records are deduplicated by (empty: off)"),
-    def(DEDUP_WINDOW_MS, ConfigType::Long, "120000", "how long a message id is remembered, in ms"),
-    def(DEDUP_MAX_IDS, ConfigType::Int, "100000", "message ids remembered per partition; the oldest are evicted beyond it"),
-    def(TTL_HEADER, ConfigType::String, "", "record header holding the record's time to live in ms (empty: off)"),
-    def(RECORD_TTL_MS, ConfigType::Long, "-1", "time to live of records without a TTL header, in ms (-1: none)"),
-    def(embedding::FORMAT, ConfigType::String, "", "vector format of record values: f32le or json (empty: no check)"),
-    def(embedding::FIELD, ConfigType::String, "", "JSON pointer to the vector in a json value (empty: the whole value)"),
-    def(embedding::DIMENSION, ConfigType::Int, "0", "required vector dimension (0: any)"),
-    def(embedding::NORMALIZED, ConfigType::Boolean, "false", "vectors must have unit L2 norm"),
-    def(embedding::EPSILON, ConfigType::Double, "0.001", "allowed |norm - 1| when strom.embedding.normalized"),
+    def(
+        DEDUP_HEADER,
+        ConfigType::String,
+        "",
+        "record header holding the message id records are deduplicated by (empty: off)",
+    ),
+    def(
+        DEDUP_WINDOW_MS,
+        ConfigType::Long,
+        "120000",
+        "how long a message id is remembered, in ms",
+    ),
+    def(
+        DEDUP_MAX_IDS,
+        ConfigType::Int,
+        "100000",
+        "message ids remembered per partition; the oldest are evicted beyond it",
+    ),
+    def(
+        TTL_HEADER,
+        ConfigType::String,
+        "",
+        "record header holding the record's time to live in ms (empty: off)",
+    ),
+    def(
+        RECORD_TTL_MS,
+        ConfigType::Long,
+        "-1",
+        "time to live of records without a TTL header, in ms (-1: none)",
+    ),
+    def(
+        embedding::FORMAT,
+        ConfigType::String,
+        "",
+        "vector format of record values: f32le or json (empty: no check)",
+    ),
+    def(
+        embedding::FIELD,
+        ConfigType::String,
+        "",
+        "JSON pointer to the vector in a json value (empty: the whole value)",
+    ),
+    def(
+        embedding::DIMENSION,
+        ConfigType::Int,
+        "0",
+        "required vector dimension (0: any)",
+    ),
+    def(
+        embedding::NORMALIZED,
+        ConfigType::Boolean,
+        "false",
+        "vectors must have unit L2 norm",
+    ),
+    def(
+        embedding::EPSILON,
+        ConfigType::Double,
+        "0.001",
+        "allowed |norm - 1| when strom.embedding.normalized",
+    ),
 ];
 
 fn invalid(name: &str, value: &str, reason: &str) -> super::topic::TopicConfigError {

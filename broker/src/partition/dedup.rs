@@ -62,7 +62,10 @@ pub enum Verdict {
         first_original: Option<i64>,
     },
     /// Every record is a duplicate; nothing to append. The first record's original offset.
-    AllDuplicates { first_original: i64, duplicates: u32 },
+    AllDuplicates {
+        first_original: i64,
+        duplicates: u32,
+    },
 }
 
 /// The ids a batch brings, to remember once its offset is known.
@@ -288,8 +291,14 @@ mod tests {
     }
 
     /// A batch of records whose `msg-id` headers are `ids` (None: no header).
-    fn batch(ids: &[Option<&str>], compression: Compression, producer: Option<(i64, i32)>) -> Bytes {
-        let mut b = TestBatch::new(ids.len()).compression(compression).at(10_000);
+    fn batch(
+        ids: &[Option<&str>],
+        compression: Compression,
+        producer: Option<(i64, i32)>,
+    ) -> Bytes {
+        let mut b = TestBatch::new(ids.len())
+            .compression(compression)
+            .at(10_000);
         if let Some((pid, seq)) = producer {
             b = b.idempotent(pid, 0, seq);
         }
@@ -337,7 +346,13 @@ mod tests {
 
     #[test]
     fn given_mixed_batch_when_checked_then_rebuilt_keeping_offsets_and_sequences() {
-        for c in [Compression::None, Compression::Gzip, Compression::Zstd, Compression::Lz4, Compression::Snappy] {
+        for c in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Zstd,
+            Compression::Lz4,
+            Compression::Snappy,
+        ] {
             let mut w = DedupWindow::new("msg-id");
             let s = settings();
             w.insert("a".as_bytes().into(), 7, 0, 100);
@@ -345,7 +360,13 @@ mod tests {
             let b = batch(&[Some("a"), Some("c"), None, Some("c")], c, Some((5, 10)));
             let h = header(&b);
             let (v, ids) = w.check(&b, &h, &s, 50, 0, 1 << 20).unwrap();
-            let Verdict::Rebuilt { batch: nb, header: nh, duplicates, first_original } = v else {
+            let Verdict::Rebuilt {
+                batch: nb,
+                header: nh,
+                duplicates,
+                first_original,
+            } = v
+            else {
                 panic!("{c:?}: not rebuilt");
             };
             assert_eq!((duplicates, first_original), (2, Some(7)), "{c:?}");
@@ -362,17 +383,34 @@ mod tests {
     }
 
     #[test]
-    fn given_only_duplicates_when_checked_then_plain_producer_appends_nothing_idempotent_an_empty_batch() {
+    fn given_only_duplicates_when_checked_then_plain_producer_appends_nothing_idempotent_an_empty_batch(
+    ) {
         let mut w = DedupWindow::new("msg-id");
         let s = settings();
         w.insert("a".as_bytes().into(), 3, 0, 100);
         let b = batch(&[Some("a"), Some("a")], Compression::None, None);
         let (v, _) = w.check(&b, &header(&b), &s, 9, 0, 1 << 20).unwrap();
-        assert_eq!(v, Verdict::AllDuplicates { first_original: 3, duplicates: 2 });
+        assert_eq!(
+            v,
+            Verdict::AllDuplicates {
+                first_original: 3,
+                duplicates: 2
+            }
+        );
         let b = batch(&[Some("a")], Compression::Gzip, Some((1, 4)));
         let (v, _) = w.check(&b, &header(&b), &s, 9, 0, 1 << 20).unwrap();
-        let Verdict::Rebuilt { batch: nb, header: nh, .. } = v else { panic!() };
-        assert_eq!((nh.records_count, nh.last_offset_delta, nh.base_sequence), (0, 0, 4));
+        let Verdict::Rebuilt {
+            batch: nb,
+            header: nh,
+            ..
+        } = v
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (nh.records_count, nh.last_offset_delta, nh.base_sequence),
+            (0, 0, 4)
+        );
         assert_eq!(nh.compression(), 0);
         storage::batch::validate_stored(&nb).unwrap();
     }
@@ -388,7 +426,10 @@ mod tests {
         assert_eq!(w.lookup(&[5], 0, 10), None);
         assert_eq!(w.lookup(&[6], 0, 10), Some(6));
         w.truncate_from(8);
-        assert_eq!((w.lookup(&[7], 0, 10), w.lookup(&[8], 0, 10)), (Some(7), None));
+        assert_eq!(
+            (w.lookup(&[7], 0, 10), w.lookup(&[8], 0, 10)),
+            (Some(7), None)
+        );
     }
 
     #[test]

@@ -241,7 +241,8 @@ mod tests {
             chunk.extend_from_slice(&b);
             let mut cache = ExpiryCache::default();
             // At 10006: record 0 (10000+5) expired; record 2 (10002+100) not.
-            let (out, dropped) = cache.filter(&e, vec![Bytes::from(chunk.clone())], 10_006, 1 << 20);
+            let (out, dropped) =
+                cache.filter(&e, vec![Bytes::from(chunk.clone())], 10_006, 1 << 20);
             assert_eq!(dropped, 1, "{c:?}");
             assert_eq!(offsets(&out), vec![1, 2, 3, 4], "{c:?}");
             // The batch with nothing expired went as a slice of the read, byte for byte.
@@ -265,7 +266,10 @@ mod tests {
         let (out, dropped) = cache.filter(&e, vec![a.clone()], 20_000, 1 << 20);
         assert_eq!(dropped, 3);
         let h = BatchHeader::parse(&out[0]).unwrap();
-        assert_eq!((h.base_offset, h.last_offset(), h.records_count), (40, 42, 0));
+        assert_eq!(
+            (h.base_offset, h.last_offset(), h.records_count),
+            (40, 42, 0)
+        );
         storage::batch::validate_stored(&out[0]).unwrap();
         // Earliest expiry computed at append time is the same as a fetch computes.
         assert_eq!(earliest_expiry(&e, &a, 1 << 20), 11_000);

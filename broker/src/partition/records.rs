@@ -210,10 +210,11 @@ pub fn for_each_record<'a>(
     max_decompressed: usize,
     mut visit: impl FnMut(&RecordFields<'_>),
 ) -> Result<(), RecordsError> {
-    let header = storage::batch::BatchHeader::parse(batch).map_err(|_| RecordsError::Malformed {
-        index: 0,
-        reason: "batch header does not parse",
-    })?;
+    let header =
+        storage::batch::BatchHeader::parse(batch).map_err(|_| RecordsError::Malformed {
+            index: 0,
+            reason: "batch header does not parse",
+        })?;
     let body = &batch[RECORDS_OFFSET.min(batch.len())..];
     let owned;
     let records: &[u8] = match header.compression() {

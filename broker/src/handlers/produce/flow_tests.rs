@@ -21,11 +21,7 @@ fn answer(h: &Harness, topic: &str, records: Bytes) -> (i16, i64) {
 }
 
 /// A batch whose records carry header `name` with `values` (None: no header).
-fn with_header(
-    b: TestBatch,
-    name: &'static str,
-    values: &[Option<&str>],
-) -> Bytes {
+fn with_header(b: TestBatch, name: &'static str, values: &[Option<&str>]) -> Bytes {
     b.encode_with(|records| {
         for (r, v) in records.iter_mut().zip(values) {
             if let Some(v) = v {
@@ -50,17 +46,26 @@ fn fetched(h: &Harness, topic: &str) -> Vec<(i64, Bytes)> {
 }
 
 #[test]
-fn given_dedup_topic_when_idempotent_batches_repeat_ids_then_new_records_kept_and_sequences_line_up() {
+fn given_dedup_topic_when_idempotent_batches_repeat_ids_then_new_records_kept_and_sequences_line_up(
+) {
     let h = Harness::new();
     assert_eq!(
         create_topic_with(&h, "d", &[("strom.dedup.header", "msg-id")]).error_code,
         0
     );
     let b = |n, seq, c| TestBatch::new(n).idempotent(9, 0, seq).compression(c);
-    let first = with_header(b(2, 0, Compression::None), "msg-id", &[Some("A"), Some("B")]);
+    let first = with_header(
+        b(2, 0, Compression::None),
+        "msg-id",
+        &[Some("A"), Some("B")],
+    );
     assert_eq!(answer(&h, "d", first), (0, 0));
     // A is a duplicate, C is new: the batch is appended without A, at offsets 2..3.
-    let mixed = with_header(b(2, 2, Compression::Gzip), "msg-id", &[Some("A"), Some("C")]);
+    let mixed = with_header(
+        b(2, 2, Compression::Gzip),
+        "msg-id",
+        &[Some("A"), Some("C")],
+    );
     assert_eq!(answer(&h, "d", mixed.clone()), (0, 2));
     // The producer's next sequence (4) is in order; a retry of the mixed batch is answered
     // by its sequence numbers with its offset.
@@ -101,7 +106,12 @@ fn given_embedding_topic_when_a_batch_holds_bad_vectors_then_invalid_record_nami
         ("strom.embedding.dimension", "2"),
     ];
     assert_eq!(create_topic_with(&h, "e", &configs).error_code, 0);
-    let values = [r#"{"v": [1, 2]}"#, r#"{"v": [1]}"#, r#"{"v": [1, 2]}"#, r#"{"w": 1}"#];
+    let values = [
+        r#"{"v": [1, 2]}"#,
+        r#"{"v": [1]}"#,
+        r#"{"v": [1, 2]}"#,
+        r#"{"w": 1}"#,
+    ];
     let batch = TestBatch::new(4).encode_with(|records| {
         for (r, v) in records.iter_mut().zip(values) {
             r.value = Some(Bytes::from_static(v.as_bytes()));
@@ -117,8 +127,12 @@ fn given_embedding_topic_when_a_batch_holds_bad_vectors_then_invalid_record_nami
         .as_deref()
         .unwrap()
         .contains("dimension 1, topic requires 2"));
-    assert!(fetched(&h, "e").is_empty(), "Kafka's semantics: the batch is refused whole");
-    let ok = TestBatch::new(1).encode_with(|r| r[0].value = Some(Bytes::from_static(b"{\"v\": [0, 1]}")));
+    assert!(
+        fetched(&h, "e").is_empty(),
+        "Kafka's semantics: the batch is refused whole"
+    );
+    let ok = TestBatch::new(1)
+        .encode_with(|r| r[0].value = Some(Bytes::from_static(b"{\"v\": [0, 1]}")));
     assert_eq!(answer(&h, "e", ok), (0, 0));
 }
 
