@@ -177,7 +177,7 @@ impl FlowSettings {
         let default_ttl_ms = get(RECORD_TTL_MS)
             .and_then(|v| v.parse::<i64>().ok())
             .filter(|t| *t > 0);
-        let expiry = (ttl_header.is_some() || default_ttl_ms.is_some()).then(|| ExpirySettings {
+        let expiry = (ttl_header.is_some() || default_ttl_ms.is_some()).then_some(ExpirySettings {
             header: ttl_header,
             default_ttl_ms,
         });

@@ -205,7 +205,7 @@ impl<'a> RecordFields<'a> {
 /// Visits every record of a stored or produced batch (header already validated), in order.
 /// Unlike [`validate`] it accepts offset gaps (a compacted or deduplicated batch), but not
 /// deltas that go backwards or past the batch's last offset delta.
-pub fn for_each_record<'a>(
+pub fn for_each_record(
     batch: &[u8],
     max_decompressed: usize,
     mut visit: impl FnMut(&RecordFields<'_>),
