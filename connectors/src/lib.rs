@@ -11,12 +11,14 @@
 //! `strom serve` starts them they never run on a shard's thread.
 
 pub mod config;
+pub mod embedding;
 pub mod mapping;
 pub mod metrics;
 pub mod record;
 pub mod registry;
 pub mod runner;
 pub mod sink;
+pub mod topic_configs;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -99,6 +99,8 @@ pub struct Runner {
     stored: Offsets,
     /// Every offset the sink acknowledged, for the final synchronous commit.
     acknowledged: Offsets,
+    /// The topics' `strom.embedding.*` rules (`topic_configs`), checked before a write.
+    embedding: Arc<std::collections::HashMap<String, crate::embedding::EmbeddingSpec>>,
 }
 
 impl Runner {
@@ -144,6 +146,7 @@ impl Runner {
             .map_err(kafka)?;
         let topics: Vec<&str> = cfg.source.topics.iter().map(String::as_str).collect();
         consumer.subscribe(&topics).map_err(kafka)?;
+        let base_for_admin = base.clone();
         let mut pc = base;
         pc.set("acks", "all").set("enable.idempotence", "true");
         let producer: FutureProducer = pc.create().map_err(kafka)?;
@@ -152,6 +155,9 @@ impl Runner {
             sink: cfg.sink.kind.as_str(),
             source: SinkError::Schema(m),
         })?;
+        let embedding = Arc::new(
+            crate::topic_configs::embedding_specs(&base_for_admin, &cfg.source.topics).await,
+        );
         let sink = connect_sink(&cfg, &metrics).await?;
         let stored = sink.stored_offsets();
         if !stored.is_empty() {
@@ -167,6 +173,7 @@ impl Runner {
             schema: None,
             stored,
             acknowledged: Offsets::new(),
+            embedding,
         })
     }
 
@@ -187,6 +194,7 @@ impl Runner {
             consumer: self.consumer.clone(),
             cfg: self.cfg.clone(),
             metrics: self.metrics.clone(),
+            embedding: self.embedding.clone(),
         };
         // Aborted when the loop ends either way (it may be waiting on an idle topic).
         let _feeder = AbortOnDrop(tokio::spawn(feeder.run(tx, shutdown.clone())));
@@ -524,6 +532,7 @@ struct Feeder {
     consumer: Arc<StreamConsumer<LagContext>>,
     cfg: ConnectorConfig,
     metrics: Metrics,
+    embedding: Arc<std::collections::HashMap<String, crate::embedding::EmbeddingSpec>>,
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -556,6 +565,15 @@ impl Feeder {
                         None => return,
                     },
                 };
+                // The topic's embedding rules, as the broker applies them at produce.
+                if let (Ok(Op::Upsert(doc)), Some(spec)) = (&op, self.embedding.get(&rec.topic)) {
+                    if let Err(e) = spec.check(&doc.vector) {
+                        op = Err(RecordError::BadVector {
+                            field: sink.embedding_field.clone(),
+                            reason: e.to_string(),
+                        });
+                    }
+                }
                 if let (Ok(o), Some(mode)) = (&mut op, sink.multi_tenancy) {
                     match tenant_of(&rec, mode, &sink.tenant_separator) {
                         Ok(t) => o.set_tenant(Some(t)),

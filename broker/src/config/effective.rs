@@ -115,6 +115,8 @@ pub struct TopicSettings {
     pub compression: Option<Compression>,
     /// Records whose key/value must carry a schema id registered for their subject.
     pub schema_validation: super::schema_validation::TopicValidation,
+    /// Dedup by message id, per-record expiry, embedding validation (`strom.*`, issue 20).
+    pub flow: super::ai_flow::FlowSettings,
     /// `min.insync.replicas`: acks=all needs this many in-sync replicas (one node has one).
     pub min_insync_replicas: i32,
     /// `retention.ms`, `retention.bytes` and whether `cleanup.policy` has `delete`: read by
@@ -157,6 +159,7 @@ impl TopicSettings {
             },
             compression: Compression::resolve(&get("compression.type"), long),
             schema_validation: super::schema_validation::TopicValidation::from_configs(overrides),
+            flow: super::ai_flow::FlowSettings::from_configs(overrides),
             min_insync_replicas: long("min.insync.replicas").clamp(1, i32::MAX as i64) as i32,
             retention: storage::RetentionPolicy {
                 retention_ms: long("retention.ms"),

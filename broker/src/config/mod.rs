@@ -7,6 +7,7 @@
 //! Kafka-style `log.retention.check.interval.ms = 1000` works too. The environment variable is
 //! `STROM_` plus the key uppercased (`STROM_LOG_RETENTION_CHECK_INTERVAL_MS`).
 
+pub mod ai_flow;
 pub mod dynamic;
 pub mod effective;
 pub mod group;

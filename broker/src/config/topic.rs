@@ -378,13 +378,19 @@ pub static EXTENSION_CONFIGS: &[TopicConfigDef] = &[
 pub fn find(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS
         .iter()
-        .chain(EXTENSION_CONFIGS)
+        .chain(extension_configs())
         .find(|d| d.name == name)
 }
 
-/// Whether `name` is one of `EXTENSION_CONFIGS` (listed only where set).
+/// `EXTENSION_CONFIGS` and Strom's flow configs (`ai_flow::FLOW_CONFIGS`): listed only where
+/// a topic sets them.
+pub fn extension_configs() -> impl Iterator<Item = &'static TopicConfigDef> {
+    EXTENSION_CONFIGS.iter().chain(super::ai_flow::FLOW_CONFIGS)
+}
+
+/// Whether `name` is one of `extension_configs` (listed only where set).
 pub fn is_extension(name: &str) -> bool {
-    EXTENSION_CONFIGS.iter().any(|d| d.name == name)
+    extension_configs().any(|d| d.name == name)
 }
 
 /// The broker config a topic config takes its default from, under Kafka's name (Kafka's
@@ -549,6 +555,9 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
         ConfigType::String | List => {}
     }
     let int = || v.parse::<i64>().unwrap_or(0);
+    if name.starts_with("strom.") {
+        return super::ai_flow::validate(name, value);
+    }
     match name {
         "cleanup.policy" => {
             for p in v.split(',').map(str::trim) {

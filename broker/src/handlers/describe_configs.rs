@@ -75,11 +75,7 @@ fn topic_result(
     let version = ctx.version();
     let configs = topic_config::TOPIC_CONFIGS
         .iter()
-        .chain(
-            topic_config::EXTENSION_CONFIGS
-                .iter()
-                .filter(|d| meta.configs.contains_key(d.name)),
-        )
+        .chain(topic_config::extension_configs().filter(|d| meta.configs.contains_key(d.name)))
         .filter(|d| wanted(keys, d.name))
         .map(|d| {
             let e = crate::config::effective::effective(d, &meta.configs, &view);

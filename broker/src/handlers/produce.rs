@@ -268,6 +268,13 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
             ) {
                 Ok(v) => v,
                 Err(e) => {
+                    if let PartitionError::Rejected(records) = &e {
+                        let vectors = records.iter().filter(|r| r.embedding).count();
+                        ctx.shard
+                            .metrics
+                            .flow
+                            .count_embedding_rejected(&meta.name, vectors as u64);
+                    }
                     let e = FrontendError::Partition(e);
                     tracing::debug!(topic = %meta.name, partition = pd.index, error = %e, "produce rejected");
                     slots.push(Slot::Answered(failed(version, pd.index, &e)));
@@ -398,6 +405,8 @@ async fn delay_before_v6(version: i16, throttle_ms: i32) {
     }
 }
 
+#[cfg(test)]
+mod flow_tests;
 #[cfg(test)]
 mod settings_tests;
 #[cfg(test)]

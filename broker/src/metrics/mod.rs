@@ -7,6 +7,7 @@
 //! shard may read (partition sizes and offsets, fdatasync stats, busy time, consumer groups),
 //! labels each series with `shard`, merges the families and renders Prometheus text.
 
+pub mod flow;
 pub mod scrape;
 
 use std::cell::RefCell;
@@ -69,6 +70,8 @@ pub struct ShardMetrics {
     partitions: RefCell<HashMap<(Arc<str>, i32), PartitionPair>>,
     /// Per (api key, version): the latency histogram.
     requests: RefCell<HashMap<(i16, i16), Histogram>>,
+    /// Dedup, expiry and embedding counters (issue 20).
+    pub flow: flow::FlowMetrics,
 }
 
 impl Default for ShardMetrics {
@@ -194,6 +197,7 @@ impl ShardMetrics {
                 "strom_cross_shard_received_total",
                 "Messages this shard received from other shards or the admin thread.",
             ),
+            flow: flow::FlowMetrics::new(&r),
             registry: r,
             partitions: RefCell::new(HashMap::new()),
             requests: RefCell::new(HashMap::new()),
@@ -244,6 +248,7 @@ impl ShardMetrics {
     /// Drops the series of a deleted topic's partitions, so a scrape no longer shows them (and
     /// a topic re-created under the same name starts its counters at zero, as a new series).
     pub fn forget_topic(&self, topic: &str) {
+        self.flow.forget_topic(topic);
         self.partitions
             .borrow_mut()
             .retain(|(t, p), _| t.as_ref() != topic || !self.remove_partition(topic, *p));

@@ -6,6 +6,9 @@
 //! size) runs on the shard that received the request, so the home shard only does the
 //! stateful part.
 
+pub mod dedup;
+pub mod expiry;
+mod flow;
 pub mod producer_state;
 pub mod records;
 pub mod schema_ids;
@@ -23,6 +26,7 @@ use storage::{AppendOptions, Durability, PartitionLog, ReadResult, StorageError}
 use tokio::sync::watch;
 
 use crate::config::effective::TopicSettings;
+use flow::Deduped;
 use producer_state::{BatchMeta, ProducerStateTable, SequenceError, SequenceVerdict};
 use txn::{OpenTxns, TxnDataError};
 
@@ -118,16 +122,27 @@ pub fn validate_produce_records(
     let validation = &settings.schema_validation;
     let no_registry = schema_ids::NoRegistry;
     let view: &dyn schema_ids::SchemaView = schemas.unwrap_or(&no_registry);
-    let check_ids = |key: Option<&[u8]>, value: Option<&[u8]>| {
-        schema_ids::check_record(topic, validation, key, value, view)
+    let check_ids = |r: &records::RecordFields<'_>| {
+        schema_ids::check_record(topic, validation, r.key, r.value, view)
     };
     // Storage walks uncompressed records already; compressed ones, keys on compacted topics,
-    // suspect timestamps and schema ids need the broker's record reader.
-    if header.compression() != 0 || settings.compact || suspect || validation.enabled() {
+    // suspect timestamps, schema ids and the flow checks (issue 20) need the broker's
+    // record reader.
+    let flow = &settings.flow;
+    let ttl_header = flow.expiry.as_ref().and_then(|e| e.header.as_deref());
+    if header.compression() != 0
+        || settings.compact
+        || suspect
+        || validation.enabled()
+        || flow.embedding.is_some()
+        || ttl_header.is_some()
+    {
         let checks = records::RecordChecks {
             require_keys: settings.compact,
             timestamps: bounds.filter(|_| suspect),
             each: validation.enabled().then_some(&check_ids as _),
+            embedding: flow.embedding.as_ref(),
+            ttl_header,
         };
         let rejected = records::validate(
             records,
@@ -175,11 +190,14 @@ fn rejected_message(errors: &[records::RecordError]) -> String {
     )
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ProduceOutcome {
     pub base_offset: i64,
     pub log_append_time_ms: i64,
     pub log_start_offset: i64,
+    /// Records dropped as duplicates by message id, and ids evicted from the full window.
+    pub dedup_duplicates: u64,
+    pub dedup_evicted: u64,
 }
 
 /// Why a DeleteRecords on one partition failed; mapped to Kafka codes by its handler.
@@ -204,6 +222,8 @@ pub struct FetchOutcome {
     pub log_start_offset: i64,
     /// read_committed only: aborted transactions overlapping the data returned.
     pub aborted: Option<Vec<storage::txn_index::AbortedTxn>>,
+    /// Expired records left out of the data (`expiry`).
+    pub expired: u64,
 }
 
 pub struct Partition {
@@ -221,6 +241,10 @@ pub struct Partition {
     /// different one means the log rolled and a new snapshot is due (Kafka snapshots at
     /// every roll, so recovery after a crash replays one segment's batch headers, not all).
     snapshot_segment: Cell<i64>,
+    /// Dedup by message id (`dedup`): built from the log tail when first needed.
+    dedup: RefCell<Option<dedup::DedupWindow>>,
+    /// Per-batch earliest expiry, for Fetch (`expiry`).
+    expiry: RefCell<expiry::ExpiryCache>,
 }
 
 impl Partition {
@@ -263,6 +287,8 @@ impl Partition {
             settings: RefCell::new(settings),
             last_flush: Cell::new(Instant::now()),
             snapshot_segment,
+            dedup: RefCell::new(None),
+            expiry: RefCell::new(expiry::ExpiryCache::default()),
         })
     }
 
@@ -293,7 +319,15 @@ impl Partition {
     }
 
     pub fn set_settings(&self, settings: Arc<TopicSettings>) {
-        *self.settings.borrow_mut() = settings;
+        let old = self.settings.replace(settings.clone());
+        // Flow configs apply at once: expiry is computed again under the new TTLs, and a
+        // dedup window goes when dedup is turned off (rebuilt from the log when turned on).
+        if old.flow.expiry != settings.flow.expiry {
+            self.expiry.borrow_mut().clear();
+        }
+        if settings.flow.dedup.is_none() {
+            self.dedup.borrow_mut().take();
+        }
     }
 
     /// Kafka's `flush.ms`: data written without acks=all is fdatasync'd at the latest this
@@ -346,7 +380,28 @@ impl Partition {
         &self,
         now_ms: i64,
     ) -> Result<storage::RetentionOutcome, StorageError> {
-        let policy = self.settings().retention;
+        let settings = self.settings();
+        let mut policy = settings.retention;
+        // A topic TTL without a TTL header bounds every record's life: a segment whose newest
+        // record expired holds nothing Fetch would deliver. (With a header, a record may
+        // outlive the default; such segments go by retention.ms.)
+        if let Some(ttl) = settings
+            .flow
+            .expiry
+            .as_ref()
+            .filter(|e| e.header.is_none())
+            .and_then(|e| e.default_ttl_ms)
+        {
+            if policy.delete && policy.retention_ms >= 0 {
+                policy.retention_ms = policy.retention_ms.min(ttl);
+            } else {
+                policy.retention_ms = ttl;
+            }
+            if !policy.delete {
+                policy.retention_bytes = -1;
+                policy.delete = true;
+            }
+        }
         self.log
             .delete_old_segments(&policy, self.high_watermark(), now_ms)
     }
@@ -396,6 +451,22 @@ impl Partition {
                 }));
             }
             self.check_txn_data(&header, next_offset)?;
+        }
+        // Dedup by message id, after the sequence check: a producer's retry of a batch is
+        // answered by its sequence numbers, not refused as its own duplicate.
+        let (header, records, new_ids, duplicates, answer_offset) =
+            match self.dedup_batch(&settings, header, records, next_offset, now_ms)? {
+                Deduped::Append(header, records, ids, duplicates, answer) => {
+                    (header, records, ids, duplicates, answer)
+                }
+                Deduped::Answered(first_original, duplicates) => {
+                    let me = self.clone();
+                    return Ok(Box::pin(async move {
+                        me.answer_dedup(first_original, duplicates, acks).await
+                    }));
+                }
+            };
+        if idempotent {
             // Recorded before the append's first await: the log assigns offsets in call order,
             // so a pipelined next batch of this producer, checked while this one is being
             // written, sees this batch's sequence.
@@ -417,7 +488,21 @@ impl Partition {
         };
         // The received bytes are the bytes written: storage rewrites only each batch's
         // 16-byte prefix (base offset, leader epoch), from a buffer of its own.
+        self.expiry.borrow_mut().note_append(
+            &settings.flow,
+            &header,
+            &records,
+            next_offset,
+            settings.max_decompressed_bytes,
+        );
         let append = self.log.append(records, opts);
+        let evicted = match (new_ids, settings.flow.dedup.as_ref()) {
+            (Some(ids), Some(ds)) if !ids.is_empty() => match self.dedup.borrow_mut().as_mut() {
+                Some(w) => w.remember(ids, next_offset, now_ms, ds),
+                None => 0,
+            },
+            _ => 0,
+        };
         self.snapshot_if_rolled();
         let me = self.clone();
         Ok(Box::pin(async move {
@@ -427,9 +512,11 @@ impl Partition {
                 Ok(r) => {
                     debug_assert!(!idempotent || r.base_offset == next_offset);
                     Ok(ProduceOutcome {
-                        base_offset: r.base_offset,
+                        base_offset: answer_offset.unwrap_or(r.base_offset),
                         log_append_time_ms: r.log_append_time_ms,
                         log_start_offset: r.log_start_offset,
+                        dedup_duplicates: duplicates,
+                        dedup_evicted: evicted,
                     })
                 }
                 Err(e) => {
@@ -437,6 +524,10 @@ impl Partition {
                         me.producers.borrow_mut().truncate_from(next_offset);
                         me.txns.borrow_mut().truncate_from(next_offset);
                     }
+                    if let Some(w) = me.dedup.borrow_mut().as_mut() {
+                        w.truncate_from(next_offset);
+                    }
+                    me.expiry.borrow_mut().truncate_from(next_offset);
                     Err(e.into())
                 }
             }
@@ -457,6 +548,7 @@ impl Partition {
             base_offset: original.first_offset,
             log_append_time_ms: -1,
             log_start_offset: self.log.log_start_offset(),
+            ..Default::default()
         })
     }
 
@@ -471,9 +563,23 @@ impl Partition {
     ) -> Result<FetchOutcome, StorageError> {
         let hw = self.high_watermark();
         let lso = self.last_stable_offset();
-        let data = self
+        let mut data = self
             .log
             .read(offset, max_bytes, if read_committed { lso } else { hw })?;
+        let mut expired = 0;
+        let settings = self.settings();
+        if let Some(e) = &settings.flow.expiry {
+            let chunks = std::mem::take(&mut data.chunks);
+            let (chunks, n) = self.expiry.borrow_mut().filter(
+                e,
+                chunks,
+                crate::now_ms(),
+                settings.max_decompressed_bytes,
+            );
+            data.total_bytes = chunks.iter().map(Bytes::len).sum();
+            data.chunks = chunks;
+            expired = n;
+        }
         let aborted = read_committed.then(|| {
             let end = data
                 .chunks
@@ -495,6 +601,7 @@ impl Partition {
             last_stable_offset: lso,
             log_start_offset: self.log.log_start_offset(),
             aborted,
+            expired,
         })
     }
 }

@@ -50,10 +50,14 @@ pub struct RecordChecks<'a> {
     pub timestamps: Option<TimestampBounds>,
     /// A check of each record's key and value (schema ids): `Err` names why it is refused.
     pub each: Option<&'a EachRecord<'a>>,
+    /// `strom.embedding.*`: each record's value must hold a valid vector.
+    pub embedding: Option<&'a strom_connectors::embedding::EmbeddingSpec>,
+    /// `strom.ttl.header`: where present, its value must be a TTL in ms (ASCII digits).
+    pub ttl_header: Option<&'a str>,
 }
 
-/// A check of one record's (key, value); `Err` is the message naming why it is refused.
-pub type EachRecord<'a> = dyn Fn(Option<&[u8]>, Option<&[u8]>) -> Result<(), String> + 'a;
+/// A check of one record; `Err` is the message naming why it is refused.
+pub type EachRecord<'a> = dyn Fn(&RecordFields<'_>) -> Result<(), String> + 'a;
 
 #[derive(Debug, Clone, Copy)]
 pub struct TimestampBounds {
@@ -69,6 +73,18 @@ pub struct RecordError {
     pub message: String,
     /// INVALID_TIMESTAMP rather than INVALID_RECORD.
     pub timestamp: bool,
+    /// Refused by the embedding rules (counted apart in `/metrics`).
+    pub embedding: bool,
+}
+
+/// A TTL header's value: milliseconds as ASCII digits, as JetStream's `Nats-TTL` without
+/// its unit suffixes (a Kafka header is bytes; digits are what every client can write).
+pub fn parse_ttl(value: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(value).ok()?.trim();
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse::<i64>().ok()
 }
 
 /// Checks the records of one batch (header already validated: length, magic, CRC): the
@@ -91,21 +107,47 @@ pub fn validate(
         }
     };
     let mut errors = Vec::new();
-    walk(records, records_count, |index, r| {
+    walk(records, records_count, true, |index, r| {
         if checks.require_keys && r.key_null {
             errors.push(RecordError {
                 index,
                 message: "Compacted topic cannot accept message without key".into(),
                 timestamp: false,
+                embedding: false,
             });
         }
         if let Some(each) = checks.each {
-            if let Err(message) = each(r.key, r.value) {
+            if let Err(message) = each(&r) {
                 errors.push(RecordError {
                     index,
                     message,
                     timestamp: false,
+                    embedding: false,
                 });
+            }
+        }
+        if let Some(spec) = checks.embedding {
+            if let Err(e) = spec.check_value(r.value) {
+                errors.push(RecordError {
+                    index,
+                    message: format!("invalid embedding: {e}"),
+                    timestamp: false,
+                    embedding: true,
+                });
+            }
+        }
+        if let Some(name) = checks.ttl_header {
+            if let Some(v) = r.header(name) {
+                if v.and_then(parse_ttl).is_none() {
+                    errors.push(RecordError {
+                        index,
+                        message: format!(
+                            "header {name} must be a time to live in milliseconds (ASCII digits)"
+                        ),
+                        timestamp: false,
+                        embedding: false,
+                    });
+                }
             }
         }
         if let Some(t) = checks.timestamps {
@@ -118,6 +160,7 @@ pub fn validate(
                         t.lo, t.hi
                     ),
                     timestamp: true,
+                    embedding: false,
                 });
             }
         }
@@ -126,11 +169,117 @@ pub fn validate(
 }
 
 /// What `walk` tells about each record.
-struct RecordFields<'a> {
-    timestamp_delta: i64,
-    key_null: bool,
-    key: Option<&'a [u8]>,
-    value: Option<&'a [u8]>,
+pub struct RecordFields<'a> {
+    pub timestamp_delta: i64,
+    pub offset_delta: i64,
+    pub key_null: bool,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    /// The whole encoded record, its length prefix included (copied as is into a rebuilt
+    /// batch that keeps the record's offset delta).
+    pub raw: &'a [u8],
+    /// The encoded headers (after their count), `header_count` of them.
+    headers: &'a [u8],
+    header_count: i64,
+}
+
+impl<'a> RecordFields<'a> {
+    /// The value of the first header named `name` (`Some(None)`: present with a null value).
+    pub fn header(&self, name: &str) -> Option<Option<&'a [u8]>> {
+        let (buf, mut pos) = (self.headers, 0usize);
+        for _ in 0..self.header_count {
+            // `walk` checked the structure: these cannot fail on a visited record.
+            let key_at = pos;
+            skip_bytes(buf, &mut pos, buf.len())?;
+            let key = field(buf, key_at, pos);
+            let value_at = pos;
+            let null = skip_bytes(buf, &mut pos, buf.len())?;
+            if key == name.as_bytes() {
+                return Some((!null).then(|| field(buf, value_at, pos)));
+            }
+        }
+        None
+    }
+}
+
+/// Visits every record of a stored or produced batch (header already validated), in order.
+/// Unlike [`validate`] it accepts offset gaps (a compacted or deduplicated batch), but not
+/// deltas that go backwards or past the batch's last offset delta.
+pub fn for_each_record(
+    batch: &[u8],
+    max_decompressed: usize,
+    mut visit: impl FnMut(&RecordFields<'_>),
+) -> Result<(), RecordsError> {
+    let header =
+        storage::batch::BatchHeader::parse(batch).map_err(|_| RecordsError::Malformed {
+            index: 0,
+            reason: "batch header does not parse",
+        })?;
+    let body = &batch[RECORDS_OFFSET.min(batch.len())..];
+    let owned;
+    let records: &[u8] = match header.compression() {
+        NONE => body,
+        codec => {
+            owned = decompress(codec, body, max_decompressed)?;
+            &owned
+        }
+    };
+    let mut last = -1i64;
+    let mut bad_delta = None;
+    walk(records, header.records_count, false, |_, r| {
+        if r.offset_delta <= last || r.offset_delta > header.last_offset_delta as i64 {
+            bad_delta.get_or_insert(r.offset_delta);
+        }
+        last = r.offset_delta;
+        visit(&r)
+    })?;
+    match bad_delta {
+        Some(delta) => Err(RecordsError::OffsetDelta { index: last, delta }),
+        None => Ok(()),
+    }
+}
+
+/// A v2 batch holding `records` (encoded records, each keeping its offset delta) in place of
+/// `batch`'s: the header is kept — base offset, last offset delta, producer id, epoch, base
+/// sequence, base timestamp, attributes — so the batch spans the same offsets and sequence
+/// numbers (the dropped records leave an offset gap, as compaction does); the count, max
+/// timestamp, length and CRC are rewritten, the records re-compressed with the batch's codec.
+pub fn rebuild(
+    batch: &[u8],
+    records: &[u8],
+    records_count: i32,
+    max_timestamp: i64,
+) -> Result<bytes::Bytes, RecordsError> {
+    let header = batch.get(..RECORDS_OFFSET).ok_or(RecordsError::Malformed {
+        index: 0,
+        reason: "batch shorter than its header",
+    })?;
+    let codec = batch[22] & 7;
+    let encoded;
+    let body: &[u8] = if codec == NONE || records.is_empty() {
+        records
+    } else {
+        encoded = compress(codec, records).ok_or(RecordsError::UnknownCodec(codec))?;
+        &encoded
+    };
+    let mut out = bytes::BytesMut::with_capacity(RECORDS_OFFSET + body.len());
+    out.extend_from_slice(header);
+    out.extend_from_slice(body);
+    let length = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    if records.is_empty() && codec != NONE {
+        // An empty batch is written uncompressed (what Kafka's cleaner writes).
+        out[22] &= !7;
+    }
+    // The max timestamp of a LogAppendTime batch is the append time: kept.
+    let log_append_time = batch[22] & 0x08 != 0;
+    if !log_append_time {
+        out[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
+    }
+    out[57..61].copy_from_slice(&records_count.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(out.freeze())
 }
 
 /// The records section of a compressed batch (`codec` != 0), inflated to at most `limit`
@@ -338,15 +487,18 @@ fn skip_bytes(buf: &[u8], pos: &mut usize, end: usize) -> Option<bool> {
     Some(false)
 }
 
+/// Walks the encoded records; `strict` (a produced batch): offset deltas must be 0, 1, 2, ….
 fn walk<'a>(
     records: &'a [u8],
     claimed: i32,
+    strict: bool,
     mut visit: impl FnMut(i32, RecordFields<'a>),
 ) -> Result<(), RecordsError> {
     let mut pos = 0usize;
     let mut index: i64 = 0;
     while pos < records.len() {
         let bad = |reason| RecordsError::Malformed { index, reason };
+        let start = pos;
         let len = varlong(records, &mut pos).ok_or(bad("bad length"))?;
         let len = usize::try_from(len).map_err(|_| bad("negative length"))?;
         let end = pos
@@ -356,7 +508,7 @@ fn walk<'a>(
         pos += 1; // attributes
         let timestamp_delta = varlong(records, &mut pos).ok_or(bad("bad timestamp delta"))?;
         let delta = varlong(records, &mut pos).ok_or(bad("bad offset delta"))?;
-        if delta != index {
+        if strict && delta != index {
             return Err(RecordsError::OffsetDelta { index, delta });
         }
         let key_at = pos;
@@ -369,6 +521,7 @@ fn walk<'a>(
         if headers < 0 {
             return Err(bad("negative header count"));
         }
+        let headers_at = pos;
         for _ in 0..headers {
             if skip_bytes(records, &mut pos, end).ok_or(bad("bad header key"))? {
                 return Err(bad("null header key"));
@@ -382,9 +535,13 @@ fn walk<'a>(
             index as i32,
             RecordFields {
                 timestamp_delta,
+                offset_delta: delta,
                 key_null,
                 key,
                 value,
+                raw: &records[start..end],
+                headers: &records[headers_at..end],
+                header_count: headers,
             },
         );
         index += 1;
@@ -420,11 +577,15 @@ mod tests {
         require_keys: true,
         timestamps: None,
         each: None,
+        embedding: None,
+        ttl_header: None,
     };
     const NONE_CHECKED: RecordChecks = RecordChecks {
         require_keys: false,
         timestamps: None,
         each: None,
+        embedding: None,
+        ttl_header: None,
     };
 
     #[test]
@@ -475,6 +636,8 @@ mod tests {
                 hi: 1003,
             }),
             each: None,
+            embedding: None,
+            ttl_header: None,
         };
         let errors = validate(&b, 1, 5, checks, 1 << 20).unwrap();
         assert_eq!(

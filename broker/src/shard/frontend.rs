@@ -227,9 +227,15 @@ pub async fn produce(
                 let state = state.clone();
                 let rest = Box::pin(async move {
                     let outcome = append.await?;
+                    let count = count.saturating_sub(outcome.dedup_duplicates);
                     state
                         .metrics
                         .count_produced(&topic, partition, bytes, count);
+                    state.metrics.flow.count_dedup(
+                        &topic,
+                        outcome.dedup_duplicates,
+                        outcome.dedup_evicted,
+                    );
                     Ok(outcome)
                 });
                 (ProduceStart::Taken, rest as LocalBoxFuture<'static, _>)
@@ -291,6 +297,9 @@ pub async fn fetch_many(
                     let outcome = p
                         .read(r.offset, r.max_bytes, read_committed)
                         .map_err(FrontendError::from);
+                    if let Ok(o) = &outcome {
+                        state.metrics.flow.count_expired(&r.topic, o.expired);
+                    }
                     FetchRead {
                         offsets: Some(offsets_of(&p)),
                         outcome,

@@ -472,7 +472,10 @@ fn assemble(
                 if code != ResponseError::OffsetOutOfRange.code() {
                     tracing::warn!(topic = %meta.name, partition = w.session.partition, error = %e, "fetch failed");
                 }
-                out.push((with_offsets(base.with_error_code(code)), None));
+                // Empty records, not null, as Kafka (`MemoryRecords.EMPTY`): librdkafka
+                // refuses a null record set ("invalid MessageSetSize -1") and then never
+                // sees the error, e.g. the OFFSET_OUT_OF_RANGE it would reset on.
+                out.push((with_offsets(base.with_error_code(code)), Some(Vec::new())));
             }
         }
     }
