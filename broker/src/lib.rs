@@ -20,6 +20,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod migrate;
 pub mod partition;
+pub mod redact;
 pub mod schema_registry;
 pub mod security;
 pub mod server;

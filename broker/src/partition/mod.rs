@@ -6,8 +6,11 @@
 //! size) runs on the shard that received the request, so the home shard only does the
 //! stateful part.
 
+pub mod key_index;
 pub mod producer_state;
+pub mod record_view;
 pub mod records;
+pub mod redact;
 pub mod schema_ids;
 pub mod txn;
 
@@ -221,6 +224,8 @@ pub struct Partition {
     /// different one means the log rolled and a new snapshot is due (Kafka snapshots at
     /// every roll, so recovery after a crash replays one segment's batch headers, not all).
     snapshot_segment: Cell<i64>,
+    /// `strom.key.index` topics: key → recent offsets (`key_index`), built when first needed.
+    key_index: RefCell<Option<key_index::KeyIndex>>,
 }
 
 impl Partition {
@@ -263,6 +268,7 @@ impl Partition {
             settings: RefCell::new(settings),
             last_flush: Cell::new(Instant::now()),
             snapshot_segment,
+            key_index: RefCell::new(None),
         })
     }
 
