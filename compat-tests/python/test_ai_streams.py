@@ -123,7 +123,6 @@ def produce_kafka_python(bootstrap: str, topic: str, values: list[str], codec: s
         bootstrap_servers=bootstrap,
         compression_type=None if codec == "none" else codec,
         linger_ms=5,
-        api_version_auto_timeout_ms=TIMEOUT_S * 1000,
     )
     for i, v in enumerate(values):
         p.send(topic, key=f"k{i}".encode(), value=v.encode(),
