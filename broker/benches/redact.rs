@@ -28,13 +28,11 @@ fn batch(codec: Compression, pii: bool, json: bool) -> Bytes {
         text.to_string()
     };
     let n = (1 << 20) / value.len();
-    TestBatch::new(n)
-        .compression(codec)
-        .encode_with(|rs| {
-            for r in rs {
-                r.value = Some(Bytes::from(value.clone()));
-            }
-        })
+    TestBatch::new(n).compression(codec).encode_with(|rs| {
+        for r in rs {
+            r.value = Some(Bytes::from(value.clone()));
+        }
+    })
 }
 
 fn bench(c: &mut Criterion) {

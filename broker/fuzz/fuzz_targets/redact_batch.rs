@@ -12,9 +12,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(header) = storage::batch::BatchHeader::parse(data) else {
         return;
     };
-    let plan = Plan::compile(Some("cn_id,phone,email,card,ip"), Some("value,header:h,json:/a"))
-        .expect("built-in rules compile")
-        .expect("rules named");
+    let plan = Plan::compile(
+        Some("cn_id,phone,email,card,ip"),
+        Some("value,header:h,json:/a"),
+    )
+    .expect("built-in rules compile")
+    .expect("rules named");
     let mut hits = plan.new_hits();
     if let Ok(Some((_, out))) = redact_batch(&plan, &header, data, 1 << 20, &mut hits) {
         assert!(storage::batch::BatchHeader::parse(&out).is_ok());

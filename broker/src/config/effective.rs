@@ -171,8 +171,12 @@ impl TopicSettings {
             },
             key_index: get("strom.key.index").eq_ignore_ascii_case("true"),
             redact: crate::redact::Plan::compile(
-                overrides.get(crate::redact::RULES_CONFIG).map(String::as_str),
-                overrides.get(crate::redact::SCOPE_CONFIG).map(String::as_str),
+                overrides
+                    .get(crate::redact::RULES_CONFIG)
+                    .map(String::as_str),
+                overrides
+                    .get(crate::redact::SCOPE_CONFIG)
+                    .map(String::as_str),
             )
             .map(|p| p.map(std::sync::Arc::new))
             .transpose(),

@@ -93,7 +93,12 @@ impl KeyIndex {
         let Some(e) = self.keys.get(key) else {
             return Vec::new();
         };
-        let live: Vec<i64> = e.offsets.iter().copied().filter(|o| *o >= log_start).collect();
+        let live: Vec<i64> = e
+            .offsets
+            .iter()
+            .copied()
+            .filter(|o| *o >= log_start)
+            .collect();
         live[live.len().saturating_sub(n)..].to_vec()
     }
 
@@ -108,11 +113,12 @@ impl KeyIndex {
     /// Every keyed record of `batch` (its base offset given: the log assigned it).
     pub fn index_batch(&mut self, base_offset: i64, batch: &[u8], max_decompressed: usize) {
         // A produced batch still has the client's base offset (0) in its bytes.
-        let r = record_view::for_each_record(batch, i64::MIN, max_decompressed, |h, offset, _, r| {
-            if let Some(k) = r.key {
-                self.insert(k, offset - h.base_offset + base_offset);
-            }
-        });
+        let r =
+            record_view::for_each_record(batch, i64::MIN, max_decompressed, |h, offset, _, r| {
+                if let Some(k) = r.key {
+                    self.insert(k, offset - h.base_offset + base_offset);
+                }
+            });
         if let Err(e) = r {
             tracing::debug!(error = %e, "key index: batch not indexed");
         }

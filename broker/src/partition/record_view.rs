@@ -20,7 +20,11 @@ pub struct Record<'a> {
 }
 
 /// The record at `at` of a records section and where the next one starts.
-pub fn parse_record(buf: &[u8], at: usize, index: i64) -> Result<(Record<'_>, usize), RecordsError> {
+pub fn parse_record(
+    buf: &[u8],
+    at: usize,
+    index: i64,
+) -> Result<(Record<'_>, usize), RecordsError> {
     let bad = |reason| RecordsError::Malformed { index, reason };
     let mut pos = at;
     let len = varlong(buf, &mut pos).ok_or(bad("bad length"))?;
@@ -130,4 +134,3 @@ fn bytes_field<'a>(buf: &'a [u8], pos: &mut usize) -> Option<Option<&'a [u8]>> {
     *pos += len;
     Some(Some(field))
 }
-

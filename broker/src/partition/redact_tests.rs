@@ -50,7 +50,12 @@ fn given_each_codec_when_redacting_then_values_masked_and_the_producer_header_ke
         let headers = storage::batch::validate_batches(&out).unwrap();
         assert_eq!(headers.len(), 1, "{c:?}");
         assert_eq!(
-            (h2.producer_id, h2.producer_epoch, h2.base_sequence, h2.records_count),
+            (
+                h2.producer_id,
+                h2.producer_epoch,
+                h2.base_sequence,
+                h2.records_count
+            ),
             (7, 2, 40, 3),
             "{c:?}"
         );
@@ -58,7 +63,10 @@ fn given_each_codec_when_redacting_then_values_masked_and_the_producer_header_ke
         assert_eq!(h2.compression(), h.compression(), "{c:?}");
         assert_eq!(hits, vec![5], "{c:?}");
         let records = decode(&out);
-        let values: Vec<&[u8]> = records.iter().map(|r| r.value.as_deref().unwrap()).collect();
+        let values: Vec<&[u8]> = records
+            .iter()
+            .map(|r| r.value.as_deref().unwrap())
+            .collect();
         assert_eq!(
             values,
             [
@@ -69,8 +77,14 @@ fn given_each_codec_when_redacting_then_values_masked_and_the_producer_header_ke
             "{c:?}"
         );
         for r in &records {
-            assert_eq!(r.headers["x-prompt"].as_deref(), Some(&b"mail <REDACTED_EMAIL>"[..]));
-            assert_eq!(r.headers["other"].as_deref(), Some(&b"mail a@example.com"[..]));
+            assert_eq!(
+                r.headers["x-prompt"].as_deref(),
+                Some(&b"mail <REDACTED_EMAIL>"[..])
+            );
+            assert_eq!(
+                r.headers["other"].as_deref(),
+                Some(&b"mail a@example.com"[..])
+            );
             assert_eq!(r.sequence - r.offset as i32, 40);
         }
     }
@@ -82,7 +96,9 @@ fn given_no_match_when_redacting_then_the_batch_is_kept() {
     let b = batch(Compression::Lz4, &["clean", "text"]);
     let h = BatchHeader::parse(&b).unwrap();
     let mut hits = p.new_hits();
-    assert!(redact_batch(&p, &h, &b, 1 << 20, &mut hits).unwrap().is_none());
+    assert!(redact_batch(&p, &h, &b, 1 << 20, &mut hits)
+        .unwrap()
+        .is_none());
 }
 
 #[test]

@@ -65,7 +65,9 @@ static SETS: LazyLock<Vec<Arc<RuleSet>>> = LazyLock::new(|| {
         )),
         set(Rule::builtin(
             "ip",
-            &format!(r"{IPV4}|[0-9A-Fa-f]{{0,4}}(?::[0-9A-Fa-f]{{0,4}}){{2,7}}(?:\.[0-9]{{1,3}}){{0,3}}(?:%[0-9A-Za-z]+)?"),
+            &format!(
+                r"{IPV4}|[0-9A-Fa-f]{{0,4}}(?::[0-9A-Fa-f]{{0,4}}){{2,7}}(?:\.[0-9]{{1,3}}){{0,3}}(?:%[0-9A-Za-z]+)?"
+            ),
             Check::Ip,
             alnum,
             Mask::Token("<REDACTED_IP>".into()),
@@ -84,7 +86,11 @@ pub fn check(check: Check, m: &[u8]) -> bool {
         Check::None => true,
         Check::CnId => cn_id_valid(m),
         Check::Luhn => {
-            let digits: Vec<u8> = m.iter().filter(|b| b.is_ascii_digit()).map(|b| b - b'0').collect();
+            let digits: Vec<u8> = m
+                .iter()
+                .filter(|b| b.is_ascii_digit())
+                .map(|b| b - b'0')
+                .collect();
             (13..=19).contains(&digits.len()) && luhn_valid(&digits)
         }
         Check::Phone => (7..=15).contains(&m.iter().filter(|b| b.is_ascii_digit()).count()),
@@ -93,8 +99,7 @@ pub fn check(check: Check, m: &[u8]) -> bool {
                 return false;
             };
             let addr = s.split('%').next().unwrap_or(s);
-            addr.bytes().any(|b| b.is_ascii_hexdigit())
-                && addr.parse::<std::net::IpAddr>().is_ok()
+            addr.bytes().any(|b| b.is_ascii_hexdigit()) && addr.parse::<std::net::IpAddr>().is_ok()
         }
     }
 }

@@ -72,7 +72,9 @@ pub fn compile(config: &RedactConfig) -> Result<Vec<Arc<RuleSet>>, RedactError> 
             return Err(bad("a built-in rule set has this name"));
         }
         if set_name.is_empty() || set_name.contains([',', ' ']) {
-            return Err(bad("a rule set name may not be empty or hold commas or spaces"));
+            return Err(bad(
+                "a rule set name may not be empty or hold commas or spaces",
+            ));
         }
         if set.rules.is_empty() {
             return Err(bad("no rules"));
@@ -86,7 +88,8 @@ pub fn compile(config: &RedactConfig) -> Result<Vec<Arc<RuleSet>>, RedactError> 
                     Rule::new(&name, p, mask)?
                 }
                 (None, Some(b)) => {
-                    let base = builtin::set(b).ok_or_else(|| RedactError::UnknownRuleSet(b.clone()))?;
+                    let base =
+                        builtin::set(b).ok_or_else(|| RedactError::UnknownRuleSet(b.clone()))?;
                     let base = &base.rules[0];
                     let name = r.name.clone().unwrap_or_else(|| base.name.clone());
                     let mask = match &r.mask {

@@ -231,7 +231,8 @@ impl Plan {
         }
         let mut out = Vec::new();
         for name in names {
-            let set = config::rule_set(name).ok_or_else(|| RedactError::UnknownRuleSet(name.into()))?;
+            let set =
+                config::rule_set(name).ok_or_else(|| RedactError::UnknownRuleSet(name.into()))?;
             out.extend(set.rules.iter().cloned());
         }
         Ok(Some(Plan { rules: out, scope }))

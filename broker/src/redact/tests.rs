@@ -44,10 +44,7 @@ fn given_a_resident_id_when_redacted_then_only_a_valid_checksum_is_masked() {
     );
     // Wrong check character, and an 18-digit run inside a longer number: left alone.
     assert_eq!(redact(&p, "id 110105194912310021"), "id 110105194912310021");
-    assert_eq!(
-        redact(&p, "n=911010519491231002X"),
-        "n=911010519491231002X"
-    );
+    assert_eq!(redact(&p, "n=911010519491231002X"), "n=911010519491231002X");
 }
 
 #[test]

@@ -65,12 +65,17 @@ pub async fn key_records(
         .await;
         let Ok(Some(hits)) = hits else { continue };
         for hit in hits {
-            let _ = record_view::for_each_record(&hit.chunk, hit.offset, max_decompressed, |_, offset, ts, r| {
-                // The offset itself, and still this key's (compaction may have removed it).
-                if offset == hit.offset && r.key == Some(&key[..]) {
-                    records.push((ts, offset, record_json(&topic, partition, offset, ts, r)));
-                }
-            });
+            let _ = record_view::for_each_record(
+                &hit.chunk,
+                hit.offset,
+                max_decompressed,
+                |_, offset, ts, r| {
+                    // The offset itself, and still this key's (compaction may have removed it).
+                    if offset == hit.offset && r.key == Some(&key[..]) {
+                        records.push((ts, offset, record_json(&topic, partition, offset, ts, r)));
+                    }
+                },
+            );
         }
     }
     // Across partitions, by time; the last n.

@@ -220,11 +220,15 @@ async fn offsets_when_online(
     let deadline = tokio::time::Instant::now() + ONLINE_WAIT;
     loop {
         let t = topic.clone();
-        let offsets = frontend::call_from_outside(ctx, home(ctx, topic, partition), move |state| async move {
-            state
-                .partition(&t, partition)
-                .map(|p| (p.log.log_start_offset(), p.high_watermark()))
-        });
+        let offsets = frontend::call_from_outside(
+            ctx,
+            home(ctx, topic, partition),
+            move |state| async move {
+                state
+                    .partition(&t, partition)
+                    .map(|p| (p.log.log_start_offset(), p.high_watermark()))
+            },
+        );
         if let Ok(Ok(Some(o))) = tokio::time::timeout(ONLINE_WAIT, offsets).await {
             return Some(o);
         }
@@ -334,15 +338,23 @@ impl Tail {
         let mut end = self.next;
         for chunk in chunks {
             let from = self.next;
-            let r = record_view::for_each_record(chunk, from, self.max_decompressed, |h, offset, ts, r| {
-                end = end.max(h.last_offset() + 1).max(offset + 1);
-                if self.key.as_deref().is_some_and(|k| r.key != Some(k)) {
-                    return;
-                }
-                let json = record_json(&self.topic, self.partition, offset, ts, r);
-                self.pending
-                    .push_back(Event::default().id(offset.to_string()).data(json.to_string()));
-            });
+            let r = record_view::for_each_record(
+                chunk,
+                from,
+                self.max_decompressed,
+                |h, offset, ts, r| {
+                    end = end.max(h.last_offset() + 1).max(offset + 1);
+                    if self.key.as_deref().is_some_and(|k| r.key != Some(k)) {
+                        return;
+                    }
+                    let json = record_json(&self.topic, self.partition, offset, ts, r);
+                    self.pending.push_back(
+                        Event::default()
+                            .id(offset.to_string())
+                            .data(json.to_string()),
+                    );
+                },
+            );
             if let Err(e) = r {
                 tracing::warn!(topic = %self.topic, partition = self.partition, error = %e, "SSE stream: unreadable batch skipped");
             }
@@ -403,8 +415,9 @@ pub fn record_json(
         })
         .collect();
     let mut chunk = serde_json::Map::new();
-    if let Some(serde_json::Value::Object(doc)) =
-        r.value.and_then(|v| serde_json::from_slice::<serde_json::Value>(v).ok())
+    if let Some(serde_json::Value::Object(doc)) = r
+        .value
+        .and_then(|v| serde_json::from_slice::<serde_json::Value>(v).ok())
     {
         for f in CHUNK_FIELDS {
             if let Some(v) = doc.get(*f) {
