@@ -78,11 +78,11 @@ fn given_each_codec_when_redacting_then_values_masked_and_the_producer_header_ke
         );
         for r in &records {
             assert_eq!(
-                r.headers["x-prompt"].as_deref(),
+                r.headers[&b"x-prompt"[..]].as_deref(),
                 Some(&b"mail <REDACTED_EMAIL>"[..])
             );
             assert_eq!(
-                r.headers["other"].as_deref(),
+                r.headers[&b"other"[..]].as_deref(),
                 Some(&b"mail a@example.com"[..])
             );
             assert_eq!(r.sequence - r.offset as i32, 40);
