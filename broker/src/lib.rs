@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod partition;
 pub mod quota;
+pub mod redact;
 pub mod schema_registry;
 pub mod security;
 pub mod server;

@@ -234,6 +234,18 @@ fn serve_connectors(
     Ok(strom_connectors::config::from_serve_table(&table)?)
 }
 
+/// The named redaction rule sets of the serve config file (`[redact.rule_sets.NAME]`), made
+/// known before any topic's `strom.redact.rules` is compiled.
+fn install_redaction_rules(path: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    let table: toml::Table = toml::from_str(&std::fs::read_to_string(path)?)?;
+    if let Some(config) = strom::redact::config::from_serve_table(&table)? {
+        strom::redact::config::install(&config)
+            .map_err(|e| anyhow::anyhow!("[redact] in {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut flags: Vec<(String, String)> = Vec::new();
     let named = [
@@ -257,6 +269,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let (config, origins) = strom::config::load(args.config.as_deref(), std::env::vars(), &flags)?;
     let connectors = serve_connectors(args.config.as_deref())?;
+    install_redaction_rules(args.config.as_deref())?;
     raise_fd_limit();
     let server = strom::Server::start(config, origins)?;
     println!(

@@ -174,7 +174,8 @@ def _spawn(name: str, argv: list[str], workdir: Path, port: int, env_extra: dict
     return BrokerProcess(name=name, port=port, workdir=workdir, log_path=log_path, proc=proc, extra=extra)
 
 
-def start_strom(shards: int = 2, data_dir: Path | None = None, security: dict | None = None) -> BrokerProcess:
+def start_strom(shards: int = 2, data_dir: Path | None = None, security: dict | None = None,
+                extra_args: list[str] | None = None) -> BrokerProcess:
     """A Strom broker in a new temp workdir; its data in `data_dir` when given (e.g. a
     size-limited mount, or the dir of a previous run to restart on). `security` adds
     listeners and their settings (`security_listeners`)."""
@@ -200,6 +201,7 @@ def start_strom(shards: int = 2, data_dir: Path | None = None, security: dict | 
         "--set", f"schema_registry_listen=127.0.0.1:{registry_port}",
         # Compaction tests wait for the cleaner; Kafka's fixture sets the same (kafka.sh).
         "--set", "log_cleaner_backoff_ms=1000",
+        *(extra_args or []),
     ]
     # Retention checked every second (Kafka's fixture sets log.retention.check.interval.ms
     # the same way), so short-retention tests see segments go within seconds.

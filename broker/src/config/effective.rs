@@ -122,6 +122,12 @@ pub struct TopicSettings {
     /// `retention.ms`, `retention.bytes` and whether `cleanup.policy` has `delete`: read by
     /// the shard's housekeeping at every check, so a changed topic config applies at once.
     pub retention: storage::RetentionPolicy,
+    /// `strom.redact.rules` / `strom.redact.scope` compiled (`crate::redact`); `Some(Err)`
+    /// when they no longer compile (a named set gone from the broker config): produce is
+    /// then refused rather than data stored unredacted.
+    /// `strom.key.index`: keep key → recent offsets per partition (`partition::key_index`).
+    pub key_index: bool,
+    pub redact: Option<Result<std::sync::Arc<crate::redact::Plan>, crate::redact::RedactError>>,
 }
 
 impl TopicSettings {
@@ -166,6 +172,17 @@ impl TopicSettings {
                 retention_bytes: long("retention.bytes"),
                 delete: get("cleanup.policy").contains("delete"),
             },
+            key_index: get("strom.key.index").eq_ignore_ascii_case("true"),
+            redact: crate::redact::Plan::compile(
+                overrides
+                    .get(crate::redact::RULES_CONFIG)
+                    .map(String::as_str),
+                overrides
+                    .get(crate::redact::SCOPE_CONFIG)
+                    .map(String::as_str),
+            )
+            .map(|p| p.map(std::sync::Arc::new))
+            .transpose(),
         }
     }
 }

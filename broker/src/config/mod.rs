@@ -428,6 +428,8 @@ pub fn load(
         for key in CONNECTOR_KEYS {
             table.remove(*key);
         }
+        // So do the redaction rule sets (`redact::config`, read by main.rs).
+        table.remove(crate::redact::config::CONFIG_KEY);
         let mut flat = BTreeMap::new();
         flatten("", table, &mut flat);
         for (k, v) in flat {

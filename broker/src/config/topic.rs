@@ -373,6 +373,27 @@ pub static EXTENSION_CONFIGS: &[TopicConfigDef] = &[
         "TopicNameStrategy",
         "Redpanda's name for confluent.value.subject.name.strategy",
     ),
+    def(
+        "strom.redact.rules",
+        List,
+        None,
+        "",
+        "PII rule sets applied on produce: built-in cn_id, phone, email, card, ip, or the broker config's [redact.rule_sets]",
+    ),
+    def(
+        "strom.redact.scope",
+        List,
+        None,
+        "value",
+        "where strom.redact.rules apply: value, header:NAME, json:/pointer",
+    ),
+    def(
+        "strom.key.index",
+        Boolean,
+        None,
+        "false",
+        "keep a per-partition index of each key's recent offsets (GET /v1/topics/{t}/keys/{k}/records)",
+    ),
 ];
 
 pub fn find(name: &str) -> Option<&'static TopicConfigDef> {
@@ -599,6 +620,13 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
                 value,
                 "Expected TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy",
             ));
+        }
+        "strom.redact.rules" => {
+            crate::redact::Plan::compile(Some(v), None)
+                .map_err(|e| invalid(name, value, &e.to_string()))?;
+        }
+        "strom.redact.scope" => {
+            crate::redact::Scope::parse(v).map_err(|e| invalid(name, value, &e.to_string()))?;
         }
         "message.timestamp.type" if v != "CreateTime" && v != "LogAppendTime" => {
             return Err(invalid(

@@ -65,6 +65,8 @@ pub struct ShardMetrics {
     pub tls_handshake_failures: IntCounterVec,
     /// SASL authentications by listener, mechanism and result (success, failure).
     pub authentications: IntCounterVec,
+    /// PII redaction (`crate::redact`): matches masked, by topic and rule.
+    pub redactions: IntCounterVec,
     /// Per (topic, partition): produced and fetched counters, so the hot path hashes one small
     /// key instead of the label strings.
     partitions: RefCell<HashMap<(Arc<str>, i32), PartitionPair>>,
@@ -119,6 +121,12 @@ impl ShardMetrics {
         r.register(Box::new(request_duration.clone()))
             .expect("unique metric");
         ShardMetrics {
+            redactions: counter_vec(
+                &r,
+                "strom_redactions_total",
+                "PII matches masked on produce (strom.redact.rules), by topic and rule; counted on the partition's home shard.",
+                &["topic", "rule"],
+            ),
             authentications: counter_vec(
                 &r,
                 "strom_authentications_total",

@@ -9,8 +9,11 @@
 pub mod dedup;
 pub mod expiry;
 mod flow;
+pub mod key_index;
 pub mod producer_state;
+pub mod record_view;
 pub mod records;
+pub mod redact;
 pub mod schema_ids;
 pub mod txn;
 
@@ -245,6 +248,8 @@ pub struct Partition {
     dedup: RefCell<Option<dedup::DedupWindow>>,
     /// Per-batch earliest expiry, for Fetch (`expiry`).
     expiry: RefCell<expiry::ExpiryCache>,
+    /// `strom.key.index` topics: key → recent offsets (`key_index`), built when first needed.
+    key_index: RefCell<Option<key_index::KeyIndex>>,
 }
 
 impl Partition {
@@ -289,6 +294,7 @@ impl Partition {
             snapshot_segment,
             dedup: RefCell::new(None),
             expiry: RefCell::new(expiry::ExpiryCache::default()),
+            key_index: RefCell::new(None),
         })
     }
 

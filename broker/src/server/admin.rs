@@ -77,6 +77,18 @@ pub fn spawn_thread(
     name: &str,
     listener: std::net::TcpListener,
     router: Router,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    spawn_thread_with(name, listener, router, Router::new(), shutdown)
+}
+
+/// `spawn_thread` plus `long_lived` routes (SSE streams) that are not counted against
+/// `MAX_CONCURRENT`: they stay open and limit themselves.
+pub fn spawn_thread_with(
+    name: &str,
+    listener: std::net::TcpListener,
+    router: Router,
+    long_lived: Router,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     listener.set_nonblocking(true)?;
@@ -86,7 +98,8 @@ pub fn spawn_thread(
         .layer(axum::middleware::map_response(close_connection))
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
             MAX_CONCURRENT,
-        ));
+        ))
+        .merge(long_lived.layer(axum::middleware::map_response(close_connection)));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

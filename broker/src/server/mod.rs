@@ -10,7 +10,9 @@ pub mod connection;
 pub mod console;
 pub mod listener;
 pub mod sasl;
+pub mod sessions;
 pub mod steering;
+pub mod streams;
 pub mod tls;
 
 use std::collections::HashMap;
@@ -187,8 +189,10 @@ impl Server {
             let ready = ready_flag.clone();
             let ctx = ctx.clone();
             let shutdown = shutdown_rx.clone();
-            let router = admin::broker_router(ready, ctx, connectors.clone());
-            admin::spawn_thread("admin", metrics_std, router, shutdown)?
+            let router = admin::broker_router(ready, ctx.clone(), connectors.clone());
+            // SSE streams and key reads: outside the port's request limit (streams stay open).
+            let streams = streams::router(ctx, shutdown.clone());
+            admin::spawn_thread_with("admin", metrics_std, router, streams, shutdown)?
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
         let recovery_points = Arc::new((recovery_points, log_starts));

@@ -221,13 +221,21 @@ pub async fn produce(
             Ok(p) => p,
             Err(e) => return (ProduceStart::Refused, ready(Err(e))),
         };
+        // PII redaction (partition::redact) rewrites the batch here, before it is sequenced.
+        let (header, records) =
+            match crate::partition::redact::on_home_shard(&p, &state.metrics, header, records) {
+                Ok(v) => v,
+                Err(e) => return (ProduceStart::Refused, ready(Err(e.into()))),
+            };
         let (bytes, count) = (header.batch_length as u64 + 12, header.records_count as u64);
+        let appended = records.clone();
         match p.append(header, records, acks, now_ms) {
             Ok(append) => {
                 let state = state.clone();
                 let rest = Box::pin(async move {
                     let outcome = append.await?;
                     let count = count.saturating_sub(outcome.dedup_duplicates);
+                    p.index_appended(outcome.base_offset, &appended);
                     state
                         .metrics
                         .count_produced(&topic, partition, bytes, count);

@@ -1,0 +1,476 @@
+//! Token streams over Server-Sent Events (issue 21, the requirements document's StreamChunk):
+//! `GET /v1/topics/{topic}/partitions/{p}/stream?offset=N&key=K` on the admin port answers
+//! `text/event-stream`, one event per record: `id:` its offset, `data:` the record as JSON
+//! (`record_json`). A browser's `EventSource` reconnects by itself and sends the last id it
+//! saw as `Last-Event-ID`: the stream resumes at the offset after it, so no record is lost or
+//! repeated across a broker restart.
+//!
+//! Backpressure comes from the connection: the body is a stream that hyper polls only when
+//! the socket takes more, and each poll reads at most `READ_BYTES` of the log (zero-copy
+//! slices) ahead of what was sent, so a slow browser holds that much and the broker never
+//! buffers unboundedly. When the stream has caught up it waits on the partition's high
+//! watermark (the same watch a Fetch long poll uses) and sends keep-alive comments meanwhile.
+//! Streams do not count against the admin port's request limit; they have their own
+//! (`MAX_STREAMS`, then 503).
+//!
+//! Not built yet: `?group=G` (consuming as a group member) answers 501.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use base64::Engine;
+use bytes::Bytes;
+use serde::Deserialize;
+use tokio::sync::{watch, Semaphore};
+
+use crate::partition::record_view::{self, Record};
+use crate::shard::{frontend, BrokerContext};
+
+/// SSE streams open at once over the admin port.
+pub const MAX_STREAMS: usize = 1024;
+/// Log bytes read per step of a stream (what a slow client can hold up).
+const READ_BYTES: usize = 64 * 1024;
+/// Keep-alive comment interval while no record arrives.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// The reconnect delay given to `EventSource`s.
+const RETRY: Duration = Duration::from_secs(1);
+/// How long a new stream waits for its partition to come online (broker recovering).
+const ONLINE_WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Clone)]
+pub struct Streams {
+    ctx: Arc<BrokerContext>,
+    permits: Arc<Semaphore>,
+    shutdown: watch::Receiver<bool>,
+}
+
+pub fn router(ctx: Arc<BrokerContext>, shutdown: watch::Receiver<bool>) -> Router {
+    Router::new()
+        .route(
+            "/v1/topics/{topic}/partitions/{partition}/stream",
+            get(stream).options(preflight),
+        )
+        .route(
+            "/v1/topics/{topic}/keys/{key}/records",
+            get(super::sessions::key_records).options(preflight),
+        )
+        .layer(axum::middleware::map_response(allow_any_origin))
+        .with_state(Streams {
+            ctx,
+            permits: Arc::new(Semaphore::new(MAX_STREAMS)),
+            shutdown,
+        })
+}
+
+/// Pages of other origins (a chat front end) read the streams: the data is what any Kafka
+/// client of the broker may read, and the admin port carries no cookies or credentials.
+async fn allow_any_origin(mut r: Response) -> Response {
+    r.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    r
+}
+
+/// CORS preflight: an `EventSource` reconnecting cross-origin sends `Last-Event-ID`.
+async fn preflight() -> Response {
+    (
+        StatusCode::NO_CONTENT,
+        [
+            (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, OPTIONS"),
+            (
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                "Last-Event-ID, Cache-Control, Accept",
+            ),
+            (header::ACCESS_CONTROL_MAX_AGE, "600"),
+        ],
+    )
+        .into_response()
+}
+
+impl Streams {
+    pub fn ctx(&self) -> &Arc<BrokerContext> {
+        &self.ctx
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct StreamQuery {
+    /// A number, `earliest` or `latest` (the default: what is produced from now on).
+    offset: Option<String>,
+    /// Only records with this key (UTF-8), e.g. one conversation's tokens.
+    key: Option<String>,
+    group: Option<String>,
+}
+
+pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let body = serde_json::json!({ "error_code": status.as_u16(), "message": message.into() });
+    (status, Json(body)).into_response()
+}
+
+/// Checks the topic and partition exist; the partition's `max.decompressed.message.bytes`.
+pub fn lookup(ctx: &BrokerContext, topic: &str, partition: i32) -> Result<usize, Response> {
+    let catalog = ctx.catalog.snapshot();
+    let Some(meta) = catalog.get(topic) else {
+        return Err(error(
+            StatusCode::NOT_FOUND,
+            format!("topic {topic} not found"),
+        ));
+    };
+    if partition < 0 || partition >= meta.partitions {
+        return Err(error(
+            StatusCode::NOT_FOUND,
+            format!("partition {partition} of topic {topic} not found"),
+        ));
+    }
+    Ok(meta.settings.max_decompressed_bytes)
+}
+
+async fn stream(
+    State(s): State<Streams>,
+    Path((topic, partition)): Path<(String, i32)>,
+    Query(q): Query<StreamQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if q.group.is_some() {
+        return error(
+            StatusCode::NOT_IMPLEMENTED,
+            "consuming as a group member (?group=) over SSE is not built yet; use ?offset=",
+        );
+    }
+    let max_decompressed = match lookup(&s.ctx, &topic, partition) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    // Last-Event-ID (the browser's reconnect) wins over ?offset=: it is where the client is.
+    let resume = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.trim().is_empty());
+    let start = match (resume, q.offset.as_deref()) {
+        (Some(id), _) => match id.trim().parse::<i64>() {
+            Ok(o) if o >= -1 => Start::At(o + 1),
+            _ => return error(StatusCode::BAD_REQUEST, "Last-Event-ID must be an offset"),
+        },
+        (None, None | Some("latest")) => Start::Latest,
+        (None, Some("earliest")) => Start::Earliest,
+        (None, Some(n)) => match n.parse::<i64>() {
+            Ok(o) if o >= 0 => Start::At(o),
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "offset must be a number >= 0, earliest or latest",
+                )
+            }
+        },
+    };
+    let Ok(permit) = s.permits.clone().try_acquire_owned() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{MAX_STREAMS} streams are open already"),
+        );
+    };
+    let topic: Arc<str> = topic.into();
+    let Some((log_start, hw)) = offsets_when_online(&s.ctx, &topic, partition).await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "partition not online");
+    };
+    let next = match start {
+        Start::Latest => hw,
+        Start::Earliest => log_start,
+        Start::At(o) => o.max(log_start),
+    };
+    let tail = Tail {
+        ctx: s.ctx.clone(),
+        topic,
+        partition,
+        next,
+        key: q.key.map(Bytes::from),
+        max_decompressed,
+        // Browsers retry after ~3 s by default; a restarted broker is back sooner.
+        pending: VecDeque::from([Event::default().retry(RETRY)]),
+        watch: None,
+        shutdown: s.shutdown.clone(),
+        _permit: permit,
+    };
+    let events = futures::stream::unfold(tail, |mut t| async move {
+        let event = t.next_event().await?;
+        Some((Ok::<_, Infallible>(event), t))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+        .into_response()
+}
+
+/// The partition's (log start, high watermark), waiting while it is not open yet: the admin
+/// port answers during recovery, and an `EventSource` reconnecting to a restarting broker
+/// gives up for good on an error status, so it is held until the log is back.
+async fn offsets_when_online(
+    ctx: &Arc<BrokerContext>,
+    topic: &Arc<str>,
+    partition: i32,
+) -> Option<(i64, i64)> {
+    let deadline = tokio::time::Instant::now() + ONLINE_WAIT;
+    loop {
+        let t = topic.clone();
+        let offsets = frontend::call_from_outside(
+            ctx,
+            home(ctx, topic, partition),
+            move |state| async move {
+                state
+                    .partition(&t, partition)
+                    .map(|p| (p.log.log_start_offset(), p.high_watermark()))
+            },
+        );
+        if let Ok(Ok(Some(o))) = tokio::time::timeout(ONLINE_WAIT, offsets).await {
+            return Some(o);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+enum Start {
+    Latest,
+    Earliest,
+    At(i64),
+}
+
+fn home(ctx: &BrokerContext, topic: &str, partition: i32) -> usize {
+    crate::shard::home_shard(topic, partition, ctx.shard_count())
+}
+
+/// One stream's position and what it read but has not sent.
+struct Tail {
+    ctx: Arc<BrokerContext>,
+    topic: Arc<str>,
+    partition: i32,
+    next: i64,
+    key: Option<Bytes>,
+    max_decompressed: usize,
+    pending: VecDeque<Event>,
+    watch: Option<watch::Receiver<i64>>,
+    shutdown: watch::Receiver<bool>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// What one read step brought back from the partition's home shard.
+struct Step {
+    chunks: Vec<Bytes>,
+    log_start: i64,
+    high_watermark: i64,
+    watch: watch::Receiver<i64>,
+}
+
+impl Tail {
+    /// The next event; `None` ends the stream (shutdown, partition gone).
+    async fn next_event(&mut self) -> Option<Event> {
+        loop {
+            if let Some(e) = self.pending.pop_front() {
+                return Some(e);
+            }
+            if *self.shutdown.borrow() {
+                return None;
+            }
+            let step = self.read().await?;
+            if self.next < step.log_start {
+                // Retention or DeleteRecords passed us: continue at the log start.
+                self.next = step.log_start;
+                continue;
+            }
+            let read_to = self.decode(&step.chunks);
+            if read_to > self.next {
+                self.next = read_to;
+                continue;
+            }
+            // Caught up: wait for the high watermark to pass us (or shutdown).
+            let mut watch = self.watch.take().unwrap_or(step.watch);
+            if *watch.borrow_and_update() <= self.next {
+                tokio::select! {
+                    changed = watch.changed() => changed.ok()?,
+                    _ = self.shutdown.changed() => return None,
+                }
+            } else if step.high_watermark > self.next {
+                // Data below the high watermark that read nothing (never expected): do not
+                // spin on it.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            self.watch = Some(watch);
+        }
+    }
+
+    async fn read(&mut self) -> Option<Step> {
+        let (topic, partition, offset) = (self.topic.clone(), self.partition, self.next);
+        let shard = home(&self.ctx, &topic, partition);
+        let r = frontend::call_from_outside(&self.ctx, shard, move |state| async move {
+            let p = state.partition(&topic, partition)?;
+            let watch = p.watch_high_watermark();
+            let log_start = p.log.log_start_offset();
+            let hw = p.high_watermark();
+            let chunks = if offset >= log_start && offset < hw {
+                p.read(offset, READ_BYTES, false).ok()?.data.chunks
+            } else {
+                Vec::new()
+            };
+            Some(Step {
+                chunks,
+                log_start,
+                high_watermark: hw,
+                watch,
+            })
+        })
+        .await;
+        r.ok().flatten()
+    }
+
+    /// Queues the events of `chunks` from `self.next` on; returns the offset after the last
+    /// record read (filtered or not), or `self.next` if nothing was.
+    fn decode(&mut self, chunks: &[Bytes]) -> i64 {
+        let mut end = self.next;
+        for chunk in chunks {
+            let from = self.next;
+            let r = record_view::for_each_record(
+                chunk,
+                from,
+                self.max_decompressed,
+                |h, offset, ts, r| {
+                    end = end.max(h.last_offset() + 1).max(offset + 1);
+                    if self.key.as_deref().is_some_and(|k| r.key != Some(k)) {
+                        return;
+                    }
+                    let json = record_json(&self.topic, self.partition, offset, ts, r);
+                    self.pending.push_back(
+                        Event::default()
+                            .id(offset.to_string())
+                            .data(json.to_string()),
+                    );
+                },
+            );
+            if let Err(e) = r {
+                tracing::warn!(topic = %self.topic, partition = self.partition, error = %e, "SSE stream: unreadable batch skipped");
+            }
+            // Control batches (transaction markers) hold no records but take offsets.
+            for (h, _) in storage::batch::BatchIter::new(chunk).flatten() {
+                end = end.max(h.last_offset() + 1);
+            }
+        }
+        end
+    }
+}
+
+/// Text if UTF-8, else base64 (with the encoding named beside it).
+fn text_or_base64(b: Option<&[u8]>) -> (serde_json::Value, &'static str) {
+    match b {
+        None => (serde_json::Value::Null, "null"),
+        Some(b) => match std::str::from_utf8(b) {
+            Ok(s) => (serde_json::Value::String(s.to_string()), "utf8"),
+            Err(_) => (
+                base64::engine::general_purpose::STANDARD.encode(b).into(),
+                "base64",
+            ),
+        },
+    }
+}
+
+/// The StreamChunk fields (requirements document) a record carries, in its JSON value or its
+/// headers.
+const CHUNK_FIELDS: &[&str] = &[
+    "chunk_token_offset",
+    "function_call_id",
+    "x-trace-id",
+    "traceparent",
+    "token",
+    "call_ctx",
+];
+
+/// A record as the streams and key reads show it.
+pub fn record_json(
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    timestamp: i64,
+    r: &Record<'_>,
+) -> serde_json::Value {
+    let (key, key_encoding) = text_or_base64(r.key);
+    let (value, value_encoding) = text_or_base64(r.value);
+    let headers: Vec<serde_json::Value> = r
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            let (value, encoding) = text_or_base64(*v);
+            serde_json::json!({
+                "key": String::from_utf8_lossy(k),
+                "value": value,
+                "encoding": encoding,
+            })
+        })
+        .collect();
+    let mut chunk = serde_json::Map::new();
+    if let Some(serde_json::Value::Object(doc)) = r
+        .value
+        .and_then(|v| serde_json::from_slice::<serde_json::Value>(v).ok())
+    {
+        for f in CHUNK_FIELDS {
+            if let Some(v) = doc.get(*f) {
+                chunk.insert(f.to_string(), v.clone());
+            }
+        }
+    }
+    for (k, v) in &r.headers {
+        if let (Ok(k), Some(Ok(v))) = (std::str::from_utf8(k), v.map(std::str::from_utf8)) {
+            if CHUNK_FIELDS.contains(&k) && !chunk.contains_key(k) {
+                chunk.insert(k.to_string(), v.into());
+            }
+        }
+    }
+    let mut out = serde_json::json!({
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "timestamp": timestamp,
+        "key": key,
+        "key_encoding": key_encoding,
+        "value": value,
+        "value_encoding": value_encoding,
+        "headers": headers,
+    });
+    if !chunk.is_empty() {
+        out["chunk"] = serde_json::Value::Object(chunk);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_a_stream_chunk_value_when_shown_then_fields_surfaced() {
+        let value = br#"{"token":"Hel","chunk_token_offset":3,"function_call_id":"f1"}"#;
+        let r = Record {
+            attributes: 0,
+            timestamp_delta: 0,
+            offset_delta: 0,
+            key: Some(b"conv-1"),
+            value: Some(value),
+            headers: vec![(b"x-trace-id", Some(b"abc")), (b"bin", Some(&[0xff, 0xfe]))],
+        };
+        let j = record_json("t", 0, 42, 1000, &r);
+        assert_eq!(j["offset"], 42);
+        assert_eq!(j["key"], "conv-1");
+        assert_eq!(j["chunk"]["chunk_token_offset"], 3);
+        assert_eq!(j["chunk"]["function_call_id"], "f1");
+        assert_eq!(j["chunk"]["x-trace-id"], "abc");
+        assert_eq!(j["headers"][1]["encoding"], "base64");
+        assert_eq!(j["headers"][1]["value"], "//4=");
+    }
+}
