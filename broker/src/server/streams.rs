@@ -117,19 +117,19 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// Checks the topic and partition exist; the partition's `max.decompressed.message.bytes`.
-pub fn lookup(ctx: &BrokerContext, topic: &str, partition: i32) -> Result<usize, Response> {
+pub fn lookup(ctx: &BrokerContext, topic: &str, partition: i32) -> Result<usize, Box<Response>> {
     let catalog = ctx.catalog.snapshot();
     let Some(meta) = catalog.get(topic) else {
-        return Err(error(
+        return Err(Box::new(error(
             StatusCode::NOT_FOUND,
             format!("topic {topic} not found"),
-        ));
+        )));
     };
     if partition < 0 || partition >= meta.partitions {
-        return Err(error(
+        return Err(Box::new(error(
             StatusCode::NOT_FOUND,
             format!("partition {partition} of topic {topic} not found"),
-        ));
+        )));
     }
     Ok(meta.settings.max_decompressed_bytes)
 }
@@ -148,7 +148,7 @@ async fn stream(
     }
     let max_decompressed = match lookup(&s.ctx, &topic, partition) {
         Ok(m) => m,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     // Last-Event-ID (the browser's reconnect) wins over ?offset=: it is where the client is.
     let resume = headers
