@@ -95,17 +95,19 @@ fn field_type(p: &Value) -> Option<FieldType> {
 /// Errors Weaviate reports while a shard loads or the node starts or stops, or when a disk
 /// limit made it read-only: worth a retry, never a reason to dead-letter a record.
 ///
-/// "class 'X' not present in schema" (and "could not find class") belong here too: the
-/// connector declared the class before its first write, so a batch that says the class is
-/// missing met a node just restarted whose schema cache is still being filled from its Raft
-/// log (Weaviate's own chaos tests retry it for that reason). Dead-lettering it lost a whole
-/// batch after a kill -9 (e2e_weaviate.rs). A class an operator really deleted makes the
+/// "class 'X' not present in schema", "could not find class" and "could not find index for
+/// class" belong here too: the connector declared the class before its first write, so a
+/// batch that says the class or its index is missing met a node just restarted whose schema
+/// cache is still being filled from its Raft log, or whose index is not loaded yet
+/// (Weaviate's own chaos tests retry those for that reason). Dead-lettering them lost the
+/// first batch after a kill -9, 50 records, every time (e2e_weaviate.rs). A class an operator really deleted makes the
 /// retries run out and the connector stop with the error, which is what should happen.
 pub fn transient_message(msg: &str) -> bool {
     let m = msg.to_ascii_lowercase();
     [
         "not present in schema",
         "could not find class",
+        "could not find index for class",
         "not ready",
         "shutting down",
         "read-only",
@@ -649,6 +651,9 @@ mod tests {
         assert!(transient_message("local documents_abc shard is not ready"));
         assert!(transient_message("store is read-only"));
         assert!(transient_message("class 'Crash' not present in schema"));
+        assert!(transient_message(
+            "could not find index for class Crash. It might have been deleted in the meantime"
+        ));
         assert!(transient_message(
             "update inverted indices: analyze next object: could not find class Crash in schema"
         ));
