@@ -4,7 +4,7 @@
 
 use storage::batch::{BatchHeader, BatchIter};
 
-use super::records::{self, RecordsError};
+use super::records::{self, varlong, RecordsError};
 
 /// Offset of the first record in a v2 batch.
 pub const RECORDS_OFFSET: usize = 61;
@@ -107,20 +107,6 @@ pub fn for_each_record(
         }
     }
     Ok(())
-}
-
-/// Zigzag varint (Kafka's record fields), at most 10 bytes.
-fn varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
-    let mut raw: u64 = 0;
-    for shift in 0..10 {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        raw |= ((b & 0x7f) as u64) << (7 * shift);
-        if b & 0x80 == 0 {
-            return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
-        }
-    }
-    None
 }
 
 /// A length-prefixed field: `Some(None)` for null (-1), `None` if malformed.

@@ -452,7 +452,7 @@ fn snappy(body: &[u8], limit: usize) -> Result<Vec<u8>, RecordsError> {
 }
 
 /// Zigzag varint (Kafka's record fields), at most 10 bytes.
-fn varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
+pub(crate) fn varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
     let mut raw: u64 = 0;
     for shift in 0..10 {
         let b = *buf.get(*pos)?;
