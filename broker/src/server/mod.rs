@@ -6,6 +6,7 @@
 //! clean-shutdown marker, and releases the data-dir lock.
 
 pub mod admin;
+pub mod ai_http;
 pub mod connection;
 pub mod console;
 pub mod listener;
@@ -191,7 +192,7 @@ impl Server {
             let shutdown = shutdown_rx.clone();
             let router = admin::broker_router(ready, ctx.clone(), connectors.clone());
             // SSE streams and key reads: outside the port's request limit (streams stay open).
-            let streams = streams::router(ctx, shutdown.clone());
+            let streams = ai_http::router(ctx, shutdown.clone());
             admin::spawn_thread_with("admin", metrics_std, router, streams, shutdown)?
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();

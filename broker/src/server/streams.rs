@@ -52,48 +52,15 @@ pub struct Streams {
     shutdown: watch::Receiver<bool>,
 }
 
-pub fn router(ctx: Arc<BrokerContext>, shutdown: watch::Receiver<bool>) -> Router {
-    Router::new()
-        .route(
-            "/v1/topics/{topic}/partitions/{partition}/stream",
-            get(stream).options(preflight),
-        )
-        .route(
-            "/v1/topics/{topic}/keys/{key}/records",
-            get(super::sessions::key_records).options(preflight),
-        )
-        .layer(axum::middleware::map_response(allow_any_origin))
-        .with_state(Streams {
+impl Streams {
+    /// The streams' shared state: the broker, the stream permits, the shutdown signal.
+    pub fn new(ctx: Arc<BrokerContext>, shutdown: watch::Receiver<bool>) -> Streams {
+        Streams {
             ctx,
             permits: Arc::new(Semaphore::new(MAX_STREAMS)),
             shutdown,
-        })
-}
-
-/// Pages of other origins (a chat front end) read the streams: the data is what any Kafka
-/// client of the broker may read, and the admin port carries no cookies or credentials.
-async fn allow_any_origin(mut r: Response) -> Response {
-    r.headers_mut().insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    r
-}
-
-/// CORS preflight: an `EventSource` reconnecting cross-origin sends `Last-Event-ID`.
-async fn preflight() -> Response {
-    (
-        StatusCode::NO_CONTENT,
-        [
-            (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, OPTIONS"),
-            (
-                header::ACCESS_CONTROL_ALLOW_HEADERS,
-                "Last-Event-ID, Cache-Control, Accept",
-            ),
-            (header::ACCESS_CONTROL_MAX_AGE, "600"),
-        ],
-    )
-        .into_response()
+        }
+    }
 }
 
 impl Streams {
@@ -134,7 +101,7 @@ pub fn lookup(ctx: &BrokerContext, topic: &str, partition: i32) -> Result<usize,
     Ok(meta.settings.max_decompressed_bytes)
 }
 
-async fn stream(
+pub async fn stream(
     State(s): State<Streams>,
     Path((topic, partition)): Path<(String, i32)>,
     Query(q): Query<StreamQuery>,
