@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use strom_connectors::embedding::{self, EmbeddingSpec};
 
-use super::topic::{ConfigType, TopicConfigDef};
+use super::topic_def::{ConfigType, TopicConfigDef, TopicConfigError};
 
 pub const DEDUP_HEADER: &str = "strom.dedup.header";
 pub const DEDUP_WINDOW_MS: &str = "strom.dedup.window.ms";
@@ -102,8 +102,8 @@ pub static FLOW_CONFIGS: &[TopicConfigDef] = &[
     ),
 ];
 
-fn invalid(name: &str, value: &str, reason: &str) -> super::topic::TopicConfigError {
-    super::topic::TopicConfigError::Invalid {
+fn invalid(name: &str, value: &str, reason: &str) -> TopicConfigError {
+    TopicConfigError::Invalid {
         name: name.into(),
         value: value.into(),
         reason: reason.into(),
@@ -111,7 +111,7 @@ fn invalid(name: &str, value: &str, reason: &str) -> super::topic::TopicConfigEr
 }
 
 /// The range checks of the `strom.*` flow keys (types are checked by `topic::validate`).
-pub fn validate(name: &str, value: &str) -> Result<(), super::topic::TopicConfigError> {
+pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
     let v = value.trim();
     let long = || v.parse::<i64>().unwrap_or(i64::MIN);
     match name {

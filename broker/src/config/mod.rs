@@ -16,6 +16,7 @@ pub mod listeners;
 pub mod schema_validation;
 pub mod security;
 pub mod topic;
+pub mod topic_def;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -1,36 +1,7 @@
 //! Kafka's topic-level configs: names, types, defaults (some taken from a broker config, as
 //! Kafka does), validation with Kafka's messages, and the typed view the broker uses.
 
-/// Kafka's `ConfigType` as DescribeConfigs v3+ reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigType {
-    Boolean = 1,
-    String = 2,
-    Int = 3,
-    Long = 5,
-    Double = 6,
-    List = 7,
-}
-
-/// Kafka's `ConfigSource` (DescribeConfigs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigSource {
-    DynamicTopic = 1,
-    DynamicBroker = 2,
-    DynamicDefaultBroker = 3,
-    StaticBroker = 4,
-    Default = 5,
-}
-
-pub struct TopicConfigDef {
-    pub name: &'static str,
-    pub kind: ConfigType,
-    /// The broker config (underscore form) that supplies the default, as in Kafka.
-    pub broker_synonym: Option<&'static str>,
-    /// Kafka's default when there is no broker synonym.
-    pub default: &'static str,
-    pub doc: &'static str,
-}
+pub use super::topic_def::{ConfigSource, ConfigType, TopicConfigDef, TopicConfigError};
 
 const fn def(
     name: &'static str,
@@ -476,18 +447,6 @@ pub fn broker_synonym(topic_config: &str) -> Option<BrokerSynonym> {
         // No server default in Kafka (`LogConfig.CONFIGS_WITH_NO_SERVER_DEFAULTS`).
         _ => None,
     }
-}
-
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum TopicConfigError {
-    #[error("Unknown topic config name: {0}")]
-    Unknown(String),
-    #[error("Invalid value {value} for configuration {name}: {reason}")]
-    Invalid {
-        name: String,
-        value: String,
-        reason: String,
-    },
 }
 
 fn invalid(name: &str, value: &str, reason: &str) -> TopicConfigError {
