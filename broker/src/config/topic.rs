@@ -535,7 +535,8 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
         ConfigType::String | List => {}
     }
     let int = || v.parse::<i64>().unwrap_or(0);
-    if name.starts_with("strom.") {
+    // Only the flow family: other `strom.*` keys (redaction, key index) are checked below.
+    if super::ai_flow::FLOW_CONFIGS.iter().any(|d| d.name == name) {
         return super::ai_flow::validate(name, value);
     }
     match name {
@@ -635,6 +636,17 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn given_bad_redaction_configs_when_validating_then_invalid_beside_the_flow_family() {
+        // The flow family's validator must not swallow the other strom.* keys (a merge once
+        // routed every strom.* name to it, and bad redaction rules were accepted).
+        assert!(validate("strom.redact.rules", "cn_id,nope").is_err());
+        assert!(validate("strom.redact.scope", "body").is_err());
+        assert!(validate("strom.redact.rules", "cn_id,email").is_ok());
+        assert!(validate("strom.dedup.window.ms", "0").is_err());
+        assert!(validate("strom.dedup.window.ms", "1000").is_ok());
+    }
 
     #[test]
     fn given_each_bad_value_when_validating_then_kafka_message() {
