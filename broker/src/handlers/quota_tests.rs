@@ -2,7 +2,6 @@
 //! The harness's client has no client id and is `User:ANONYMOUS`, so these quotas are the
 //! user's.
 
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -19,20 +18,6 @@ fn set_anonymous_quota(h: &Harness, key: &str, value: f64) {
             [(key.to_string(), Some(value))].into(),
         )])
         .unwrap();
-}
-
-fn fetch(h: &Harness, topic: &str) -> FetchResponse {
-    let req = FetchRequest::default()
-        .with_max_wait_ms(0)
-        .with_max_bytes(50 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_string(topic.into())))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(0)
-                .with_fetch_offset(0)
-                .with_partition_max_bytes(10 << 20)])]);
-    h.call(ApiKey::Fetch, 12, req)
 }
 
 #[test]
@@ -88,14 +73,14 @@ fn given_a_consumer_quota_when_a_fetch_takes_the_rate_over_then_answered_empty_a
             .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
             .sum()
     };
-    let first = fetch(&h, "q");
+    let first = fetch_v12(&h, "q", 0);
     assert_eq!((records(&first), first.throttle_time_ms), (size, 0));
-    let second = fetch(&h, "q");
+    let second = fetch_v12(&h, "q", 0);
     assert!(second.throttle_time_ms > 0, "{}", second.throttle_time_ms);
     assert_eq!(records(&second), 0, "a throttled fetch carries no records");
     // Its bytes were taken back: the third is throttled as much as the second (twice the
     // quota: one window, 10 s), not twice as much (three times the quota: 20 s).
-    let third = fetch(&h, "q");
+    let third = fetch_v12(&h, "q", 0);
     assert!(
         (5_000..15_000).contains(&third.throttle_time_ms),
         "{} then {}",

@@ -299,10 +299,10 @@ pub fn create_topic_with(
     resp.topics.into_iter().next().expect("one topic")
 }
 
-/// Fetch v12 of partition 0 of `topic` from `offset`: the records bytes (no long poll).
-pub fn fetch_records(h: &Harness, topic: &str, offset: i64) -> Bytes {
+/// Fetch v12 of partition 0 of `topic` from `offset`, sessionless, no long poll.
+pub fn fetch_v12(h: &Harness, topic: &str, offset: i64) -> kafka_protocol::messages::FetchResponse {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    use kafka_protocol::messages::FetchRequest;
     let req = FetchRequest::default()
         .with_max_wait_ms(0)
         .with_max_bytes(50 << 20)
@@ -313,7 +313,12 @@ pub fn fetch_records(h: &Harness, topic: &str, offset: i64) -> Bytes {
                 .with_partition(0)
                 .with_fetch_offset(offset)
                 .with_partition_max_bytes(10 << 20)])]);
-    let resp: FetchResponse = h.call(ApiKey::Fetch, 12, req);
+    h.call(ApiKey::Fetch, 12, req)
+}
+
+/// Fetch v12 of partition 0 of `topic` from `offset`: the records bytes (no long poll).
+pub fn fetch_records(h: &Harness, topic: &str, offset: i64) -> Bytes {
+    let resp = fetch_v12(h, topic, offset);
     let p = &resp.responses[0].partitions[0];
     assert_eq!(p.error_code, 0, "fetch of {topic}");
     p.records.clone().unwrap_or_default()
