@@ -11,6 +11,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::declared::Declared;
+// Defined with the records they shape; named here too, where the TOML chooses them.
+pub use crate::record::{IdMode, TenantMode};
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
@@ -114,27 +118,6 @@ pub enum SchemaMapping {
     /// From the schema registry the records were written with (Confluent wire format: the
     /// schema id in each value's header, looked up at `schema_registry_url`; crate::registry).
     Registry,
-}
-
-/// Which tenant a record goes to, for sinks with multi-tenancy (Weaviate).
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum TenantMode {
-    /// The record's topic is its tenant.
-    Topic,
-    /// The record key up to the first `tenant_separator` is its tenant.
-    KeyPrefix,
-}
-
-/// How a record's id is made; ids are deterministic so a replay overwrites, never duplicates.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IdMode {
-    /// uuid5 of `topic/partition/offset` (default).
-    Offset,
-    /// The record key as UTF-8.
-    Key,
-    /// The value of this JSON field (string or integer).
-    Field(String),
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -242,6 +225,50 @@ fn default_tenant_separator() -> String {
 }
 
 impl SinkConfig {
+    /// The sink's JSON Schema (`json_schema` text or `json_schema_file`) as a rule; the error names the
+    /// key it comes from.
+    pub fn declared(&self) -> Result<Declared, (&'static str, String)> {
+        let (key, text) = match (&self.json_schema, &self.json_schema_file) {
+            (Some(t), None) => ("sink.json_schema", t.clone()),
+            (None, Some(path)) => (
+                "sink.json_schema_file",
+                std::fs::read_to_string(path).map_err(|e| {
+                    (
+                        "sink.json_schema_file",
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })?,
+            ),
+            (Some(_), Some(_)) => {
+                return Err((
+                    "sink.json_schema",
+                    "give json_schema or json_schema_file, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err((
+                    "sink.json_schema",
+                    "schema_mapping = \"json_schema\" needs json_schema or json_schema_file".into(),
+                ))
+            }
+        };
+        let id_field = match self.id_mode() {
+            IdMode::Field(f) => Some(f),
+            IdMode::Offset | IdMode::Key => None,
+        };
+        let d = Declared::parse(&text, &self.embedding_field, id_field.as_deref())
+            .map_err(|m| (key, m))?;
+        if let (Some(a), Some(b)) = (d.dimension, self.dimension) {
+            if a != b {
+                return Err((
+                    key,
+                    format!("the vector property has {a} items, self.dimension says {b}"),
+                ));
+            }
+        }
+        Ok(d)
+    }
+
     pub fn id_mode(&self) -> IdMode {
         match self.id.as_str() {
             "offset" => IdMode::Offset,
@@ -463,7 +490,9 @@ impl ConnectorConfig {
                 ),
             ));
         }
-        if sink.kind == SinkType::Milvus && !crate::sink::milvus::valid_name(&sink.collection) {
+        if sink.kind == SinkType::Milvus
+            && !crate::sink::milvus::names::valid_name(&sink.collection)
+        {
             return Err(bad(
                 "sink.collection",
                 format!(
@@ -473,7 +502,7 @@ impl ConnectorConfig {
             ));
         }
         if sink.kind == SinkType::Milvus
-            && !crate::sink::milvus::typed_field_name(&sink.embedding_field, "")
+            && !crate::sink::milvus::names::typed_field_name(&sink.embedding_field, "")
         // (`typed_field_name` refuses `id`, the primary key, and checks the syntax.)
         {
             return Err(bad(
@@ -485,7 +514,7 @@ impl ConnectorConfig {
             ));
         }
         if let (SinkType::Milvus, Some(level)) = (sink.kind, &sink.consistency_level) {
-            if crate::sink::milvus::consistency_level(level).is_none() {
+            if crate::sink::milvus::names::consistency_level(level).is_none() {
                 return Err(bad(
                     "sink.consistency_level",
                     format!("`{level}`: Milvus has Strong, Session, Bounded, Eventually"),
@@ -594,7 +623,7 @@ impl ConnectorConfig {
                 Err(e) => Err(bad("sink.schema_registry_url", format!("not a URL: {e}"))),
             },
             SchemaMapping::JsonSchema => {
-                crate::mapping::Declared::from_config(sink).map_err(|(key, m)| bad(key, m))?;
+                sink.declared().map_err(|(key, m)| bad(key, m))?;
                 Ok(())
             }
         }

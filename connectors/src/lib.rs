@@ -11,6 +11,7 @@
 //! `strom serve` starts them they never run on a shard's thread.
 
 pub mod config;
+pub mod declared;
 pub mod embedding;
 pub mod mapping;
 pub mod metrics;

@@ -19,12 +19,11 @@
 //! hold) sends the record to the DLQ naming the field and both types; it never alters a
 //! column's type.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::Value;
-
-use crate::config::{IdMode, SchemaMapping, SinkConfig};
+use crate::config::{SchemaMapping, SinkConfig};
+use crate::declared::Declared;
 use crate::record::{Doc, FieldType, RecordError, Schema};
 
 /// The mapping a connector uses (built from its config by [`Mapper::from_config`]).
@@ -41,7 +40,8 @@ impl Mapper {
     pub fn from_config(sink: &SinkConfig) -> Result<Mapper, String> {
         match sink.schema_mapping {
             SchemaMapping::Infer => Ok(Mapper::Infer),
-            SchemaMapping::JsonSchema => Declared::from_config(sink)
+            SchemaMapping::JsonSchema => sink
+                .declared()
                 .map(|d| Mapper::Declared(Arc::new(d)))
                 .map_err(|(key, m)| format!("{key}: {m}")),
             SchemaMapping::Registry => Ok(Mapper::Registry),
@@ -88,227 +88,12 @@ pub fn field_types(rule: Option<&Declared>, doc: &Doc) -> BTreeMap<String, Field
         .collect()
 }
 
-/// A record schema given as JSON Schema: the object's properties with their types.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Declared {
-    /// Scalar properties (not the vector, not the id field) and their column types.
-    pub fields: BTreeMap<String, FieldType>,
-    /// Properties a record must carry (non-null).
-    pub required: BTreeSet<String>,
-    /// `additionalProperties: false`: a field the schema does not declare is refused.
-    pub closed: bool,
-    /// From the vector property's `minItems` = `maxItems`, when it says.
-    pub dimension: Option<usize>,
-}
-
-impl Declared {
-    /// The sink's JSON Schema (`json_schema` text or `json_schema_file`); the error names the
-    /// key it comes from.
-    pub fn from_config(sink: &SinkConfig) -> Result<Declared, (&'static str, String)> {
-        let (key, text) = match (&sink.json_schema, &sink.json_schema_file) {
-            (Some(t), None) => ("sink.json_schema", t.clone()),
-            (None, Some(path)) => (
-                "sink.json_schema_file",
-                std::fs::read_to_string(path).map_err(|e| {
-                    (
-                        "sink.json_schema_file",
-                        format!("cannot read {}: {e}", path.display()),
-                    )
-                })?,
-            ),
-            (Some(_), Some(_)) => {
-                return Err((
-                    "sink.json_schema",
-                    "give json_schema or json_schema_file, not both".into(),
-                ))
-            }
-            (None, None) => {
-                return Err((
-                    "sink.json_schema",
-                    "schema_mapping = \"json_schema\" needs json_schema or json_schema_file".into(),
-                ))
-            }
-        };
-        let id_field = match sink.id_mode() {
-            IdMode::Field(f) => Some(f),
-            IdMode::Offset | IdMode::Key => None,
-        };
-        let d = Declared::parse(&text, &sink.embedding_field, id_field.as_deref())
-            .map_err(|m| (key, m))?;
-        if let (Some(a), Some(b)) = (d.dimension, sink.dimension) {
-            if a != b {
-                return Err((
-                    key,
-                    format!("the vector property has {a} items, sink.dimension says {b}"),
-                ));
-            }
-        }
-        Ok(d)
-    }
-
-    /// Parses a JSON Schema of the record object. Supported: `properties` with a `type`
-    /// each (one type, optionally with "null"), `required`, `additionalProperties` (boolean).
-    pub fn parse(
-        text: &str,
-        vector_field: &str,
-        id_field: Option<&str>,
-    ) -> Result<Declared, String> {
-        let root: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-        if !root.is_object() {
-            return Err("the schema is not a JSON object".into());
-        }
-        if let Some(t) = root.get("type") {
-            if t != "object" {
-                return Err(format!("the record schema's type is {t}, not \"object\""));
-            }
-        }
-        let props = match root.get("properties") {
-            None => serde_json::Map::new(),
-            Some(Value::Object(p)) => p.clone(),
-            Some(_) => return Err("`properties` is not an object".into()),
-        };
-        let closed = match root.get("additionalProperties") {
-            None | Some(Value::Bool(true)) | Some(Value::Object(_)) => false,
-            Some(Value::Bool(false)) => true,
-            Some(other) => return Err(format!("`additionalProperties` is {other}, not a boolean")),
-        };
-        let mut required = BTreeSet::new();
-        match root.get("required") {
-            None => {}
-            Some(Value::Array(names)) => {
-                for n in names {
-                    let n = n
-                        .as_str()
-                        .ok_or_else(|| format!("`required` holds {n}, not a name"))?;
-                    required.insert(n.to_string());
-                }
-            }
-            Some(_) => return Err("`required` is not an array".into()),
-        }
-        let mut fields = BTreeMap::new();
-        let mut dimension = None;
-        for (name, schema) in &props {
-            let ty = property_type(name, schema)?;
-            if name == vector_field {
-                if !matches!(ty, FieldType::Json | FieldType::Text) {
-                    return Err(format!(
-                        "the vector property `{name}` must be an array (of numbers) or a string (base64)"
-                    ));
-                }
-                let (min, max) = (schema.get("minItems"), schema.get("maxItems"));
-                if let (Some(a), Some(b)) =
-                    (min.and_then(Value::as_u64), max.and_then(Value::as_u64))
-                {
-                    if a == b && a > 0 {
-                        dimension = Some(a as usize);
-                    }
-                }
-                continue;
-            }
-            if Some(name.as_str()) == id_field {
-                continue;
-            }
-            fields.insert(name.clone(), ty);
-        }
-        for r in &required {
-            if r != vector_field && Some(r.as_str()) != id_field && !fields.contains_key(r) {
-                return Err(format!(
-                    "`required` names `{r}`, which `properties` does not declare"
-                ));
-            }
-        }
-        required.remove(vector_field);
-        if let Some(id) = id_field {
-            required.remove(id);
-        }
-        Ok(Declared {
-            fields,
-            required,
-            closed,
-            dimension,
-        })
-    }
-
-    /// Whether `doc` follows the schema: every required field there, every declared field of
-    /// its declared type (integers are numbers), nothing undeclared if the schema is closed.
-    pub fn check(&self, doc: &Doc) -> Result<(), RecordError> {
-        for r in &self.required {
-            if !doc.fields.contains_key(r) {
-                return Err(RecordError::SchemaViolation(format!(
-                    "field `{r}` is required by the schema"
-                )));
-            }
-        }
-        for (k, v) in &doc.fields {
-            let Some(got) = FieldType::of(v) else {
-                continue;
-            };
-            match self.fields.get(k) {
-                Some(&want) if !want.accepts(got) => {
-                    return Err(RecordError::SchemaViolation(format!(
-                        "field `{k}` is {}, the schema says {}",
-                        crate::sink::type_name(got),
-                        crate::sink::type_name(want)
-                    )))
-                }
-                Some(_) => {}
-                None if self.closed => {
-                    return Err(RecordError::SchemaViolation(format!(
-                        "field `{k}` is not in the schema (additionalProperties is false)"
-                    )))
-                }
-                None => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// Every declared field, plus `doc`'s undeclared ones (inferred), at the declared
-    /// dimension or `doc`'s.
-    pub fn schema_for(&self, doc: &Doc) -> Schema {
-        let mut fields = self.fields.clone();
-        for (k, v) in &doc.fields {
-            if let (false, Some(t)) = (fields.contains_key(k), FieldType::of(v)) {
-                fields.insert(k.clone(), t);
-            }
-        }
-        Schema {
-            dimension: self.dimension.unwrap_or(doc.vector.len()),
-            fields,
-        }
-    }
-}
-
-/// The column type of one property schema.
-fn property_type(name: &str, schema: &Value) -> Result<FieldType, String> {
-    if schema.get("$ref").is_some() {
-        return Err(format!(
-            "property `{name}`: $ref is not supported; inline the type"
-        ));
-    }
-    let types: Vec<&str> = match schema.get("type") {
-        Some(Value::String(t)) => vec![t.as_str()],
-        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
-        _ => return Err(format!("property `{name}` has no `type`")),
-    };
-    let non_null: Vec<&str> = types.into_iter().filter(|t| *t != "null").collect();
-    let [t] = non_null[..] else {
-        return Err(format!(
-            "property `{name}`: one type (besides \"null\") is needed, it has {non_null:?}"
-        ));
-    };
-    Ok(match t {
-        "string" => FieldType::Text,
-        "integer" => FieldType::Int,
-        "number" => FieldType::Float,
-        "boolean" => FieldType::Bool,
-        "object" | "array" => FieldType::Json,
-        other => return Err(format!("property `{name}`: unknown type \"{other}\"")),
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::Value;
+
     use super::*;
     use serde_json::json;
 

@@ -6,14 +6,34 @@
 use std::collections::BTreeMap;
 
 use base64::Engine;
+use serde::Deserialize;
 use serde_json::{Map, Value};
-
-use crate::config::{IdMode, TenantMode};
 
 /// Namespace of the `id = "offset"` uuid5s. Fixed forever: changing it would make a replay
 /// write new ids next to the old ones.
 pub const ID_NAMESPACE: uuid::Uuid =
     uuid::Uuid::from_u128(0x6f0c_1a52_9d1e_4b7a_8a3e_2b5c_7d9e_0f11);
+
+/// Which tenant a record goes to, for sinks with multi-tenancy (Weaviate).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TenantMode {
+    /// The record's topic is its tenant.
+    Topic,
+    /// The record key up to the first `tenant_separator` is its tenant.
+    KeyPrefix,
+}
+
+/// How a record's id is made; ids are deterministic so a replay overwrites, never duplicates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdMode {
+    /// uuid5 of `topic/partition/offset` (default).
+    Offset,
+    /// The record key as UTF-8.
+    Key,
+    /// The value of this JSON field (string or integer).
+    Field(String),
+}
 
 /// One consumed record, owned (detached from the consumer).
 #[derive(Debug, Clone)]
@@ -95,6 +115,17 @@ impl FieldType {
     /// to floats; nothing else converts).
     pub fn accepts(self, got: FieldType) -> bool {
         self == got || (self == FieldType::Float && got == FieldType::Int)
+    }
+
+    /// The name error messages use.
+    pub fn name(self) -> &'static str {
+        match self {
+            FieldType::Text => "text",
+            FieldType::Int => "integer",
+            FieldType::Float => "float",
+            FieldType::Bool => "boolean",
+            FieldType::Json => "json",
+        }
     }
 }
 

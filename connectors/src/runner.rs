@@ -25,7 +25,8 @@ use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 use tokio::sync::watch;
 
 use crate::config::{ConnectorConfig, SchemaMapping};
-use crate::mapping::{self, Declared, Mapper};
+use crate::declared::Declared;
+use crate::mapping::{self, Mapper};
 use crate::metrics::Metrics;
 use crate::record::{decode, tenant_of, FieldType, Op, RawRecord, RecordError, Schema};
 use crate::registry::{Failure, Registry};

@@ -11,7 +11,7 @@ use apache_avro::Schema;
 use base64::Engine;
 use serde_json::{Map, Number, Value};
 
-use crate::mapping::Declared;
+use crate::declared::Declared;
 use crate::record::FieldType;
 
 /// The writer schema of one id.

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::config::{IdMode, SinkConfig};
-use crate::mapping::Declared;
+use crate::declared::Declared;
 use crate::record::{decode, decode_value, Op, RawRecord, RecordError};
 
 /// A record decoded through the registry: its operation and the rule of its schema (None for

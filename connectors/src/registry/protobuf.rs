@@ -16,7 +16,7 @@ use prost_reflect::{
 use protox::file::{File, FileResolver, GoogleFileResolver};
 use serde_json::{Map, Number, Value};
 
-use crate::mapping::Declared;
+use crate::declared::Declared;
 use crate::record::FieldType;
 
 /// The name the schema's own file gets in its pool.

@@ -254,24 +254,14 @@ pub fn mismatches(existing: &Schema, wanted: &Schema, strict: bool) -> Vec<Strin
         match existing.fields.get(name) {
             Some(&have) if !have.accepts(got) => out.push(format!(
                 "type conflict: field `{name}` is {} in the collection, {} in the records",
-                type_name(have),
-                type_name(got)
+                have.name(),
+                got.name()
             )),
             None if strict => out.push(format!("the collection has no field `{name}`")),
             _ => {}
         }
     }
     out
-}
-
-pub fn type_name(t: FieldType) -> &'static str {
-    match t {
-        FieldType::Text => "text",
-        FieldType::Int => "integer",
-        FieldType::Float => "float",
-        FieldType::Bool => "boolean",
-        FieldType::Json => "json",
-    }
 }
 
 /// Maps an HTTP failure to transient (connection trouble, 408, 429, 5xx) or permanent.

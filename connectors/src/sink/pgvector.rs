@@ -303,8 +303,8 @@ impl PgSink {
                 Some(&have) => {
                     return Err(SinkError::Schema(format!(
                         "column {name} was added as {} by someone else, the records need {}",
-                        super::type_name(have),
-                        super::type_name(ty)
+                        have.name(),
+                        ty.name()
                     )))
                 }
                 None => {

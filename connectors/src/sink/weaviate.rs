@@ -318,8 +318,8 @@ impl WeaviateSink {
                 Some(&h) => {
                     return Err(SinkError::Schema(format!(
                         "property {name} is {} in the class, the records need {}",
-                        super::type_name(h),
-                        super::type_name(t)
+                        h.name(),
+                        t.name()
                     )))
                 }
                 None => {

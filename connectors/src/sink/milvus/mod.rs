@@ -22,12 +22,13 @@ use milvus::v2::prelude::{
     InsertRequest, LoadCollectionRequest, MetricType, QueryRequest, RetryConfig, SearchRequest,
     SearchVectors, TelemetryConfig, UpsertRequest,
 };
+pub mod names;
 mod schema;
 
-pub use schema::{
-    columns, data_type, field_type, quote, schema_of, typed_field_name, unstorable, valid_name,
-};
-use schema::{ID_FIELD, MAX_VARCHAR};
+use names::ID_FIELD;
+pub use names::{consistency_level, typed_field_name, valid_name};
+use schema::MAX_VARCHAR;
+pub use schema::{columns, data_type, field_type, quote, schema_of, unstorable};
 
 use super::{dedup_last, runs, Rejections, SinkError};
 use crate::config::{ConnectorConfig, Metric};
@@ -44,17 +45,6 @@ pub struct MilvusSink {
     consistency: Option<ConsistencyLevel>,
     /// The collection's schema once it exists (Milvus fixes the dimension at creation).
     schema: Option<Schema>,
-}
-
-/// Milvus's names for the configured consistency levels (case-insensitive).
-pub fn consistency_level(s: &str) -> Option<ConsistencyLevel> {
-    Some(match s.to_ascii_lowercase().as_str() {
-        "strong" => ConsistencyLevel::Strong,
-        "session" => ConsistencyLevel::Session,
-        "bounded" => ConsistencyLevel::Bounded,
-        "eventually" => ConsistencyLevel::Eventually,
-        _ => return None,
-    })
 }
 
 fn metric_type(m: Metric) -> MetricType {

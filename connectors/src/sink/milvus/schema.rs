@@ -1,15 +1,14 @@
-//! The Milvus collection's shape: how record fields map to Milvus fields and back, which
-//! names Milvus allows, and the columns of an upsert.
+//! The Milvus collection's shape: how record fields map to Milvus fields and back, and the
+//! columns of an upsert.
 
 use milvus::v2::prelude::{DataType, FieldData, FieldSchema};
 use serde_json::{Map, Value};
 
 use super::milvus_error;
+use super::names::ID_FIELD;
 use crate::record::{FieldType, Schema};
 use crate::sink::SinkError;
 
-/// The primary key field: our deterministic ids.
-pub(super) const ID_FIELD: &str = "id";
 /// Milvus's dynamic field: a JSON object holding the fields the schema does not name.
 const DYNAMIC_FIELD: &str = "$meta";
 /// Milvus's upper bound for a VarChar's `max_length` (bytes). Ids and text fields get it, so
@@ -38,22 +37,6 @@ pub fn field_type(t: DataType) -> Option<FieldType> {
         DataType::Json => FieldType::Json,
         _ => return None,
     })
-}
-
-/// Whether `name` is a valid Milvus collection or field name: a letter or `_`, then letters,
-/// digits and `_`, at most 255 bytes.
-pub fn valid_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    let first_ok = bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
-    first_ok && name.len() <= 255 && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-/// Whether a record field gets a typed Milvus field: a valid name, not one of the fields the
-/// connector itself defines. Other record fields go into the dynamic field.
-pub fn typed_field_name(name: &str, vector_field: &str) -> bool {
-    valid_name(name) && name != ID_FIELD && name != vector_field
 }
 
 /// A Milvus filter-expression string literal: double-quoted with the escapes Milvus's parser
@@ -155,8 +138,8 @@ pub fn unstorable(schema: &Schema, d: &crate::record::Doc) -> Option<String> {
             _ => match want {
                 Some(&want) if !want.accepts(got) => Some(format!(
                     "type conflict: field `{k}` is {} in the collection, {} in the record",
-                    crate::sink::type_name(want),
-                    crate::sink::type_name(got)
+                    want.name(),
+                    got.name()
                 )),
                 _ => None,
             },
@@ -225,10 +208,8 @@ pub fn columns(
 
 #[cfg(test)]
 mod tests {
-    use super::super::consistency_level;
     use super::*;
     use crate::record::Doc;
-    use milvus::v2::prelude::ConsistencyLevel;
     use serde_json::json;
 
     fn doc(id: &str, fields: Value) -> Doc {
@@ -415,15 +396,7 @@ mod tests {
     }
 
     #[test]
-    fn given_names_and_ids_then_validity_and_quoting() {
-        assert!(valid_name("documents") && valid_name("_x1"));
-        for bad in ["", "1abc", "a-b", "a b", &"x".repeat(256)] {
-            assert!(!valid_name(bad), "{bad}");
-        }
-        assert!(!typed_field_name("id", "emb") && !typed_field_name("emb", "emb"));
-        assert!(typed_field_name("title", "emb"));
+    fn given_strings_then_quoted_for_milvus_expressions() {
         assert_eq!(quote("a\"b\\c\nd"), r#""a\"b\\c\nd""#);
-        assert_eq!(consistency_level("STRONG"), Some(ConsistencyLevel::Strong));
-        assert_eq!(consistency_level("QUORUM"), None);
     }
 }
