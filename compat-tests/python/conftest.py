@@ -7,6 +7,12 @@ Environment:
   STROM_COMPAT_BROKERS   comma list of brokers to run against (default "strom,kafka")
   STROM_BIN              the strom binary (default target/release/strom)
   STROM_COMPAT_KEEP_DIRS 1 keeps the brokers' temp dirs (logs, data) for a post-mortem
+  STROM_COMPAT_PART      "kafka": only the tests parametrized with the Kafka broker;
+                         "strom": all the others (Strom's side and the tests of neither
+                         side). scripts/test-all.sh runs the two parts as two concurrent
+                         pytest processes: most of either's time is spent waiting on a
+                         broker or a client, so together they take little more than the
+                         longer one.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ import brokers  # noqa: E402
 
 BROKERS = [b.strip() for b in os.environ.get("STROM_COMPAT_BROKERS", "strom,kafka").split(",") if b.strip()]
 RECORDS = int(os.environ.get("STROM_COMPAT_RECORDS", "10000"))
+PART = os.environ.get("STROM_COMPAT_PART", "")
+if PART not in ("", "kafka", "strom"):
+    raise pytest.UsageError(f"STROM_COMPAT_PART={PART!r}: expected kafka, strom or nothing")
 
 # After this many consecutive *slow* failures (over SLOW_S each) of one client against one
 # broker, that pair's remaining tests fail at once instead of each waiting for its own
@@ -155,4 +164,21 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_report_header(config):
-    return [f"strom-compat: brokers={','.join(BROKERS)} records={RECORDS} strom_bin={brokers.STROM_BIN}"]
+    part = f" part={PART}" if PART else ""
+    return [f"strom-compat: brokers={','.join(BROKERS)}{part} records={RECORDS} strom_bin={brokers.STROM_BIN}"]
+
+
+def _kafka_side(item) -> bool:
+    """A test parametrized with the Kafka broker, by `broker` or a module's own fixture."""
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(isinstance(v, str) and v == "kafka" for v in callspec.params.values())
+
+
+def pytest_collection_modifyitems(config, items):
+    if not PART:
+        return
+    keep = [item for item in items if _kafka_side(item) == (PART == "kafka")]
+    dropped = [item for item in items if _kafka_side(item) != (PART == "kafka")]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
