@@ -312,6 +312,39 @@ def test_topic_ttl_bounds_retention(strom):
     assert confluent_read(strom.bootstrap, topic) == []
 
 
+def test_compaction_removes_expired_records_from_the_log(strom):
+    """Fetch hides an expired record at once; on a compacted topic the cleaner also removes
+    it from the segment files, even as the latest record of its key (read from the bytes
+    on disk: a consumer could not tell the two apart)."""
+    from confluent_kafka import Producer
+
+    topic = unique_topic("flow-ttl-compact")
+    configs = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+               "min.compaction.lag.ms": "0", "strom.ttl.header": "ttl-ms"}
+    assert admin.create_topic("confluent", strom.bootstrap, topic, 1, configs) == 0
+    p = Producer({"bootstrap.servers": strom.bootstrap, "linger.ms": 0, "acks": "all"})
+    p.produce(topic, key=b"a", value=b"expiring-value-a", headers=[("ttl-ms", b"300")], partition=0)
+    p.produce(topic, key=b"b", value=b"kept-value-b", partition=0)
+    p.produce(topic, key=b"c", value=b"expiring-value-c", headers=[("ttl-ms", b"300")], partition=0)
+    assert p.flush(30) == 0
+    part_dir = strom.workdir / "data" / f"{topic}-0"
+
+    def on_disk() -> bytes:
+        return b"".join(f.read_bytes() for f in sorted(part_dir.glob("*.log")))
+
+    assert b"expiring-value-a" in on_disk() and b"expiring-value-c" in on_disk()
+    time.sleep(0.5)
+    # segment.ms counts record time: these close the first segment, so it can be cleaned.
+    for i in range(3):
+        p.produce(topic, key=b"t%d" % i, value=b"trigger", partition=0)
+        assert p.flush(30) == 0
+        time.sleep(0.2)
+    admin.wait_for(lambda: b"expiring-value" not in on_disk(), "the cleaner to remove expired records",
+                   timeout_s=60, interval_s=0.5)
+    assert b"kept-value-b" in on_disk()
+    assert [(o, v) for o, v, _ in confluent_read(strom.bootstrap, topic) if v != b"trigger"] == [(1, b"kept-value-b")]
+
+
 # ---------------------------------------------------------------- embeddings
 
 

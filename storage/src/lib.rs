@@ -36,6 +36,7 @@ pub mod cleaner;
 mod clock;
 mod config;
 mod error;
+pub mod expiry;
 pub mod index;
 pub mod io;
 mod leader_epoch;

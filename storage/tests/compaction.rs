@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 
 use common::*;
 use storage::cleaner::{CleanerConfig, ProducerState, Throttle};
+use storage::expiry::RecordExpiry;
 use storage::{Durability, LogConfig, PartitionLog};
 
 fn small() -> LogConfig {
@@ -114,6 +115,95 @@ async fn clean(
 struct Pass {
     clean_end: i64,
     stats: storage::cleaner::CleanStats,
+}
+
+/// Appends one batch of (key, value, ttl-ms header) records at `ts`, into the model too.
+async fn append_with_ttl(
+    log: &PartitionLog,
+    model: &mut Model,
+    ts: i64,
+    recs: &[(&str, Option<&str>)],
+) {
+    let headers: Vec<Vec<Header<'_>>> = recs
+        .iter()
+        .map(|(_, ttl)| {
+            ttl.map(|t| vec![(&b"ttl-ms"[..], t.as_bytes())])
+                .unwrap_or_default()
+        })
+        .collect();
+    let with: Vec<(&[u8], Option<&[u8]>, &[Header<'_>])> = recs
+        .iter()
+        .zip(&headers)
+        .map(|((k, _), h)| (k.as_bytes(), Some(&b"v"[..]), h.as_slice()))
+        .collect();
+    let r = log
+        .append(keyed_batch_with_headers(ts, &with), opts(Durability::None))
+        .await
+        .unwrap();
+    for (i, (k, _)) in recs.iter().enumerate() {
+        model.insert(
+            r.base_offset + i as i64,
+            (k.as_bytes().to_vec(), Some(b"v".to_vec())),
+        );
+    }
+}
+
+#[test]
+fn given_record_expiry_when_cleaning_then_expired_records_go_even_as_latest_of_their_key() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), small(), 0);
+        let mut model = Model::new();
+        // At t=1000: `short` expires at 1500 by its header; `long` (header) at 101000; `plain`
+        // has no header, and `bad`'s header is no number: the topic default (5000) applies.
+        append_with_ttl(
+            &log,
+            &mut model,
+            1000,
+            &[
+                ("short", Some("500")),
+                ("long", Some("100000")),
+                ("plain", None),
+                ("bad", Some("x")),
+            ],
+        )
+        .await;
+        // Filler (no header, keys of its own) until the first segments close.
+        for i in 0..40 {
+            let key = format!("filler-{i}");
+            append_with_ttl(
+                &log,
+                &mut model,
+                9000 + i,
+                &[(key.as_str(), Some("999999"))],
+            )
+            .await;
+        }
+        let mut cfg = cleaner_config(10_000);
+        cfg.expiry = Some(RecordExpiry {
+            header: Some("ttl-ms".into()),
+            default_ttl_ms: Some(5000),
+        });
+        let keys_at = |log: &PartitionLog| -> Vec<String> {
+            read_records(log)
+                .into_iter()
+                .map(|(_, _, k, _)| String::from_utf8(k).unwrap())
+                .filter(|k| !k.starts_with("filler"))
+                .collect()
+        };
+        // At 2000 only `short` has expired.
+        let pass = clean(&log, 0, &cfg, 2000, &model).await;
+        assert_eq!(pass.stats.records_expired, 1);
+        assert_eq!(keys_at(&log), ["long", "plain", "bad"]);
+        // At 7000 the default TTL has passed too: only the header's 100 s remain.
+        let pass = clean(&log, 0, &cfg, 7000, &model).await;
+        assert_eq!(pass.stats.records_expired, 2);
+        assert_eq!(keys_at(&log), ["long"]);
+        // Without expiry nothing more goes.
+        let pass = clean(&log, 0, &cleaner_config(10_000), 200_000, &model).await;
+        assert_eq!(pass.stats.records_expired, 0);
+        assert_eq!(keys_at(&log), ["long"]);
+    });
 }
 
 #[test]

@@ -142,12 +142,9 @@ pub struct DedupSettings {
 }
 
 /// Per-record expiry on a topic: a record's TTL is its header's value when the header is
-/// configured and present, else the topic default.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExpirySettings {
-    pub header: Option<String>,
-    pub default_ttl_ms: Option<i64>,
-}
+/// configured and present, else the topic default. The rule lives in storage, which the
+/// cleaner applies too (compaction removes expired records).
+pub use storage::expiry::RecordExpiry as ExpirySettings;
 
 /// The typed flow settings of one topic (`TopicSettings::flow`).
 #[derive(Debug, Clone, Default, PartialEq)]

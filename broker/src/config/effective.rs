@@ -108,7 +108,8 @@ pub struct TopicSettings {
     /// to when the broker reads its records.
     pub max_decompressed_bytes: usize,
     pub log: storage::LogConfig,
-    /// delete.retention.ms, min/max.compaction.lag.ms, min.cleanable.dirty.ratio.
+    /// delete.retention.ms, min/max.compaction.lag.ms, min.cleanable.dirty.ratio, and the
+    /// flow's record expiry (compaction removes expired records).
     pub cleaner: storage::cleaner::CleanerConfig,
     /// `compression.type` other than `producer`: the codec (Kafka's id: 0 none, 1 gzip, 2
     /// snappy, 3 lz4, 4 zstd) and level batches are re-encoded with when theirs differs.
@@ -145,6 +146,7 @@ impl TopicSettings {
             flush_ms: nonneg("flush.ms"),
             file_delete_delay_ms: nonneg("file.delete.delay.ms"),
         };
+        let flow = super::ai_flow::FlowSettings::from_configs(overrides);
         TopicSettings {
             compact: get("cleanup.policy").contains("compact"),
             max_message_bytes: long("max.message.bytes").clamp(0, i32::MAX as i64) as i32,
@@ -162,10 +164,11 @@ impl TopicSettings {
                     .parse::<f64>()
                     .unwrap_or(0.5),
                 dedupe_buffer_bytes: broker.config.log_cleaner_dedupe_buffer_size.max(0) as usize,
+                expiry: flow.expiry.clone(),
             },
             compression: Compression::resolve(&get("compression.type"), long),
             schema_validation: super::schema_validation::TopicValidation::from_configs(overrides),
-            flow: super::ai_flow::FlowSettings::from_configs(overrides),
+            flow,
             min_insync_replicas: long("min.insync.replicas").clamp(1, i32::MAX as i64) as i32,
             retention: storage::RetentionPolicy {
                 retention_ms: long("retention.ms"),

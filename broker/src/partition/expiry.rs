@@ -38,20 +38,7 @@ fn record_expiry(
     r: &records::RecordFields<'_>,
     h: &BatchHeader,
 ) -> Option<i64> {
-    let ts = if h.timestamp_type_log_append() {
-        h.max_timestamp
-    } else {
-        h.base_timestamp.saturating_add(r.timestamp_delta)
-    };
-    let from_header = e
-        .header
-        .as_deref()
-        .and_then(|name| r.header(name))
-        .flatten()
-        .and_then(records::parse_ttl);
-    from_header
-        .or(e.default_ttl_ms)
-        .map(|ttl| ts.saturating_add(ttl))
+    e.expires_at(h, r.timestamp_delta, |name| r.header(name))
 }
 
 /// The earliest expiry of a batch's records (`NEVER` when none expires, or the batch cannot

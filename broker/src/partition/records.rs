@@ -77,16 +77,6 @@ pub struct RecordError {
     pub embedding: bool,
 }
 
-/// A TTL header's value: milliseconds as ASCII digits, as JetStream's `Nats-TTL` without
-/// its unit suffixes (a Kafka header is bytes; digits are what every client can write).
-pub fn parse_ttl(value: &[u8]) -> Option<i64> {
-    let s = std::str::from_utf8(value).ok()?.trim();
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse::<i64>().ok()
-}
-
 /// Checks the records of one batch (header already validated: length, magic, CRC): the
 /// structure (an `Err`, the whole batch is refused), then `checks` record by record (the
 /// records that fail them, all of them, as Kafka collects them).
@@ -138,7 +128,7 @@ pub fn validate(
         }
         if let Some(name) = checks.ttl_header {
             if let Some(v) = r.header(name) {
-                if v.and_then(parse_ttl).is_none() {
+                if v.and_then(storage::expiry::parse_ttl).is_none() {
                     errors.push(RecordError {
                         index,
                         message: format!(

@@ -193,7 +193,8 @@ async fn clean_partition(
     tracing::info!(topic = %key.0, partition = key.1, clean_end,
         segments = stats.segments_cleaned, read = stats.bytes_read, written = stats.bytes_written,
         records_kept = stats.records_kept, records_read = stats.records_read,
-        tombstones_removed = stats.tombstones_removed, ms = started.elapsed().as_millis() as u64,
+        tombstones_removed = stats.tombstones_removed, records_expired = stats.records_expired,
+        ms = started.elapsed().as_millis() as u64,
         "log cleaned");
     Ok(())
 }

@@ -73,6 +73,9 @@ pub struct CleanerConfig {
     /// log.cleaner.dedupe.buffer.size: memory for the key map. The map stops growing at
     /// the first segment boundary past it (the rest is cleaned by a later pass).
     pub dedupe_buffer_bytes: usize,
+    /// Strom's per-record expiry: records expired by the time of the pass are removed too,
+    /// whether or not a later record has their key (crate::expiry).
+    pub expiry: Option<crate::expiry::RecordExpiry>,
 }
 
 impl Default for CleanerConfig {
@@ -83,6 +86,7 @@ impl Default for CleanerConfig {
             max_compaction_lag_ms: i64::MAX,
             min_cleanable_dirty_ratio: 0.5,
             dedupe_buffer_bytes: 128 * 1024 * 1024,
+            expiry: None,
         }
     }
 }
@@ -155,6 +159,8 @@ pub struct CleanStats {
     pub records_read: u64,
     pub records_kept: u64,
     pub tombstones_removed: u64,
+    /// Records removed because they had expired (CleanerConfig::expiry).
+    pub records_expired: u64,
     pub map_entries: u64,
     pub segments_cleaned: u64,
 }
@@ -506,6 +512,14 @@ impl CleanTask {
             }
             if !r.has_value && deletes_expired {
                 out.stats.tombstones_removed += 1;
+                continue;
+            }
+            let expires =
+                self.config.expiry.as_ref().and_then(|e| {
+                    e.expires_at(h, r.timestamp_delta, |name| r.header(name.as_bytes()))
+                });
+            if expires.is_some_and(|at| at <= now) {
+                out.stats.records_expired += 1;
                 continue;
             }
             kept.push(r);

@@ -26,6 +26,38 @@ pub struct Record<'a> {
     pub value: Option<&'a [u8]>,
     /// The encoded bytes after the timestamp delta (offset delta to the end).
     pub after_timestamp: &'a [u8],
+    /// The encoded headers: their count, then each key and value (read by [`Record::header`]).
+    pub headers: &'a [u8],
+}
+
+impl<'a> Record<'a> {
+    /// The value of the first header named `name` (`Some(None)`: present with a null
+    /// value); None when absent or the headers do not read.
+    pub fn header(&self, name: &[u8]) -> Option<Option<&'a [u8]>> {
+        let buf = self.headers;
+        let mut at = 0;
+        let count = read_varint(buf, &mut at)?;
+        for _ in 0..count.max(0) {
+            let key = bytes_at(buf, &mut at)??;
+            let value = bytes_at(buf, &mut at)?;
+            if key == name {
+                return Some(value);
+            }
+        }
+        None
+    }
+}
+
+/// A varint-length-prefixed field at `at`: `Some(None)` for null (-1), None if malformed.
+fn bytes_at<'a>(buf: &'a [u8], at: &mut usize) -> Option<Option<&'a [u8]>> {
+    let len = read_varint(buf, at)?;
+    if len == -1 {
+        return Some(None);
+    }
+    let len = usize::try_from(len).ok()?;
+    let field = buf.get(*at..at.checked_add(len)?)?;
+    *at += len;
+    Some(Some(field))
 }
 
 pub use crate::batch::read_varint;
@@ -73,6 +105,7 @@ pub fn parse_records(mut buf: &[u8], count: i32) -> Option<Vec<Record<'_>>> {
         if vlen < -1 || vlen > (end - at) as i64 {
             return None;
         }
+        let headers_at = at + vlen.max(0) as usize;
         out.push(Record {
             raw: rec,
             attributes,
@@ -82,6 +115,7 @@ pub fn parse_records(mut buf: &[u8], count: i32) -> Option<Vec<Record<'_>>> {
             has_value: vlen >= 0,
             value: (vlen >= 0).then(|| &rec[at..at + vlen as usize]),
             after_timestamp: &rec[after_ts_start..end],
+            headers: &rec[headers_at..end],
         });
         buf = &buf[end..];
     }

@@ -137,8 +137,20 @@ pub fn compacted_batch(base_ts: i64, records: &[(i64, &[u8])], last_offset_delta
 /// An uncompressed batch of keyed records as a producer sends it: record i has
 /// timestamp `base_ts + i`; a `None` value is a tombstone.
 pub fn keyed_batch(base_ts: i64, records: &[(&[u8], Option<&[u8]>)]) -> BytesMut {
+    let plain: Vec<_> = records.iter().map(|&(k, v)| (k, v, &[][..])).collect();
+    keyed_batch_with_headers(base_ts, &plain)
+}
+
+/// A record header: (key, value).
+pub type Header<'a> = (&'a [u8], &'a [u8]);
+
+/// [`keyed_batch`] with headers on each record.
+pub fn keyed_batch_with_headers(
+    base_ts: i64,
+    records: &[(&[u8], Option<&[u8]>, &[Header<'_>])],
+) -> BytesMut {
     let mut body_all = Vec::new();
-    for (i, (k, v)) in records.iter().enumerate() {
+    for (i, (k, v, headers)) in records.iter().enumerate() {
         let mut body = vec![0u8];
         put_varint(&mut body, i as i64);
         put_varint(&mut body, i as i64);
@@ -151,7 +163,13 @@ pub fn keyed_batch(base_ts: i64, records: &[(&[u8], Option<&[u8]>)]) -> BytesMut
             }
             None => put_varint(&mut body, -1),
         }
-        put_varint(&mut body, 0);
+        put_varint(&mut body, headers.len() as i64);
+        for (hk, hv) in headers.iter() {
+            put_varint(&mut body, hk.len() as i64);
+            body.extend_from_slice(hk);
+            put_varint(&mut body, hv.len() as i64);
+            body.extend_from_slice(hv);
+        }
         put_varint(&mut body_all, body.len() as i64);
         body_all.extend_from_slice(&body);
     }
