@@ -158,8 +158,10 @@ pub fn validate(
     Ok(errors)
 }
 
-/// What `walk` tells about each record.
+/// One record's fields, borrowed from the (decompressed) records section: what
+/// [`parse_one`] reads, `walk` visits and `record_view` hands to its readers.
 pub struct RecordFields<'a> {
+    pub attributes: u8,
     pub timestamp_delta: i64,
     pub offset_delta: i64,
     pub key_null: bool,
@@ -176,19 +178,27 @@ pub struct RecordFields<'a> {
 impl<'a> RecordFields<'a> {
     /// The value of the first header named `name` (`Some(None)`: present with a null value).
     pub fn header(&self, name: &str) -> Option<Option<&'a [u8]>> {
+        self.headers()
+            .find(|(k, _)| *k == name.as_bytes())
+            .map(|(_, v)| v)
+    }
+
+    /// The headers in order: (key, value or None for null).
+    pub fn headers(&self) -> impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + 'a {
         let (buf, mut pos) = (self.headers, 0usize);
-        for _ in 0..self.header_count {
-            // `walk` checked the structure: these cannot fail on a visited record.
+        // `parse_one` checked the structure: these cannot fail on a parsed record.
+        (0..self.header_count).map_while(move |_| {
             let key_at = pos;
             skip_bytes(buf, &mut pos, buf.len())?;
             let key = field(buf, key_at, pos);
             let value_at = pos;
             let null = skip_bytes(buf, &mut pos, buf.len())?;
-            if key == name.as_bytes() {
-                return Some((!null).then(|| field(buf, value_at, pos)));
-            }
-        }
-        None
+            Some((key, (!null).then(|| field(buf, value_at, pos))))
+        })
+    }
+
+    pub fn header_count(&self) -> usize {
+        self.header_count as usize
     }
 }
 
@@ -477,6 +487,60 @@ fn skip_bytes(buf: &[u8], pos: &mut usize, end: usize) -> Option<bool> {
     Some(false)
 }
 
+/// The record at `at` of a records section (the `index`-th, for errors) and where the next
+/// one starts. The one parser of a record's structure: length, attributes, deltas, key,
+/// value, headers, and that the length matches them.
+pub fn parse_one(
+    records: &[u8],
+    at: usize,
+    index: i64,
+) -> Result<(RecordFields<'_>, usize), RecordsError> {
+    let bad = |reason| RecordsError::Malformed { index, reason };
+    let mut pos = at;
+    let len = varlong(records, &mut pos).ok_or(bad("bad length"))?;
+    let len = usize::try_from(len).map_err(|_| bad("negative length"))?;
+    let end = pos
+        .checked_add(len)
+        .filter(|e| *e <= records.len())
+        .ok_or(bad("length past the batch"))?;
+    let attributes = *records[..end].get(pos).ok_or(bad("no attributes"))?;
+    pos += 1;
+    let timestamp_delta = varlong(&records[..end], &mut pos).ok_or(bad("bad timestamp delta"))?;
+    let offset_delta = varlong(&records[..end], &mut pos).ok_or(bad("bad offset delta"))?;
+    let key_at = pos;
+    let key_null = skip_bytes(records, &mut pos, end).ok_or(bad("bad key"))?;
+    let key = (!key_null).then(|| field(records, key_at, pos));
+    let value_at = pos;
+    let value_null = skip_bytes(records, &mut pos, end).ok_or(bad("bad value"))?;
+    let value = (!value_null).then(|| field(records, value_at, pos));
+    let header_count = varlong(&records[..end], &mut pos).ok_or(bad("bad header count"))?;
+    if header_count < 0 {
+        return Err(bad("negative header count"));
+    }
+    let headers_at = pos;
+    for _ in 0..header_count {
+        if skip_bytes(records, &mut pos, end).ok_or(bad("bad header key"))? {
+            return Err(bad("null header key"));
+        }
+        skip_bytes(records, &mut pos, end).ok_or(bad("bad header value"))?;
+    }
+    if pos != end {
+        return Err(bad("record length does not match its fields"));
+    }
+    let fields = RecordFields {
+        attributes,
+        timestamp_delta,
+        offset_delta,
+        key_null,
+        key,
+        value,
+        raw: &records[at..end],
+        headers: &records[headers_at..end],
+        header_count,
+    };
+    Ok((fields, end))
+}
+
 /// Walks the encoded records; `strict` (a produced batch): offset deltas must be 0, 1, 2, ….
 fn walk<'a>(
     records: &'a [u8],
@@ -487,53 +551,15 @@ fn walk<'a>(
     let mut pos = 0usize;
     let mut index: i64 = 0;
     while pos < records.len() {
-        let bad = |reason| RecordsError::Malformed { index, reason };
-        let start = pos;
-        let len = varlong(records, &mut pos).ok_or(bad("bad length"))?;
-        let len = usize::try_from(len).map_err(|_| bad("negative length"))?;
-        let end = pos
-            .checked_add(len)
-            .filter(|e| *e <= records.len())
-            .ok_or(bad("length past the batch"))?;
-        pos += 1; // attributes
-        let timestamp_delta = varlong(records, &mut pos).ok_or(bad("bad timestamp delta"))?;
-        let delta = varlong(records, &mut pos).ok_or(bad("bad offset delta"))?;
-        if strict && delta != index {
-            return Err(RecordsError::OffsetDelta { index, delta });
+        let (r, next) = parse_one(records, pos, index)?;
+        if strict && r.offset_delta != index {
+            return Err(RecordsError::OffsetDelta {
+                index,
+                delta: r.offset_delta,
+            });
         }
-        let key_at = pos;
-        let key_null = skip_bytes(records, &mut pos, end).ok_or(bad("bad key"))?;
-        let key = (!key_null).then(|| field(records, key_at, pos));
-        let value_at = pos;
-        let value_null = skip_bytes(records, &mut pos, end).ok_or(bad("bad value"))?;
-        let value = (!value_null).then(|| field(records, value_at, pos));
-        let headers = varlong(records, &mut pos).ok_or(bad("bad header count"))?;
-        if headers < 0 {
-            return Err(bad("negative header count"));
-        }
-        let headers_at = pos;
-        for _ in 0..headers {
-            if skip_bytes(records, &mut pos, end).ok_or(bad("bad header key"))? {
-                return Err(bad("null header key"));
-            }
-            skip_bytes(records, &mut pos, end).ok_or(bad("bad header value"))?;
-        }
-        if pos != end {
-            return Err(bad("record length does not match its fields"));
-        }
-        visit(
-            index as i32,
-            RecordFields {
-                timestamp_delta,
-                offset_delta: delta,
-                key_null,
-                key,
-                value,
-                raw: &records[start..end],
-                headers: &records[headers_at..end],
-                header_count: headers,
-            },
-        );
+        visit(index as i32, r);
+        pos = next;
         index += 1;
     }
     if index != claimed as i64 {

@@ -11,8 +11,9 @@
 use bytes::{Bytes, BytesMut};
 use storage::batch::BatchHeader;
 
-use super::record_view::{parse_record, Record, RECORDS_OFFSET};
+use super::record_view::RECORDS_OFFSET;
 use super::records::{self, RecordsError};
+use super::records::{parse_one, RecordFields};
 use crate::redact::{Hits, Plan};
 
 /// The hook: `records` as the topic's redaction leaves them (unchanged without rules or
@@ -80,14 +81,13 @@ pub fn redact_batch(
     let mut pos = 0;
     let mut index = 0i64;
     while pos < section.len() {
-        let (record, next) = parse_record(section, pos, index)?;
+        let (record, next) = parse_one(section, pos, index)?;
         let value = record
             .value
             .filter(|_| plan.scope.value || !plan.scope.json_pointers.is_empty())
             .and_then(|v| plan.redact_value(v, hits));
         let headers: Vec<Option<Vec<u8>>> = record
-            .headers
-            .iter()
+            .headers()
             .map(|(k, v)| match v {
                 Some(v) if plan.covers_header(k) => plan.redact_text(v, hits),
                 _ => None,
@@ -127,7 +127,7 @@ pub fn redact_batch(
 
 /// `record` with `value` and the `Some` entries of `headers` replaced, appended to `out`.
 fn encode_record(
-    record: &Record<'_>,
+    record: &RecordFields<'_>,
     value: Option<&[u8]>,
     headers: &[Option<Vec<u8>>],
     out: &mut Vec<u8>,
@@ -138,10 +138,10 @@ fn encode_record(
     put_varlong(&mut body, record.offset_delta);
     put_bytes(&mut body, record.key);
     put_bytes(&mut body, value.or(record.value));
-    put_varlong(&mut body, record.headers.len() as i64);
-    for ((k, v), new) in record.headers.iter().zip(headers) {
+    put_varlong(&mut body, record.header_count() as i64);
+    for ((k, v), new) in record.headers().zip(headers) {
         put_bytes(&mut body, Some(k));
-        put_bytes(&mut body, new.as_deref().or(*v));
+        put_bytes(&mut body, new.as_deref().or(v));
     }
     put_varlong(out, body.len() as i64);
     out.extend_from_slice(&body);

@@ -30,7 +30,8 @@ use bytes::Bytes;
 use serde::Deserialize;
 use tokio::sync::{watch, Semaphore};
 
-use crate::partition::record_view::{self, Record};
+use crate::partition::record_view;
+use crate::partition::records::RecordFields;
 use crate::shard::{frontend, BrokerContext};
 
 /// SSE streams open at once over the admin port.
@@ -364,15 +365,14 @@ pub fn record_json(
     partition: i32,
     offset: i64,
     timestamp: i64,
-    r: &Record<'_>,
+    r: &RecordFields<'_>,
 ) -> serde_json::Value {
     let (key, key_encoding) = text_or_base64(r.key);
     let (value, value_encoding) = text_or_base64(r.value);
     let headers: Vec<serde_json::Value> = r
-        .headers
-        .iter()
+        .headers()
         .map(|(k, v)| {
-            let (value, encoding) = text_or_base64(*v);
+            let (value, encoding) = text_or_base64(v);
             serde_json::json!({
                 "key": String::from_utf8_lossy(k),
                 "value": value,
@@ -391,7 +391,7 @@ pub fn record_json(
             }
         }
     }
-    for (k, v) in &r.headers {
+    for (k, v) in r.headers() {
         if let (Ok(k), Some(Ok(v))) = (std::str::from_utf8(k), v.map(std::str::from_utf8)) {
             if CHUNK_FIELDS.contains(&k) && !chunk.contains_key(k) {
                 chunk.insert(k.to_string(), v.into());
@@ -422,15 +422,18 @@ mod tests {
     #[test]
     fn given_a_stream_chunk_value_when_shown_then_fields_surfaced() {
         let value = br#"{"token":"Hel","chunk_token_offset":3,"function_call_id":"f1"}"#;
-        let r = Record {
-            attributes: 0,
-            timestamp_delta: 0,
-            offset_delta: 0,
-            key: Some(b"conv-1"),
-            value: Some(value),
-            headers: vec![(b"x-trace-id", Some(b"abc")), (b"bin", Some(&[0xff, 0xfe]))],
-        };
-        let j = record_json("t", 0, 42, 1000, &r);
+        let batch = crate::test_support::TestBatch::new(1)
+            .header("x-trace-id", Some(b"abc"))
+            .header("bin", Some(&[0xff, 0xfe]))
+            .encode_with(|rs| {
+                rs[0].key = Some(bytes::Bytes::from_static(b"conv-1"));
+                rs[0].value = Some(bytes::Bytes::from_static(value));
+            });
+        let mut j = serde_json::Value::Null;
+        record_view::for_each_record(&batch, 0, 1 << 20, |_, _, _, r| {
+            j = record_json("t", 0, 42, 1000, r);
+        })
+        .unwrap();
         assert_eq!(j["offset"], 42);
         assert_eq!(j["key"], "conv-1");
         assert_eq!(j["chunk"]["chunk_token_offset"], 3);
