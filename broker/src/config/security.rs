@@ -164,16 +164,23 @@ pub enum SaslMechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
 }
 
 impl SaslMechanism {
-    pub const ALL: [SaslMechanism; 3] = [Self::Plain, Self::ScramSha256, Self::ScramSha512];
+    pub const ALL: [SaslMechanism; 4] = [
+        Self::Plain,
+        Self::ScramSha256,
+        Self::ScramSha512,
+        Self::OAuthBearer,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Self::Plain => "PLAIN",
             Self::ScramSha256 => "SCRAM-SHA-256",
             Self::ScramSha512 => "SCRAM-SHA-512",
+            Self::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -187,7 +194,9 @@ pub fn parse_mechanisms(s: &str) -> Result<Vec<SaslMechanism>, String> {
     let mut out = Vec::new();
     for m in s.split(',').map(str::trim).filter(|m| !m.is_empty()) {
         let mech = SaslMechanism::from_name(m).ok_or_else(|| {
-            format!("`{m}` is not supported: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are")
+            format!(
+                "`{m}` is not supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are"
+            )
         })?;
         if !out.contains(&mech) {
             out.push(mech);
@@ -233,6 +242,9 @@ pub fn validate(
             "a SASL listener needs at least one mechanism".into(),
         ));
     }
+    if mechanisms.contains(&SaslMechanism::OAuthBearer) {
+        validate_oauthbearer(config)?;
+    }
     if config.connections_max_reauth_ms < 0 {
         return Err(("connections_max_reauth_ms", "must be >= 0".into()));
     }
@@ -259,6 +271,36 @@ pub fn validate(
                 "{class} is not available; the only authorizer is {}",
                 crate::security::authorizer::STANDARD_AUTHORIZER
             ),
+        ));
+    }
+    Ok(())
+}
+
+/// OAUTHBEARER needs a JWKS: Kafka's default without one is its unsecured validator, which
+/// accepts unsigned tokens, so Strom refuses to start instead.
+fn validate_oauthbearer(config: &BrokerConfig) -> Result<(), (&'static str, String)> {
+    let url = config.sasl_oauthbearer_jwks_endpoint_url.trim();
+    if url.is_empty() {
+        return Err((
+            "sasl_oauthbearer_jwks_endpoint_url",
+            "OAUTHBEARER needs the JWKS that signs tokens: a file:// or http(s):// URL on this machine".into(),
+        ));
+    }
+    crate::security::jwks::JwksSource::parse(url)
+        .map_err(|e| ("sasl_oauthbearer_jwks_endpoint_url", e.to_string()))?;
+    if config.sasl_oauthbearer_jwks_endpoint_refresh_ms < 1000 {
+        return Err((
+            "sasl_oauthbearer_jwks_endpoint_refresh_ms",
+            "must be >= 1000".into(),
+        ));
+    }
+    if config.sasl_oauthbearer_clock_skew_seconds < 0 {
+        return Err(("sasl_oauthbearer_clock_skew_seconds", "must be >= 0".into()));
+    }
+    if config.sasl_oauthbearer_sub_claim_name.trim().is_empty() {
+        return Err((
+            "sasl_oauthbearer_sub_claim_name",
+            "must not be empty".into(),
         ));
     }
     Ok(())

@@ -49,6 +49,7 @@ pub struct Server {
     _steering: Vec<strom_ebpf::Steering>,
     /// Reloads changed TLS files while the broker runs (stops when dropped).
     _tls_reloader: Option<tls::Reloader>,
+    _jwks_refresher: Option<crate::security::jwks::Refresher>,
     _lock: storage::logdir::DirLock,
 }
 
@@ -145,6 +146,7 @@ impl Server {
             )?),
             None => None,
         };
+        let (oauthbearer, jwks_refresher) = oauthbearer_validator(&config)?.unzip();
         let metrics_std = std::net::TcpListener::bind(config.metrics_listen)
             .with_context(|| format!("binding admin listener {}", config.metrics_listen))?;
         let metrics_addr = metrics_std.local_addr()?;
@@ -182,6 +184,7 @@ impl Server {
                 crate::metadata::scram::FileCredentialStore::open(&data_dir)
                     .context("reading SCRAM credentials")?,
             ),
+            oauthbearer,
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready_flag = Arc::new(AtomicBool::new(false));
@@ -274,6 +277,7 @@ impl Server {
             kafka_addr,
             listeners: infos,
             _tls_reloader: tls_reloader,
+            _jwks_refresher: jwks_refresher,
             metrics_addr,
             schema_registry_addr,
             ctx,
@@ -322,6 +326,36 @@ impl Server {
         tracing::info!("shut down cleanly");
         Ok(())
     }
+}
+
+/// OAUTHBEARER's validator and its JWKS refresh thread, when the mechanism is enabled; a
+/// JWKS that cannot be read stops the start.
+fn oauthbearer_validator(
+    config: &BrokerConfig,
+) -> anyhow::Result<
+    Option<(
+        Arc<crate::security::oauthbearer::OAuthValidator>,
+        crate::security::jwks::Refresher,
+    )>,
+> {
+    use crate::security::jwks::{Jwks, JwksSource};
+    if !config
+        .sasl_mechanisms()
+        .contains(&crate::config::security::SaslMechanism::OAuthBearer)
+    {
+        return Ok(None);
+    }
+    let source = JwksSource::parse(&config.sasl_oauthbearer_jwks_endpoint_url)?;
+    let jwks = Arc::new(Jwks::load(source).context("sasl.oauthbearer.jwks.endpoint.url")?);
+    let refresher = crate::security::jwks::spawn_refresher(
+        jwks.clone(),
+        std::time::Duration::from_millis(config.sasl_oauthbearer_jwks_endpoint_refresh_ms as u64),
+    )?;
+    let validator = crate::security::oauthbearer::OAuthValidator {
+        rules: crate::security::oauthbearer::TokenRules::from_config(config),
+        jwks,
+    };
+    Ok(Some((Arc::new(validator), refresher)))
 }
 
 /// Binds and starts the Schema Registry (`schema_registry_enable`). The default address
