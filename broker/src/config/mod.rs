@@ -122,6 +122,18 @@ pub struct BrokerConfig {
     pub allow_everyone_if_no_acl_found: bool,
     /// Admin/metrics HTTP listener (`/health`, `/ready`, `/metrics`). Default 127.0.0.1:9644.
     pub metrics_listen: SocketAddr,
+    /// The admin port over HTTPS with the broker's `ssl.keystore.*` (`server::admin_auth`).
+    /// Default false.
+    pub admin_ssl_enable: bool,
+    /// Client certificates on the HTTPS admin port: "none" (default), "requested",
+    /// "required" (against `ssl.truststore.*`).
+    pub admin_ssl_client_auth: String,
+    /// How admin requests authenticate: "basic" (the SCRAM users' passwords) and/or "mtls"
+    /// (the client certificate), comma-separated; empty (default) = open. `/health` is open.
+    pub admin_authentication: String,
+    /// `;`-separated principals (`User:ops`) the admin port lets in; empty = any that
+    /// authenticates.
+    pub admin_principals: String,
     /// Data directory (Kafka's `log.dirs`, one dir). Default `./strom-data`.
     pub data_dir: PathBuf,
     /// Number of shards (one OS thread pinned per core). 0 = the cores available. Max 256.
@@ -291,6 +303,10 @@ impl Default for BrokerConfig {
             super_users: String::new(),
             allow_everyone_if_no_acl_found: false,
             metrics_listen: "127.0.0.1:9644".parse().expect("static address"),
+            admin_ssl_enable: false,
+            admin_ssl_client_auth: "none".into(),
+            admin_authentication: String::new(),
+            admin_principals: String::new(),
             data_dir: PathBuf::from("./strom-data"),
             shards: 0,
             node_id: 0,

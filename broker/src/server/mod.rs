@@ -6,6 +6,7 @@
 //! clean-shutdown marker, and releases the data-dir lock.
 
 pub mod admin;
+pub mod admin_auth;
 pub mod ai_http;
 pub mod connection;
 pub mod console;
@@ -50,6 +51,7 @@ pub struct Server {
     /// Reloads changed TLS files while the broker runs (stops when dropped).
     _tls_reloader: Option<tls::Reloader>,
     _jwks_refresher: Option<crate::security::jwks::Refresher>,
+    _admin_tls_reloader: Option<tls::Reloader>,
     _lock: storage::logdir::DirLock,
 }
 
@@ -189,14 +191,26 @@ impl Server {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready_flag = Arc::new(AtomicBool::new(false));
         let connectors = Arc::new(console::Connectors::default());
+        let admin_reloader;
         let admin = {
             let ready = ready_flag.clone();
             let ctx = ctx.clone();
             let shutdown = shutdown_rx.clone();
             let router = admin::broker_router(ready, ctx.clone(), connectors.clone());
             // SSE streams and key reads: outside the port's request limit (streams stay open).
+            let credentials = ctx.credentials.clone();
             let streams = ai_http::router(ctx, shutdown.clone());
-            admin::spawn_thread_with("admin", metrics_std, router, streams, shutdown)?
+            let security = admin_auth::AdminSecurity::from_config(&config, credentials)
+                .context("the admin port's TLS and authentication")?
+                .map(Arc::new);
+            admin_reloader = match security.as_ref().and_then(|s| s.tls.clone()) {
+                Some(t) => Some(tls::spawn_reloader(
+                    t,
+                    std::time::Duration::from_millis(config.ssl_reload_interval_ms as u64),
+                )?),
+                None => None,
+            };
+            admin::spawn_thread_with("admin", metrics_std, router, streams, shutdown, security)?
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
         let recovery_points = Arc::new((recovery_points, log_starts));
@@ -278,6 +292,7 @@ impl Server {
             listeners: infos,
             _tls_reloader: tls_reloader,
             _jwks_refresher: jwks_refresher,
+            _admin_tls_reloader: admin_reloader,
             metrics_addr,
             schema_registry_addr,
             ctx,

@@ -423,7 +423,11 @@ fn oauthbearer_step(
 }
 
 /// PLAIN's check: the password against any SCRAM credential of the user.
-fn plain_password_matches(store: &dyn CredentialStore, user: &str, password: &str) -> bool {
+pub(crate) fn plain_password_matches(
+    store: &dyn CredentialStore,
+    user: &str,
+    password: &str,
+) -> bool {
     ScramMechanism::ALL.into_iter().any(|m| {
         store
             .credential(user, m)
