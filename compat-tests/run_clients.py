@@ -4,7 +4,12 @@ against Apache Kafka 4.x, one broker at a time. Started by compat-tests/run-clie
 For each broker it starts a fresh process on free 127.0.0.1 ports (compat-tests/python/
 brokers.py, the same helper the pytest suite uses), waits until it answers Metadata,
 runs each language's tests with STROM_COMPAT_BOOTSTRAP=127.0.0.1:PORT and
-STROM_COMPAT_BROKER=strom|kafka, then stops it by its PID. Every step is bounded in time.
+STROM_COMPAT_BROKER=strom|kafka, then stops it by its PID. Each broker also has an SSL
+listener (client certificate required) and a SASL_SSL one (SCRAM-SHA-512), configured
+alike on both, with certificates made per run: the suites' security tests find them in
+STROM_COMPAT_SSL_BOOTSTRAP, STROM_COMPAT_SASL_SSL_BOOTSTRAP, STROM_COMPAT_CA,
+STROM_COMPAT_CLIENT_CERT / _KEY / _KEYSTORE (key + certificate PEM), STROM_COMPAT_SASL_USER
+and STROM_COMPAT_SASL_PASSWORD (`security_env`). Every step is bounded in time.
 The exit code is 0 only if every (broker, language) pair passed and the broker survived.
 
 Environment:
@@ -22,6 +27,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "python"))
 
 import brokers  # noqa: E402
+import pki  # noqa: E402
 
 TIMEOUT_S = int(os.environ.get("STROM_COMPAT_CLIENT_TIMEOUT", "900"))
 
@@ -80,8 +87,8 @@ LANGUAGES = {
     "node": (
         "node",
         # npm ci when node_modules is missing (scripts/test-all.sh runs it when the lock changes).
-        ["bash", "-c", "[[ -d node_modules/kafkajs ]] || npm ci --no-audit --no-fund; node --check test/kafkajs.test.js"],
-        ["node", "--test", "--test-reporter=spec", "test/kafkajs.test.js"],
+        ["bash", "-c", "[[ -d node_modules/kafkajs ]] || npm ci --no-audit --no-fund; node --check test/kafkajs.test.js && node --check test/security.test.js"],
+        ["node", "--test", "--test-reporter=spec", "test/kafkajs.test.js", "test/security.test.js"],
         _node_count,
     ),
     "rust": (
@@ -150,8 +157,49 @@ def _pump(proc: subprocess.Popen, cmd: list[str], timeout_s: int) -> tuple[int, 
     return (124 if timed_out else rc), "\n".join(out)
 
 
-def start(name: str) -> brokers.BrokerProcess:
-    b = brokers.start_strom() if name == "strom" else brokers.start_kafka()
+SASL_USER, SASL_PASSWORD = "alice", "alice-secret"
+
+
+def security(certs) -> dict:
+    """Besides PLAINTEXT, an SSL listener that requires a client certificate and a SASL_SSL
+    one with SCRAM-SHA-512 (user alice), the same on both brokers (Kafka's names); the
+    certificates are made per run (python/pki.py)."""
+    return {
+        "listeners": ["SSL", "SASL_SSL"],
+        "settings": {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": certs.keystore("broker"),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": certs.ca,
+            "ssl.client.auth": "required",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        },
+        "kafka_settings": {
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        },
+        "users": [(SASL_USER, SASL_PASSWORD, "SCRAM-SHA-512")],
+    }
+
+
+def security_env(b: brokers.BrokerProcess, certs) -> dict:
+    """What the suites' security tests connect with (each suite's README names them)."""
+    ports = b.extra["ports"]
+    return {
+        "STROM_COMPAT_SSL_BOOTSTRAP": f"127.0.0.1:{ports['SSL']}",
+        "STROM_COMPAT_SASL_SSL_BOOTSTRAP": f"127.0.0.1:{ports['SASL_SSL']}",
+        "STROM_COMPAT_CA": certs.ca,
+        "STROM_COMPAT_CLIENT_CERT": certs.cert("alice"),
+        "STROM_COMPAT_CLIENT_KEY": certs.key("alice"),
+        "STROM_COMPAT_CLIENT_KEYSTORE": certs.keystore("alice"),
+        "STROM_COMPAT_SASL_USER": SASL_USER,
+        "STROM_COMPAT_SASL_PASSWORD": SASL_PASSWORD,
+    }
+
+
+def start(name: str, certs) -> brokers.BrokerProcess:
+    sec = security(certs)
+    b = brokers.start_strom(security=sec) if name == "strom" else brokers.start_kafka(security=sec)
     deadline = time.monotonic() + 60
     while not brokers.metadata_answers(b.port):
         if time.monotonic() > deadline or not b.alive():
@@ -194,10 +242,19 @@ def main() -> int:
             results.append(("-", lang, "FAIL", build_times[lang], f"build failed (exit {rc})"))
     built = [lang for lang in langs if not any(r[1] == lang for r in results)]
 
+    pki_dir = Path(tempfile.mkdtemp(prefix="strom-compat-clients-pki-"))
+    try:
+        certs = pki.make(pki_dir)
+        return _run_brokers(broker_names, built, env, results, build_times, certs)
+    finally:
+        shutil.rmtree(pki_dir, ignore_errors=True)
+
+
+def _run_brokers(broker_names, built, env, results, build_times, certs) -> int:
     for name in broker_names:
         log(f"start {name}")
         try:
-            b = start(name)
+            b = start(name, certs)
         except Exception as e:  # noqa: BLE001 - reported as a failure of every language
             print(e, flush=True)
             results.extend((name, lang, "FAIL", 0, "broker did not start") for lang in built)
@@ -206,7 +263,8 @@ def main() -> int:
         try:
             for lang in built:
                 d, _, test, count = LANGUAGES[lang]
-                env_b = dict(env, STROM_COMPAT_BOOTSTRAP=b.bootstrap, STROM_COMPAT_BROKER=name)
+                env_b = dict(env, STROM_COMPAT_BOOTSTRAP=b.bootstrap, STROM_COMPAT_BROKER=name,
+                             **security_env(b, certs))
                 log(f"{lang} against {name} ({b.bootstrap}): {' '.join(test)}")
                 t0 = time.monotonic()
                 rc, out = run(test, HERE / d, env_b, TIMEOUT_S)

@@ -88,6 +88,10 @@ apt_install_missing() {
         command -v "$cmd" >/dev/null 2>&1 || pkgs+=("${want[$cmd]}")
     done
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
+    # OpenSSL headers: the rdkafka crate's compat suite builds librdkafka with SSL and SCRAM
+    # (compat-tests/rust/tests/rdkafka_security.rs).
+    command -v pkg-config >/dev/null 2>&1 || pkgs+=(pkg-config)
+    [[ -f /usr/include/openssl/ssl.h ]] || pkgs+=(libssl-dev)
     [[ ${#pkgs[@]} -eq 0 ]] && return 0
     if [[ $(id -u) -ne 0 ]]; then
         echo "missing packages (${pkgs[*]}) and not root: install them first" >&2

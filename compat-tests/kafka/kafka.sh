@@ -11,7 +11,8 @@
 #
 # KAFKA_VERSION overrides the version pinned in pom.xml; KAFKA_HEAP_OPTS the JVM heap;
 # KAFKA_EXTRA_LISTENERS adds listeners, KAFKA_EXTRA_PROPERTIES settings (one per line),
-# KAFKA_FORMAT_ARGS arguments of the storage format (one per line).
+# KAFKA_FORMAT_ARGS arguments of the storage format (one per line), KAFKA_JVM_EXTRA JVM
+# options (one per line).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -94,9 +95,15 @@ EOF
     while [[ $cluster_id == -* ]]; do
         cluster_id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
     done
+    # KAFKA_JVM_EXTRA: more JVM options, one per line (python/test_oauthbearer.py: Kafka 4's
+    # org.apache.kafka.sasl.oauthbearer.allowed.urls system property).
+    local jvm_extra=()
+    if [[ -n "${KAFKA_JVM_EXTRA:-}" ]]; then
+        mapfile -t jvm_extra <<<"$KAFKA_JVM_EXTRA"
+    fi
     local jvm=(java ${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g} -XX:+UseG1GC -Djava.awt.headless=true
         -Dlog4j2.configurationFile="$here/log4j2.properties" -Dkafka.logs.dir="$dir/logs"
-        -cp "$cp")
+        "${jvm_extra[@]}" -cp "$cp")
     # More format arguments, one per line (python/brokers.py: --add-scram for SASL users).
     local fmt_args=()
     if [[ -n "${KAFKA_FORMAT_ARGS:-}" ]]; then

@@ -226,7 +226,8 @@ def fetch_kafka() -> None:
 def security_listeners(plain_port: int, security: dict | None, broker: str = "strom") -> tuple[str, dict, dict]:
     """The listeners and broker settings for `security`: {"listeners": ["SSL", ...],
     "settings": {...} (Kafka's names, which both brokers take), "kafka_settings" /
-    "strom_settings": {...} (one broker's own), "users": [(name, password, mechanism)]}.
+    "strom_settings": {...} (one broker's own), "users": [(name, password, mechanism)],
+    "kafka_jvm": [JVM options]}.
     Returns the `listeners` value, the settings and each listener's port by name (PLAINTEXT
     always there)."""
     security = security or {}
@@ -262,6 +263,7 @@ def start_kafka(security: dict | None = None) -> BrokerProcess:
         env_extra["KAFKA_EXTRA_LISTENERS"] = extra
         env_extra["KAFKA_EXTRA_PROPERTIES"] = "\n".join(f"{k}={v}" for k, v in settings.items())
         # Kafka 4's way to the first SCRAM users: at format time.
+        env_extra["KAFKA_JVM_EXTRA"] = "\n".join(security.get("kafka_jvm", []))
         env_extra["KAFKA_FORMAT_ARGS"] = "\n".join(
             a for name, pw, mech in security.get("users", []) for a in ("--add-scram", f"{mech}=[name={name},password={pw}]")
         )

@@ -87,6 +87,24 @@ pub struct BrokerConfig {
     /// Kafka `sasl.server.max.receive.size`: the largest request accepted before a SASL
     /// connection has authenticated, bytes. Default 524288.
     pub sasl_server_max_receive_size: i32,
+    /// OAUTHBEARER (`security::oauthbearer`), Kafka's `sasl.oauthbearer.*` broker settings.
+    /// Kafka `sasl.oauthbearer.jwks.endpoint.url`: where the keys that sign tokens are, a
+    /// `file://` JWKS or an `http(s)://` URL on this machine. Needed when OAUTHBEARER is on.
+    pub sasl_oauthbearer_jwks_endpoint_url: String,
+    /// Kafka `sasl.oauthbearer.jwks.endpoint.refresh.ms`: how often the JWKS is read again.
+    /// Default 3600000, >= 1000.
+    pub sasl_oauthbearer_jwks_endpoint_refresh_ms: i64,
+    /// Kafka `sasl.oauthbearer.expected.audience`: comma-separated; a token's `aud` must name
+    /// one. Empty (default): a token must carry no `aud` (jose4j's rule, which Kafka uses).
+    pub sasl_oauthbearer_expected_audience: String,
+    /// Kafka `sasl.oauthbearer.expected.issuer`: the `iss` tokens must carry; empty = any.
+    pub sasl_oauthbearer_expected_issuer: String,
+    /// Kafka `sasl.oauthbearer.sub.claim.name`: the claim that names the principal. "sub".
+    pub sasl_oauthbearer_sub_claim_name: String,
+    /// Kafka `sasl.oauthbearer.scope.claim.name`: the scope claim (a string or a list). "scope".
+    pub sasl_oauthbearer_scope_claim_name: String,
+    /// Kafka `sasl.oauthbearer.clock.skew.seconds`: slack for `exp` and `nbf`. Default 30.
+    pub sasl_oauthbearer_clock_skew_seconds: i64,
     /// Kafka `quota.window.num`: how many windows a client quota's rate is measured over
     /// (`quota::rate`). Default 11, >= 1. Restart needed.
     pub quota_window_num: u32,
@@ -104,6 +122,18 @@ pub struct BrokerConfig {
     pub allow_everyone_if_no_acl_found: bool,
     /// Admin/metrics HTTP listener (`/health`, `/ready`, `/metrics`). Default 127.0.0.1:9644.
     pub metrics_listen: SocketAddr,
+    /// The admin port over HTTPS with the broker's `ssl.keystore.*` (`server::admin_auth`).
+    /// Default false.
+    pub admin_ssl_enable: bool,
+    /// Client certificates on the HTTPS admin port: "none" (default), "requested",
+    /// "required" (against `ssl.truststore.*`).
+    pub admin_ssl_client_auth: String,
+    /// How admin requests authenticate: "basic" (the SCRAM users' passwords) and/or "mtls"
+    /// (the client certificate), comma-separated; empty (default) = open. `/health` is open.
+    pub admin_authentication: String,
+    /// `;`-separated principals (`User:ops`) the admin port lets in; empty = any that
+    /// authenticates.
+    pub admin_principals: String,
     /// Data directory (Kafka's `log.dirs`, one dir). Default `./strom-data`.
     pub data_dir: PathBuf,
     /// Number of shards (one OS thread pinned per core). 0 = the cores available. Max 256.
@@ -260,12 +290,23 @@ impl Default for BrokerConfig {
             connections_max_reauth_ms: 0,
             connection_failed_authentication_delay_ms: 100,
             sasl_server_max_receive_size: 524_288,
+            sasl_oauthbearer_jwks_endpoint_url: String::new(),
+            sasl_oauthbearer_jwks_endpoint_refresh_ms: 3_600_000,
+            sasl_oauthbearer_expected_audience: String::new(),
+            sasl_oauthbearer_expected_issuer: String::new(),
+            sasl_oauthbearer_sub_claim_name: "sub".into(),
+            sasl_oauthbearer_scope_claim_name: "scope".into(),
+            sasl_oauthbearer_clock_skew_seconds: 30,
             quota_window_num: 11,
             quota_window_size_seconds: 1,
             authorizer_class_name: String::new(),
             super_users: String::new(),
             allow_everyone_if_no_acl_found: false,
             metrics_listen: "127.0.0.1:9644".parse().expect("static address"),
+            admin_ssl_enable: false,
+            admin_ssl_client_auth: "none".into(),
+            admin_authentication: String::new(),
+            admin_principals: String::new(),
             data_dir: PathBuf::from("./strom-data"),
             shards: 0,
             node_id: 0,

@@ -164,16 +164,23 @@ pub enum SaslMechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
 }
 
 impl SaslMechanism {
-    pub const ALL: [SaslMechanism; 3] = [Self::Plain, Self::ScramSha256, Self::ScramSha512];
+    pub const ALL: [SaslMechanism; 4] = [
+        Self::Plain,
+        Self::ScramSha256,
+        Self::ScramSha512,
+        Self::OAuthBearer,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Self::Plain => "PLAIN",
             Self::ScramSha256 => "SCRAM-SHA-256",
             Self::ScramSha512 => "SCRAM-SHA-512",
+            Self::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -187,7 +194,9 @@ pub fn parse_mechanisms(s: &str) -> Result<Vec<SaslMechanism>, String> {
     let mut out = Vec::new();
     for m in s.split(',').map(str::trim).filter(|m| !m.is_empty()) {
         let mech = SaslMechanism::from_name(m).ok_or_else(|| {
-            format!("`{m}` is not supported: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are")
+            format!(
+                "`{m}` is not supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are"
+            )
         })?;
         if !out.contains(&mech) {
             out.push(mech);
@@ -233,6 +242,10 @@ pub fn validate(
             "a SASL listener needs at least one mechanism".into(),
         ));
     }
+    if mechanisms.contains(&SaslMechanism::OAuthBearer) {
+        validate_oauthbearer(config)?;
+    }
+    validate_admin(config)?;
     if config.connections_max_reauth_ms < 0 {
         return Err(("connections_max_reauth_ms", "must be >= 0".into()));
     }
@@ -259,6 +272,79 @@ pub fn validate(
                 "{class} is not available; the only authorizer is {}",
                 crate::security::authorizer::STANDARD_AUTHORIZER
             ),
+        ));
+    }
+    Ok(())
+}
+
+/// `admin_authentication` → (basic, mtls).
+pub fn parse_admin_methods(s: &str) -> Result<(bool, bool), String> {
+    let (mut basic, mut mtls) = (false, false);
+    for m in s.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+        match m.to_ascii_lowercase().as_str() {
+            "basic" => basic = true,
+            "mtls" => mtls = true,
+            _ => return Err(format!("`{m}` is not basic or mtls")),
+        }
+    }
+    Ok((basic, mtls))
+}
+
+/// The admin port's TLS and authentication settings (`server::admin_auth`).
+fn validate_admin(config: &BrokerConfig) -> Result<(), (&'static str, String)> {
+    let (_, mtls) = parse_admin_methods(&config.admin_authentication)
+        .map_err(|m| ("admin_authentication", m))?;
+    let auth = ClientAuth::parse(&config.admin_ssl_client_auth).ok_or((
+        "admin_ssl_client_auth",
+        format!(
+            "`{}` is not one of none, requested, required",
+            config.admin_ssl_client_auth
+        ),
+    ))?;
+    if mtls && (!config.admin_ssl_enable || auth == ClientAuth::None) {
+        return Err((
+            "admin_authentication",
+            "mtls needs admin_ssl_enable = true and admin_ssl_client_auth requested or required"
+                .into(),
+        ));
+    }
+    if config.admin_ssl_enable {
+        let s = config.tls_settings()?;
+        if auth != ClientAuth::None && s.trust == TrustSource::None {
+            return Err((
+                "admin_ssl_client_auth",
+                "client certificates need a truststore (ssl.truststore.location or ssl.truststore.certificates)".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// OAUTHBEARER needs a JWKS: Kafka's default without one is its unsecured validator, which
+/// accepts unsigned tokens, so Strom refuses to start instead.
+fn validate_oauthbearer(config: &BrokerConfig) -> Result<(), (&'static str, String)> {
+    let url = config.sasl_oauthbearer_jwks_endpoint_url.trim();
+    if url.is_empty() {
+        return Err((
+            "sasl_oauthbearer_jwks_endpoint_url",
+            "OAUTHBEARER needs the JWKS that signs tokens: a file:// or http(s):// URL on this machine".into(),
+        ));
+    }
+    crate::security::jwks::JwksSource::parse(url)
+        .map_err(|e| ("sasl_oauthbearer_jwks_endpoint_url", e.to_string()))?;
+    if config.sasl_oauthbearer_jwks_endpoint_refresh_ms < 1000 {
+        return Err((
+            "sasl_oauthbearer_jwks_endpoint_refresh_ms",
+            "must be >= 1000".into(),
+        ));
+    }
+    if config.sasl_oauthbearer_clock_skew_seconds < 0 {
+        return Err(("sasl_oauthbearer_clock_skew_seconds", "must be >= 0".into()));
+    }
+    if config.sasl_oauthbearer_sub_claim_name.trim().is_empty() {
+        return Err((
+            "sasl_oauthbearer_sub_claim_name",
+            "must not be empty".into(),
         ));
     }
     Ok(())
@@ -326,5 +412,70 @@ mod tests {
         let (key, msg) = c.tls_settings().unwrap_err();
         assert_eq!(key, "ssl_keystore_type");
         assert!(msg.contains("only PEM"), "{msg}");
+    }
+
+    #[test]
+    fn given_admin_settings_when_validating_then_mtls_needs_tls_with_certificates() {
+        let mtls = BrokerConfig {
+            admin_authentication: "basic, mtls".into(),
+            ..Default::default()
+        };
+        assert_eq!(validate_admin(&mtls).unwrap_err().0, "admin_authentication");
+        let with_tls = BrokerConfig {
+            admin_ssl_enable: true,
+            admin_ssl_client_auth: "required".into(),
+            ssl_keystore_location: "k.pem".into(),
+            ..mtls.clone()
+        };
+        // Client certificates need a truststore.
+        assert_eq!(
+            validate_admin(&with_tls).unwrap_err().0,
+            "admin_ssl_client_auth"
+        );
+        let ok = BrokerConfig {
+            ssl_truststore_location: "ca.pem".into(),
+            ..with_tls
+        };
+        assert!(validate_admin(&ok).is_ok());
+        assert_eq!(parse_admin_methods("BASIC"), Ok((true, false)));
+        assert!(parse_admin_methods("digest").is_err());
+        // TLS on the admin port needs the key store, whatever the Kafka listeners.
+        let no_key = BrokerConfig {
+            admin_ssl_enable: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            validate_admin(&no_key).unwrap_err().0,
+            "ssl_keystore_location"
+        );
+    }
+
+    #[test]
+    fn given_oauthbearer_enabled_when_validating_then_a_local_jwks_is_needed() {
+        let c = BrokerConfig {
+            sasl_enabled_mechanisms: "OAUTHBEARER".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            validate_oauthbearer(&c).unwrap_err().0,
+            "sasl_oauthbearer_jwks_endpoint_url"
+        );
+        let remote = BrokerConfig {
+            sasl_oauthbearer_jwks_endpoint_url: "https://idp.example.com/jwks".into(),
+            ..c.clone()
+        };
+        assert!(validate_oauthbearer(&remote)
+            .unwrap_err()
+            .1
+            .contains("this machine"));
+        let file = BrokerConfig {
+            sasl_oauthbearer_jwks_endpoint_url: "file:///etc/strom/jwks.json".into(),
+            ..c
+        };
+        assert!(validate_oauthbearer(&file).is_ok());
+        assert_eq!(
+            parse_mechanisms("OAUTHBEARER,PLAIN").unwrap(),
+            [SaslMechanism::OAuthBearer, SaslMechanism::Plain]
+        );
     }
 }

@@ -172,3 +172,62 @@ fn given_a_controller_mutation_quota_when_the_bucket_is_empty_then_strict_versio
     assert_eq!(r.responses[0].error_code, 89);
     assert!(h.catalog_has("m1"));
 }
+
+/// A Fetch in a session (KIP-227) of partition 0 of `topic` from `offset`.
+fn session_fetch(h: &Harness, topic: &str, id: i32, epoch: i32, offset: i64) -> FetchResponse {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(50 << 20)
+        .with_session_id(id)
+        .with_session_epoch(epoch)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.into())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(10 << 20)])]);
+    h.call(ApiKey::Fetch, 12, req)
+}
+
+#[test]
+fn given_a_throttled_session_fetch_when_the_next_one_comes_then_the_session_did_not_remember_it() {
+    let h = Harness::new();
+    create(&h, "q", 1);
+    let _: ProduceResponse = h.call(
+        ApiKey::Produce,
+        9,
+        produce_req("q", 0, 1, batch(100, -1, -1, -1)),
+    );
+    // A session at the end of the log: it remembers high watermark 100.
+    let full = session_fetch(&h, "q", 0, 0, 100);
+    let id = full.session_id;
+    assert!(id != 0);
+    assert_eq!(full.responses[0].partitions[0].high_watermark, 100);
+    let _: ProduceResponse = h.call(
+        ApiKey::Produce,
+        9,
+        produce_req("q", 0, 1, batch(100, -1, -1, -1)),
+    );
+    // Over the consumer quota: answered empty, throttled.
+    set_anonymous_quota(&h, "consumer_byte_rate", 1.0);
+    let throttled = session_fetch(&h, "q", id, 1, 100);
+    assert!(throttled.throttle_time_ms > 0);
+    assert!(throttled.responses.is_empty(), "{:?}", throttled.responses);
+    h.state
+        .ctx
+        .quotas
+        .store()
+        .alter(&[(
+            entity(&[(USER, Some("ANONYMOUS"))]),
+            [("consumer_byte_rate".to_string(), None)].into(),
+        )])
+        .unwrap();
+    // The next incremental fetch, at the new end: no records, yet the partition is in the
+    // answer with high watermark 200, which the consumer never got (Kafka's
+    // getThrottledResponse leaves the cached partitions as they were).
+    let next = session_fetch(&h, "q", id, 2, 200);
+    assert_eq!(next.throttle_time_ms, 0);
+    assert_eq!(next.responses.len(), 1, "{:?}", next.responses);
+    assert_eq!(next.responses[0].partitions[0].high_watermark, 200);
+}

@@ -73,6 +73,7 @@ impl Harness {
             credentials: Arc::new(
                 crate::metadata::scram::FileCredentialStore::open(dir.path()).expect("credentials"),
             ),
+            oauthbearer: None,
             authorizer: BrokerContext::authorizer_for(&config, &acls),
             quotas: BrokerContext::quotas_for(&config, dir.path()).expect("quotas"),
             acls,

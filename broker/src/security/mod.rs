@@ -7,9 +7,13 @@
 //!
 //! - `ssl_principal`: a client certificate's subject as Java's RFC 2253 form, and Kafka's
 //!   `ssl.principal.mapping.rules` that turn it into the principal's name.
+//! - `plain`, `scram`, `oauthbearer` (+ `jwks`, the keys its tokens are checked against):
+//!   the SASL mechanisms' parsers and checks; `server::sasl` runs the exchanges.
 
 pub mod acl;
 pub mod authorizer;
+pub mod jwks;
+pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
 pub mod ssl_principal;

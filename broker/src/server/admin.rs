@@ -79,27 +79,35 @@ pub fn spawn_thread(
     router: Router,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    spawn_thread_with(name, listener, router, Router::new(), shutdown)
+    spawn_thread_with(name, listener, router, Router::new(), shutdown, None)
 }
 
 /// `spawn_thread` plus `long_lived` routes (SSE streams) that are not counted against
-/// `MAX_CONCURRENT`: they stay open and limit themselves.
+/// `MAX_CONCURRENT`: they stay open and limit themselves; and `security`, the port's TLS
+/// and authentication (`server::admin_auth`), if any.
 pub fn spawn_thread_with(
     name: &str,
     listener: std::net::TcpListener,
     router: Router,
     long_lived: Router,
     mut shutdown: watch::Receiver<bool>,
+    security: Option<Arc<super::admin_auth::AdminSecurity>>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     listener.set_nonblocking(true)?;
     // One request per connection, as this port always answered (`connection: close`):
     // scrapers and probes open one each, and nothing idles on the admin thread.
-    let router = router
+    let mut router = router
         .layer(axum::middleware::map_response(close_connection))
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
             MAX_CONCURRENT,
         ))
         .merge(long_lived.layer(axum::middleware::map_response(close_connection)));
+    if let Some(sec) = &security {
+        router = router.layer(axum::middleware::from_fn_with_state(
+            sec.clone(),
+            super::admin_auth::guard,
+        ));
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -117,10 +125,31 @@ pub fn spawn_thread_with(
                 let stop = async move {
                     let _ = shutdown.changed().await;
                 };
-                if let Err(e) = axum::serve(listener, router)
-                    .with_graceful_shutdown(stop)
-                    .await
-                {
+                let served = match security {
+                    None => {
+                        axum::serve(listener, router)
+                            .with_graceful_shutdown(stop)
+                            .await
+                    }
+                    Some(sec) => {
+                        let secured = match super::admin_auth::AdminListener::new(
+                            listener,
+                            sec.tls.clone(),
+                        ) {
+                            Ok(l) => l,
+                            Err(e) => {
+                                tracing::error!(error = %e, "admin listener");
+                                return;
+                            }
+                        };
+                        let service = router
+                            .into_make_service_with_connect_info::<super::admin_auth::AdminPeer>();
+                        axum::serve(secured, service)
+                            .with_graceful_shutdown(stop)
+                            .await
+                    }
+                };
+                if let Err(e) = served {
                     tracing::error!(error = %e, "admin server");
                 }
             });

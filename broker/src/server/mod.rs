@@ -6,6 +6,7 @@
 //! clean-shutdown marker, and releases the data-dir lock.
 
 pub mod admin;
+pub mod admin_auth;
 pub mod ai_http;
 pub mod connection;
 pub mod console;
@@ -49,6 +50,8 @@ pub struct Server {
     _steering: Vec<strom_ebpf::Steering>,
     /// Reloads changed TLS files while the broker runs (stops when dropped).
     _tls_reloader: Option<tls::Reloader>,
+    _jwks_refresher: Option<crate::security::jwks::Refresher>,
+    _admin_tls_reloader: Option<tls::Reloader>,
     _lock: storage::logdir::DirLock,
 }
 
@@ -145,6 +148,7 @@ impl Server {
             )?),
             None => None,
         };
+        let (oauthbearer, jwks_refresher) = oauthbearer_validator(&config)?.unzip();
         let metrics_std = std::net::TcpListener::bind(config.metrics_listen)
             .with_context(|| format!("binding admin listener {}", config.metrics_listen))?;
         let metrics_addr = metrics_std.local_addr()?;
@@ -182,18 +186,31 @@ impl Server {
                 crate::metadata::scram::FileCredentialStore::open(&data_dir)
                     .context("reading SCRAM credentials")?,
             ),
+            oauthbearer,
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready_flag = Arc::new(AtomicBool::new(false));
         let connectors = Arc::new(console::Connectors::default());
+        let admin_reloader;
         let admin = {
             let ready = ready_flag.clone();
             let ctx = ctx.clone();
             let shutdown = shutdown_rx.clone();
             let router = admin::broker_router(ready, ctx.clone(), connectors.clone());
             // SSE streams and key reads: outside the port's request limit (streams stay open).
+            let credentials = ctx.credentials.clone();
             let streams = ai_http::router(ctx, shutdown.clone());
-            admin::spawn_thread_with("admin", metrics_std, router, streams, shutdown)?
+            let security = admin_auth::AdminSecurity::from_config(&config, credentials)
+                .context("the admin port's TLS and authentication")?
+                .map(Arc::new);
+            admin_reloader = match security.as_ref().and_then(|s| s.tls.clone()) {
+                Some(t) => Some(tls::spawn_reloader(
+                    t,
+                    std::time::Duration::from_millis(config.ssl_reload_interval_ms as u64),
+                )?),
+                None => None,
+            };
+            admin::spawn_thread_with("admin", metrics_std, router, streams, shutdown, security)?
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
         let recovery_points = Arc::new((recovery_points, log_starts));
@@ -274,6 +291,8 @@ impl Server {
             kafka_addr,
             listeners: infos,
             _tls_reloader: tls_reloader,
+            _jwks_refresher: jwks_refresher,
+            _admin_tls_reloader: admin_reloader,
             metrics_addr,
             schema_registry_addr,
             ctx,
@@ -322,6 +341,36 @@ impl Server {
         tracing::info!("shut down cleanly");
         Ok(())
     }
+}
+
+/// OAUTHBEARER's validator and its JWKS refresh thread, when the mechanism is enabled; a
+/// JWKS that cannot be read stops the start.
+fn oauthbearer_validator(
+    config: &BrokerConfig,
+) -> anyhow::Result<
+    Option<(
+        Arc<crate::security::oauthbearer::OAuthValidator>,
+        crate::security::jwks::Refresher,
+    )>,
+> {
+    use crate::security::jwks::{Jwks, JwksSource};
+    if !config
+        .sasl_mechanisms()
+        .contains(&crate::config::security::SaslMechanism::OAuthBearer)
+    {
+        return Ok(None);
+    }
+    let source = JwksSource::parse(&config.sasl_oauthbearer_jwks_endpoint_url)?;
+    let jwks = Arc::new(Jwks::load(source).context("sasl.oauthbearer.jwks.endpoint.url")?);
+    let refresher = crate::security::jwks::spawn_refresher(
+        jwks.clone(),
+        std::time::Duration::from_millis(config.sasl_oauthbearer_jwks_endpoint_refresh_ms as u64),
+    )?;
+    let validator = crate::security::oauthbearer::OAuthValidator {
+        rules: crate::security::oauthbearer::TokenRules::from_config(config),
+        jwks,
+    };
+    Ok(Some((Arc::new(validator), refresher)))
 }
 
 /// Binds and starts the Schema Registry (`schema_registry_enable`). The default address

@@ -40,6 +40,19 @@ enum Exchange {
     Plain,
     // Boxed: most connections are past the exchange, in the small variants.
     Scram(Box<ScramServer>),
+    /// `refused`: the token failed (the reason, for the log) and the server's error message
+    /// went out; the client's `\x01` that acknowledges it ends the exchange.
+    OAuthBearer {
+        refused: Option<String>,
+    },
+}
+
+/// An exchange that completed: the user, and when its credential expires (an OAUTHBEARER
+/// token's `exp`, which bounds the session as in Kafka's SaslServerAuthenticator).
+#[derive(Debug)]
+struct Done {
+    user: String,
+    expires_at_ms: Option<i64>,
 }
 
 enum State {
@@ -197,6 +210,7 @@ impl Authenticator {
                             SaslMechanism::ScramSha512 => Exchange::Scram(Box::new(
                                 ScramServer::new(ScramMechanism::Sha512, self.secret),
                             )),
+                            SaslMechanism::OAuthBearer => Exchange::OAuthBearer { refused: None },
                         },
                     };
                 (0, false)
@@ -232,11 +246,11 @@ impl Authenticator {
         let config = &shard.ctx.config;
         let store = &shard.ctx.credentials;
         // (answer bytes, authenticated user) or (client message, log reason).
-        let result: Result<(Vec<u8>, Option<String>), (String, String)> = match exchange {
+        let result: Result<(Vec<u8>, Option<Done>), (String, String)> = match exchange {
             Exchange::Plain => match plain::parse(&token) {
                 Ok((user, password)) => {
                     if plain_password_matches(store.as_ref(), &user, &password) {
-                        Ok((Vec::new(), Some(user)))
+                        Ok((Vec::new(), Some(Done::user(user))))
                     } else {
                         Err((
                             PlainError::Invalid.to_string(),
@@ -258,17 +272,23 @@ impl Authenticator {
                 };
                 match server.step(&token, |u| store.credential(u, m)) {
                     Ok(Step::Continue(b)) => Ok((b, None)),
-                    Ok(Step::Done { response, user }) => Ok((response, Some(user))),
+                    Ok(Step::Done { response, user }) => Ok((response, Some(Done::user(user)))),
                     Err(e) => Err((
                         generic_failure(mechanism, self.reauthenticating),
                         e.to_string(),
                     )),
                 }
             }
+            Exchange::OAuthBearer { refused } => oauthbearer_step(
+                &token,
+                refused,
+                shard.ctx.oauthbearer.as_deref(),
+                self.reauthenticating,
+            ),
         };
         let result = match result {
-            Ok((bytes, Some(user))) => {
-                let principal = Principal::user(user);
+            Ok((bytes, Some(done))) => {
+                let principal = Principal::user(done.user.clone());
                 if self.reauthenticating && principal != session.principal() {
                     Err((
                         format!(
@@ -279,7 +299,7 @@ impl Authenticator {
                         "principal changed on re-authentication".into(),
                     ))
                 } else {
-                    Ok((bytes, Some(principal)))
+                    Ok((bytes, Some((principal, done.expires_at_ms))))
                 }
             }
             Ok((bytes, None)) => Ok((bytes, None)),
@@ -297,16 +317,18 @@ impl Authenticator {
         match result {
             Ok((bytes, done)) => {
                 let mut lifetime = 0;
-                if let Some(principal) = done {
+                if let Some((principal, credential_expiry)) = done {
                     tracing::debug!(client = %session.client_host, %listener, mechanism = mechanism.name(), %principal, "SASL authentication succeeded");
                     count("success");
                     session.set_principal(principal);
                     self.state = State::Complete;
                     self.reauthenticating = false;
                     self.authenticated = true;
-                    lifetime = config.connections_max_reauth_ms;
-                    self.expires_at = (lifetime > 0)
-                        .then(|| Instant::now() + Duration::from_millis(lifetime as u64));
+                    let left = credential_expiry.map(|at| (at - crate::now_ms()).max(0));
+                    let limited = left.is_some() || config.connections_max_reauth_ms > 0;
+                    lifetime = session_lifetime(config.connections_max_reauth_ms, left);
+                    self.expires_at =
+                        limited.then(|| Instant::now() + Duration::from_millis(lifetime as u64));
                 }
                 match header {
                     None => raw_answer(&bytes),
@@ -340,8 +362,72 @@ impl Authenticator {
     }
 }
 
+impl Done {
+    fn user(user: String) -> Done {
+        Done {
+            user,
+            expires_at_ms: None,
+        }
+    }
+}
+
+/// Kafka's session lifetime (SaslServerAuthenticator): `connections.max.reauth.ms` when
+/// set, the credential's remaining life when it has one, the smaller of the two when both.
+fn session_lifetime(max_reauth_ms: i64, credential_left_ms: Option<i64>) -> i64 {
+    match (credential_left_ms, max_reauth_ms > 0) {
+        (None, false) => 0,
+        (None, true) => max_reauth_ms,
+        (Some(left), false) => left,
+        (Some(left), true) => left.min(max_reauth_ms),
+    }
+}
+
+/// One OAUTHBEARER message, as Kafka's OAuthBearerSaslServer answers it: a bad token gets
+/// the `{"status":"invalid_token"}` server message (not yet a failure), and the client's
+/// `\x01` after it fails the exchange with that message.
+fn oauthbearer_step(
+    token: &[u8],
+    refused: &mut Option<String>,
+    validator: Option<&crate::security::oauthbearer::OAuthValidator>,
+    reauth: bool,
+) -> Result<(Vec<u8>, Option<Done>), (String, String)> {
+    use crate::security::oauthbearer::{parse_client_first, INVALID_TOKEN};
+    let generic = || generic_failure(SaslMechanism::OAuthBearer, reauth);
+    if token == [0x01] {
+        if let Some(reason) = refused.take() {
+            return Err((INVALID_TOKEN.into(), reason));
+        }
+    }
+    *refused = None;
+    let first = parse_client_first(token).map_err(|e| (generic(), e.to_string()))?;
+    let Some(validator) = validator else {
+        return Err((generic(), "no OAUTHBEARER validator configured".into()));
+    };
+    match validator.check(&first.token) {
+        Err(e) => {
+            *refused = Some(format!("invalid token: {e}"));
+            Ok((INVALID_TOKEN.as_bytes().to_vec(), None))
+        }
+        Ok(t) if !first.authzid.is_empty() && first.authzid != t.principal => Err((
+            format!("Authentication failed: Client requested an authorization id ({}) that is different from the token's principal name ({})", first.authzid, t.principal),
+            "authzid differs from the token's principal".into(),
+        )),
+        Ok(t) => Ok((
+            Vec::new(),
+            Some(Done {
+                user: t.principal,
+                expires_at_ms: Some(t.expires_at_ms),
+            }),
+        )),
+    }
+}
+
 /// PLAIN's check: the password against any SCRAM credential of the user.
-fn plain_password_matches(store: &dyn CredentialStore, user: &str, password: &str) -> bool {
+pub(crate) fn plain_password_matches(
+    store: &dyn CredentialStore,
+    user: &str,
+    password: &str,
+) -> bool {
     ScramMechanism::ALL.into_iter().any(|m| {
         store
             .credential(user, m)
@@ -401,5 +487,43 @@ fn raw_answer(bytes: &[u8]) -> Verdict {
         frame,
         delay: Duration::ZERO,
         close: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_reauth_setting_and_credential_life_when_computing_then_kafkas_session_lifetime() {
+        assert_eq!(session_lifetime(0, None), 0);
+        assert_eq!(session_lifetime(60_000, None), 60_000);
+        assert_eq!(session_lifetime(0, Some(5_000)), 5_000);
+        assert_eq!(session_lifetime(60_000, Some(5_000)), 5_000);
+        assert_eq!(session_lifetime(3_000, Some(5_000)), 3_000);
+    }
+
+    #[test]
+    fn given_oauthbearer_messages_without_a_validator_when_stepping_then_failures_not_panics() {
+        let mut refused = None;
+        // No validator: the generic failure, as Kafka's internal-error answer.
+        let e = oauthbearer_step(
+            b"n,,\x01auth=Bearer a.b.c\x01\x01",
+            &mut refused,
+            None,
+            false,
+        )
+        .unwrap_err();
+        assert!(e.0.contains("invalid credentials"), "{e:?}");
+        // A lone \x01 without an error sent is a malformed first message.
+        let e = oauthbearer_step(b"\x01", &mut refused, None, false).unwrap_err();
+        assert!(
+            e.1.contains("Invalid OAUTHBEARER client first message"),
+            "{e:?}"
+        );
+        // After an error was sent, \x01 ends the exchange with Kafka's JSON message.
+        refused = Some("invalid token: expired".into());
+        let e = oauthbearer_step(b"\x01", &mut refused, None, false).unwrap_err();
+        assert_eq!(e.0, crate::security::oauthbearer::INVALID_TOKEN);
     }
 }

@@ -54,6 +54,8 @@ pub struct BrokerContext {
     pub group_configs: crate::metadata::group_configs::GroupConfigsHandle,
     /// SCRAM credentials (SASL and Describe/AlterUserScramCredentials).
     pub credentials: Arc<dyn crate::metadata::scram::CredentialStore>,
+    /// OAUTHBEARER's token validator, when that mechanism is enabled.
+    pub oauthbearer: Option<Arc<crate::security::oauthbearer::OAuthValidator>>,
     /// ACL bindings (Create/Describe/DeleteAcls), kept whether or not an authorizer is on.
     pub acls: Arc<dyn crate::metadata::acls::AclStore>,
     /// `authorizer.class.name`'s authorizer; `None` = every request is allowed.

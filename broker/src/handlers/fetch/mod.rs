@@ -75,13 +75,23 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: FetchRequest) -> Responding 
             ctx.record_quota(QuotaKind::Fetch, served as f64)
         };
         if bandwidth > 0 {
-            // Kafka's throttled fetch: answered without records (the session keeps its
-            // epoch), and its bytes taken back from the rate, since they were never sent.
+            // Kafka's throttled fetch (`getThrottledResponse`): answered without records, its
+            // bytes taken back from the rate since they were never sent, and the session's
+            // memo left as it was, so the next incremental fetch still carries what this
+            // one would have.
             ctx.unrecord_quota(QuotaKind::Fetch, served as f64);
             resp = Fetched {
                 resp: FetchResponse::default().with_session_id(resp.resp.session_id),
                 records: Vec::new(),
+                answered: Vec::new(),
             };
+        }
+        let session_id = resp.resp.session_id;
+        if session_id != 0 && !resp.answered.is_empty() {
+            ctx.shard
+                .fetch_sessions
+                .borrow_mut()
+                .record(session_id, &resp.answered);
         }
         let served = resp.record_bytes();
         let ms = bandwidth.max(request_throttle);
@@ -101,10 +111,12 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: FetchRequest) -> Responding 
     })
 }
 
-/// The answer before encoding: the response without its records, and the records beside it.
+/// The answer before encoding: the response without its records, the records beside it,
+/// and what the session should remember once the answer goes out as it is.
 struct Fetched {
     resp: FetchResponse,
     records: Vec<Vec<RecordChunks>>,
+    answered: Vec<SessionPartition>,
 }
 
 impl Fetched {
@@ -112,6 +124,7 @@ impl Fetched {
         Fetched {
             resp: FetchResponse::default().with_error_code(code),
             records: Vec::new(),
+            answered: Vec::new(),
         }
     }
 
@@ -266,17 +279,12 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
         topics.last_mut().expect("pushed above").partitions.push(p);
         records.last_mut().expect("pushed above").push(chunks);
     }
-    if plan.session_id != 0 {
-        ctx.shard
-            .fetch_sessions
-            .borrow_mut()
-            .record(plan.session_id, &answered);
-    }
     Fetched {
         resp: FetchResponse::default()
             .with_session_id(plan.session_id)
             .with_responses(topics),
         records,
+        answered,
     }
 }
 
