@@ -131,7 +131,7 @@ async fn append_with_ttl(
                 .unwrap_or_default()
         })
         .collect();
-    let with: Vec<(&[u8], Option<&[u8]>, &[Header<'_>])> = recs
+    let with: Vec<HeaderedRecord<'_>> = recs
         .iter()
         .zip(&headers)
         .map(|((k, _), h)| (k.as_bytes(), Some(&b"v"[..]), h.as_slice()))

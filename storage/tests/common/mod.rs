@@ -143,11 +143,13 @@ pub fn keyed_batch(base_ts: i64, records: &[(&[u8], Option<&[u8]>)]) -> BytesMut
 
 /// A record header: (key, value).
 pub type Header<'a> = (&'a [u8], &'a [u8]);
+/// A record for [`keyed_batch_with_headers`]: key, value (None: a tombstone), headers.
+pub type HeaderedRecord<'a> = (&'a [u8], Option<&'a [u8]>, &'a [Header<'a>]);
 
 /// [`keyed_batch`] with headers on each record.
 pub fn keyed_batch_with_headers(
     base_ts: i64,
-    records: &[(&[u8], Option<&[u8]>, &[Header<'_>])],
+    records: &[HeaderedRecord<'_>],
 ) -> BytesMut {
     let mut body_all = Vec::new();
     for (i, (k, v, headers)) in records.iter().enumerate() {
