@@ -3,7 +3,7 @@
 //! applies the same log reaches the same image. No I/O here; `store.rs` persists, and
 //! `materialize.rs` turns applied commands into local catalog and partition changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -17,12 +17,32 @@ pub struct BrokerRecord {
     pub rack: Option<String>,
 }
 
-/// One partition's placement. Until partition data is replicated, `replicas == [leader]`.
+/// One partition's placement: its replicas (the first is the preferred leader), the leader
+/// (-1: none, every in-sync replica is fenced), the leader epoch and the in-sync replicas.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionRecord {
     pub leader: i32,
     pub leader_epoch: i32,
     pub replicas: Vec<i32>,
+    /// Empty in images written before replication: read as `[leader]` (`in_sync`).
+    #[serde(default)]
+    pub isr: Vec<i32>,
+}
+
+impl PartitionRecord {
+    /// The in-sync replicas.
+    pub fn in_sync(&self) -> Vec<i32> {
+        if self.isr.is_empty() {
+            vec![self.leader]
+        } else {
+            self.isr.clone()
+        }
+    }
+
+    /// Replicated: more than one replica, so followers fetch and the ISR decides acks.
+    pub fn replicated(&self) -> bool {
+        self.replicas.len() > 1
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +60,9 @@ pub struct MetadataImage {
     pub cluster_id: Option<String>,
     pub brokers: BTreeMap<i32, BrokerRecord>,
     pub topics: BTreeMap<String, TopicRecord>,
+    /// Brokers the controller found gone (no heartbeat within the session timeout).
+    #[serde(default)]
+    pub fenced: BTreeSet<i32>,
 }
 
 /// What a node proposes. The proposer picks what must not differ between nodes (topic ids);
@@ -56,6 +79,9 @@ pub enum Command {
         partitions: i32,
         configs: BTreeMap<String, String>,
         internal: bool,
+        /// 0 in entries written before replication: one replica.
+        #[serde(default)]
+        replication_factor: i32,
     },
     DeleteTopic {
         name: String,
@@ -63,6 +89,22 @@ pub enum Command {
     CreatePartitions {
         name: String,
         count: i32,
+    },
+    /// The controller lost (or regained) a broker's heartbeats.
+    FenceBroker {
+        id: i32,
+    },
+    UnfenceBroker {
+        id: i32,
+    },
+    /// A leader changes its partition's ISR (Kafka's AlterPartition); refused unless the
+    /// proposer still leads at `leader_epoch`.
+    AlterIsr {
+        topic: String,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+        isr: Vec<i32>,
     },
 }
 
@@ -76,6 +118,10 @@ pub enum Outcome {
     InvalidPartitions,
     /// No broker registered yet to lead partitions.
     NoBrokers,
+    /// The replication factor exceeds the unfenced brokers (their count).
+    InvalidReplicationFactor(i32),
+    /// An ISR change from a leader that no longer leads at that epoch.
+    Stale,
 }
 
 impl MetadataImage {
@@ -92,6 +138,7 @@ impl MetadataImage {
                 partitions,
                 configs,
                 internal,
+                replication_factor,
             } => {
                 if self.topics.contains_key(name) {
                     return Outcome::TopicExists;
@@ -99,7 +146,12 @@ impl MetadataImage {
                 if self.brokers.is_empty() {
                     return Outcome::NoBrokers;
                 }
-                let placed = (0..*partitions).map(|p| self.place(name, p)).collect();
+                let rf = (*replication_factor).max(1);
+                let live = self.live_brokers().len() as i32;
+                if rf > 1 && rf > live {
+                    return Outcome::InvalidReplicationFactor(live);
+                }
+                let placed = (0..*partitions).map(|p| self.place(name, p, rf)).collect();
                 self.topics.insert(
                     name.clone(),
                     TopicRecord {
@@ -122,7 +174,10 @@ impl MetadataImage {
                 if *count <= current {
                     return Outcome::InvalidPartitions;
                 }
-                let added: Vec<_> = (current..*count).map(|p| self.place(name, p)).collect();
+                let rf = self.topics[name].partitions[0].replicas.len() as i32;
+                let added: Vec<_> = (current..*count)
+                    .map(|p| self.place(name, p, rf))
+                    .collect();
                 self.topics
                     .get_mut(name)
                     .expect("checked above")
@@ -130,20 +185,83 @@ impl MetadataImage {
                     .extend(added);
                 Outcome::Done
             }
+            Command::FenceBroker { id } => {
+                self.fenced.insert(*id);
+                let fenced = self.fenced.clone();
+                for p in self.replicated_partitions_mut() {
+                    fence_in(p, *id, &fenced);
+                }
+                Outcome::Done
+            }
+            Command::UnfenceBroker { id } => {
+                self.fenced.remove(id);
+                for p in self.replicated_partitions_mut() {
+                    if p.leader == -1 && p.in_sync().contains(id) {
+                        p.leader = *id;
+                        p.leader_epoch += 1;
+                    }
+                }
+                Outcome::Done
+            }
+            Command::AlterIsr {
+                topic,
+                partition,
+                leader,
+                leader_epoch,
+                isr,
+            } => {
+                let Some(p) = self
+                    .topics
+                    .get_mut(topic)
+                    .and_then(|t| t.partitions.get_mut(usize::try_from(*partition).ok()?))
+                else {
+                    return Outcome::UnknownTopic;
+                };
+                let valid = isr.contains(leader) && isr.iter().all(|r| p.replicas.contains(r));
+                if p.leader != *leader || p.leader_epoch != *leader_epoch || !valid {
+                    return Outcome::Stale;
+                }
+                p.isr = isr.clone();
+                Outcome::Done
+            }
         }
     }
 
+    fn replicated_partitions_mut(&mut self) -> impl Iterator<Item = &mut PartitionRecord> {
+        self.topics
+            .values_mut()
+            .flat_map(|t| t.partitions.iter_mut())
+            .filter(|p| p.replicated())
+    }
+
+    /// Registered brokers the controller has not fenced.
+    pub fn live_brokers(&self) -> Vec<i32> {
+        self.brokers
+            .keys()
+            .copied()
+            .filter(|b| !self.fenced.contains(b))
+            .collect()
+    }
+
     /// Round-robin over the registered brokers, starting at an offset from the topic name so
-    /// that single-partition topics spread over the nodes too. crc32c: the same on every node
-    /// and every build (std's hasher is not stable).
-    fn place(&self, topic: &str, partition: i32) -> PartitionRecord {
-        let ids: Vec<i32> = self.brokers.keys().copied().collect();
-        let start = crc32c::crc32c(topic.as_bytes()) as usize;
-        let leader = ids[(start + partition as usize) % ids.len()];
+    /// that single-partition topics spread over the nodes too; the `rf` replicas are the
+    /// leader and the live brokers after it. crc32c: the same on every node and every build
+    /// (std's hasher is not stable).
+    fn place(&self, topic: &str, partition: i32, rf: i32) -> PartitionRecord {
+        let ids: Vec<i32> = if rf > 1 {
+            self.live_brokers()
+        } else {
+            self.brokers.keys().copied().collect()
+        };
+        let start = crc32c::crc32c(topic.as_bytes()) as usize + partition as usize;
+        let replicas: Vec<i32> = (0..rf as usize)
+            .map(|i| ids[(start + i) % ids.len()])
+            .collect();
         PartitionRecord {
-            leader,
+            leader: replicas[0],
             leader_epoch: 0,
-            replicas: vec![leader],
+            isr: replicas.clone(),
+            replicas,
         }
     }
 
@@ -153,6 +271,29 @@ impl MetadataImage {
             .get(topic)?
             .partitions
             .get(usize::try_from(partition).ok()?)
+    }
+}
+
+/// Broker `id` is gone: out of the ISR (but for the last member, which Kafka keeps so the
+/// partition can come back with it), and if it led, the next unfenced ISR member leads at a
+/// new epoch (none: no leader until one returns).
+fn fence_in(p: &mut PartitionRecord, id: i32, fenced: &BTreeSet<i32>) {
+    let mut isr = p.in_sync();
+    if !isr.contains(&id) && p.leader != id {
+        return;
+    }
+    if isr.len() > 1 {
+        isr.retain(|r| *r != id);
+    }
+    p.isr = isr;
+    if p.leader == id {
+        p.leader = p
+            .isr
+            .iter()
+            .copied()
+            .find(|r| !fenced.contains(r))
+            .unwrap_or(-1);
+        p.leader_epoch += 1;
     }
 }
 
@@ -181,6 +322,7 @@ mod tests {
             partitions,
             configs: BTreeMap::new(),
             internal: false,
+            replication_factor: 1,
         }
     }
 
