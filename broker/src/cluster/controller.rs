@@ -22,6 +22,8 @@ const HEARTBEAT: Duration = Duration::from_millis(500);
 #[derive(Default)]
 pub struct Liveness {
     seen: Mutex<HashMap<i32, Instant>>,
+    /// This node leads and a quorum confirmed it at the last heartbeat round.
+    confirmed: AtomicBool,
 }
 
 impl Liveness {
@@ -47,13 +49,22 @@ impl Liveness {
     }
 }
 
-/// Whether this Raft node leads with a quorum that acked it within the session timeout.
-pub fn leads_with_quorum(raft: &Raft, me: NodeId) -> bool {
-    let m = raft.metrics().borrow().clone();
-    m.current_leader == Some(me)
-        && m
-            .millis_since_quorum_ack
-            .is_some_and(|ms| ms < SESSION_TIMEOUT.as_millis() as u64)
+impl Liveness {
+    /// Whether this node (`me`) leads with a quorum that confirmed it at the last round.
+    pub fn leads_with_quorum(&self, raft: &Raft, me: NodeId) -> bool {
+        raft.metrics().borrow().current_leader == Some(me)
+            && self.confirmed.load(Ordering::Relaxed)
+    }
+}
+
+/// Asks a quorum to confirm this node's leadership (openraft sends a heartbeat round); an
+/// isolated leader times out. (openraft's `millis_since_quorum_ack` metric is a snapshot
+/// from the last metrics change, so it does not age on its own.)
+async fn confirm_leadership(raft: &Raft) -> bool {
+    matches!(
+        tokio::time::timeout(HEARTBEAT, raft.ensure_linearizable()).await,
+        Ok(Ok(_))
+    )
 }
 
 /// Heartbeats the Raft leader every `HEARTBEAT` and keeps `quorum` current.
@@ -66,9 +77,12 @@ pub async fn heartbeat(raft: Raft, me: i32, quorum: Arc<AtomicBool>, liveness: A
         let ok = match m.current_leader {
             Some(l) if l == me as NodeId => {
                 liveness.saw(me);
-                leads_with_quorum(&raft, l)
+                let ok = confirm_leadership(&raft).await;
+                liveness.confirmed.store(ok, Ordering::Relaxed);
+                ok
             }
             Some(l) => {
+                liveness.confirmed.store(false, Ordering::Relaxed);
                 if peer.as_ref().is_none_or(|(id, _)| *id != l) {
                     peer = m
                         .membership_config
@@ -85,7 +99,10 @@ pub async fn heartbeat(raft: Raft, me: i32, quorum: Arc<AtomicBool>, liveness: A
                     None => false,
                 }
             }
-            None => false,
+            None => {
+                liveness.confirmed.store(false, Ordering::Relaxed);
+                false
+            }
         };
         if ok {
             last_ok = Some(Instant::now());

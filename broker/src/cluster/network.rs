@@ -233,7 +233,7 @@ async fn answer(
     match req {
         PeerRequest::Heartbeat(id) => {
             let me = raft.metrics().borrow().id;
-            let leads = super::controller::leads_with_quorum(raft, me);
+            let leads = liveness.leads_with_quorum(raft, me);
             if leads {
                 liveness.saw(id);
             }
