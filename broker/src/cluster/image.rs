@@ -394,6 +394,162 @@ mod tests {
         assert_eq!(image.apply(&delete), Outcome::UnknownTopic);
     }
 
+    fn create_rf(name: &str, partitions: i32, rf: i32) -> Command {
+        match create(name, partitions) {
+            Command::CreateTopic {
+                name,
+                id,
+                partitions,
+                configs,
+                internal,
+                ..
+            } => Command::CreateTopic {
+                name,
+                id,
+                partitions,
+                configs,
+                internal,
+                replication_factor: rf,
+            },
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn given_three_brokers_when_creating_rf3_then_every_broker_replicates_and_leaders_spread() {
+        let mut image = MetadataImage::default();
+        for id in 1..=3 {
+            register(&mut image, id);
+        }
+        assert_eq!(image.apply(&create_rf("r", 3, 3)), Outcome::Done);
+        let parts = &image.topics["r"].partitions;
+        let leaders: BTreeSet<i32> = parts.iter().map(|p| p.leader).collect();
+        assert_eq!(leaders, BTreeSet::from([1, 2, 3]));
+        for p in parts {
+            let mut replicas = p.replicas.clone();
+            replicas.sort_unstable();
+            assert_eq!(replicas, vec![1, 2, 3]);
+            assert_eq!(p.replicas[0], p.leader, "the preferred leader leads");
+            assert_eq!(p.isr, p.replicas);
+        }
+        assert_eq!(
+            image.apply(&create_rf("big", 1, 4)),
+            Outcome::InvalidReplicationFactor(3)
+        );
+        assert!(!image.topics.contains_key("big"));
+    }
+
+    #[test]
+    fn given_fenced_broker_when_creating_rf3_then_refused_as_too_few_live_brokers() {
+        let mut image = MetadataImage::default();
+        for id in 1..=3 {
+            register(&mut image, id);
+        }
+        image.apply(&Command::FenceBroker { id: 2 });
+        assert_eq!(
+            image.apply(&create_rf("r", 1, 3)),
+            Outcome::InvalidReplicationFactor(2)
+        );
+        assert_eq!(image.apply(&create_rf("r", 1, 2)), Outcome::Done);
+        assert!(!image.topics["r"].partitions[0].replicas.contains(&2));
+    }
+
+    #[test]
+    fn given_leader_fenced_when_isr_has_others_then_next_leads_at_new_epoch_and_rejoins_by_alter_isr(
+    ) {
+        let mut image = MetadataImage::default();
+        for id in 1..=3 {
+            register(&mut image, id);
+        }
+        image.apply(&create_rf("r", 1, 3));
+        let before = image.topics["r"].partitions[0].clone();
+        let old = before.leader;
+        image.apply(&Command::FenceBroker { id: old });
+        let p = image.topics["r"].partitions[0].clone();
+        assert_ne!(p.leader, old);
+        assert!(before.isr.contains(&p.leader));
+        assert_eq!(p.leader_epoch, before.leader_epoch + 1);
+        assert_eq!(p.isr.len(), 2);
+        assert!(!p.isr.contains(&old));
+        // Back: unfenced, but only the leader's AlterIsr puts it into the ISR again.
+        image.apply(&Command::UnfenceBroker { id: old });
+        assert_eq!(image.topics["r"].partitions[0], p);
+        let mut grown = before.isr.clone();
+        grown.sort_unstable();
+        let alter = |leader, leader_epoch| Command::AlterIsr {
+            topic: "r".into(),
+            partition: 0,
+            leader,
+            leader_epoch,
+            isr: grown.clone(),
+        };
+        assert_eq!(
+            image.apply(&alter(p.leader, p.leader_epoch - 1)),
+            Outcome::Stale
+        );
+        assert_eq!(image.apply(&alter(old, p.leader_epoch)), Outcome::Stale);
+        assert_eq!(image.apply(&alter(p.leader, p.leader_epoch)), Outcome::Done);
+        assert_eq!(image.topics["r"].partitions[0].isr, grown);
+    }
+
+    #[test]
+    fn given_all_isr_fenced_then_no_leader_and_last_member_returns_as_leader() {
+        let mut image = MetadataImage::default();
+        for id in 1..=3 {
+            register(&mut image, id);
+        }
+        image.apply(&create_rf("r", 1, 3));
+        let first = image.topics["r"].partitions[0].leader;
+        let order: Vec<i32> = {
+            let mut v = vec![first];
+            v.extend(image.topics["r"].partitions[0].isr.iter().filter(|b| **b != first));
+            v
+        };
+        image.apply(&Command::FenceBroker { id: order[0] });
+        let second = image.topics["r"].partitions[0].leader;
+        image.apply(&Command::FenceBroker { id: second });
+        let last = image.topics["r"].partitions[0].leader;
+        image.apply(&Command::FenceBroker { id: last });
+        let p = image.topics["r"].partitions[0].clone();
+        assert_eq!(p.leader, -1);
+        assert_eq!(p.isr, vec![last], "Kafka keeps the last ISR member");
+        // A broker outside the ISR coming back does not lead (it may miss records).
+        image.apply(&Command::UnfenceBroker { id: order[0] });
+        assert_eq!(image.topics["r"].partitions[0].leader, -1);
+        image.apply(&Command::UnfenceBroker { id: last });
+        let p = image.topics["r"].partitions[0].clone();
+        assert_eq!(p.leader, last);
+        assert_eq!(p.leader_epoch, 4);
+    }
+
+    #[test]
+    fn given_records_from_before_replication_when_read_then_one_replica_in_sync() {
+        let p: PartitionRecord =
+            serde_json::from_str(r#"{"leader":2,"leader_epoch":0,"replicas":[2]}"#).unwrap();
+        assert_eq!(p.in_sync(), vec![2]);
+        assert!(!p.replicated());
+        let c: Command = serde_json::from_str(
+            r#"{"CreateTopic":{"name":"t","id":"00000000-0000-0000-0000-000000000001","partitions":1,"configs":{},"internal":false}}"#,
+        )
+        .unwrap();
+        let mut image = MetadataImage::default();
+        register(&mut image, 1);
+        register(&mut image, 2);
+        assert_eq!(image.apply(&c), Outcome::Done);
+        assert_eq!(image.topics["t"].partitions[0].replicas.len(), 1);
+    }
+
+    #[test]
+    fn given_rf1_partition_when_its_broker_is_fenced_then_unchanged() {
+        let mut image = MetadataImage::default();
+        register(&mut image, 1);
+        register(&mut image, 2);
+        image.apply(&create("t", 2));
+        let before = image.topics["t"].clone();
+        image.apply(&Command::FenceBroker { id: 1 });
+        assert_eq!(image.topics["t"], before);
+    }
+
     #[test]
     fn given_same_commands_when_applied_on_two_images_then_identical() {
         let cmds = vec![
