@@ -63,7 +63,8 @@ impl Replica {
             log_end: watch::channel(log_end).0,
             truncate_pending: Cell::new(false),
             isr_pending: RefCell::new(None),
-            leader_hw: Cell::new(0),
+            // What this replica had when opened, until a leader tells it more.
+            leader_hw: Cell::new(log_end),
         }
     }
 }
