@@ -28,7 +28,10 @@ pub struct Liveness {
 
 impl Liveness {
     pub fn saw(&self, id: i32) {
-        self.seen.lock().expect("liveness").insert(id, Instant::now());
+        self.seen
+            .lock()
+            .expect("liveness")
+            .insert(id, Instant::now());
     }
 
     fn alive(&self, id: i32) -> bool {
@@ -52,8 +55,7 @@ impl Liveness {
 impl Liveness {
     /// Whether this node (`me`) leads with a quorum that confirmed it at the last round.
     pub fn leads_with_quorum(&self, raft: &Raft, me: NodeId) -> bool {
-        raft.metrics().borrow().current_leader == Some(me)
-            && self.confirmed.load(Ordering::Relaxed)
+        raft.metrics().borrow().current_leader == Some(me) && self.confirmed.load(Ordering::Relaxed)
     }
 }
 
@@ -93,7 +95,9 @@ pub async fn heartbeat(raft: Raft, me: i32, quorum: Arc<AtomicBool>, liveness: A
                 }
                 match peer.as_mut() {
                     Some((_, client)) => matches!(
-                        client.call(&PeerRequest::Heartbeat(me), HEARTBEAT * 2).await,
+                        client
+                            .call(&PeerRequest::Heartbeat(me), HEARTBEAT * 2)
+                            .await,
                         Ok(PeerResponse::Heartbeat(true))
                     ),
                     None => false,

@@ -175,9 +175,7 @@ impl MetadataImage {
                     return Outcome::InvalidPartitions;
                 }
                 let rf = self.topics[name].partitions[0].replicas.len() as i32;
-                let added: Vec<_> = (current..*count)
-                    .map(|p| self.place(name, p, rf))
-                    .collect();
+                let added: Vec<_> = (current..*count).map(|p| self.place(name, p, rf)).collect();
                 self.topics
                     .get_mut(name)
                     .expect("checked above")
@@ -502,7 +500,12 @@ mod tests {
         let first = image.topics["r"].partitions[0].leader;
         let order: Vec<i32> = {
             let mut v = vec![first];
-            v.extend(image.topics["r"].partitions[0].isr.iter().filter(|b| **b != first));
+            v.extend(
+                image.topics["r"].partitions[0]
+                    .isr
+                    .iter()
+                    .filter(|b| **b != first),
+            );
             v
         };
         image.apply(&Command::FenceBroker { id: order[0] });

@@ -203,7 +203,12 @@ async fn truncate_pending(
                     .with_current_leader_epoch(*epoch)
                     .with_leader_epoch(latest)])]);
         let resp: Result<OffsetForLeaderEpochResponse, _> = conn
-            .call(ApiKey::OffsetForLeaderEpoch, OFFSET_FOR_EPOCH_V, &req, CALL_TIMEOUT)
+            .call(
+                ApiKey::OffsetForLeaderEpoch,
+                OFFSET_FOR_EPOCH_V,
+                &req,
+                CALL_TIMEOUT,
+            )
             .await;
         let answer = resp.as_ref().ok().and_then(|r| {
             let e = r.topics.first()?.partitions.first()?;

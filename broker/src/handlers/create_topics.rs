@@ -176,9 +176,15 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
                     Ok(ms) => {
                         throttle_ms = throttle_ms.max(ms);
                         let rf = t.replication_factor.max(1) as i32;
-                        create_replicated(ctx.ctx(), t.name.as_str(), partitions, rf, configs.clone())
-                            .await
-                            .map(|meta| (partitions, configs, Some(meta)))
+                        create_replicated(
+                            ctx.ctx(),
+                            t.name.as_str(),
+                            partitions,
+                            rf,
+                            configs.clone(),
+                        )
+                        .await
+                        .map(|meta| (partitions, configs, Some(meta)))
                     }
                 },
                 Err(e) => Err(e),

@@ -363,7 +363,9 @@ impl Partition {
         self.expiry.borrow_mut().truncate_from(offset);
         let end = self.log.written_end_offset();
         self.high_watermark.send_modify(|v| *v = (*v).min(end));
-        self.replica.leader_hw.set(self.replica.leader_hw.get().min(end));
+        self.replica
+            .leader_hw
+            .set(self.replica.leader_hw.get().min(end));
         self.publish_offsets();
         Ok(())
     }

@@ -244,8 +244,7 @@ pub async fn produce(
                         // The ISR model: answered once every in-sync replica has it.
                         let end = outcome.base_offset + last_delta + 1;
                         let min_isr = p.settings().min_insync_replicas;
-                        p.wait_replicated(end, min_isr, REPLICATION_TIMEOUT)
-                            .await?;
+                        p.wait_replicated(end, min_isr, REPLICATION_TIMEOUT).await?;
                     }
                     let count = count.saturating_sub(outcome.dedup_duplicates);
                     p.index_appended(outcome.base_offset, &appended);
