@@ -77,9 +77,17 @@ async fn manage(state: Rc<ShardState>) {
     }
 }
 
-/// Sets the role of every replicated partition of this shard; returns the leaders its
-/// followers fetch from.
-fn assign_roles(state: &ShardState, cluster: &ClusterHandle, image: &MetadataImage) -> Vec<i32> {
+/// Kafka's `replica.lag.time.max.ms` is 30 s; a follower that has not caught up for this
+/// long leaves the ISR, so acks=all does not wait for it.
+const REPLICA_LAG_MAX: Duration = Duration::from_secs(10);
+
+/// Sets the role of every replicated partition of this shard (and shrinks the ISR of those
+/// it leads by lagging followers); returns the leaders its followers fetch from.
+fn assign_roles(
+    state: &Rc<ShardState>,
+    cluster: &ClusterHandle,
+    image: &MetadataImage,
+) -> Vec<i32> {
     let me = cluster.node_id;
     let shards = state.ctx.shard_count();
     let mut leaders = Vec::new();
@@ -114,6 +122,15 @@ fn assign_roles(state: &ShardState, cluster: &ClusterHandle, image: &MetadataIma
             };
             if let Err(e) = p.set_role(role) {
                 tracing::error!(topic = name, partition = i, error = %e, "cannot take the partition's role");
+            }
+            if let Some((epoch, isr)) = p.isr_to_shrink(REPLICA_LAG_MAX) {
+                tracing::info!(
+                    topic = name,
+                    partition = i,
+                    ?isr,
+                    "shrinking the ISR: a follower lags"
+                );
+                propose_isr(state, p, epoch, isr);
             }
         }
     }
@@ -317,7 +334,7 @@ fn topic_name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
-/// A leader saw a follower catch up: proposes the grown ISR (Kafka's AlterPartition).
+/// A leader proposes a grown or shrunk ISR (Kafka's AlterPartition).
 pub fn propose_isr(state: &ShardState, p: &Rc<Partition>, leader_epoch: i32, isr: Vec<i32>) {
     let Some(cluster) = state.ctx.cluster.get().cloned() else {
         return;
@@ -333,7 +350,7 @@ pub fn propose_isr(state: &ShardState, p: &Rc<Partition>, leader_epoch: i32, isr
         };
         match cluster.propose(cmd).await {
             Ok(Outcome::Done) => {
-                tracing::info!(topic = %p.topic, partition = p.index, ?isr, "ISR expanded");
+                tracing::info!(topic = %p.topic, partition = p.index, ?isr, "ISR changed");
             }
             other => {
                 tracing::debug!(topic = %p.topic, partition = p.index, ?other, "ISR change not made");

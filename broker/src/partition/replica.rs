@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use storage::batch::BatchHeader;
@@ -19,6 +19,10 @@ use storage::{Durability, StorageError};
 use tokio::sync::watch;
 
 use super::{txn, FetchOutcome, Partition, PartitionError};
+
+#[cfg(test)]
+#[path = "replica_tests.rs"]
+mod tests;
 
 /// What this node is for the partition, as its metadata image says.
 #[derive(Debug, Clone, Default)]
@@ -40,11 +44,25 @@ pub enum Role {
     },
 }
 
+/// A follower as its leader sees it (Kafka's `Replica` state).
+#[derive(Debug, Clone, Copy)]
+struct Progress {
+    /// The last fetch offset: the follower's durable log end.
+    offset: i64,
+    /// When the follower last had everything the leader had (Kafka's
+    /// `lastCaughtUpTimeMs`: a fetch at or past the log end of its previous fetch proves it
+    /// was caught up at the time of that previous fetch).
+    caught_up: Instant,
+    /// The previous fetch: when, and the leader's written end then.
+    last_fetch: Instant,
+    end_at_last_fetch: i64,
+}
+
 /// The replication state a `Partition` carries.
 pub struct Replica {
     role: RefCell<Role>,
-    /// On the leader: each follower's last fetch offset (its durable log end).
-    followers: RefCell<BTreeMap<i32, i64>>,
+    /// On the leader: each follower's progress.
+    followers: RefCell<BTreeMap<i32, Progress>>,
     /// The written end, for followers' long polls (sent only while replicated).
     log_end: watch::Sender<i64>,
     /// A follower at a new epoch truncates to the leader's boundary before it fetches.
@@ -84,9 +102,25 @@ impl Partition {
                     self.replica.isr_pending.replace(None);
                 }
             }
-            (_, Role::Leader { epoch, .. }) => {
+            (_, Role::Leader { epoch, isr, .. }) => {
                 self.log.assign_leader_epoch(*epoch)?;
-                self.replica.followers.borrow_mut().clear();
+                // A new leader gives its ISR a full lag time from now (Kafka resets the
+                // followers' state on becoming leader).
+                let now = Instant::now();
+                let mut followers = self.replica.followers.borrow_mut();
+                followers.clear();
+                for r in isr {
+                    followers.insert(
+                        *r,
+                        Progress {
+                            offset: i64::MIN,
+                            caught_up: now,
+                            last_fetch: now,
+                            end_at_last_fetch: i64::MAX,
+                        },
+                    );
+                }
+                drop(followers);
                 self.replica.isr_pending.replace(None);
             }
             (Role::Follower { epoch: a, .. }, Role::Follower { epoch: b, .. }) if a == b => {}
@@ -122,7 +156,7 @@ impl Partition {
                 let caught_up = isr
                     .iter()
                     .filter(|r| *r != me)
-                    .map(|r| followers.get(r).copied().unwrap_or(i64::MIN))
+                    .map(|r| followers.get(r).map_or(i64::MIN, |f| f.offset))
                     .fold(written, i64::min);
                 caught_up.max(self.high_watermark()).min(written)
             }
@@ -217,7 +251,24 @@ impl Partition {
         } = &*self.replica.role.borrow()
         {
             if replicas.contains(&follower) {
-                self.replica.followers.borrow_mut().insert(follower, offset);
+                let now = Instant::now();
+                let written = self.log.written_end_offset();
+                let mut followers = self.replica.followers.borrow_mut();
+                let f = followers.entry(follower).or_insert(Progress {
+                    offset,
+                    caught_up: now,
+                    last_fetch: now,
+                    end_at_last_fetch: i64::MAX,
+                });
+                if offset >= written {
+                    f.caught_up = now;
+                } else if offset >= f.end_at_last_fetch {
+                    f.caught_up = f.caught_up.max(f.last_fetch);
+                }
+                f.offset = offset;
+                f.last_fetch = now;
+                f.end_at_last_fetch = written;
+                drop(followers);
                 let epoch_start = self.log.leader_epochs().last().map_or(0, |e| e.1);
                 let caught_up = offset >= self.high_watermark().max(epoch_start);
                 if !isr.contains(&follower)
@@ -244,6 +295,34 @@ impl Partition {
             expired: 0,
         };
         Ok((outcome, expand))
+    }
+
+    /// On a leader: the ISR without the followers not caught up within `lag_max` (Kafka's
+    /// `replica.lag.time.max.ms`, `maybeShrinkIsr`), with the epoch, when that is smaller
+    /// and no other change is in flight. Marks the change as in flight.
+    pub fn isr_to_shrink(&self, lag_max: Duration) -> Option<(i32, Vec<i32>)> {
+        let Role::Leader { me, epoch, isr, .. } = &*self.replica.role.borrow() else {
+            return None;
+        };
+        if self.replica.isr_pending.borrow().is_some() {
+            return None;
+        }
+        let followers = self.replica.followers.borrow();
+        let kept: Vec<i32> = isr
+            .iter()
+            .copied()
+            .filter(|r| {
+                r == me
+                    || followers
+                        .get(r)
+                        .is_some_and(|f| f.caught_up.elapsed() < lag_max)
+            })
+            .collect();
+        if kept.len() == isr.len() {
+            return None;
+        }
+        self.replica.isr_pending.replace(Some(kept.clone()));
+        Some((*epoch, kept))
     }
 
     /// The ISR change proposed by `replica_read` failed: allow another.
