@@ -24,6 +24,9 @@ use super::{txn, FetchOutcome, Partition, PartitionError};
 #[path = "replica_tests.rs"]
 mod tests;
 
+/// An ISR change for the image: (the leader epoch it is made at, the new ISR).
+pub type IsrChange = (i32, Vec<i32>);
+
 /// What this node is for the partition, as its metadata image says.
 #[derive(Debug, Clone, Default)]
 pub enum Role {
@@ -98,9 +101,8 @@ impl Partition {
         let old = self.replica.role.replace(role.clone());
         match (&old, &role) {
             (Role::Leader { epoch: a, .. }, Role::Leader { epoch: b, isr, .. }) if a == b => {
-                if self.replica.isr_pending.borrow().as_ref() == Some(isr) {
-                    self.replica.isr_pending.replace(None);
-                }
+                // The image shows the change this leader proposed: another may follow.
+                self.replica.isr_pending.borrow_mut().take_if(|p| p == isr);
             }
             (_, Role::Leader { epoch, isr, .. }) => {
                 self.log.assign_leader_epoch(*epoch)?;
@@ -241,7 +243,7 @@ impl Partition {
         follower: i32,
         offset: i64,
         max_bytes: usize,
-    ) -> Result<(FetchOutcome, Option<(i32, Vec<i32>)>), StorageError> {
+    ) -> Result<(FetchOutcome, Option<IsrChange>), StorageError> {
         let mut expand = None;
         if let Role::Leader {
             epoch,
@@ -300,7 +302,7 @@ impl Partition {
     /// On a leader: the ISR without the followers not caught up within `lag_max` (Kafka's
     /// `replica.lag.time.max.ms`, `maybeShrinkIsr`), with the epoch, when that is smaller
     /// and no other change is in flight. Marks the change as in flight.
-    pub fn isr_to_shrink(&self, lag_max: Duration) -> Option<(i32, Vec<i32>)> {
+    pub fn isr_to_shrink(&self, lag_max: Duration) -> Option<IsrChange> {
         let Role::Leader { me, epoch, isr, .. } = &*self.replica.role.borrow() else {
             return None;
         };
