@@ -3,7 +3,9 @@
 //! (its partitions get new leaders from their ISR, `image::fence_in`) and unfences it when
 //! it heartbeats again. A node whose heartbeats go unanswered for that long (or, as Raft
 //! leader, without a quorum ack) knows it is in a minority: `quorum` turns false and its
-//! replicated partitions refuse acks=all.
+//! replicated partitions refuse acks=all. So does a node whose metadata lags the leader's
+//! (just restarted, its image may still name it leader of partitions that moved on): it is
+//! in the quorum again once it has applied what the leader had applied a heartbeat ago.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -73,6 +75,8 @@ async fn confirm_leadership(raft: &Raft) -> bool {
 pub async fn heartbeat(raft: Raft, me: i32, quorum: Arc<AtomicBool>, liveness: Arc<Liveness>) {
     let mut last_ok: Option<Instant> = None;
     let mut peer: Option<(NodeId, PeerClient)> = None;
+    // The leader's applied index at the last answered heartbeat (none yet: not caught up).
+    let mut leader_applied = u64::MAX;
     loop {
         tokio::time::sleep(HEARTBEAT).await;
         let m = raft.metrics().borrow().clone();
@@ -93,14 +97,25 @@ pub async fn heartbeat(raft: Raft, me: i32, quorum: Arc<AtomicBool>, liveness: A
                         .and_then(|n| n.addr.parse().ok())
                         .map(|addr| (l, PeerClient::new(addr)));
                 }
-                match peer.as_mut() {
-                    Some((_, client)) => matches!(
+                let answer = match peer.as_mut() {
+                    Some((_, client)) => {
                         client
                             .call(&PeerRequest::Heartbeat(me), HEARTBEAT * 2)
-                            .await,
-                        Ok(PeerResponse::Heartbeat(true))
-                    ),
-                    None => false,
+                            .await
+                    }
+                    None => Err(std::io::ErrorKind::NotConnected.into()),
+                };
+                match answer {
+                    Ok(PeerResponse::Heartbeat(Some(theirs))) => {
+                        let mine = raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
+                        let caught_up = mine >= leader_applied;
+                        leader_applied = theirs;
+                        caught_up
+                    }
+                    _ => {
+                        leader_applied = u64::MAX;
+                        false
+                    }
                 }
             }
             None => {

@@ -45,8 +45,9 @@ pub enum PeerResponse {
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     /// The entry's log index and outcome, or why the receiver could not append it.
     Forward(Result<(u64, Outcome), String>),
-    /// True when the receiver leads the metadata quorum with a fresh quorum ack.
-    Heartbeat(bool),
+    /// When the receiver leads the metadata quorum with a fresh quorum ack: the index its
+    /// state machine has applied (the sender counts as caught up once it has that too).
+    Heartbeat(Option<u64>),
 }
 
 fn codec() -> LengthDelimitedCodec {
@@ -237,7 +238,8 @@ async fn answer(
             if leads {
                 liveness.saw(id);
             }
-            PeerResponse::Heartbeat(leads)
+            let applied = raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
+            PeerResponse::Heartbeat(leads.then_some(applied))
         }
         PeerRequest::Append(r) => PeerResponse::Append(raft.append_entries(r).await),
         PeerRequest::Vote(r) => PeerResponse::Vote(raft.vote(r).await),
