@@ -283,7 +283,8 @@ def test_rf3_acks_all_keeps_every_acknowledged_record_across_leader_kills(cluste
         data = [(n.workdir / "data" / f"{topic}-0" / "00000000000000000000.log").read_bytes()
                 for n in cluster]
         return data if all(d == data[0] for d in data) else None
-    wait_for("identical replica logs", logs, 30)
+    data = wait_for("identical replica logs", logs, 30)
+    assert len(data[0]) >= 8 * len(acked), "every acknowledged value is in the compared bytes"
 
 
 def test_two_of_three_down_refuses_acks_all_and_takes_acks_1(cluster):
