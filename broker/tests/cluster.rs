@@ -148,8 +148,13 @@ fn given_three_nodes_when_leader_killed_and_restarted_then_topics_agree_everywhe
     );
     // Created twice (through another node): TOPIC_ALREADY_EXISTS from the replicated state.
     assert_eq!(create(&c, 2, "before", 1, 1).topics[0].error_code, 36);
-    // Replication factor 3 is refused until partition data is replicated.
-    assert_eq!(create(&c, 1, "rf3", 1, 3).topics[0].error_code, 38);
+    // A replication factor above the live brokers: INVALID_REPLICATION_FACTOR.
+    let r = create(&c, 1, "rf4", 1, 4);
+    assert_eq!(
+        r.topics[0].error_code, 38,
+        "{:?}",
+        r.topics[0].error_message
+    );
 
     // Produce goes to the leader only: another node answers NOT_LEADER_OR_FOLLOWER.
     let p0_leader = seen.1[0];

@@ -3,7 +3,7 @@
 //! applies the same log reaches the same image. No I/O here; `store.rs` persists, and
 //! `materialize.rs` turns applied commands into local catalog and partition changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -17,12 +17,32 @@ pub struct BrokerRecord {
     pub rack: Option<String>,
 }
 
-/// One partition's placement. Until partition data is replicated, `replicas == [leader]`.
+/// One partition's placement: its replicas (the first is the preferred leader), the leader
+/// (-1: none, every in-sync replica is fenced), the leader epoch and the in-sync replicas.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionRecord {
     pub leader: i32,
     pub leader_epoch: i32,
     pub replicas: Vec<i32>,
+    /// Empty in images written before replication: read as `[leader]` (`in_sync`).
+    #[serde(default)]
+    pub isr: Vec<i32>,
+}
+
+impl PartitionRecord {
+    /// The in-sync replicas.
+    pub fn in_sync(&self) -> Vec<i32> {
+        if self.isr.is_empty() {
+            vec![self.leader]
+        } else {
+            self.isr.clone()
+        }
+    }
+
+    /// Replicated: more than one replica, so followers fetch and the ISR decides acks.
+    pub fn replicated(&self) -> bool {
+        self.replicas.len() > 1
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +60,9 @@ pub struct MetadataImage {
     pub cluster_id: Option<String>,
     pub brokers: BTreeMap<i32, BrokerRecord>,
     pub topics: BTreeMap<String, TopicRecord>,
+    /// Brokers the controller found gone (no heartbeat within the session timeout).
+    #[serde(default)]
+    pub fenced: BTreeSet<i32>,
 }
 
 /// What a node proposes. The proposer picks what must not differ between nodes (topic ids);
@@ -56,6 +79,9 @@ pub enum Command {
         partitions: i32,
         configs: BTreeMap<String, String>,
         internal: bool,
+        /// 0 in entries written before replication: one replica.
+        #[serde(default)]
+        replication_factor: i32,
     },
     DeleteTopic {
         name: String,
@@ -63,6 +89,22 @@ pub enum Command {
     CreatePartitions {
         name: String,
         count: i32,
+    },
+    /// The controller lost (or regained) a broker's heartbeats.
+    FenceBroker {
+        id: i32,
+    },
+    UnfenceBroker {
+        id: i32,
+    },
+    /// A leader changes its partition's ISR (Kafka's AlterPartition); refused unless the
+    /// proposer still leads at `leader_epoch`.
+    AlterIsr {
+        topic: String,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+        isr: Vec<i32>,
     },
 }
 
@@ -76,6 +118,10 @@ pub enum Outcome {
     InvalidPartitions,
     /// No broker registered yet to lead partitions.
     NoBrokers,
+    /// The replication factor exceeds the unfenced brokers (their count).
+    InvalidReplicationFactor(i32),
+    /// An ISR change from a leader that no longer leads at that epoch.
+    Stale,
 }
 
 impl MetadataImage {
@@ -92,6 +138,7 @@ impl MetadataImage {
                 partitions,
                 configs,
                 internal,
+                replication_factor,
             } => {
                 if self.topics.contains_key(name) {
                     return Outcome::TopicExists;
@@ -99,7 +146,12 @@ impl MetadataImage {
                 if self.brokers.is_empty() {
                     return Outcome::NoBrokers;
                 }
-                let placed = (0..*partitions).map(|p| self.place(name, p)).collect();
+                let rf = (*replication_factor).max(1);
+                let live = self.live_brokers().len() as i32;
+                if rf > 1 && rf > live {
+                    return Outcome::InvalidReplicationFactor(live);
+                }
+                let placed = (0..*partitions).map(|p| self.place(name, p, rf)).collect();
                 self.topics.insert(
                     name.clone(),
                     TopicRecord {
@@ -122,7 +174,8 @@ impl MetadataImage {
                 if *count <= current {
                     return Outcome::InvalidPartitions;
                 }
-                let added: Vec<_> = (current..*count).map(|p| self.place(name, p)).collect();
+                let rf = self.topics[name].partitions[0].replicas.len() as i32;
+                let added: Vec<_> = (current..*count).map(|p| self.place(name, p, rf)).collect();
                 self.topics
                     .get_mut(name)
                     .expect("checked above")
@@ -130,20 +183,83 @@ impl MetadataImage {
                     .extend(added);
                 Outcome::Done
             }
+            Command::FenceBroker { id } => {
+                self.fenced.insert(*id);
+                let fenced = self.fenced.clone();
+                for p in self.replicated_partitions_mut() {
+                    fence_in(p, *id, &fenced);
+                }
+                Outcome::Done
+            }
+            Command::UnfenceBroker { id } => {
+                self.fenced.remove(id);
+                for p in self.replicated_partitions_mut() {
+                    if p.leader == -1 && p.in_sync().contains(id) {
+                        p.leader = *id;
+                        p.leader_epoch += 1;
+                    }
+                }
+                Outcome::Done
+            }
+            Command::AlterIsr {
+                topic,
+                partition,
+                leader,
+                leader_epoch,
+                isr,
+            } => {
+                let Some(p) = self
+                    .topics
+                    .get_mut(topic)
+                    .and_then(|t| t.partitions.get_mut(usize::try_from(*partition).ok()?))
+                else {
+                    return Outcome::UnknownTopic;
+                };
+                let valid = isr.contains(leader) && isr.iter().all(|r| p.replicas.contains(r));
+                if p.leader != *leader || p.leader_epoch != *leader_epoch || !valid {
+                    return Outcome::Stale;
+                }
+                p.isr = isr.clone();
+                Outcome::Done
+            }
         }
     }
 
+    fn replicated_partitions_mut(&mut self) -> impl Iterator<Item = &mut PartitionRecord> {
+        self.topics
+            .values_mut()
+            .flat_map(|t| t.partitions.iter_mut())
+            .filter(|p| p.replicated())
+    }
+
+    /// Registered brokers the controller has not fenced.
+    pub fn live_brokers(&self) -> Vec<i32> {
+        self.brokers
+            .keys()
+            .copied()
+            .filter(|b| !self.fenced.contains(b))
+            .collect()
+    }
+
     /// Round-robin over the registered brokers, starting at an offset from the topic name so
-    /// that single-partition topics spread over the nodes too. crc32c: the same on every node
-    /// and every build (std's hasher is not stable).
-    fn place(&self, topic: &str, partition: i32) -> PartitionRecord {
-        let ids: Vec<i32> = self.brokers.keys().copied().collect();
-        let start = crc32c::crc32c(topic.as_bytes()) as usize;
-        let leader = ids[(start + partition as usize) % ids.len()];
+    /// that single-partition topics spread over the nodes too; the `rf` replicas are the
+    /// leader and the live brokers after it. crc32c: the same on every node and every build
+    /// (std's hasher is not stable).
+    fn place(&self, topic: &str, partition: i32, rf: i32) -> PartitionRecord {
+        let ids: Vec<i32> = if rf > 1 {
+            self.live_brokers()
+        } else {
+            self.brokers.keys().copied().collect()
+        };
+        let start = crc32c::crc32c(topic.as_bytes()) as usize + partition as usize;
+        let replicas: Vec<i32> = (0..rf as usize)
+            .map(|i| ids[(start + i) % ids.len()])
+            .collect();
         PartitionRecord {
-            leader,
+            leader: replicas[0],
             leader_epoch: 0,
-            replicas: vec![leader],
+            isr: replicas.clone(),
+            replicas,
         }
     }
 
@@ -153,6 +269,29 @@ impl MetadataImage {
             .get(topic)?
             .partitions
             .get(usize::try_from(partition).ok()?)
+    }
+}
+
+/// Broker `id` is gone: out of the ISR (but for the last member, which Kafka keeps so the
+/// partition can come back with it), and if it led, the next unfenced ISR member leads at a
+/// new epoch (none: no leader until one returns).
+fn fence_in(p: &mut PartitionRecord, id: i32, fenced: &BTreeSet<i32>) {
+    let mut isr = p.in_sync();
+    if !isr.contains(&id) && p.leader != id {
+        return;
+    }
+    if isr.len() > 1 {
+        isr.retain(|r| *r != id);
+    }
+    p.isr = isr;
+    if p.leader == id {
+        p.leader = p
+            .isr
+            .iter()
+            .copied()
+            .find(|r| !fenced.contains(r))
+            .unwrap_or(-1);
+        p.leader_epoch += 1;
     }
 }
 
@@ -181,6 +320,7 @@ mod tests {
             partitions,
             configs: BTreeMap::new(),
             internal: false,
+            replication_factor: 1,
         }
     }
 
@@ -250,6 +390,167 @@ mod tests {
         let delete = Command::DeleteTopic { name: "t".into() };
         assert_eq!(image.apply(&delete), Outcome::Done);
         assert_eq!(image.apply(&delete), Outcome::UnknownTopic);
+    }
+
+    fn create_rf(name: &str, partitions: i32, rf: i32) -> Command {
+        match create(name, partitions) {
+            Command::CreateTopic {
+                name,
+                id,
+                partitions,
+                configs,
+                internal,
+                ..
+            } => Command::CreateTopic {
+                name,
+                id,
+                partitions,
+                configs,
+                internal,
+                replication_factor: rf,
+            },
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn given_three_brokers_when_creating_rf3_then_every_broker_replicates_and_leaders_spread() {
+        let mut image = MetadataImage::default();
+        for id in 1..=3 {
+            register(&mut image, id);
+        }
+        assert_eq!(image.apply(&create_rf("r", 3, 3)), Outcome::Done);
+        let parts = &image.topics["r"].partitions;
+        let leaders: BTreeSet<i32> = parts.iter().map(|p| p.leader).collect();
+        assert_eq!(leaders, BTreeSet::from([1, 2, 3]));
+        for p in parts {
+            let mut replicas = p.replicas.clone();
+            replicas.sort_unstable();
+            assert_eq!(replicas, vec![1, 2, 3]);
+            assert_eq!(p.replicas[0], p.leader, "the preferred leader leads");
+            assert_eq!(p.isr, p.replicas);
+        }
+        assert_eq!(
+            image.apply(&create_rf("big", 1, 4)),
+            Outcome::InvalidReplicationFactor(3)
+        );
+        assert!(!image.topics.contains_key("big"));
+    }
+
+    #[test]
+    fn given_fenced_broker_when_creating_rf3_then_refused_as_too_few_live_brokers() {
+        let mut image = MetadataImage::default();
+        for id in 1..=3 {
+            register(&mut image, id);
+        }
+        image.apply(&Command::FenceBroker { id: 2 });
+        assert_eq!(
+            image.apply(&create_rf("r", 1, 3)),
+            Outcome::InvalidReplicationFactor(2)
+        );
+        assert_eq!(image.apply(&create_rf("r", 1, 2)), Outcome::Done);
+        assert!(!image.topics["r"].partitions[0].replicas.contains(&2));
+    }
+
+    #[test]
+    fn given_leader_fenced_when_isr_has_others_then_next_leads_at_new_epoch_and_rejoins_by_alter_isr(
+    ) {
+        let mut image = MetadataImage::default();
+        for id in 1..=3 {
+            register(&mut image, id);
+        }
+        image.apply(&create_rf("r", 1, 3));
+        let before = image.topics["r"].partitions[0].clone();
+        let old = before.leader;
+        image.apply(&Command::FenceBroker { id: old });
+        let p = image.topics["r"].partitions[0].clone();
+        assert_ne!(p.leader, old);
+        assert!(before.isr.contains(&p.leader));
+        assert_eq!(p.leader_epoch, before.leader_epoch + 1);
+        assert_eq!(p.isr.len(), 2);
+        assert!(!p.isr.contains(&old));
+        // Back: unfenced, but only the leader's AlterIsr puts it into the ISR again.
+        image.apply(&Command::UnfenceBroker { id: old });
+        assert_eq!(image.topics["r"].partitions[0], p);
+        let mut grown = before.isr.clone();
+        grown.sort_unstable();
+        let alter = |leader, leader_epoch| Command::AlterIsr {
+            topic: "r".into(),
+            partition: 0,
+            leader,
+            leader_epoch,
+            isr: grown.clone(),
+        };
+        assert_eq!(
+            image.apply(&alter(p.leader, p.leader_epoch - 1)),
+            Outcome::Stale
+        );
+        assert_eq!(image.apply(&alter(old, p.leader_epoch)), Outcome::Stale);
+        assert_eq!(image.apply(&alter(p.leader, p.leader_epoch)), Outcome::Done);
+        assert_eq!(image.topics["r"].partitions[0].isr, grown);
+    }
+
+    #[test]
+    fn given_all_isr_fenced_then_no_leader_and_last_member_returns_as_leader() {
+        let mut image = MetadataImage::default();
+        for id in 1..=3 {
+            register(&mut image, id);
+        }
+        image.apply(&create_rf("r", 1, 3));
+        let first = image.topics["r"].partitions[0].leader;
+        let order: Vec<i32> = {
+            let mut v = vec![first];
+            v.extend(
+                image.topics["r"].partitions[0]
+                    .isr
+                    .iter()
+                    .filter(|b| **b != first),
+            );
+            v
+        };
+        image.apply(&Command::FenceBroker { id: order[0] });
+        let second = image.topics["r"].partitions[0].leader;
+        image.apply(&Command::FenceBroker { id: second });
+        let last = image.topics["r"].partitions[0].leader;
+        image.apply(&Command::FenceBroker { id: last });
+        let p = image.topics["r"].partitions[0].clone();
+        assert_eq!(p.leader, -1);
+        assert_eq!(p.isr, vec![last], "Kafka keeps the last ISR member");
+        // A broker outside the ISR coming back does not lead (it may miss records).
+        image.apply(&Command::UnfenceBroker { id: order[0] });
+        assert_eq!(image.topics["r"].partitions[0].leader, -1);
+        image.apply(&Command::UnfenceBroker { id: last });
+        let p = image.topics["r"].partitions[0].clone();
+        assert_eq!(p.leader, last);
+        assert_eq!(p.leader_epoch, 4);
+    }
+
+    #[test]
+    fn given_records_from_before_replication_when_read_then_one_replica_in_sync() {
+        let p: PartitionRecord =
+            serde_json::from_str(r#"{"leader":2,"leader_epoch":0,"replicas":[2]}"#).unwrap();
+        assert_eq!(p.in_sync(), vec![2]);
+        assert!(!p.replicated());
+        let c: Command = serde_json::from_str(
+            r#"{"CreateTopic":{"name":"t","id":"00000000-0000-0000-0000-000000000001","partitions":1,"configs":{},"internal":false}}"#,
+        )
+        .unwrap();
+        let mut image = MetadataImage::default();
+        register(&mut image, 1);
+        register(&mut image, 2);
+        assert_eq!(image.apply(&c), Outcome::Done);
+        assert_eq!(image.topics["t"].partitions[0].replicas.len(), 1);
+    }
+
+    #[test]
+    fn given_rf1_partition_when_its_broker_is_fenced_then_unchanged() {
+        let mut image = MetadataImage::default();
+        register(&mut image, 1);
+        register(&mut image, 2);
+        image.apply(&create("t", 2));
+        let before = image.topics["t"].clone();
+        image.apply(&Command::FenceBroker { id: 1 });
+        assert_eq!(image.topics["t"], before);
     }
 
     #[test]

@@ -7,19 +7,25 @@
 //! port). Applied commands flow to `materialize.rs`, which changes the local catalog and
 //! partitions; shards read the published image (`ClusterHandle::image`) as an `Arc`.
 //!
-//! Partition data is not replicated yet: every partition has one replica, its leader, and a
-//! node refuses produce for partitions it does not lead (NOT_LEADER_OR_FOLLOWER).
-//! Without voters nothing here starts.
+//! Partitions with more than one replica are replicated in Kafka's ISR model: `controller.rs`
+//! (broker sessions, fencing, failover through the image), `replicas.rs` (roles and the
+//! follower fetchers on every shard) and `partition::replica` (high watermark, acks=all,
+//! truncation). A node refuses produce for partitions it does not lead
+//! (NOT_LEADER_OR_FOLLOWER). Without voters nothing here starts.
 
+pub mod controller;
 pub mod image;
+mod kafka_conn;
 mod materialize;
 pub mod network;
+pub mod replicas;
 pub mod store;
 pub mod voters;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Cursor;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -76,6 +82,8 @@ pub struct ClusterHandle {
     raft: Raft,
     image: Arc<RwLock<Arc<MetadataImage>>>,
     materialized: watch::Receiver<u64>,
+    /// False while this node is cut off from the metadata quorum (`controller`).
+    pub quorum: Arc<AtomicBool>,
     runtime: tokio::runtime::Handle,
     stop: watch::Sender<bool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -85,6 +93,16 @@ impl ClusterHandle {
     /// The metadata image as last applied on this node.
     pub fn image(&self) -> Arc<MetadataImage> {
         self.image.read().expect("image lock").clone()
+    }
+
+    /// Changes whenever this node has carried out another metadata entry.
+    pub fn watch_materialized(&self) -> watch::Receiver<u64> {
+        self.materialized.clone()
+    }
+
+    /// Whether this node is in contact with the metadata quorum.
+    pub fn in_quorum(&self) -> bool {
+        self.quorum.load(Ordering::Relaxed)
     }
 
     /// Kafka's controller: the Raft leader, if one is known.
@@ -182,6 +200,10 @@ pub fn start(
     let (materialized_tx, materialized_rx) = watch::channel(0u64);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let quorum = Arc::new(AtomicBool::new(false));
+    let liveness = Arc::new(controller::Liveness::default());
+    let quorum_flag = quorum.clone();
+    let shared_image = image.clone();
     let registration = BrokerRecord {
         id: node_id,
         host: advertised.0,
@@ -212,7 +234,12 @@ pub fn start(
                 };
                 let _ = ready_tx.send(Ok((raft.clone(), tokio::runtime::Handle::current())));
                 let listener = tokio::net::TcpListener::from_std(listener).expect("in runtime");
-                tokio::spawn(network::serve(listener, raft.clone(), stop_rx.clone()));
+                tokio::spawn(network::serve(
+                    listener,
+                    raft.clone(),
+                    liveness.clone(),
+                    stop_rx.clone(),
+                ));
                 tokio::task::spawn_local(materialize::run(
                     ctx.clone(),
                     dir,
@@ -221,6 +248,19 @@ pub fn start(
                 ));
                 form(&raft, &voters).await;
                 tokio::spawn(register(raft.clone(), registration, ctx.cluster_id.clone()));
+                tokio::spawn(controller::heartbeat(
+                    raft.clone(),
+                    node_id,
+                    quorum_flag,
+                    liveness.clone(),
+                ));
+                tokio::spawn(controller::fence(
+                    raft.clone(),
+                    node_id as u64,
+                    shared_image,
+                    liveness,
+                ));
+                tokio::task::spawn_local(replicas::start_on_shards(ctx.clone()));
                 let mut stop = stop_rx;
                 let _ = stop.wait_for(|s| *s).await;
                 let _ = raft.shutdown().await;
@@ -236,6 +276,7 @@ pub fn start(
         raft,
         image,
         materialized: materialized_rx,
+        quorum,
         runtime,
         stop: stop_tx,
         thread: Mutex::new(Some(thread)),
@@ -313,4 +354,25 @@ pub fn led_elsewhere(ctx: &BrokerContext, topic: &str, partition: i32) -> bool {
         return false;
     };
     cluster.leader_of(topic, partition) != Some(cluster.node_id)
+}
+
+/// acks=all refused before the append (Kafka's `Partition.appendRecordsToLeader`): the ISR
+/// (as the image has it) when it is smaller than `min_isr`, or when this node has lost the
+/// metadata quorum and the partition is replicated. A single node is an ISR of one.
+pub fn isr_shortfall(
+    ctx: &BrokerContext,
+    topic: &str,
+    partition: i32,
+    min_isr: i32,
+) -> Option<Vec<i32>> {
+    let Some(cluster) = ctx.cluster.get() else {
+        return (min_isr > 1).then(|| vec![ctx.config.node_id]);
+    };
+    let image = cluster.image();
+    let p = image.partition(topic, partition)?;
+    let isr = p.in_sync();
+    if p.replicated() && !cluster.in_quorum() {
+        return Some(isr);
+    }
+    ((isr.len() as i32) < min_isr).then_some(isr)
 }

@@ -34,6 +34,8 @@ pub enum PeerRequest {
     Snapshot(InstallSnapshotRequest<TypeConfig>),
     /// A write proposed on a follower, for the leader to append.
     Forward(Command),
+    /// A broker's heartbeat to the Raft leader (`controller`).
+    Heartbeat(i32),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -43,6 +45,9 @@ pub enum PeerResponse {
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     /// The entry's log index and outcome, or why the receiver could not append it.
     Forward(Result<(u64, Outcome), String>),
+    /// When the receiver leads the metadata quorum with a fresh quorum ack: the index its
+    /// state machine has applied (the sender counts as caught up once it has that too).
+    Heartbeat(Option<u64>),
 }
 
 fn codec() -> LengthDelimitedCodec {
@@ -179,6 +184,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     raft: Raft,
+    liveness: std::sync::Arc<super::controller::Liveness>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -196,6 +202,7 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let raft = raft.clone();
+        let liveness = liveness.clone();
         tokio::spawn(async move {
             let mut conn = Framed::new(stream, codec());
             while let Some(frame) = conn.next().await {
@@ -207,7 +214,7 @@ pub async fn serve(
                         break;
                     }
                 };
-                let resp = answer(&raft, req).await;
+                let resp = answer(&raft, &liveness, req).await;
                 let Ok(bytes) = serde_json::to_vec(&resp) else {
                     break;
                 };
@@ -219,8 +226,21 @@ pub async fn serve(
     }
 }
 
-async fn answer(raft: &Raft, req: PeerRequest) -> PeerResponse {
+async fn answer(
+    raft: &Raft,
+    liveness: &super::controller::Liveness,
+    req: PeerRequest,
+) -> PeerResponse {
     match req {
+        PeerRequest::Heartbeat(id) => {
+            let me = raft.metrics().borrow().id;
+            let leads = liveness.leads_with_quorum(raft, me);
+            if leads {
+                liveness.saw(id);
+            }
+            let applied = raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
+            PeerResponse::Heartbeat(leads.then_some(applied))
+        }
         PeerRequest::Append(r) => PeerResponse::Append(raft.append_entries(r).await),
         PeerRequest::Vote(r) => PeerResponse::Vote(raft.vote(r).await),
         PeerRequest::Snapshot(r) => PeerResponse::Snapshot(raft.install_snapshot(r).await),

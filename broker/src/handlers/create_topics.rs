@@ -14,7 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::RequestContext;
 use crate::config::topic::{self as topic_config, TopicConfigError};
 use crate::metadata::catalog::validate_topic_name;
-use crate::metadata::topics::create_topic;
+use crate::metadata::topics::create_replicated;
 pub use crate::metadata::topics::CreateError;
 use crate::security::acl::{Operation, ResourceType};
 use kafka_protocol::error::ResponseError;
@@ -77,11 +77,8 @@ fn check(
                     "Replication factor must be larger than 0, or -1 to use the default value.".into(),
                 ))
             }
-            n if ctx.ctx().cluster.get().is_some() => {
-                return Err(CreateError::InvalidReplicationFactor(format!(
-                    "Unable to replicate the partition {n} time(s): partition data is not replicated between Strom nodes yet, only a replication factor of 1 is accepted."
-                )))
-            }
+            // Clustered: the metadata quorum checks it against the live brokers.
+            _ if ctx.ctx().cluster.get().is_some() => {}
             n => {
                 return Err(CreateError::InvalidReplicationFactor(format!(
                     "Unable to replicate the partition {n} time(s): The target replication factor of {n} cannot be reached because only 1 broker(s) are registered."
@@ -178,9 +175,16 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
                     }
                     Ok(ms) => {
                         throttle_ms = throttle_ms.max(ms);
-                        create_topic(ctx.ctx(), t.name.as_str(), partitions, configs.clone())
-                            .await
-                            .map(|meta| (partitions, configs, Some(meta)))
+                        let rf = t.replication_factor.max(1) as i32;
+                        create_replicated(
+                            ctx.ctx(),
+                            t.name.as_str(),
+                            partitions,
+                            rf,
+                            configs.clone(),
+                        )
+                        .await
+                        .map(|meta| (partitions, configs, Some(meta)))
                     }
                 },
                 Err(e) => Err(e),
@@ -191,7 +195,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
                 if ctx.version() >= 5 {
                     result = result
                         .with_num_partitions(partitions)
-                        .with_replication_factor(1);
+                        .with_replication_factor(t.replication_factor.max(1));
                     let name = t.name.as_str();
                     if access.allows(Operation::DescribeConfigs, ResourceType::Topic, name) {
                         result = result.with_configs(Some(describe_configs(ctx, &configs)));

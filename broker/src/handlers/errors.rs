@@ -130,6 +130,9 @@ pub fn partition_code(e: &PartitionError) -> i16 {
             ResponseError::InvalidTxnState
         }
         PartitionError::Storage(s) => return storage_code(s),
+        PartitionError::NotLeader => ResponseError::NotLeaderOrFollower,
+        PartitionError::NotEnoughReplicasAfterAppend => ResponseError::NotEnoughReplicasAfterAppend,
+        PartitionError::ReplicationTimeout => ResponseError::RequestTimedOut,
     };
     r.code()
 }

@@ -21,11 +21,12 @@ pub const MIN_VERSION: i16 = 2;
 pub const MAX_VERSION: i16 = 4;
 
 /// Kafka's leader epoch fencing of a request's `current_leader_epoch`.
-fn check_current_epoch(current: i32) -> Result<(), ResponseError> {
+/// `leader` is the partition's epoch here (the image's when clustered).
+fn check_current_epoch(current: i32, leader: i32) -> Result<(), ResponseError> {
     match current {
         -1 => Ok(()),
-        e if e > LEADER_EPOCH => Err(ResponseError::UnknownLeaderEpoch),
-        e if e < LEADER_EPOCH => Err(ResponseError::FencedLeaderEpoch),
+        e if e > leader => Err(ResponseError::UnknownLeaderEpoch),
+        e if e < leader => Err(ResponseError::FencedLeaderEpoch),
         _ => Ok(()),
     }
 }
@@ -61,7 +62,12 @@ pub async fn handle(
                     base.with_error_code(ResponseError::NotLeaderOrFollower.code())
                 }
                 Some(m) if p.partition >= 0 && p.partition < m.partitions => {
-                    match check_current_epoch(p.current_leader_epoch) {
+                    let epoch = ctx.ctx().cluster.get().map_or(LEADER_EPOCH, |c| {
+                        c.image()
+                            .partition(&m.name, p.partition)
+                            .map_or(LEADER_EPOCH, |r| r.leader_epoch)
+                    });
+                    match check_current_epoch(p.current_leader_epoch, epoch) {
                         Err(e) => base.with_error_code(e.code()),
                         Ok(()) => match frontend::end_offset_for_epoch(
                             ctx.ctx(),

@@ -281,10 +281,18 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                     continue;
                 }
             };
-            if acks == -1 && meta.settings.min_insync_replicas > 1 {
-                // One node is an ISR of one (Kafka's `Partition.appendRecordsToLeader`).
+            let short = (acks == -1)
+                .then(|| {
+                    let min = meta.settings.min_insync_replicas;
+                    crate::cluster::isr_shortfall(broker, &meta.name, pd.index, min)
+                })
+                .flatten();
+            if let Some(isr) = short {
+                // Kafka's `Partition.appendRecordsToLeader`: one node is an ISR of one; a
+                // node without the metadata quorum takes no acks=all at all.
                 let message = format!(
-                    "The size of the current ISR Set(0) is insufficient to satisfy the min.isr requirement of {} for partition {}-{}",
+                    "The size of the current ISR Set({}) is insufficient to satisfy the min.isr requirement of {} for partition {}-{}",
+                    isr.iter().map(i32::to_string).collect::<Vec<_>>().join(", "),
                     meta.settings.min_insync_replicas, meta.name, pd.index
                 );
                 slots.push(Slot::Answered(partition_error(

@@ -48,6 +48,18 @@ pub async fn create_topic(
     partitions: i32,
     configs: BTreeMap<String, String>,
 ) -> Result<Arc<TopicMeta>, CreateError> {
+    create_replicated(broker, name, partitions, 1, configs).await
+}
+
+/// `create_topic` with `replication_factor` replicas per partition (clustered only: the
+/// caller refuses a factor above 1 on a single node).
+pub async fn create_replicated(
+    broker: &BrokerContext,
+    name: &str,
+    partitions: i32,
+    replication_factor: i32,
+    configs: BTreeMap<String, String>,
+) -> Result<Arc<TopicMeta>, CreateError> {
     validate_topic_name(name).map_err(CreateError::InvalidName)?;
     let internal = name.starts_with("__");
     if let Some(cluster) = broker.cluster.get() {
@@ -59,10 +71,14 @@ pub async fn create_topic(
             partitions,
             configs,
             internal,
+            replication_factor,
         };
         return match cluster.propose(cmd).await? {
             Outcome::Done => local(broker, name),
             Outcome::TopicExists => Err(CreateError::AlreadyExists),
+            Outcome::InvalidReplicationFactor(live) => Err(CreateError::InvalidReplicationFactor(
+                format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only {live} broker(s) are registered.")
+            )),
             other => Err(CreateError::Storage(format!(
                 "topic not created: {other:?}"
             ))),

@@ -14,6 +14,7 @@ pub mod producer_state;
 pub mod record_view;
 pub mod records;
 pub mod redact;
+pub mod replica;
 pub mod schema_ids;
 pub mod txn;
 
@@ -54,6 +55,12 @@ pub enum PartitionError {
     Txn(#[from] TxnDataError),
     #[error(transparent)]
     Storage(#[from] StorageError),
+    #[error("this replica no longer leads the partition")]
+    NotLeader,
+    #[error("the in-sync replicas fell below min.insync.replicas after the append")]
+    NotEnoughReplicasAfterAppend,
+    #[error("the in-sync replicas did not confirm the batch in time")]
+    ReplicationTimeout,
 }
 
 /// Checks what can be checked without partition state, on the shard that received the
@@ -250,6 +257,8 @@ pub struct Partition {
     expiry: RefCell<expiry::ExpiryCache>,
     /// `strom.key.index` topics: key → recent offsets (`key_index`), built when first needed.
     key_index: RefCell<Option<key_index::KeyIndex>>,
+    /// Role and followers' progress when replicated (`replica`).
+    replica: replica::Replica,
 }
 
 impl Partition {
@@ -295,6 +304,7 @@ impl Partition {
             dedup: RefCell::new(None),
             expiry: RefCell::new(expiry::ExpiryCache::default()),
             key_index: RefCell::new(None),
+            replica: replica::Replica::new(hw),
         })
     }
 
@@ -416,7 +426,7 @@ impl Partition {
     /// `endOffsetForEpoch`, the end of the latest epoch being the high watermark (what a
     /// single node's log end is once appends complete).
     pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
-        self.log.end_offset_for_epoch(epoch, self.high_watermark())
+        self.log.end_offset_for_epoch(epoch, self.epoch_end())
     }
 
     /// A receiver that changes whenever the high watermark moves: fetch long polls wait on it
@@ -490,7 +500,7 @@ impl Partition {
                 Durability::None
             },
             log_append_time_ms: settings.log_append_time.then_some(now_ms),
-            leader_epoch: 0,
+            leader_epoch: self.append_epoch(),
         };
         // The received bytes are the bytes written: storage rewrites only each batch's
         // 16-byte prefix (base offset, leader epoch), from a buffer of its own.

@@ -393,7 +393,7 @@ impl Partition {
 
     /// Publishes the high watermark (all written data) and the LSO derived from it.
     pub(super) fn publish_offsets(&self) {
-        let hw = self.log.written_end_offset();
+        let hw = self.replicated_hw();
         self.high_watermark.send_if_modified(|v| {
             let changed = *v != hw;
             *v = hw;

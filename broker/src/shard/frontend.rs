@@ -16,6 +16,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::{current, home_shard, BrokerContext, ShardState};
 use crate::metadata::catalog::TopicMeta;
+use crate::partition::replica::Role;
 use crate::partition::txn::{ControlType, ProducerInfo, TxnDataError};
 use crate::partition::{
     DeleteRecordsError, FetchOutcome, Partition, PartitionError, ProduceOutcome,
@@ -200,6 +201,10 @@ pub enum ProduceStart {
     NotAdded(i64, i16),
 }
 
+/// How long acks=all waits for the in-sync replicas (Kafka bounds it by the request's
+/// timeout; 10 s is below every client's default request timeout).
+const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Hands one validated batch to its partition's home shard (two-phase, `dispatch_on`): the
 /// batch is sequenced there in the order of the calls; the second `Pending` is the append's
 /// outcome.
@@ -229,11 +234,18 @@ pub async fn produce(
             };
         let (bytes, count) = (header.batch_length as u64 + 12, header.records_count as u64);
         let appended = records.clone();
+        let last_delta = header.last_offset_delta as i64;
         match p.append(header, records, acks, now_ms) {
             Ok(append) => {
                 let state = state.clone();
                 let rest = Box::pin(async move {
                     let outcome = append.await?;
+                    if acks == -1 && !matches!(p.role(), Role::Single) {
+                        // The ISR model: answered once every in-sync replica has it.
+                        let end = outcome.base_offset + last_delta + 1;
+                        let min_isr = p.settings().min_insync_replicas;
+                        p.wait_replicated(end, min_isr, REPLICATION_TIMEOUT).await?;
+                    }
                     let count = count.saturating_sub(outcome.dedup_duplicates);
                     p.index_appended(outcome.base_offset, &appended);
                     state
@@ -271,6 +283,8 @@ pub struct ReadSpec {
     pub partition: i32,
     pub offset: i64,
     pub max_bytes: usize,
+    /// A follower's fetch (its node id): read to the log end, and record its progress.
+    pub replica: Option<i32>,
 }
 
 /// A fetch read, the partition's offsets (also when the read failed: Kafka answers them with
@@ -295,6 +309,24 @@ pub async fn fetch_many(
         reads
             .into_iter()
             .map(|r| match find(&state, &r.topic, r.partition) {
+                Ok(p) if r.replica.is_some() => {
+                    let follower = r.replica.expect("guarded");
+                    let watch = Some(p.watch_log_end());
+                    let outcome = match p.replica_read(follower, r.offset, r.max_bytes) {
+                        Ok((o, expand)) => {
+                            if let Some((epoch, isr)) = expand {
+                                crate::cluster::replicas::propose_isr(&state, &p, epoch, isr);
+                            }
+                            Ok(o)
+                        }
+                        Err(e) => Err(FrontendError::from(e)),
+                    };
+                    FetchRead {
+                        offsets: Some(offsets_of(&p)),
+                        outcome,
+                        watch,
+                    }
+                }
                 Ok(p) => {
                     // Subscribed before the read: a change after it wakes the long poll.
                     let watch = Some(if read_committed {

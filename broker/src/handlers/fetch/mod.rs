@@ -185,6 +185,7 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
         })
         .collect();
     let read_committed = req.isolation_level == 1;
+    let replica = follower.then(|| req.replica_id.0.max(req.replica_state.replica_id.0));
     let deadline =
         tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let mut response_max = if req.max_bytes <= 0 {
@@ -209,7 +210,7 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
     // Every readable partition at first; after a wake, only those whose watermark moved.
     let mut stale: Vec<usize> = (0..wanted.len()).collect();
     let partitions = loop {
-        read_concurrently(ctx, &mut wanted, &stale, read_committed).await;
+        read_concurrently(ctx, &mut wanted, &stale, read_committed, replica).await;
         let (partitions, total) = assemble(&wanted, response_max, version, by_id);
         let has_error = partitions.iter().any(|(p, _)| p.error_code != 0);
         let waitable: Vec<usize> = (0..wanted.len())
@@ -294,9 +295,12 @@ async fn read_concurrently(
     wanted: &mut [Wanted],
     which: &[usize],
     read_committed: bool,
+    replica: Option<i32>,
 ) {
     let broker = ctx.ctx();
     let shards = broker.shard_count();
+    // Clustered: a follower's fetch reads to the log end and moves the high watermark.
+    let replica = replica.filter(|_| broker.cluster.get().is_some());
     let mut by_shard: Vec<(Vec<usize>, Vec<ReadSpec>)> = vec![Default::default(); shards];
     for &i in which {
         let w = &mut wanted[i];
@@ -318,6 +322,7 @@ async fn read_concurrently(
             partition: p,
             offset: w.session.fetch_offset,
             max_bytes: w.session.max_bytes.max(0) as usize,
+            replica,
         };
         let s = home_shard(&meta.name, p, shards);
         by_shard[s].0.push(i);

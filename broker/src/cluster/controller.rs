@@ -1,0 +1,170 @@
+//! Broker liveness, as KRaft's controller keeps it: every node heartbeats the Raft leader
+//! over the peer port; the Raft leader fences a broker not heard from for `SESSION_TIMEOUT`
+//! (its partitions get new leaders from their ISR, `image::fence_in`) and unfences it when
+//! it heartbeats again. A node whose heartbeats go unanswered for that long (or, as Raft
+//! leader, without a quorum ack) knows it is in a minority: `quorum` turns false and its
+//! replicated partitions refuse acks=all. So does a node whose metadata lags the leader's
+//! (just restarted, its image may still name it leader of partitions that moved on): it is
+//! in the quorum again once it has applied what the leader had applied a heartbeat ago.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use super::image::{Command, MetadataImage};
+use super::network::{PeerClient, PeerRequest, PeerResponse};
+use super::{NodeId, Raft};
+
+/// Kafka's `broker.session.timeout.ms` is 9 s; a few seconds keep failover short.
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(3);
+const HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// When the Raft leader last heard from each broker.
+#[derive(Default)]
+pub struct Liveness {
+    seen: Mutex<HashMap<i32, Instant>>,
+    /// This node leads and a quorum confirmed it at the last heartbeat round.
+    confirmed: AtomicBool,
+}
+
+impl Liveness {
+    pub fn saw(&self, id: i32) {
+        self.seen
+            .lock()
+            .expect("liveness")
+            .insert(id, Instant::now());
+    }
+
+    fn alive(&self, id: i32) -> bool {
+        self.seen
+            .lock()
+            .expect("liveness")
+            .get(&id)
+            .is_some_and(|t| t.elapsed() < SESSION_TIMEOUT)
+    }
+
+    /// A new Raft leader has heard from nobody yet: everyone gets a full session from now.
+    fn grant_all(&self, ids: impl Iterator<Item = i32>) {
+        let now = Instant::now();
+        let mut seen = self.seen.lock().expect("liveness");
+        for id in ids {
+            seen.insert(id, now);
+        }
+    }
+}
+
+impl Liveness {
+    /// Whether this node (`me`) leads with a quorum that confirmed it at the last round.
+    pub fn leads_with_quorum(&self, raft: &Raft, me: NodeId) -> bool {
+        raft.metrics().borrow().current_leader == Some(me) && self.confirmed.load(Ordering::Relaxed)
+    }
+}
+
+/// Asks a quorum to confirm this node's leadership (openraft sends a heartbeat round); an
+/// isolated leader times out. (openraft's `millis_since_quorum_ack` metric is a snapshot
+/// from the last metrics change, so it does not age on its own.)
+async fn confirm_leadership(raft: &Raft) -> bool {
+    matches!(
+        tokio::time::timeout(HEARTBEAT, raft.ensure_linearizable()).await,
+        Ok(Ok(_))
+    )
+}
+
+/// Heartbeats the Raft leader every `HEARTBEAT` and keeps `quorum` current.
+pub async fn heartbeat(raft: Raft, me: i32, quorum: Arc<AtomicBool>, liveness: Arc<Liveness>) {
+    let mut last_ok: Option<Instant> = None;
+    let mut peer: Option<(NodeId, PeerClient)> = None;
+    // The leader's applied index at the last answered heartbeat (none yet: not caught up).
+    let mut leader_applied = u64::MAX;
+    loop {
+        tokio::time::sleep(HEARTBEAT).await;
+        let m = raft.metrics().borrow().clone();
+        let ok = match m.current_leader {
+            Some(l) if l == me as NodeId => {
+                liveness.saw(me);
+                let ok = confirm_leadership(&raft).await;
+                liveness.confirmed.store(ok, Ordering::Relaxed);
+                ok
+            }
+            Some(l) => {
+                liveness.confirmed.store(false, Ordering::Relaxed);
+                if peer.as_ref().is_none_or(|(id, _)| *id != l) {
+                    peer = m
+                        .membership_config
+                        .membership()
+                        .get_node(&l)
+                        .and_then(|n| n.addr.parse().ok())
+                        .map(|addr| (l, PeerClient::new(addr)));
+                }
+                let answer = match peer.as_mut() {
+                    Some((_, client)) => {
+                        client
+                            .call(&PeerRequest::Heartbeat(me), HEARTBEAT * 2)
+                            .await
+                    }
+                    None => Err(std::io::ErrorKind::NotConnected.into()),
+                };
+                match answer {
+                    Ok(PeerResponse::Heartbeat(Some(theirs))) => {
+                        let mine = raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
+                        let caught_up = mine >= leader_applied;
+                        leader_applied = theirs;
+                        caught_up
+                    }
+                    _ => {
+                        leader_applied = u64::MAX;
+                        false
+                    }
+                }
+            }
+            None => {
+                liveness.confirmed.store(false, Ordering::Relaxed);
+                false
+            }
+        };
+        if ok {
+            last_ok = Some(Instant::now());
+        }
+        let fresh = last_ok.is_some_and(|t| t.elapsed() < SESSION_TIMEOUT);
+        if quorum.swap(fresh, Ordering::Relaxed) != fresh {
+            tracing::info!(in_quorum = fresh, "metadata quorum contact changed");
+        }
+    }
+}
+
+/// On the Raft leader only: fences brokers whose session expired, unfences returning ones.
+pub async fn fence(
+    raft: Raft,
+    me: NodeId,
+    image: Arc<RwLock<Arc<MetadataImage>>>,
+    liveness: Arc<Liveness>,
+) {
+    let mut leading = false;
+    loop {
+        tokio::time::sleep(HEARTBEAT).await;
+        let leader = raft.metrics().borrow().current_leader == Some(me);
+        let image = image.read().expect("image lock").clone();
+        if !leader {
+            leading = false;
+            continue;
+        }
+        if !leading {
+            leading = true;
+            liveness.grant_all(image.brokers.keys().copied());
+            continue;
+        }
+        for &id in image.brokers.keys() {
+            let alive = liveness.alive(id);
+            let cmd = match (alive, image.fenced.contains(&id)) {
+                (false, false) => Command::FenceBroker { id },
+                (true, true) => Command::UnfenceBroker { id },
+                _ => continue,
+            };
+            tracing::info!(broker = id, fenced = !alive, "broker session changed");
+            if let Err(e) = raft.client_write(cmd).await {
+                tracing::info!(broker = id, error = %e, "cannot change the broker's session");
+            }
+        }
+    }
+}

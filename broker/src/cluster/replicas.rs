@@ -1,0 +1,361 @@
+//! The replica manager (docs/design.md "Partition replication"), one per shard: it follows
+//! the metadata image, gives each replicated partition homed on its shard its role (leader
+//! with epoch and ISR, or follower of a leader at an epoch), and runs one fetcher per
+//! leader node on the shard, which fetches all of the shard's partitions that node leads
+//! with Kafka's Fetch (`replica_id` = this node) and appends them at the leader's offsets.
+//! Everything here runs on the shard's own thread: no lock on the produce path.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashSet};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::image::{Command, MetadataImage, Outcome};
+use super::kafka_conn::KafkaConn;
+use super::ClusterHandle;
+use crate::partition::replica::Role;
+use crate::partition::Partition;
+use crate::shard::{frontend, home_shard, BrokerContext, ShardState};
+
+const FETCH_V: i16 = 12;
+const OFFSET_FOR_EPOCH_V: i16 = 4;
+/// A follower's long poll on the leader, and how long a fetch may take altogether.
+const FETCH_WAIT_MS: i32 = 500;
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// After an error (leader unreachable, not leader yet), before the next try.
+const BACKOFF: Duration = Duration::from_millis(100);
+const PARTITION_MAX_BYTES: i32 = 1 << 20;
+const FETCH_MAX_BYTES: i32 = 16 << 20;
+
+/// Starts a replica manager on every shard (from any thread).
+pub async fn start_on_shards(ctx: Arc<BrokerContext>) {
+    for shard in 0..ctx.shard_count() {
+        let started = frontend::invoke_on(&ctx, shard, |state| async move {
+            tokio::task::spawn_local(manage(state));
+        })
+        .await;
+        if let Err(e) = started {
+            tracing::warn!(shard, error = %e, "replica manager not started");
+        }
+    }
+}
+
+async fn manage(state: Rc<ShardState>) {
+    let cluster = loop {
+        if let Some(c) = state.ctx.cluster.get() {
+            break c.clone();
+        }
+        tokio::time::sleep(BACKOFF).await;
+    };
+    let mut applied = cluster.watch_materialized();
+    let fetchers: Rc<RefCell<HashSet<i32>>> = Rc::default();
+    loop {
+        let image = cluster.image();
+        for leader in assign_roles(&state, &cluster, &image) {
+            if fetchers.borrow_mut().insert(leader) {
+                let task = fetch_from(state.clone(), cluster.clone(), leader, fetchers.clone());
+                tokio::task::spawn_local(task);
+            }
+        }
+        // Also now and then: partitions opened after the entry that placed them, and the
+        // quorum flag, change without a new entry.
+        tokio::select! {
+            r = applied.changed() => if r.is_err() { return },
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+/// Kafka's `replica.lag.time.max.ms` is 30 s; a follower that has not caught up for this
+/// long leaves the ISR, so acks=all does not wait for it.
+const REPLICA_LAG_MAX: Duration = Duration::from_secs(10);
+
+/// Sets the role of every replicated partition of this shard (and shrinks the ISR of those
+/// it leads by lagging followers); returns the leaders its followers fetch from.
+fn assign_roles(
+    state: &Rc<ShardState>,
+    cluster: &ClusterHandle,
+    image: &MetadataImage,
+) -> Vec<i32> {
+    let me = cluster.node_id;
+    let shards = state.ctx.shard_count();
+    let mut leaders = Vec::new();
+    let partitions = state.partitions.borrow();
+    for (name, topic) in &image.topics {
+        for (i, record) in topic.partitions.iter().enumerate() {
+            let i = i as i32;
+            if !record.replicated() || home_shard(name, i, shards) != state.id {
+                continue;
+            }
+            let Some(p) = partitions.get(&(Arc::from(name.as_str()), i)) else {
+                continue; // not opened yet: the next pass
+            };
+            let role = if record.leader == me {
+                Role::Leader {
+                    me,
+                    epoch: record.leader_epoch,
+                    isr: record.in_sync(),
+                    replicas: record.replicas.clone(),
+                    quorum: cluster.quorum.clone(),
+                }
+            } else if record.replicas.contains(&me) {
+                if record.leader >= 0 && !leaders.contains(&record.leader) {
+                    leaders.push(record.leader);
+                }
+                Role::Follower {
+                    leader: record.leader,
+                    epoch: record.leader_epoch,
+                }
+            } else {
+                Role::Single
+            };
+            if let Err(e) = p.set_role(role) {
+                tracing::error!(topic = name, partition = i, error = %e, "cannot take the partition's role");
+            }
+            if let Some((epoch, isr)) = p.isr_to_shrink(REPLICA_LAG_MAX) {
+                tracing::info!(
+                    topic = name,
+                    partition = i,
+                    ?isr,
+                    "shrinking the ISR: a follower lags"
+                );
+                propose_isr(state, p, epoch, isr);
+            }
+        }
+    }
+    leaders
+}
+
+/// The partitions of this shard that follow `leader`, with the epoch they follow at.
+fn following(state: &ShardState, leader: i32) -> Vec<(Rc<Partition>, i32)> {
+    state
+        .partitions
+        .borrow()
+        .values()
+        .filter_map(|p| match p.role() {
+            Role::Follower { leader: l, epoch } if l == leader => Some((p.clone(), epoch)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn still_following(p: &Partition, leader: i32, epoch: i32) -> bool {
+    matches!(p.role(), Role::Follower { leader: l, epoch: e } if l == leader && e == epoch)
+}
+
+/// One fetcher: this shard's partitions led by `leader`, until none is left.
+async fn fetch_from(
+    state: Rc<ShardState>,
+    cluster: Arc<ClusterHandle>,
+    leader: i32,
+    running: Rc<RefCell<HashSet<i32>>>,
+) {
+    let me = cluster.node_id;
+    let mut conn: Option<KafkaConn> = None;
+    loop {
+        let parts = following(&state, leader);
+        if parts.is_empty() {
+            running.borrow_mut().remove(&leader);
+            return;
+        }
+        if conn.is_none() {
+            let image = cluster.image();
+            let Some(b) = image.brokers.get(&leader) else {
+                tokio::time::sleep(BACKOFF).await;
+                continue;
+            };
+            match KafkaConn::connect(&format!("{}:{}", b.host, b.port), CALL_TIMEOUT).await {
+                Ok(c) => conn = Some(c),
+                Err(e) => {
+                    tracing::debug!(leader, error = %e, "replica fetcher cannot reach the leader");
+                    tokio::time::sleep(BACKOFF).await;
+                    continue;
+                }
+            }
+        }
+        let c = conn.as_mut().expect("connected above");
+        let result = match truncate_pending(c, me, &parts).await {
+            Ok(()) => fetch_once(c, me, leader, &parts).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            tracing::debug!(leader, error = %e, "replica fetch failed; reconnecting");
+            conn = None;
+            tokio::time::sleep(BACKOFF).await;
+        }
+    }
+}
+
+/// Kafka's follower truncation: a replica at a new epoch asks the leader where its own
+/// latest epoch ends there and cuts its log to that.
+async fn truncate_pending(
+    conn: &mut KafkaConn,
+    me: i32,
+    parts: &[(Rc<Partition>, i32)],
+) -> Result<(), super::kafka_conn::ConnError> {
+    for (p, epoch) in parts {
+        if !p.take_truncate_pending() {
+            continue;
+        }
+        let Some(latest) = p.latest_epoch() else {
+            continue; // an empty log has nothing to cut
+        };
+        let req = OffsetForLeaderEpochRequest::default()
+            .with_replica_id(BrokerId(me))
+            .with_topics(vec![OffsetForLeaderTopic::default()
+                .with_topic(topic_name(&p.topic))
+                .with_partitions(vec![OffsetForLeaderPartition::default()
+                    .with_partition(p.index)
+                    .with_current_leader_epoch(*epoch)
+                    .with_leader_epoch(latest)])]);
+        let resp: Result<OffsetForLeaderEpochResponse, _> = conn
+            .call(
+                ApiKey::OffsetForLeaderEpoch,
+                OFFSET_FOR_EPOCH_V,
+                &req,
+                CALL_TIMEOUT,
+            )
+            .await;
+        let answer = resp.as_ref().ok().and_then(|r| {
+            let e = r.topics.first()?.partitions.first()?;
+            (e.error_code == 0).then_some((e.leader_epoch, e.end_offset))
+        });
+        let target = match answer {
+            Some((_, end)) if end >= 0 => end,
+            // The leader knows no epoch at or below ours: keep what is committed.
+            Some(_) => p.high_watermark(),
+            None => {
+                p.set_truncate_pending();
+                resp?;
+                continue; // an error answer (leader not ready): again on the next pass
+            }
+        };
+        if let Err(e) = p.truncate_replica(target).await {
+            tracing::error!(topic = %p.topic, partition = p.index, error = %e, "follower truncation failed");
+            p.set_truncate_pending();
+        }
+    }
+    Ok(())
+}
+
+async fn fetch_once(
+    conn: &mut KafkaConn,
+    me: i32,
+    leader: i32,
+    parts: &[(Rc<Partition>, i32)],
+) -> Result<(), super::kafka_conn::ConnError> {
+    let mut topics: BTreeMap<Arc<str>, Vec<FetchPartition>> = BTreeMap::new();
+    let mut asked: Vec<&(Rc<Partition>, i32)> = Vec::new();
+    for pe in parts {
+        let (p, epoch) = pe;
+        if p.truncate_is_pending() {
+            continue;
+        }
+        topics.entry(p.topic.clone()).or_default().push(
+            FetchPartition::default()
+                .with_partition(p.index)
+                .with_current_leader_epoch(*epoch)
+                .with_fetch_offset(p.log.log_end_offset())
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(PARTITION_MAX_BYTES),
+        );
+        asked.push(pe);
+    }
+    if asked.is_empty() {
+        tokio::time::sleep(BACKOFF).await;
+        return Ok(());
+    }
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(me))
+        .with_max_wait_ms(FETCH_WAIT_MS)
+        .with_min_bytes(1)
+        .with_max_bytes(FETCH_MAX_BYTES)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(t, ps)| {
+                    FetchTopic::default()
+                        .with_topic(topic_name(&t))
+                        .with_partitions(ps)
+                })
+                .collect(),
+        );
+    let resp: FetchResponse = conn
+        .call(ApiKey::Fetch, FETCH_V, &req, CALL_TIMEOUT)
+        .await?;
+    let mut backoff = false;
+    for t in resp.responses {
+        for pr in t.partitions {
+            let Some((p, epoch)) = asked
+                .iter()
+                .find(|(p, _)| *p.topic == *t.topic.as_str() && p.index == pr.partition_index)
+            else {
+                continue;
+            };
+            // The image may have moved on while the fetch was out.
+            if !still_following(p, leader, *epoch) || p.truncate_is_pending() {
+                continue;
+            }
+            if pr.error_code != 0 {
+                tracing::debug!(topic = %p.topic, partition = p.index, code = pr.error_code, "replica fetch refused");
+                backoff = true;
+                continue;
+            }
+            let Some(records) = pr.records.filter(|r| !r.is_empty()) else {
+                p.note_leader_hw(pr.high_watermark);
+                continue;
+            };
+            if let Err(e) = p.append_replicated(vec![records], pr.high_watermark).await {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "follower append failed");
+                backoff = true;
+            }
+        }
+    }
+    if backoff {
+        tokio::time::sleep(BACKOFF).await;
+    }
+    Ok(())
+}
+
+fn topic_name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+/// A leader proposes a grown or shrunk ISR (Kafka's AlterPartition).
+pub fn propose_isr(state: &ShardState, p: &Rc<Partition>, leader_epoch: i32, isr: Vec<i32>) {
+    let Some(cluster) = state.ctx.cluster.get().cloned() else {
+        return;
+    };
+    let p = p.clone();
+    tokio::task::spawn_local(async move {
+        let cmd = Command::AlterIsr {
+            topic: p.topic.to_string(),
+            partition: p.index,
+            leader: cluster.node_id,
+            leader_epoch,
+            isr: isr.clone(),
+        };
+        match cluster.propose(cmd).await {
+            Ok(Outcome::Done) => {
+                tracing::info!(topic = %p.topic, partition = p.index, ?isr, "ISR changed");
+            }
+            other => {
+                tracing::debug!(topic = %p.topic, partition = p.index, ?other, "ISR change not made");
+                p.isr_change_failed();
+            }
+        }
+    });
+}

@@ -1,0 +1,453 @@
+//! A replicated partition's part in Kafka's ISR model (docs/design.md "Partition
+//! replication"): its role as the metadata image sets it, the followers' progress on the
+//! leader (the high watermark is the minimum over the ISR), the follower's appends at the
+//! leader's offsets and epochs, and truncation to the leader's epoch boundary.
+//!
+//! A partition of a single node, or of replication factor 1, has the role `Single` and
+//! none of this changes what it does: its high watermark is its written end, as before.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use storage::batch::BatchHeader;
+use storage::{Durability, StorageError};
+use tokio::sync::watch;
+
+use super::{txn, FetchOutcome, Partition, PartitionError};
+
+#[cfg(test)]
+#[path = "replica_tests.rs"]
+mod tests;
+
+/// An ISR change for the image: (the leader epoch it is made at, the new ISR).
+pub type IsrChange = (i32, Vec<i32>);
+
+/// What this node is for the partition, as its metadata image says.
+#[derive(Debug, Clone, Default)]
+pub enum Role {
+    /// Not replicated (single node, or one replica).
+    #[default]
+    Single,
+    Leader {
+        me: i32,
+        epoch: i32,
+        isr: Vec<i32>,
+        replicas: Vec<i32>,
+        /// False while this node has lost the metadata quorum: no acks=all then.
+        quorum: Arc<AtomicBool>,
+    },
+    Follower {
+        leader: i32,
+        epoch: i32,
+    },
+}
+
+/// A follower as its leader sees it (Kafka's `Replica` state).
+#[derive(Debug, Clone, Copy)]
+struct Progress {
+    /// The last fetch offset: the follower's durable log end.
+    offset: i64,
+    /// When the follower last had everything the leader had (Kafka's
+    /// `lastCaughtUpTimeMs`: a fetch at or past the log end of its previous fetch proves it
+    /// was caught up at the time of that previous fetch).
+    caught_up: Instant,
+    /// The previous fetch: when, and the leader's written end then.
+    last_fetch: Instant,
+    end_at_last_fetch: i64,
+}
+
+/// The replication state a `Partition` carries.
+pub struct Replica {
+    role: RefCell<Role>,
+    /// On the leader: each follower's progress.
+    followers: RefCell<BTreeMap<i32, Progress>>,
+    /// The written end, for followers' long polls (sent only while replicated).
+    log_end: watch::Sender<i64>,
+    /// A follower at a new epoch truncates to the leader's boundary before it fetches.
+    truncate_pending: Cell<bool>,
+    /// The ISR this leader proposed last, until the image shows it (one change in flight).
+    isr_pending: RefCell<Option<Vec<i32>>>,
+    /// On a follower: the leader's high watermark as last fetched.
+    leader_hw: Cell<i64>,
+}
+
+impl Replica {
+    pub fn new(log_end: i64) -> Replica {
+        Replica {
+            role: RefCell::new(Role::Single),
+            followers: RefCell::new(BTreeMap::new()),
+            log_end: watch::channel(log_end).0,
+            truncate_pending: Cell::new(false),
+            isr_pending: RefCell::new(None),
+            // What this replica had when opened, until a leader tells it more.
+            leader_hw: Cell::new(log_end),
+        }
+    }
+}
+
+impl Partition {
+    pub fn role(&self) -> Role {
+        self.replica.role.borrow().clone()
+    }
+
+    /// Takes the role the image gives this node. A new leader epoch starts at the log end
+    /// (and forgets the followers' progress); a new follower epoch asks for truncation.
+    pub fn set_role(&self, role: Role) -> Result<(), StorageError> {
+        let old = self.replica.role.replace(role.clone());
+        match (&old, &role) {
+            (Role::Leader { epoch: a, .. }, Role::Leader { epoch: b, isr, .. }) if a == b => {
+                // The image shows the change this leader proposed: another may follow.
+                self.replica.isr_pending.borrow_mut().take_if(|p| p == isr);
+            }
+            (_, Role::Leader { epoch, isr, .. }) => {
+                self.log.assign_leader_epoch(*epoch)?;
+                // A new leader gives its ISR a full lag time from now (Kafka resets the
+                // followers' state on becoming leader).
+                let now = Instant::now();
+                let mut followers = self.replica.followers.borrow_mut();
+                followers.clear();
+                for r in isr {
+                    followers.insert(
+                        *r,
+                        Progress {
+                            offset: i64::MIN,
+                            caught_up: now,
+                            last_fetch: now,
+                            end_at_last_fetch: i64::MAX,
+                        },
+                    );
+                }
+                drop(followers);
+                self.replica.isr_pending.replace(None);
+            }
+            (Role::Follower { epoch: a, .. }, Role::Follower { epoch: b, .. }) if a == b => {}
+            (_, Role::Follower { .. }) => self.replica.truncate_pending.set(true),
+            _ => {}
+        }
+        self.publish_offsets();
+        Ok(())
+    }
+
+    /// The epoch a leader writes into its batches (0 when not replicated, as before).
+    pub(super) fn append_epoch(&self) -> i32 {
+        match &*self.replica.role.borrow() {
+            Role::Leader { epoch, .. } => *epoch,
+            _ => 0,
+        }
+    }
+
+    /// The high watermark `publish_offsets` sets: the written end when not replicated; on a
+    /// leader the minimum of its written end and its in-sync followers' fetch offsets, never
+    /// moving back; on a follower the leader's, bounded by what it has.
+    pub(super) fn replicated_hw(&self) -> i64 {
+        let written = self.log.written_end_offset();
+        match &*self.replica.role.borrow() {
+            Role::Single => written,
+            Role::Leader { me, isr, .. } => {
+                self.replica.log_end.send_if_modified(|v| {
+                    let changed = *v != written;
+                    *v = written;
+                    changed
+                });
+                let followers = self.replica.followers.borrow();
+                let caught_up = isr
+                    .iter()
+                    .filter(|r| *r != me)
+                    .map(|r| followers.get(r).map_or(i64::MIN, |f| f.offset))
+                    .fold(written, i64::min);
+                caught_up.max(self.high_watermark()).min(written)
+            }
+            Role::Follower { .. } => self.replica.leader_hw.get().min(written),
+        }
+    }
+
+    /// The end OffsetForLeaderEpoch reports for the latest epoch: the log end on a
+    /// replicated leader (followers truncate to it), the high watermark otherwise.
+    pub(super) fn epoch_end(&self) -> i64 {
+        match &*self.replica.role.borrow() {
+            Role::Leader { .. } => self.log.written_end_offset(),
+            _ => self.high_watermark(),
+        }
+    }
+
+    /// A receiver of the written end (followers' long polls on the leader).
+    pub fn watch_log_end(&self) -> watch::Receiver<i64> {
+        self.replica.log_end.subscribe()
+    }
+
+    /// Whether acks=all may be taken now: |ISR| ≥ `min.insync.replicas` and, replicated,
+    /// the node is in the metadata quorum. `Err` names the ISR size for the message.
+    pub fn check_min_isr(&self, min_isr: i32) -> Result<(), usize> {
+        match &*self.replica.role.borrow() {
+            Role::Leader { isr, quorum, .. } => {
+                if !quorum.load(Ordering::Relaxed) {
+                    Err(1)
+                } else if (isr.len() as i32) < min_isr {
+                    Err(isr.len())
+                } else {
+                    Ok(())
+                }
+            }
+            _ if min_isr > 1 => Err(1),
+            _ => Ok(()),
+        }
+    }
+
+    /// acks=all on a replicated leader: waits until the high watermark reaches `end` (every
+    /// ISR member has the batch fsynced). Fails when the ISR shrinks below `min_isr` or the
+    /// node loses the quorum (NOT_ENOUGH_REPLICAS_AFTER_APPEND), leadership moves
+    /// (NOT_LEADER_OR_FOLLOWER) or `timeout` passes (REQUEST_TIMED_OUT).
+    pub async fn wait_replicated(
+        &self,
+        end: i64,
+        min_isr: i32,
+        timeout: Duration,
+    ) -> Result<(), PartitionError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut rx = self.high_watermark.subscribe();
+        loop {
+            match &*self.replica.role.borrow() {
+                Role::Single => return Ok(()),
+                Role::Follower { .. } => return Err(PartitionError::NotLeader),
+                Role::Leader { .. } => {}
+            }
+            if *rx.borrow_and_update() >= end {
+                return Ok(());
+            }
+            if self.check_min_isr(min_isr).is_err() {
+                return Err(PartitionError::NotEnoughReplicasAfterAppend);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(PartitionError::ReplicationTimeout);
+            }
+            // Role changes do not always move the watermark: look again now and then.
+            let tick = tokio::time::sleep(Duration::from_millis(100));
+            tokio::select! {
+                _ = rx.changed() => {}
+                _ = tick => {}
+            }
+        }
+    }
+
+    /// A follower's fetch on the leader: records `offset` as the follower's durable end,
+    /// moves the high watermark, and reads up to the written end. Also returns the ISR to
+    /// propose when the follower has caught up while out of it (Kafka's `maybeExpandIsr`:
+    /// at the high watermark and past the start of the current epoch).
+    pub fn replica_read(
+        &self,
+        follower: i32,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<(FetchOutcome, Option<IsrChange>), StorageError> {
+        let mut expand = None;
+        if let Role::Leader {
+            epoch,
+            isr,
+            replicas,
+            ..
+        } = &*self.replica.role.borrow()
+        {
+            if replicas.contains(&follower) {
+                let now = Instant::now();
+                let written = self.log.written_end_offset();
+                let mut followers = self.replica.followers.borrow_mut();
+                let f = followers.entry(follower).or_insert(Progress {
+                    offset,
+                    caught_up: now,
+                    last_fetch: now,
+                    end_at_last_fetch: i64::MAX,
+                });
+                if offset >= written {
+                    f.caught_up = now;
+                } else if offset >= f.end_at_last_fetch {
+                    f.caught_up = f.caught_up.max(f.last_fetch);
+                }
+                f.offset = offset;
+                f.last_fetch = now;
+                f.end_at_last_fetch = written;
+                drop(followers);
+                let epoch_start = self.log.leader_epochs().last().map_or(0, |e| e.1);
+                let caught_up = offset >= self.high_watermark().max(epoch_start);
+                if !isr.contains(&follower)
+                    && caught_up
+                    && self.replica.isr_pending.borrow().is_none()
+                {
+                    let mut grown = isr.clone();
+                    grown.push(follower);
+                    grown.sort_unstable();
+                    self.replica.isr_pending.replace(Some(grown.clone()));
+                    expand = Some((*epoch, grown));
+                }
+            }
+        }
+        self.publish_offsets();
+        let written = self.log.written_end_offset();
+        let data = self.log.read(offset, max_bytes, written)?;
+        let outcome = FetchOutcome {
+            data,
+            high_watermark: self.high_watermark(),
+            last_stable_offset: self.last_stable_offset(),
+            log_start_offset: self.log.log_start_offset(),
+            aborted: None,
+            expired: 0,
+        };
+        Ok((outcome, expand))
+    }
+
+    /// On a leader: the ISR without the followers not caught up within `lag_max` (Kafka's
+    /// `replica.lag.time.max.ms`, `maybeShrinkIsr`), with the epoch, when that is smaller
+    /// and no other change is in flight. Marks the change as in flight.
+    pub fn isr_to_shrink(&self, lag_max: Duration) -> Option<IsrChange> {
+        let Role::Leader { me, epoch, isr, .. } = &*self.replica.role.borrow() else {
+            return None;
+        };
+        if self.replica.isr_pending.borrow().is_some() {
+            return None;
+        }
+        let followers = self.replica.followers.borrow();
+        let kept: Vec<i32> = isr
+            .iter()
+            .copied()
+            .filter(|r| {
+                r == me
+                    || followers
+                        .get(r)
+                        .is_some_and(|f| f.caught_up.elapsed() < lag_max)
+            })
+            .collect();
+        if kept.len() == isr.len() {
+            return None;
+        }
+        self.replica.isr_pending.replace(Some(kept.clone()));
+        Some((*epoch, kept))
+    }
+
+    /// The ISR change proposed by `replica_read` failed: allow another.
+    pub fn isr_change_failed(&self) {
+        self.replica.isr_pending.replace(None);
+    }
+
+    /// Whether this follower must truncate before it fetches (and clears the flag).
+    pub fn take_truncate_pending(&self) -> bool {
+        self.replica.truncate_pending.replace(false)
+    }
+
+    /// Asks for the truncation again (the last attempt failed).
+    pub fn set_truncate_pending(&self) {
+        self.replica.truncate_pending.set(true);
+    }
+
+    pub fn truncate_is_pending(&self) -> bool {
+        self.replica.truncate_pending.get()
+    }
+
+    /// A follower's fetch came back without records: the leader's high watermark may have
+    /// moved all the same.
+    pub fn note_leader_hw(&self, leader_hw: i64) {
+        if self.replica.leader_hw.replace(leader_hw) != leader_hw {
+            self.publish_offsets();
+        }
+    }
+
+    /// The latest leader epoch in this replica's log, if any.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.log.leader_epochs().last().map(|e| e.0)
+    }
+
+    /// A follower appends what it fetched: the leader's batches at their offsets with their
+    /// epochs, fsynced, then replayed into producer and transaction state (so this replica,
+    /// once leader, answers a retried batch as a duplicate). `leader_hw` is the leader's
+    /// high watermark from the same response.
+    pub async fn append_replicated(
+        self: &Rc<Self>,
+        chunks: Vec<Bytes>,
+        leader_hw: i64,
+    ) -> Result<(), PartitionError> {
+        let mut headers: Vec<BatchHeader> = Vec::new();
+        for chunk in chunks {
+            // Runs of batches of one epoch: the log stamps one epoch per append.
+            let mut at = 0;
+            let mut run_start = 0;
+            let mut run_epoch = None;
+            while at < chunk.len() {
+                let h = storage::batch::validate_stored(&chunk[at..])
+                    .map_err(PartitionError::Corrupt)?;
+                if h.base_offset < self.log.log_end_offset() && run_epoch.is_none() {
+                    // Already here (a retried fetch): skip it.
+                    at += h.total_size();
+                    run_start = at;
+                    continue;
+                }
+                if run_epoch.is_some_and(|e| e != h.partition_leader_epoch) {
+                    let run = chunk.slice(run_start..at);
+                    self.append_run(run, run_epoch.expect("checked")).await?;
+                    run_start = at;
+                }
+                run_epoch = Some(h.partition_leader_epoch);
+                at += h.total_size();
+                headers.push(h);
+            }
+            if let Some(epoch) = run_epoch {
+                self.append_run(chunk.slice(run_start..at), epoch).await?;
+            }
+        }
+        {
+            let mut producers = self.producers.borrow_mut();
+            let mut txns = self.txns.borrow_mut();
+            for h in &headers {
+                if h.producer_id >= 0 && !h.is_control() {
+                    producers.record(
+                        h.producer_id,
+                        h.producer_epoch,
+                        super::batch_meta(h, h.base_offset),
+                    );
+                }
+                txn::replay(&self.log, &mut producers, &mut txns, h)?;
+            }
+        }
+        if !headers.is_empty() {
+            // Rebuilt from the log when next needed.
+            self.dedup.borrow_mut().take();
+            self.key_index.borrow_mut().take();
+            self.snapshot_if_rolled();
+        }
+        self.replica.leader_hw.set(leader_hw);
+        self.publish_offsets();
+        Ok(())
+    }
+
+    async fn append_run(&self, run: Bytes, epoch: i32) -> Result<(), PartitionError> {
+        self.log
+            .append_at_offsets(run, Durability::Fsync, epoch)
+            .await?;
+        Ok(())
+    }
+
+    /// Truncates this replica to `offset` (the leader's end of this replica's latest epoch):
+    /// the log, and what was derived from the batches cut off.
+    pub async fn truncate_replica(&self, offset: i64) -> Result<(), StorageError> {
+        self.log.flush().await?;
+        if offset >= self.log.log_end_offset() {
+            return Ok(());
+        }
+        tracing::info!(topic = %self.topic, partition = self.index, offset, log_end = self.log.log_end_offset(), "truncating to the leader's epoch boundary");
+        self.log.truncate_to(offset)?;
+        self.producers.borrow_mut().truncate_from(offset);
+        self.txns.borrow_mut().truncate_from(offset);
+        self.dedup.borrow_mut().take();
+        self.key_index.borrow_mut().take();
+        self.expiry.borrow_mut().truncate_from(offset);
+        let end = self.log.written_end_offset();
+        self.high_watermark.send_modify(|v| *v = (*v).min(end));
+        self.replica
+            .leader_hw
+            .set(self.replica.leader_hw.get().min(end));
+        self.publish_offsets();
+        Ok(())
+    }
+}

@@ -1,0 +1,193 @@
+//! The ISR arithmetic of `replica` on a real log: the leader's high watermark is the
+//! minimum over the ISR and never moves back, a caught-up follower is proposed for the
+//! ISR, acks=all waits for the ISR and fails without the quorum, and a follower appends at
+//! the leader's offsets and epochs and truncates to an epoch boundary.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use storage::batch::BatchHeader;
+use storage::{IoBackend, IoBackendKind, LogConfig, PartitionLog};
+
+use super::Role;
+use crate::config::dynamic::BrokerView;
+use crate::config::effective::TopicSettings;
+use crate::partition::{Partition, PartitionError};
+use crate::test_support::TestBatch;
+
+fn run<F: std::future::Future>(f: F) -> F::Output {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    tokio::task::LocalSet::new().block_on(&rt, f)
+}
+
+fn partition(dir: &std::path::Path) -> Rc<Partition> {
+    let io = IoBackend::new(IoBackendKind::from_env()).unwrap();
+    let log = PartitionLog::open(dir, "t", 0, LogConfig::default(), io, 0).unwrap();
+    let view = BrokerView::from_static(Default::default(), BTreeMap::new());
+    let settings = Arc::new(TopicSettings::resolve(&BTreeMap::new(), &view));
+    Rc::new(Partition::new("t".into(), 0, log, settings, 0).unwrap())
+}
+
+fn leader(isr: &[i32], quorum: &Arc<AtomicBool>) -> Role {
+    Role::Leader {
+        me: 1,
+        epoch: 3,
+        isr: isr.to_vec(),
+        replicas: vec![1, 2, 3],
+        quorum: quorum.clone(),
+    }
+}
+
+async fn append(p: &Rc<Partition>, n: usize, acks: i16) -> Result<i64, PartitionError> {
+    let bytes = TestBatch::new(n).encode();
+    let header = BatchHeader::parse(&bytes).unwrap();
+    Ok(p.append(header, bytes, acks, crate::now_ms())?
+        .await?
+        .base_offset)
+}
+
+#[test]
+fn given_leader_with_isr_when_followers_fetch_then_hw_is_min_over_isr_and_never_back() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        append(&p, 5, 1).await.unwrap();
+        assert_eq!(p.high_watermark(), 0, "follower 2 has nothing yet");
+        // Follower 3 is out of the ISR; at the HW it counts as caught up (Kafka's
+        // maybeExpandIsr) and is proposed once, until the image answers.
+        let (o, expand) = p.replica_read(3, 0, 1 << 20).unwrap();
+        assert_eq!(o.high_watermark, 0);
+        assert!(!o.data.chunks.is_empty(), "followers read past the HW");
+        assert_eq!(expand, Some((3, vec![1, 2, 3])));
+        let (o, _) = p.replica_read(2, 5, 1 << 20).unwrap();
+        assert_eq!(o.high_watermark, 5);
+        // A stale fetch offset does not move the HW back.
+        p.replica_read(2, 2, 1 << 20).unwrap();
+        assert_eq!(p.high_watermark(), 5);
+        let read = p.read(0, 1 << 20, false).unwrap();
+        let first = BatchHeader::parse(&read.data.chunks[0]).unwrap();
+        assert_eq!(
+            first.partition_leader_epoch, 3,
+            "the leader's epoch in the batch"
+        );
+        // Out of the ISR, follower 3 does not hold the HW; one proposal is in flight.
+        assert_eq!(p.replica_read(3, 5, 1 << 20).unwrap().1, None);
+        p.set_role(leader(&[1, 2, 3], &quorum)).unwrap();
+        append(&p, 1, 1).await.unwrap();
+        p.replica_read(2, 6, 1 << 20).unwrap();
+        assert_eq!(p.high_watermark(), 5, "3 is in the ISR now and still at 5");
+        p.replica_read(3, 6, 1 << 20).unwrap();
+        assert_eq!(p.high_watermark(), 6);
+    });
+}
+
+#[test]
+fn given_leader_when_acks_all_then_waits_for_isr_and_fails_without_quorum() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        append(&p, 2, -1).await.unwrap();
+        let timeout = p.wait_replicated(2, 1, Duration::from_millis(200)).await;
+        assert!(
+            matches!(timeout, Err(PartitionError::ReplicationTimeout)),
+            "{timeout:?}"
+        );
+        let waiter = {
+            let p = p.clone();
+            tokio::task::spawn_local(async move {
+                p.wait_replicated(2, 2, Duration::from_secs(10)).await
+            })
+        };
+        tokio::task::yield_now().await;
+        p.replica_read(2, 2, 1 << 20).unwrap();
+        assert!(waiter.await.unwrap().is_ok());
+        assert_eq!(p.check_min_isr(2), Ok(()));
+        assert_eq!(p.check_min_isr(3), Err(2));
+        quorum.store(false, Ordering::Relaxed);
+        assert_eq!(p.check_min_isr(1), Err(1), "no acks=all without the quorum");
+        append(&p, 1, -1).await.unwrap();
+        let lost = p.wait_replicated(3, 1, Duration::from_secs(10)).await;
+        assert!(
+            matches!(lost, Err(PartitionError::NotEnoughReplicasAfterAppend)),
+            "{lost:?}"
+        );
+    });
+}
+
+#[test]
+fn given_follower_when_appending_fetched_batches_then_leader_offsets_epochs_and_truncation() {
+    let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    run(async {
+        let l = partition(ld.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        l.set_role(leader(&[1, 2], &quorum)).unwrap();
+        append(&l, 3, 1).await.unwrap();
+        append(&l, 2, 1).await.unwrap();
+        let f = partition(fd.path());
+        f.set_role(Role::Follower {
+            leader: 1,
+            epoch: 3,
+        })
+        .unwrap();
+        assert!(
+            f.take_truncate_pending(),
+            "a new follower epoch asks for truncation"
+        );
+        let (fetched, _) = l.replica_read(2, 0, 1 << 20).unwrap();
+        f.append_replicated(fetched.data.chunks.clone(), fetched.high_watermark)
+            .await
+            .unwrap();
+        assert_eq!(f.log.log_end_offset(), 5);
+        assert_eq!(f.latest_epoch(), Some(3));
+        assert_eq!(f.high_watermark(), 0, "the leader's HW was 0 at that fetch");
+        let (again, _) = l.replica_read(2, 5, 1 << 20).unwrap();
+        f.note_leader_hw(again.high_watermark);
+        assert_eq!(f.high_watermark(), 5);
+        let theirs = l.read(0, 1 << 20, false).unwrap();
+        let flat = |c: &[bytes::Bytes]| c.iter().flat_map(|b| b.to_vec()).collect::<Vec<u8>>();
+        let mine = f.read(0, 1 << 20, false).unwrap();
+        assert_eq!(
+            flat(&mine.data.chunks),
+            flat(&theirs.data.chunks),
+            "byte-identical"
+        );
+        // A batch past the boundary goes on truncation, with the HW.
+        f.truncate_replica(3).await.unwrap();
+        assert_eq!(f.log.log_end_offset(), 3);
+        assert_eq!(f.high_watermark(), 3);
+        // The leader's epoch boundary for epoch 3 is its log end.
+        assert_eq!(l.end_offset_for_epoch(3), (3, 5));
+    });
+}
+
+#[test]
+fn given_leader_when_follower_lags_past_lag_max_then_shrink_proposed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        p.set_role(leader(&[1, 2, 3], &quorum)).unwrap();
+        append(&p, 2, 1).await.unwrap();
+        p.replica_read(2, 2, 1 << 20).unwrap();
+        assert_eq!(p.isr_to_shrink(Duration::from_secs(3600)), None);
+        // Every follower lags by more than nothing: both go, the leader stays.
+        assert_eq!(p.isr_to_shrink(Duration::ZERO), Some((3, vec![1])));
+        assert_eq!(
+            p.isr_to_shrink(Duration::ZERO),
+            None,
+            "one change in flight"
+        );
+        p.isr_change_failed();
+        assert_eq!(p.isr_to_shrink(Duration::ZERO), Some((3, vec![1])));
+    });
+}
