@@ -147,10 +147,7 @@ pub type Header<'a> = (&'a [u8], &'a [u8]);
 pub type HeaderedRecord<'a> = (&'a [u8], Option<&'a [u8]>, &'a [Header<'a>]);
 
 /// [`keyed_batch`] with headers on each record.
-pub fn keyed_batch_with_headers(
-    base_ts: i64,
-    records: &[HeaderedRecord<'_>],
-) -> BytesMut {
+pub fn keyed_batch_with_headers(base_ts: i64, records: &[HeaderedRecord<'_>]) -> BytesMut {
     let mut body_all = Vec::new();
     for (i, (k, v, headers)) in records.iter().enumerate() {
         let mut body = vec![0u8];
