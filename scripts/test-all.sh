@@ -200,24 +200,58 @@ compat_status() {
 
 # ---------------------------------------------------------------- clients
 
-clients() {
+# The client suites' pinned dependencies (network) and builds (CPU: Maven, Go test
+# binaries, librdkafka for the rdkafka crate): clients_build runs in the background from the
+# connectors phase on, whose tests and the compat suite's mostly wait on servers, so the
+# clients phase finds them done. Its output is printed when the clients phase starts.
+clients_deps() {
     command -v go >/dev/null || { echo "go not found: install Go >= 1.24 (go.dev/dl)" >&2; return 1; }
-    if [[ "${STROM_SKIP_SETUP:-}" != 1 ]]; then
-        (cd compat-tests/go && timeout 600 go mod download)
-        # npm ci only when package-lock.json changed since the last install.
-        local want have=""
-        want="$(sha256sum compat-tests/node/package-lock.json | cut -d' ' -f1)"
-        [[ -f compat-tests/node/node_modules/.lock.sha256 ]] && have="$(cat compat-tests/node/node_modules/.lock.sha256)"
-        if [[ "$want" != "$have" ]]; then
-            (cd compat-tests/node && timeout 600 npm ci --no-audit --no-fund)
-            echo "$want" >compat-tests/node/node_modules/.lock.sha256
-        fi
-        (cd compat-tests/java && timeout 900 mvn -q -B dependency:go-offline >/dev/null)
+    [[ "${STROM_SKIP_SETUP:-}" == 1 ]] && return 0
+    (cd compat-tests/go && timeout 600 go mod download)
+    # npm ci only when package-lock.json changed since the last install.
+    local want have=""
+    want="$(sha256sum compat-tests/node/package-lock.json | cut -d' ' -f1)"
+    [[ -f compat-tests/node/node_modules/.lock.sha256 ]] && have="$(cat compat-tests/node/node_modules/.lock.sha256)"
+    if [[ "$want" != "$have" ]]; then
+        (cd compat-tests/node && timeout 600 npm ci --no-audit --no-fund)
+        echo "$want" >compat-tests/node/node_modules/.lock.sha256
+    fi
+    (cd compat-tests/java && timeout 900 mvn -q -B dependency:go-offline >/dev/null)
+}
+
+clients_build() {
+    clients_deps && STROM_COMPAT_CLIENTS_BUILD_ONLY=1 timeout 2400 bash compat-tests/run-clients.sh
+}
+
+clients_build_start() {
+    [[ "${STROM_COMPAT_CLIENTS:-}" == none ]] && return 0
+    clients_log="$(mktemp -t strom-clients-build.XXXXXX)"
+    local start=$SECONDS
+    (clients_build >"$clients_log" 2>&1; rc=$?; echo "(background client builds: exit $rc after $((SECONDS - start))s)" >>"$clients_log"; exit $rc) &
+    clients_pid=$!
+}
+
+clients() {
+    local rc=0
+    if [[ -n "${clients_pid:-}" ]]; then
+        wait "$clients_pid" || rc=$?
+        printf '==> the client builds run in the background since the connectors phase:\n'
+        cat "$clients_log"
+        rm -f "$clients_log"
+        clients_pid=""
+        # A failed background build is built again below, where its error shows in place.
+        [[ $rc -eq 0 ]] || echo "(background client builds failed (exit $rc): building again)"
+        [[ $rc -eq 0 ]] || clients_deps
+    else
+        clients_deps
     fi
     timeout --kill-after=30 2400 bash compat-tests/run-clients.sh
 }
 
 # ---------------------------------------------------------------- run
+
+# A phase that fails stops the script; a background build still running goes with it.
+trap '[[ -n "${clients_pid:-}" ]] && kill "$clients_pid" 2>/dev/null; true' EXIT
 
 if [[ "${STROM_SKIP_SETUP:-}" != 1 ]]; then
     phase setup setup
@@ -235,8 +269,10 @@ fi
 # machine). --workspace, not -p: the same feature set as the `test` phase, so nothing rebuilds.
 # The Weaviate build: ~8 minutes the first time on 2 cores (Go's module and build caches then
 # make a fresh clone's rebuild mostly a link), nothing when the binary is cached.
+[[ "${STROM_SKIP_CARGO:-}" == 1 ]] || phase weaviate bash scripts/build-weaviate.sh
+# After the Weaviate build (CPU-bound as they are), beside the connectors phase (waits).
+clients_build_start
 if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
-    phase weaviate bash scripts/build-weaviate.sh
     phase connectors env STROM_CONNECTOR_E2E=1 timeout --kill-after=30 2400 \
         cargo test -j"$jobs" --workspace --test e2e --test e2e_weaviate --test e2e_mapping --test e2e_registry -- --test-threads=1
 fi
