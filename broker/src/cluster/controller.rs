@@ -7,59 +7,16 @@
 //! (just restarted, its image may still name it leader of partitions that moved on): it is
 //! in the quorum again once it has applied what the leader had applied a heartbeat ago.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use super::image::{Command, MetadataImage};
+pub use super::liveness::{Liveness, SESSION_TIMEOUT};
 use super::network::{PeerClient, PeerRequest, PeerResponse};
-use super::{NodeId, Raft};
+use super::types::{NodeId, Raft};
 
-/// Kafka's `broker.session.timeout.ms` is 9 s; a few seconds keep failover short.
-pub const SESSION_TIMEOUT: Duration = Duration::from_secs(3);
 const HEARTBEAT: Duration = Duration::from_millis(500);
-
-/// When the Raft leader last heard from each broker.
-#[derive(Default)]
-pub struct Liveness {
-    seen: Mutex<HashMap<i32, Instant>>,
-    /// This node leads and a quorum confirmed it at the last heartbeat round.
-    confirmed: AtomicBool,
-}
-
-impl Liveness {
-    pub fn saw(&self, id: i32) {
-        self.seen
-            .lock()
-            .expect("liveness")
-            .insert(id, Instant::now());
-    }
-
-    fn alive(&self, id: i32) -> bool {
-        self.seen
-            .lock()
-            .expect("liveness")
-            .get(&id)
-            .is_some_and(|t| t.elapsed() < SESSION_TIMEOUT)
-    }
-
-    /// A new Raft leader has heard from nobody yet: everyone gets a full session from now.
-    fn grant_all(&self, ids: impl Iterator<Item = i32>) {
-        let now = Instant::now();
-        let mut seen = self.seen.lock().expect("liveness");
-        for id in ids {
-            seen.insert(id, now);
-        }
-    }
-}
-
-impl Liveness {
-    /// Whether this node (`me`) leads with a quorum that confirmed it at the last round.
-    pub fn leads_with_quorum(&self, raft: &Raft, me: NodeId) -> bool {
-        raft.metrics().borrow().current_leader == Some(me) && self.confirmed.load(Ordering::Relaxed)
-    }
-}
 
 /// Asks a quorum to confirm this node's leadership (openraft sends a heartbeat round); an
 /// isolated leader times out. (openraft's `millis_since_quorum_ack` metric is a snapshot

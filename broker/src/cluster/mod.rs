@@ -14,160 +14,30 @@
 //! (NOT_LEADER_OR_FOLLOWER). Without voters nothing here starts.
 
 pub mod controller;
+pub mod handle;
 pub mod image;
 mod kafka_conn;
+mod liveness;
 mod materialize;
 pub mod network;
 pub mod replicas;
 pub mod store;
+pub mod types;
 pub mod voters;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Cursor;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
-use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, Config, SnapshotPolicy};
 use tokio::sync::watch;
 
 use crate::shard::BrokerContext;
-use image::{BrokerRecord, Command, MetadataImage, Outcome};
-use network::{PeerClient, PeerRequest, PeerResponse};
-
-pub type NodeId = u64;
-
-openraft::declare_raft_types!(
-    pub TypeConfig:
-        D = Command,
-        R = Outcome,
-        NodeId = NodeId,
-        Node = BasicNode,
-);
-
-pub type Raft = openraft::Raft<TypeConfig>;
-
-/// How long a proposal may wait for a leader and for its own node to apply it.
-const PROPOSE_TIMEOUT: Duration = Duration::from_secs(15);
-
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    #[error(transparent)]
-    Voters(#[from] voters::VotersError),
-    #[error("cannot bind the raft port {addr}: {source}")]
-    Bind {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot open the metadata log in {dir}: {source}")]
-    Store {
-        dir: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the data dir has topics of a single node and no metadata log; joining a cluster would drop them (migration into the cluster is not implemented yet): start clustered nodes on empty data dirs")]
-    SingleNodeDataDir,
-    #[error("raft: {0}")]
-    Raft(String),
-    #[error("no metadata quorum within {PROPOSE_TIMEOUT:?}: {0}")]
-    NoQuorum(String),
-}
-
-/// This node's part in the cluster; `BrokerContext::cluster` holds it when clustered.
-pub struct ClusterHandle {
-    pub node_id: i32,
-    raft: Raft,
-    image: Arc<RwLock<Arc<MetadataImage>>>,
-    materialized: watch::Receiver<u64>,
-    /// False while this node is cut off from the metadata quorum (`controller`).
-    pub quorum: Arc<AtomicBool>,
-    runtime: tokio::runtime::Handle,
-    stop: watch::Sender<bool>,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl ClusterHandle {
-    /// The metadata image as last applied on this node.
-    pub fn image(&self) -> Arc<MetadataImage> {
-        self.image.read().expect("image lock").clone()
-    }
-
-    /// Changes whenever this node has carried out another metadata entry.
-    pub fn watch_materialized(&self) -> watch::Receiver<u64> {
-        self.materialized.clone()
-    }
-
-    /// Whether this node is in contact with the metadata quorum.
-    pub fn in_quorum(&self) -> bool {
-        self.quorum.load(Ordering::Relaxed)
-    }
-
-    /// Kafka's controller: the Raft leader, if one is known.
-    pub fn controller(&self) -> Option<i32> {
-        let leader = self.raft.metrics().borrow().current_leader;
-        leader.map(|l| l as i32)
-    }
-
-    /// The leader of a partition, as the image places it.
-    pub fn leader_of(&self, topic: &str, partition: i32) -> Option<i32> {
-        self.image().partition(topic, partition).map(|p| p.leader)
-    }
-
-    /// Appends `cmd` through the Raft leader (forwarded when this node is a follower) and
-    /// waits until this node has carried it out, so the caller sees its effect locally.
-    pub async fn propose(&self, cmd: Command) -> Result<Outcome, ClusterError> {
-        let raft = self.raft.clone();
-        let (index, outcome) = self
-            .runtime
-            .spawn(write_through_leader(raft, cmd))
-            .await
-            .map_err(|e| ClusterError::Raft(e.to_string()))??;
-        let mut rx = self.materialized.clone();
-        tokio::time::timeout(PROPOSE_TIMEOUT, rx.wait_for(|m| *m >= index))
-            .await
-            .map_err(|_| ClusterError::NoQuorum(format!("entry {index} not applied here")))?
-            .map_err(|_| ClusterError::Raft("the cluster thread stopped".into()))?;
-        Ok(outcome)
-    }
-
-    /// Stops the Raft node and its thread (clean shutdown; before the shards stop).
-    pub fn stop(&self) {
-        let _ = self.stop.send(true);
-        if let Some(t) = self.thread.lock().expect("cluster thread").take() {
-            let _ = t.join();
-        }
-    }
-}
-
-async fn write_through_leader(raft: Raft, cmd: Command) -> Result<(u64, Outcome), ClusterError> {
-    let deadline = Instant::now() + PROPOSE_TIMEOUT;
-    let mut last = String::from("no leader elected");
-    loop {
-        match raft.client_write(cmd.clone()).await {
-            Ok(r) => return Ok((r.log_id.index, r.data)),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                if let Some(addr) = f.leader_node.and_then(|n| n.addr.parse().ok()) {
-                    let mut peer = PeerClient::new(addr);
-                    let req = PeerRequest::Forward(cmd.clone());
-                    match peer.call(&req, Duration::from_secs(5)).await {
-                        Ok(PeerResponse::Forward(Ok(done))) => return Ok(done),
-                        Ok(PeerResponse::Forward(Err(e))) => last = e,
-                        Ok(_) => last = "mismatched peer response".into(),
-                        Err(e) => last = e.to_string(),
-                    }
-                }
-            }
-            Err(e) => last = e.to_string(),
-        }
-        if Instant::now() >= deadline {
-            return Err(ClusterError::NoQuorum(last));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+use handle::write_through_leader;
+pub use handle::{ClusterError, ClusterHandle};
+use image::{BrokerRecord, Command};
+pub use types::{NodeId, Raft, TypeConfig};
 
 /// Starts the metadata quorum if `controller.quorum.voters` names any; `None` = single node.
 /// Called once the shards run (applying entries opens partitions on them). `advertised` is
@@ -201,7 +71,7 @@ pub fn start(
     let (stop_tx, stop_rx) = watch::channel(false);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let quorum = Arc::new(AtomicBool::new(false));
-    let liveness = Arc::new(controller::Liveness::default());
+    let liveness = Arc::new(liveness::Liveness::default());
     let quorum_flag = quorum.clone();
     let shared_image = image.clone();
     let registration = BrokerRecord {

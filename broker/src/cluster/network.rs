@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 use super::image::{Command, Outcome};
-use super::{NodeId, Raft, TypeConfig};
+use super::types::{NodeId, Raft, TypeConfig};
 
 /// Largest frame either side accepts: a snapshot chunk or a batch of entries is far smaller.
 const MAX_FRAME: usize = 16 * 1024 * 1024;
@@ -184,7 +184,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     raft: Raft,
-    liveness: std::sync::Arc<super::controller::Liveness>,
+    liveness: std::sync::Arc<super::liveness::Liveness>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -228,7 +228,7 @@ pub async fn serve(
 
 async fn answer(
     raft: &Raft,
-    liveness: &super::controller::Liveness,
+    liveness: &super::liveness::Liveness,
     req: PeerRequest,
 ) -> PeerResponse {
     match req {

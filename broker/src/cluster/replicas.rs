@@ -21,9 +21,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::image::{Command, MetadataImage, Outcome};
+use super::handle::ClusterHandle;
+use super::image::MetadataImage;
 use super::kafka_conn::KafkaConn;
-use super::ClusterHandle;
 use crate::partition::replica::Role;
 use crate::partition::Partition;
 use crate::shard::{frontend, home_shard, BrokerContext, ShardState};
@@ -130,7 +130,9 @@ fn assign_roles(
                     ?isr,
                     "shrinking the ISR: a follower lags"
                 );
-                propose_isr(state, p, epoch, isr);
+                if let Some(c) = state.ctx.cluster.get() {
+                    super::handle::propose_isr(c, p, epoch, isr);
+                }
             }
         }
     }
@@ -332,30 +334,4 @@ async fn fetch_once(
 
 fn topic_name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
-}
-
-/// A leader proposes a grown or shrunk ISR (Kafka's AlterPartition).
-pub fn propose_isr(state: &ShardState, p: &Rc<Partition>, leader_epoch: i32, isr: Vec<i32>) {
-    let Some(cluster) = state.ctx.cluster.get().cloned() else {
-        return;
-    };
-    let p = p.clone();
-    tokio::task::spawn_local(async move {
-        let cmd = Command::AlterIsr {
-            topic: p.topic.to_string(),
-            partition: p.index,
-            leader: cluster.node_id,
-            leader_epoch,
-            isr: isr.clone(),
-        };
-        match cluster.propose(cmd).await {
-            Ok(Outcome::Done) => {
-                tracing::info!(topic = %p.topic, partition = p.index, ?isr, "ISR changed");
-            }
-            other => {
-                tracing::debug!(topic = %p.topic, partition = p.index, ?other, "ISR change not made");
-                p.isr_change_failed();
-            }
-        }
-    });
 }

@@ -23,7 +23,7 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 
 use super::image::{Command, MetadataImage, Outcome, TopicRecord};
-use super::{NodeId, TypeConfig};
+use super::types::{NodeId, TypeConfig};
 
 /// A change the local catalog must follow, in log order.
 #[derive(Debug)]

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::cluster::handle::ClusterError;
 use crate::cluster::image::{Command, Outcome};
-use crate::cluster::ClusterError;
 use crate::config::topic::TopicConfigError;
 use crate::metadata::catalog::{validate_topic_name, CatalogError, TopicMeta};
 use crate::shard::{frontend, BrokerContext};

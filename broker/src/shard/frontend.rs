@@ -315,7 +315,9 @@ pub async fn fetch_many(
                     let outcome = match p.replica_read(follower, r.offset, r.max_bytes) {
                         Ok((o, expand)) => {
                             if let Some((epoch, isr)) = expand {
-                                crate::cluster::replicas::propose_isr(&state, &p, epoch, isr);
+                                if let Some(c) = state.ctx.cluster.get() {
+                                    crate::cluster::handle::propose_isr(c, &p, epoch, isr);
+                                }
                             }
                             Ok(o)
                         }

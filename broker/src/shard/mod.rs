@@ -65,7 +65,7 @@ pub struct BrokerContext {
     pub quotas: Arc<crate::quota::QuotaManager>,
     /// The metadata quorum when `controller.quorum.voters` is set (set once, after the
     /// shards start); empty on a single node.
-    pub cluster: std::sync::OnceLock<Arc<crate::cluster::ClusterHandle>>,
+    pub cluster: std::sync::OnceLock<Arc<crate::cluster::handle::ClusterHandle>>,
 }
 
 impl BrokerContext {

@@ -1,0 +1,171 @@
+//! This node's handle on the metadata quorum (`BrokerContext::cluster` holds it when
+//! clustered): the applied image, proposals through the Raft leader, and the quorum state.
+//! Below the shards, which hold it, and above nothing of theirs: starting the quorum and
+//! applying its entries to the shards is mod.rs's and materialize.rs's.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use openraft::error::{ClientWriteError, RaftError};
+use tokio::sync::watch;
+
+use super::image::{Command, MetadataImage, Outcome};
+use super::network::{PeerClient, PeerRequest, PeerResponse};
+use super::types::Raft;
+use super::voters;
+use crate::partition::Partition;
+
+/// How long a proposal may wait for a leader and for its own node to apply it.
+pub(super) const PROPOSE_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error(transparent)]
+    Voters(#[from] voters::VotersError),
+    #[error("cannot bind the raft port {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the metadata log in {dir}: {source}")]
+    Store {
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the data dir has topics of a single node and no metadata log; joining a cluster would drop them (migration into the cluster is not implemented yet): start clustered nodes on empty data dirs")]
+    SingleNodeDataDir,
+    #[error("raft: {0}")]
+    Raft(String),
+    #[error("no metadata quorum within {PROPOSE_TIMEOUT:?}: {0}")]
+    NoQuorum(String),
+}
+
+/// This node's part in the cluster; `BrokerContext::cluster` holds it when clustered.
+pub struct ClusterHandle {
+    pub node_id: i32,
+    pub(super) raft: Raft,
+    pub(super) image: Arc<RwLock<Arc<MetadataImage>>>,
+    pub(super) materialized: watch::Receiver<u64>,
+    /// False while this node is cut off from the metadata quorum (`controller`).
+    pub quorum: Arc<AtomicBool>,
+    pub(super) runtime: tokio::runtime::Handle,
+    pub(super) stop: watch::Sender<bool>,
+    pub(super) thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl ClusterHandle {
+    /// The metadata image as last applied on this node.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.read().expect("image lock").clone()
+    }
+
+    /// Changes whenever this node has carried out another metadata entry.
+    pub fn watch_materialized(&self) -> watch::Receiver<u64> {
+        self.materialized.clone()
+    }
+
+    /// Whether this node is in contact with the metadata quorum.
+    pub fn in_quorum(&self) -> bool {
+        self.quorum.load(Ordering::Relaxed)
+    }
+
+    /// Kafka's controller: the Raft leader, if one is known.
+    pub fn controller(&self) -> Option<i32> {
+        let leader = self.raft.metrics().borrow().current_leader;
+        leader.map(|l| l as i32)
+    }
+
+    /// The leader of a partition, as the image places it.
+    pub fn leader_of(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.image().partition(topic, partition).map(|p| p.leader)
+    }
+
+    /// Appends `cmd` through the Raft leader (forwarded when this node is a follower) and
+    /// waits until this node has carried it out, so the caller sees its effect locally.
+    pub async fn propose(&self, cmd: Command) -> Result<Outcome, ClusterError> {
+        let raft = self.raft.clone();
+        let (index, outcome) = self
+            .runtime
+            .spawn(write_through_leader(raft, cmd))
+            .await
+            .map_err(|e| ClusterError::Raft(e.to_string()))??;
+        let mut rx = self.materialized.clone();
+        tokio::time::timeout(PROPOSE_TIMEOUT, rx.wait_for(|m| *m >= index))
+            .await
+            .map_err(|_| ClusterError::NoQuorum(format!("entry {index} not applied here")))?
+            .map_err(|_| ClusterError::Raft("the cluster thread stopped".into()))?;
+        Ok(outcome)
+    }
+
+    /// Stops the Raft node and its thread (clean shutdown; before the shards stop).
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.lock().expect("cluster thread").take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub(super) async fn write_through_leader(
+    raft: Raft,
+    cmd: Command,
+) -> Result<(u64, Outcome), ClusterError> {
+    let deadline = Instant::now() + PROPOSE_TIMEOUT;
+    let mut last = String::from("no leader elected");
+    loop {
+        match raft.client_write(cmd.clone()).await {
+            Ok(r) => return Ok((r.log_id.index, r.data)),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                if let Some(addr) = f.leader_node.and_then(|n| n.addr.parse().ok()) {
+                    let mut peer = PeerClient::new(addr);
+                    let req = PeerRequest::Forward(cmd.clone());
+                    match peer.call(&req, Duration::from_secs(5)).await {
+                        Ok(PeerResponse::Forward(Ok(done))) => return Ok(done),
+                        Ok(PeerResponse::Forward(Err(e))) => last = e,
+                        Ok(_) => last = "mismatched peer response".into(),
+                        Err(e) => last = e.to_string(),
+                    }
+                }
+            }
+            Err(e) => last = e.to_string(),
+        }
+        if Instant::now() >= deadline {
+            return Err(ClusterError::NoQuorum(last));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A leader proposes a grown or shrunk ISR (Kafka's AlterPartition).
+pub fn propose_isr(
+    cluster: &Arc<ClusterHandle>,
+    p: &Rc<Partition>,
+    leader_epoch: i32,
+    isr: Vec<i32>,
+) {
+    let cluster = cluster.clone();
+    let p = p.clone();
+    tokio::task::spawn_local(async move {
+        let cmd = Command::AlterIsr {
+            topic: p.topic.to_string(),
+            partition: p.index,
+            leader: cluster.node_id,
+            leader_epoch,
+            isr: isr.clone(),
+        };
+        match cluster.propose(cmd).await {
+            Ok(Outcome::Done) => {
+                tracing::info!(topic = %p.topic, partition = p.index, ?isr, "ISR changed");
+            }
+            other => {
+                tracing::debug!(topic = %p.topic, partition = p.index, ?other, "ISR change not made");
+                p.isr_change_failed();
+            }
+        }
+    });
+}
