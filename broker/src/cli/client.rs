@@ -46,6 +46,8 @@ enum Transport {
     Local {
         ctx: Arc<BrokerContext>,
         next_shard: usize,
+        /// Whom the requests run as (the console's signed-in user, or ANONYMOUS).
+        principal: crate::security::Principal,
     },
 }
 
@@ -101,14 +103,28 @@ impl Client {
         Ok(client)
     }
 
-    /// A client that runs each request through the broker's own handlers, in this process.
+    /// A client that runs each request through the broker's own handlers, in this process,
+    /// as User:ANONYMOUS.
     pub fn local(ctx: Arc<BrokerContext>, timeout: Duration) -> Client {
+        Self::local_as(ctx, timeout, crate::security::Principal::anonymous())
+    }
+
+    /// In-process as `principal`: the handlers' ACL checks apply to it.
+    pub fn local_as(
+        ctx: Arc<BrokerContext>,
+        timeout: Duration,
+        principal: crate::security::Principal,
+    ) -> Client {
         let versions = crate::handlers::API_TABLE
             .iter()
             .map(|s| (s.key as i16, (s.min, s.max)))
             .collect();
         Client {
-            transport: Transport::Local { ctx, next_shard: 0 },
+            transport: Transport::Local {
+                ctx,
+                next_shard: 0,
+                principal,
+            },
             versions,
             brokers: BTreeMap::new(),
             timeout,
@@ -191,17 +207,24 @@ impl Client {
     }
 
     async fn exchange_local(&mut self, frame: Bytes) -> Result<Bytes, CliError> {
-        let Transport::Local { ctx, next_shard } = &mut self.transport else {
+        let Transport::Local {
+            ctx,
+            next_shard,
+            principal,
+        } = &mut self.transport
+        else {
             unreachable!("local transport")
         };
+        let principal = principal.clone();
         // Handlers reach every partition and coordinator from any shard: spread the calls.
         let shard = *next_shard % ctx.shard_count().max(1);
         *next_shard = next_shard.wrapping_add(1);
         let call = crate::shard::frontend::call_from_outside(ctx, shard, move |state| async move {
-            // In-process calls have no socket: an anonymous session on the first listener,
-            // named "console" where Kafka would show the client's address.
+            // In-process calls have no socket: a session on the first listener, named
+            // "console" where Kafka would show the client's address.
             let mut session = crate::security::Session::local(&state.ctx.config);
             session.client_host = Rc::from("console");
+            session.set_principal(principal);
             crate::handlers::handle_frame(state, Rc::new(session), frame)
                 .await
                 .map(|r| r.map(|f| f.to_bytes().freeze()))
