@@ -271,3 +271,15 @@ fn raise_fd_limit() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own checks of the whole tree: no two arguments of a command share an id (a
+    /// positional `user` would shadow the global `--user`), every default parses.
+    #[test]
+    fn given_the_command_tree_when_clap_checks_it_then_consistent() {
+        Cli::command().debug_assert();
+    }
+}

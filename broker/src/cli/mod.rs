@@ -147,8 +147,9 @@ pub fn run(cmd: Command) -> i32 {
             }
             Command::User(AdminArgs {
                 cmd: user::UserCmd::Add(add),
+                conn,
                 ..
-            }) => user::add(add),
+            }) => user::add(add, conn.security.password),
             Command::User(a) => {
                 let mut c = a.conn.client().await?;
                 user::run(&mut c, a.cmd, a.format).await

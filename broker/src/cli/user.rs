@@ -54,8 +54,9 @@ pub enum UserCmd {
 
 #[derive(Args)]
 pub struct Upsert {
-    /// User name (the principal is User:NAME).
-    pub user: String,
+    /// User name (the principal is User:NAME). Not `user`: that is the caller's `--user`.
+    #[arg(value_name = "USER")]
+    pub name: String,
     /// The new password (prefer STROM_NEW_PASSWORD: a flag shows in `ps`); only its salted
     /// form is sent.
     #[arg(long, env = "STROM_NEW_PASSWORD", hide_env_values = true)]
@@ -72,9 +73,7 @@ pub struct Upsert {
 pub struct AddArgs {
     /// User name (the principal will be User:NAME).
     pub name: String,
-    /// The password; only its salted SCRAM form is stored.
-    #[arg(long)]
-    pub password: String,
+    // The password is the global `--password` (`SecurityArgs`), passed to `add`.
     /// SCRAM-SHA-256 or SCRAM-SHA-512.
     #[arg(long, default_value = "SCRAM-SHA-512")]
     pub mechanism: String,
@@ -260,26 +259,26 @@ async fn mechanisms_of(client: &mut Client, user: &str) -> Result<Vec<String>, C
 async fn upsert(client: &mut Client, u: &Upsert, update: bool) -> Result<Vec<Change>, CliError> {
     let m = mechanism(&u.mechanism)?;
     let iterations = iterations(u.iterations)?;
-    if u.user.is_empty() || u.new_password.is_empty() {
+    if u.name.is_empty() || u.new_password.is_empty() {
         return Err(CliError::Usage(
             "the user and the password must not be empty".into(),
         ));
     }
     // Kafka's AlterUserScramCredentials only upserts; create and update say what they mean.
-    let has = mechanisms_of(client, &u.user)
+    let has = mechanisms_of(client, &u.name)
         .await?
         .contains(&m.name().to_string());
     match (has, update) {
         (true, false) => {
             return Err(CliError::Client(format!(
                 "user {:?} already has a {} credential: `strom user update` changes its password",
-                u.user,
+                u.name,
                 m.name()
             )))
         }
         (false, true) => {
             return Err(CliError::kafka(
-                format!("user {:?}", u.user),
+                format!("user {:?}", u.name),
                 RESOURCE_NOT_FOUND,
                 Some(format!(
                     "no {} credential: `strom user create` makes one",
@@ -296,7 +295,7 @@ async fn upsert(client: &mut Client, u: &Upsert, update: bool) -> Result<Vec<Cha
     let salted = salted_password(m, u.new_password.as_bytes(), &salt, iterations);
     let req = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
         ScramCredentialUpsertion::default()
-            .with_name(s(&u.user))
+            .with_name(s(&u.name))
             .with_mechanism(m.type_id())
             .with_iterations(iterations)
             .with_salt(salt.into())
@@ -382,11 +381,12 @@ async fn alter(
 
 /// `strom user add`: the credential written into the data dir of a broker that is not
 /// running (its lock is taken).
-pub fn add(a: AddArgs) -> Result<(), CliError> {
+pub fn add(a: AddArgs, password: Option<String>) -> Result<(), CliError> {
+    let password = password.unwrap_or_default();
     use crate::metadata::scram::{CredentialChange, CredentialStore, FileCredentialStore};
     let m = mechanism(&a.mechanism)?;
     let iterations = iterations(a.iterations)?;
-    if a.name.is_empty() || a.password.is_empty() {
+    if a.name.is_empty() || password.is_empty() {
         return Err(CliError::Usage(
             "the user and the password must not be empty".into(),
         ));
@@ -401,7 +401,7 @@ pub fn add(a: AddArgs) -> Result<(), CliError> {
     })?;
     let store = FileCredentialStore::open(dir)
         .map_err(|e| CliError::Client(format!("{}: {e}", dir.display())))?;
-    let credential = crate::security::scram::credential_from_password(m, &a.password, iterations);
+    let credential = crate::security::scram::credential_from_password(m, &password, iterations);
     store
         .apply(&[CredentialChange::Upsert {
             user: a.name.clone(),

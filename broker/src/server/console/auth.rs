@@ -86,7 +86,13 @@ pub fn session(ctx: &BrokerContext, user: Option<&str>, group: Option<&str>) -> 
     let may_write = match &ctx.authorizer {
         None => true,
         Some(a) => group.is_some_and(|g| {
-            a.authorize(&principal, CONSOLE_HOST, Operation::Read, ResourceType::Group, g)
+            a.authorize(
+                &principal,
+                CONSOLE_HOST,
+                Operation::Read,
+                ResourceType::Group,
+                g,
+            )
         }),
     };
     SessionView {
@@ -104,8 +110,14 @@ mod tests {
     #[test]
     fn given_basic_headers_when_parsed_then_user_and_password() {
         let h = |s: &str| format!("Basic {}", B64.encode(s));
-        assert_eq!(basic(h("alice:pw:with:colons").as_bytes()), Some(("alice".into(), "pw:with:colons".into())));
-        assert_eq!(basic(h("alice:").as_bytes()), Some(("alice".into(), String::new())));
+        assert_eq!(
+            basic(h("alice:pw:with:colons").as_bytes()),
+            Some(("alice".into(), "pw:with:colons".into()))
+        );
+        assert_eq!(
+            basic(h("alice:").as_bytes()),
+            Some(("alice".into(), String::new()))
+        );
         assert_eq!(basic(h(":pw").as_bytes()), None);
         assert_eq!(basic(h("no-colon").as_bytes()), None);
         assert_eq!(basic(b"Bearer abc"), None);

@@ -85,7 +85,10 @@ fn unauthorized(e: auth::AuthError) -> Response {
     };
     (
         StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Basic realm=\"strom console\", charset=\"UTF-8\"")],
+        [(
+            header::WWW_AUTHENTICATE,
+            "Basic realm=\"strom console\", charset=\"UTF-8\"",
+        )],
         Json(serde_json::json!({ "error": body })),
     )
         .into_response()
