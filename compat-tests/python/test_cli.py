@@ -559,6 +559,8 @@ def acl_rows(entries: list[dict], run: str) -> list[tuple]:
 
 def test_acl_create_list_delete(secured):
     b, admin, alice = secured, as_user(secured, "admin"), as_user(secured, "alice")
+    # produce/consume go through librdkafka, which has no SCRAM here (no OpenSSL): PLAIN.
+    alice_plain = as_user(b, "alice", mechanism="PLAIN")
     run = uuid.uuid4().hex[:8]
     prefix, frozen, group = f"cliacl-{run}-", f"cliacl-{run}-frozen", f"cliacl-{run}-g"
     orders = prefix + "orders"
@@ -591,9 +593,9 @@ def test_acl_create_list_delete(secured):
 
     # The ACLs decide: alice writes under the prefix, not to the denied topic; produce names
     # the refusal.
-    strom(b, "produce", orders, "-o", "none", *alice, input="a\nb\n")
+    strom(b, "produce", orders, "-o", "none", *alice_plain, input="a\nb\n")
     assert js(b, "topic", "describe", orders)["partitions"][0]["high_watermark"] == 2
-    r = strom(b, "produce", frozen, *alice, input="x\n", code=1)
+    r = strom(b, "produce", frozen, *alice_plain, input="x\n", code=1)
     assert "TOPIC_AUTHORIZATION_FAILED" in r.stderr, r.stderr
     # alice may not manage ACLs: each refused ACL is named, exit 1; listing is refused whole.
     r = strom(b, "acl", "create", "--allow-principal", "alice", "--operation", "all", "--cluster", *alice, code=1)
@@ -607,7 +609,7 @@ def test_acl_create_list_delete(secured):
     assert acl_rows(deleted, run) == [("TOPIC", frozen, "LITERAL", "User:alice", "WRITE", "DENY")]
     assert deleted[0]["error"] is None
     # Without the DENY, the prefixed ALLOW lets alice write the topic.
-    eventually(lambda: subprocess.run([str(brokers.STROM_BIN), "produce", frozen, "-o", "none", *alice],
+    eventually(lambda: subprocess.run([str(brokers.STROM_BIN), "produce", frozen, "-o", "none", *alice_plain],
                                       input="y\n", capture_output=True, text=True, timeout=CLI_TIMEOUT_S).returncode == 0,
                "alice still cannot write after the DENY was deleted")
     # ANY: the ACLs named so, of every pattern type (the prefixed topic ones, the group's).
@@ -624,14 +626,18 @@ def test_tls_and_sasl_connection_flags(secured, tmp_path):
     t = name("tls")
     strom(b, "topic", "create", t, "-p", "1", "-r", "1", *over_tls)
     wait_offsets(b, t, 1)
-    # produce and consume (librdkafka) get the same flags: SASL_SSL with the CA.
-    strom(b, "produce", t, "-o", "none", *over_tls, input="one\ntwo\n")
-    assert strom(b, "consume", t, "-n", "2", *over_tls).stdout.splitlines() == ["one", "two"]
-    # PLAIN, and the environment instead of flags.
+    # produce and consume (librdkafka, built without OpenSSL) say they cannot do TLS or SCRAM,
+    # and speak PLAIN; the flags from the environment.
+    r = strom(b, "produce", t, *over_tls, input="x\n", code=2)
+    assert "without OpenSSL: no TLS" in r.stderr, r.stderr
+    r = strom(b, "produce", t, *as_user(b, "admin"), input="x\n", code=2)
+    assert "no SCRAM" in r.stderr, r.stderr
     env_user = ["--brokers", f"127.0.0.1:{b.extra['ports']['SASL_PLAINTEXT']}"]
-    os.environ.update(STROM_SASL_MECHANISM="PLAIN", STROM_USER="alice", STROM_PASSWORD=SEC_USERS["alice"])
+    os.environ.update(STROM_SASL_MECHANISM="PLAIN", STROM_USER="admin", STROM_PASSWORD=SEC_USERS["admin"])
     try:
-        strom(b, "topic", "list", *env_user)
+        strom(b, "produce", t, "-o", "none", *env_user, input="one\ntwo\n")
+        assert strom(b, "consume", t, "-n", "2", *env_user).stdout.splitlines() == ["one", "two"]
+        assert t in {x["name"] for x in js(b, "topic", "list", *env_user)}
     finally:
         for k in ("STROM_SASL_MECHANISM", "STROM_USER", "STROM_PASSWORD"):
             os.environ.pop(k)

@@ -407,16 +407,23 @@ def test_broker_side_validation_refuses_records_without_a_valid_schema_id(strom_
     got_values = produce_consume_existing(b.bootstrap, topic, 3)
     assert [de(v, SerializationContext(topic, MessageField.VALUE))["id"] for v in got_values] == [0, 1, 2]
 
-    # In one batch, as in Kafka: one bad record refuses the batch; the broker names it.
+    # In one batch, as in Kafka: one bad record refuses the batch (librdkafka reports
+    # INVALID_RECORD for each; the record_errors naming it are checked in
+    # handlers/produce/settings_tests.rs, librdkafka does not surface them).
     errs = deliveries(b.bootstrap, topic, [(key, good[0]), (key, b"no magic byte"), (key, good[1])], one_batch=True)
     assert [e.code() if e else None for e in errs] == [KafkaError.INVALID_RECORD] * 3, errs
-    assert any("1" in e.str() or "schema" in e.str().lower() for e in errs), [e.str() for e in errs]
-    # Nothing of that batch was appended.
-    assert len(produce_consume_existing(b.bootstrap, topic, 4, wait_s=3)) == 3
+    # Nothing of that batch was appended: the log still ends after the first three.
+    from confluent_kafka import TopicPartition
+
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": unique("w")})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S) == (0, 3)
+    finally:
+        c.close()
 
 
 def produce_consume_existing(bootstrap: str, topic: str, want: int, wait_s: float = TIMEOUT_S) -> list[bytes]:
-    """The values of `topic` from the start, up to `want` of them or until `wait_s` passes."""
+    """The first `want` values of `topic` (fewer if `wait_s` passes first)."""
     import time
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"), "auto.offset.reset": "earliest"})

@@ -148,12 +148,12 @@ fn hint(code: i16) -> Option<&'static str> {
         37 => "partitions must be at least 1 (or -1 for the broker's num.partitions)",
         38 => "the replication factor cannot exceed the number of brokers (`strom cluster info`)",
         40 => "check the config name and value: `strom topic describe TOPIC` lists the valid names",
+        44 => "the broker's policy refused it (e.g. a compact-only topic for trim-prefix)",
         54 => "the broker has no authorizer (authorizer.class.name), so it keeps no ACLs",
         58 => "check --user and --password (or STROM_USER, STROM_PASSWORD) and --sasl-mechanism",
-        91 => "no such resource: `strom user list` shows the users and their mechanisms",
-        44 => "the broker's policy refused it (e.g. a compact-only topic for trim-prefix)",
         68 => "the group has active members: stop its consumers first",
         69 => "no such group: `strom group list` shows the groups",
+        91 => "no such resource: `strom user list` shows the users and their mechanisms",
         _ => return None,
     })
 }

@@ -286,6 +286,14 @@ async fn group_seek(
         body.dry_run,
     )
     .await?;
+    // The commit answers per partition; a refusal by the ACLs is the request's (403).
+    let refused = r
+        .partitions
+        .iter()
+        .find_map(|p| p.error.as_ref().filter(|e| matches!(e.code, 29..=31)));
+    if let Some(e) = refused {
+        return Err(CliError::kafka(format!("group {id:?}"), e.code, e.message.clone()).into());
+    }
     Ok(Json(r))
 }
 
