@@ -165,8 +165,7 @@ impl IntoResponse for ApiError {
             } => (StatusCode::NOT_FOUND, Some(*c)),
             // TOPIC_, GROUP_, CLUSTER_AUTHORIZATION_FAILED: the ACLs said no.
             CliError::Kafka {
-                code: c @ (29 | 30 | 31),
-                ..
+                code: c @ 29..=31, ..
             } => (StatusCode::FORBIDDEN, Some(*c)),
             CliError::Kafka { code, .. } => (StatusCode::CONFLICT, Some(*code)),
             CliError::Usage(_) => (StatusCode::BAD_REQUEST, None),
