@@ -48,31 +48,11 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-    /// SASL users, written to the data dir without a running broker (Kafka 4's
-    /// `kafka-storage format --add-scram`); a running broker takes AlterUserScramCredentials.
-    #[command(subcommand)]
-    User(UserCommand),
-}
-
-#[derive(Subcommand)]
-enum UserCommand {
-    /// Add (or replace) a user's SCRAM credential.
-    Add {
-        /// User name (the principal will be User:NAME).
-        name: String,
-        /// The password; only its salted SCRAM form is stored.
-        #[arg(long)]
-        password: String,
-        /// SCRAM-SHA-256 or SCRAM-SHA-512.
-        #[arg(long, default_value = "SCRAM-SHA-512")]
-        mechanism: String,
-        /// PBKDF2 iterations, 4096..=16384.
-        #[arg(long, default_value_t = 4096)]
-        iterations: i32,
-        /// The broker's data directory.
-        #[arg(long)]
-        data_dir: PathBuf,
-    },
+    /// ACLs: create, list, delete (CreateAcls, DescribeAcls, DeleteAcls).
+    Acl(AdminArgs<cli::acl::AclCmd>),
+    /// SASL/SCRAM users of a running broker (list, create, update, delete), or `add` into a
+    /// stopped broker's data dir (Kafka 4's `kafka-storage format --add-scram`).
+    User(AdminArgs<cli::user::UserCmd>),
 }
 
 #[derive(clap::Args)]
@@ -140,7 +120,8 @@ fn main() -> anyhow::Result<()> {
             cli::man(Cli::command(), dir.as_deref())?;
             Ok(())
         }
-        Command::User(cmd) => user(cmd),
+        Command::Acl(a) => client_command(cli::Command::Acl(a)),
+        Command::User(a) => client_command(cli::Command::User(a)),
         command => run_server(command),
     }
 }
@@ -164,49 +145,6 @@ fn run_server(command: Command) -> anyhow::Result<()> {
         Command::Connect(args) => connect(args),
         _ => unreachable!("client commands are dispatched by main"),
     }
-}
-
-fn user(cmd: UserCommand) -> anyhow::Result<()> {
-    use anyhow::Context;
-    use strom::metadata::scram::{
-        CredentialChange, CredentialStore, FileCredentialStore, ScramMechanism,
-    };
-    let UserCommand::Add {
-        name,
-        password,
-        mechanism,
-        iterations,
-        data_dir,
-    } = cmd;
-    let m = ScramMechanism::from_name(&mechanism).ok_or_else(|| {
-        anyhow::anyhow!("unknown mechanism `{mechanism}`: SCRAM-SHA-256 or SCRAM-SHA-512")
-    })?;
-    anyhow::ensure!(!name.is_empty(), "the user name must not be empty");
-    anyhow::ensure!(!password.is_empty(), "the password must not be empty");
-    anyhow::ensure!(
-        (ScramMechanism::MIN_ITERATIONS..=ScramMechanism::MAX_ITERATIONS).contains(&iterations),
-        "iterations must be 4096..=16384"
-    );
-    std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("creating data dir {}", data_dir.display()))?;
-    let _lock = storage::logdir::lock(&data_dir).with_context(|| {
-        format!(
-            "{} is in use (is the broker running? a running broker takes AlterUserScramCredentials, e.g. kafka-configs.sh)",
-            data_dir.display()
-        )
-    })?;
-    let store = FileCredentialStore::open(&data_dir)?;
-    let credential = strom::security::scram::credential_from_password(m, &password, iterations);
-    store.apply(&[CredentialChange::Upsert {
-        user: name.clone(),
-        mechanism: m,
-        credential,
-    }])?;
-    println!(
-        "{mechanism} credential of user {name} written to {}",
-        data_dir.display()
-    );
-    Ok(())
 }
 
 fn connect(args: ConnectArgs) -> anyhow::Result<()> {
@@ -331,5 +269,17 @@ fn raise_fd_limit() {
                 tracing::debug!(from, to = l.rlim_cur, "raised the open-file limit");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own checks of the whole tree: no two arguments of a command share an id (a
+    /// positional `user` would shadow the global `--user`), every default parses.
+    #[test]
+    fn given_the_command_tree_when_clap_checks_it_then_consistent() {
+        Cli::command().debug_assert();
     }
 }

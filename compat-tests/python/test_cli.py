@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
 import brokers
 import kafka_tools as kt
+from conftest import BROKERS, _ready_check
 
 CLI_TIMEOUT_S = 60
 
@@ -440,6 +444,216 @@ def test_schema_protobuf_with_reference_and_usage_errors(strom_broker, tmp_path)
     assert "NAME:SUBJECT:VERSION" in r.stderr
     r = sr(b, "get", "--registry-url", "http://127.0.0.1:1", order, code=3)
     assert "cannot reach the schema registry at http://127.0.0.1:1" in r.stderr and "--registry-url" in r.stderr
+
+
+# ---------------------------------------------------------------- acl, user, secured brokers
+
+# As test_acls.py configures them: SCRAM-SHA-512 (and PLAIN on SASL_PLAINTEXT) users, Kafka's
+# StandardAuthorizer, admin a super user, PLAINTEXT's ANONYMOUS too (the fixtures' readiness
+# check and wait_offsets use it); SASL_SSL with the test CA's broker certificate.
+SEC_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+
+
+@pytest.fixture(scope="module")
+def cli_certs():
+    import pki
+
+    d = Path(tempfile.mkdtemp(prefix="strom-compat-cli-pki-"))
+    yield pki.make(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", params=BROKERS)
+def secured(request, cli_certs):
+    scram_jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    plain_jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                  + " ".join(f'user_{u}="{p}"' for u, p in SEC_USERS.items()) + ";")
+    security = {
+        "listeners": ["SASL_PLAINTEXT", "SASL_SSL"],
+        "settings": {
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin;User:ANONYMOUS",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": cli_certs.keystore("broker"),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": cli_certs.ca,
+        },
+        "kafka_settings": {
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": scram_jaas,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram_jaas,
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas,
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas,
+        },
+        "users": [(u, p, "SCRAM-SHA-512") for u, p in SEC_USERS.items()],
+    }
+    start = brokers.start_strom if request.param == "strom" else brokers.start_kafka
+    b = start(security=security)
+    try:
+        _ready_check(b)
+        b.extra["ca"] = cli_certs.ca
+        yield b
+    finally:
+        b.cleanup()
+
+
+def as_user(b, user: str, password: str | None = None, listener: str = "SASL_PLAINTEXT",
+            mechanism: str = "SCRAM-SHA-512") -> list[str]:
+    tls = ["--tls-ca", b.extra["ca"]] if listener == "SASL_SSL" else []
+    return ["--brokers", f"127.0.0.1:{b.extra['ports'][listener]}", "--sasl-mechanism", mechanism,
+            "--user", user, "--password", password or SEC_USERS[user], *tls]
+
+
+def eventually(check, what: str, timeout_s: float = 15) -> None:
+    """Kafka applies credential and ACL changes once its metadata log delivers them."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.3)
+
+
+def logs_in(b, user: str, password: str) -> bool:
+    r = subprocess.run([str(brokers.STROM_BIN), "topic", "list", *as_user(b, user, password)],
+                       capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    return r.returncode == 0
+
+
+def test_user_create_list_update_delete(secured):
+    b, admin = secured, as_user(secured, "admin")
+    carol = f"carol-{uuid.uuid4().hex[:8]}"
+    out = strom(b, "user", "create", carol, "--new-password", "pw-1", *admin).stdout
+    assert rows(out) == [["USER", "MECHANISM", "STATUS"], [carol, "SCRAM-SHA-512", "OK"]]
+    eventually(lambda: carol in {u["user"] for u in js(b, "user", "list", *admin)}, "carol not listed")
+    listed = {u["user"]: u for u in js(b, "user", "list", *admin)}
+    assert listed[carol] == {"user": carol, "credentials": [{"mechanism": "SCRAM-SHA-512", "iterations": 4096}], "error": None}
+    assert "admin" in listed and "alice" in listed
+    assert rows(strom(b, "user", "list", carol, *admin).stdout) == [["USER", "MECHANISM", "ITERATIONS"], [carol, "SCRAM-SHA-512", "4096"]]
+    eventually(lambda: logs_in(b, carol, "pw-1"), "carol cannot log in after create")
+
+    r = strom(b, "user", "create", carol, "--new-password", "x", *admin, code=1)
+    assert "already has a SCRAM-SHA-512 credential" in r.stderr and "strom user update" in r.stderr
+    strom(b, "user", "update", carol, "--new-password", "pw-2", "--iterations", "8192", *admin)
+    eventually(lambda: logs_in(b, carol, "pw-2"), "carol cannot log in with the new password")
+    r = strom(b, "topic", "list", *as_user(b, carol, "pw-1"), code=1)
+    assert "SASL_AUTHENTICATION_FAILED (58)" in r.stderr and "--password" in r.stderr, r.stderr
+    assert js(b, "user", "list", carol, *admin)[0]["credentials"][0]["iterations"] == 8192
+    r = strom(b, "user", "update", f"{carol}-nobody", "--new-password", "x", *admin, code=1)
+    assert "RESOURCE_NOT_FOUND (91)" in r.stderr
+
+    # Not a super user: no ALTER on the cluster. Kafka's error, named.
+    r = strom(b, "user", "create", f"{carol}-2", "--new-password", "x", *as_user(b, "alice"), code=1)
+    assert "CLUSTER_AUTHORIZATION_FAILED (31)" in r.stdout + r.stderr, (r.stdout, r.stderr)
+
+    assert js(b, "user", "delete", carol, *admin) == [{"user": carol, "mechanism": "SCRAM-SHA-512", "error": None}]
+    eventually(lambda: not logs_in(b, carol, "pw-2"), "carol still logs in after delete")
+    gone = js(b, "user", "list", carol, *admin, code=1)
+    assert gone[0]["error"]["name"] == "RESOURCE_NOT_FOUND" and gone[0]["credentials"] == []
+    again = js(b, "user", "delete", carol, *admin, code=1)
+    assert again[0]["error"]["name"] == "RESOURCE_NOT_FOUND"
+
+
+def acl_rows(entries: list[dict], run: str) -> list[tuple]:
+    return [(a["resource_type"], a["resource_name"], a["pattern_type"], a["principal"], a["operation"], a["permission"])
+            for a in entries if run in a["resource_name"]]
+
+
+def test_acl_create_list_delete(secured):
+    b, admin, alice = secured, as_user(secured, "admin"), as_user(secured, "alice")
+    # produce/consume go through librdkafka, which has no SCRAM here (no OpenSSL): PLAIN.
+    alice_plain = as_user(b, "alice", mechanism="PLAIN")
+    run = uuid.uuid4().hex[:8]
+    prefix, frozen, group = f"cliacl-{run}-", f"cliacl-{run}-frozen", f"cliacl-{run}-g"
+    orders = prefix + "orders"
+    for t in (orders, frozen):
+        strom(b, "topic", "create", t, "-p", "1", "-r", "1", *admin)
+        wait_offsets(b, t, 1)
+
+    created = js(b, "acl", "create", "--allow-principal", "User:alice", "--operation", "read", "--operation", "write",
+                 "--topic", prefix, "--resource-pattern-type", "prefixed", *admin)
+    assert [(a["principal"], a["host"], a["resource_type"], a["resource_name"], a["pattern_type"], a["operation"],
+             a["permission"], a["error"]) for a in created] == [
+        ("User:alice", "*", "TOPIC", prefix, "PREFIXED", "READ", "ALLOW", None),
+        ("User:alice", "*", "TOPIC", prefix, "PREFIXED", "WRITE", "ALLOW", None),
+    ]
+    out = strom(b, "acl", "create", "--deny-principal", "alice", "--operation", "write", "--topic", frozen, *admin).stdout
+    assert rows(out) == [["PRINCIPAL", "HOST", "RESOURCE-TYPE", "RESOURCE-NAME", "PATTERN-TYPE", "OPERATION", "PERMISSION", "ERROR"],
+                         ["User:alice", "*", "TOPIC", frozen, "LITERAL", "WRITE", "DENY", "OK"]]
+    strom(b, "acl", "create", "--allow-principal", "alice", "--operation", "read", "--group", group, *admin)
+
+    # MATCH: every ACL that applies to the topic (the prefixed ones and its literal one).
+    want = [("TOPIC", prefix, "PREFIXED", "User:alice", "READ", "ALLOW"),
+            ("TOPIC", prefix, "PREFIXED", "User:alice", "WRITE", "ALLOW"),
+            ("TOPIC", frozen, "LITERAL", "User:alice", "WRITE", "DENY")]
+    eventually(lambda: acl_rows(js(b, "acl", "list", "--topic", frozen, "--resource-pattern-type", "match", *admin), run) == want,
+               "the ACLs are not listed")
+    # Without flags: every ACL, the group's too; the table has no ERROR column.
+    assert acl_rows(js(b, "acl", "list", *admin), run) == [("GROUP", group, "LITERAL", "User:alice", "READ", "ALLOW"), *want]
+    table = rows(strom(b, "acl", "list", "--deny-principal", "User:alice", *admin).stdout)
+    assert table[0][-1] == "PERMISSION" and ["User:alice", "*", "TOPIC", frozen, "LITERAL", "WRITE", "DENY"] in table
+
+    # The ACLs decide: alice writes under the prefix, not to the denied topic; produce names
+    # the refusal.
+    strom(b, "produce", orders, "-o", "none", *alice_plain, input="a\nb\n")
+    assert js(b, "topic", "describe", orders)["partitions"][0]["high_watermark"] == 2
+    r = strom(b, "produce", frozen, *alice_plain, input="x\n", code=1)
+    assert "TOPIC_AUTHORIZATION_FAILED" in r.stderr, r.stderr
+    # alice may not manage ACLs: each refused ACL is named, exit 1; listing is refused whole.
+    r = strom(b, "acl", "create", "--allow-principal", "alice", "--operation", "all", "--cluster", *alice, code=1)
+    assert "CLUSTER_AUTHORIZATION_FAILED" in r.stdout and "1 of 1 failed" in r.stderr, (r.stdout, r.stderr)
+    r = strom(b, "acl", "list", *alice, code=1)
+    assert "CLUSTER_AUTHORIZATION_FAILED (31)" in r.stderr, r.stderr
+
+    r = strom(b, "acl", "delete", *admin, code=2)
+    assert "would delete every ACL" in r.stderr
+    deleted = js(b, "acl", "delete", "--deny-principal", "alice", "--topic", frozen, *admin)
+    assert acl_rows(deleted, run) == [("TOPIC", frozen, "LITERAL", "User:alice", "WRITE", "DENY")]
+    assert deleted[0]["error"] is None
+    # Without the DENY, the prefixed ALLOW lets alice write the topic.
+    eventually(lambda: subprocess.run([str(brokers.STROM_BIN), "produce", frozen, "-o", "none", *alice_plain],
+                                      input="y\n", capture_output=True, text=True, timeout=CLI_TIMEOUT_S).returncode == 0,
+               "alice still cannot write after the DENY was deleted")
+    # ANY: the ACLs named so, of every pattern type (the prefixed topic ones, the group's).
+    deleted = js(b, "acl", "delete", "--topic", prefix, "--group", group, "--resource-pattern-type", "any", *admin)
+    assert len(acl_rows(deleted, run)) == 3 and all(a["error"] is None for a in deleted)
+    eventually(lambda: acl_rows(js(b, "acl", "list", *admin), run) == [], "ACLs left after delete")
+
+
+def test_tls_and_sasl_connection_flags(secured, tmp_path):
+    b = secured
+    over_tls = as_user(b, "admin", listener="SASL_SSL")
+    info = js(b, "cluster", "info", *over_tls)
+    assert [x["port"] for x in info["brokers"]] == [b.extra["ports"]["SASL_SSL"]]
+    t = name("tls")
+    strom(b, "topic", "create", t, "-p", "1", "-r", "1", *over_tls)
+    wait_offsets(b, t, 1)
+    # produce and consume (librdkafka, built without OpenSSL) say they cannot do TLS or SCRAM,
+    # and speak PLAIN; the flags from the environment.
+    r = strom(b, "produce", t, *over_tls, input="x\n", code=2)
+    assert "without OpenSSL: no TLS" in r.stderr, r.stderr
+    r = strom(b, "produce", t, *as_user(b, "admin"), input="x\n", code=2)
+    assert "no SCRAM" in r.stderr, r.stderr
+    env_user = ["--brokers", f"127.0.0.1:{b.extra['ports']['SASL_PLAINTEXT']}"]
+    os.environ.update(STROM_SASL_MECHANISM="PLAIN", STROM_USER="admin", STROM_PASSWORD=SEC_USERS["admin"])
+    try:
+        strom(b, "produce", t, "-o", "none", *env_user, input="one\ntwo\n")
+        assert strom(b, "consume", t, "-n", "2", *env_user).stdout.splitlines() == ["one", "two"]
+        assert t in {x["name"] for x in js(b, "topic", "list", *env_user)}
+    finally:
+        for k in ("STROM_SASL_MECHANISM", "STROM_USER", "STROM_PASSWORD"):
+            os.environ.pop(k)
+
+    # The ways that fail, each with its exit code: a certificate nobody vouches for (the
+    # system roots), a wrong password, half the SASL flags, a CA file that is not one.
+    r = strom(b, "cluster", "info", *over_tls[:-2], "--tls", code=3)
+    assert "TLS handshake failed" in r.stderr and "certificate" in r.stderr.lower(), r.stderr
+    r = strom(b, "cluster", "info", *as_user(b, "admin", "wrong"), code=1)
+    assert "SASL_AUTHENTICATION_FAILED (58)" in r.stderr
+    r = strom(b, "topic", "list", "--user", "admin", code=2)
+    assert "--sasl-mechanism, --user and --password" in r.stderr
+    bad = tmp_path / "not-a-ca.pem"
+    bad.write_text("hello\n")
+    r = strom(b, "topic", "list", "--tls-ca", str(bad), code=2)
+    assert "no CERTIFICATE" in r.stderr
 
 
 # ---------------------------------------------------------------- completions, man pages

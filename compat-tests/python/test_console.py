@@ -198,3 +198,88 @@ def test_console_api_errors_are_json_with_kafka_codes(strom_broker):
         assert e.value.code == status
         body = json.loads(e.value.read())
         assert body["error"]["code"] == code and body["error"]["message"], body
+
+
+# ---------------------------------------------------------------- read-only unless allowed
+
+SEC_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+
+
+@pytest.fixture(scope="module")
+def secured_strom():
+    """SCRAM users and Kafka's StandardAuthorizer; only admin is a super user, so the
+    console's anonymous requests (User:ANONYMOUS) get what the ACLs give them."""
+    from conftest import _ready_check
+
+    b = brokers.start_strom(security={
+        "listeners": ["SASL_PLAINTEXT"],
+        "settings": {
+            # PLAIN for produce/consume: this build's librdkafka has no SCRAM (no OpenSSL).
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin",
+        },
+        "users": [(u, p, "SCRAM-SHA-512") for u, p in SEC_USERS.items()],
+    })
+    try:
+        _ready_check(b)
+        yield b
+    finally:
+        b.cleanup()
+
+
+def test_console_is_read_only_unless_the_principal_may_write(secured_strom, browser):
+    import requests
+    from selenium.webdriver.common.by import By
+
+    b, d = secured_strom, browser
+    admin = ["--brokers", f"127.0.0.1:{b.extra['ports']['SASL_PLAINTEXT']}", "--sasl-mechanism", "PLAIN",
+             "--user", "admin", "--password", SEC_USERS["admin"]]
+    t, g = f"ro-{uuid.uuid4().hex[:6]}", f"ro-g-{uuid.uuid4().hex[:6]}"
+    strom(b, "topic", "create", t, "-p", "1", "-r", "1", *admin)
+    strom(b, "produce", t, "-o", "none", *admin, input="".join(f"r{i}\n" for i in range(10)))
+    strom(b, "consume", t, "-g", g, "-n", "10", *admin)
+    # ANONYMOUS may look (DESCRIBE), alice may also commit (READ), bob has nothing.
+    strom(b, "acl", "create", "--allow-principal", "User:ANONYMOUS", "--operation", "describe", "--group", g, "--topic", t, *admin)
+    strom(b, "acl", "create", "--allow-principal", "alice", "--operation", "read", "--group", g, "--topic", t, *admin)
+    url = base(b)
+
+    def session(auth=None):
+        r = requests.get(f"{url}/api/v1/session", params={"group": g}, auth=auth, timeout=10)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def seek(auth=None):
+        return requests.post(f"{url}/api/v1/groups/{g}/seek", json={"to": "start"}, auth=auth, timeout=30)
+
+    assert session() == {"principal": "User:ANONYMOUS", "authenticated": False, "authorizer": True, "may_write": False}
+    r = seek()
+    assert r.status_code == 403 and r.json()["error"]["name"] == "GROUP_AUTHORIZATION_FAILED", r.text
+    bob = ("bob", SEC_USERS["bob"])
+    assert session(bob)["may_write"] is False and session(bob)["principal"] == "User:bob"
+    r = seek(bob)
+    assert r.status_code == 403, r.text
+    assert js(b, "group", "describe", g, *admin)[0]["total_lag"] == 0
+
+    # Wrong credentials: 401 with a Basic challenge; /login challenges until signed in.
+    r = requests.get(f"{url}/api/v1/groups", auth=("alice", "wrong"), timeout=10)
+    assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Basic realm="), r.headers
+    assert requests.get(f"{url}/login", timeout=10, allow_redirects=False).status_code == 401
+    alice = ("alice", SEC_USERS["alice"])
+    r = requests.get(f"{url}/login", auth=alice, timeout=10, allow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/console/"
+    assert session(alice) == {"principal": "User:alice", "authenticated": True, "authorizer": True, "may_write": True}
+
+    # In the browser, anonymous: the group shows, its reset is offered only after signing in.
+    open_page(d, b, f"/groups/{g}", "13-group-read-only")
+    assert d.find_element(By.CSS_SELECTOR, "[data-test=read-only]").is_displayed()
+    assert d.find_element(By.ID, "seek-go").get_attribute("disabled") is not None
+    # Signed in as alice (the browser answers /login's challenge and keeps the credentials).
+    d.get(f"http://alice:{SEC_USERS['alice']}@127.0.0.1:{b.extra['metrics_port']}/login")
+    reload(d, b, f"/groups/{g}", "14-group-signed-in")
+    assert not d.find_elements(By.CSS_SELECTOR, "[data-test=read-only]")
+    assert d.find_element(By.ID, "seek-go").get_attribute("disabled") is None
+
+    r = seek(alice)
+    assert r.status_code == 200 and [p["new_offset"] for p in r.json()["partitions"]] == [0], r.text
+    assert js(b, "group", "describe", g, *admin)[0]["total_lag"] == 10

@@ -345,6 +345,101 @@ def test_bad_input_gets_4xx_and_the_registry_stays_up(registry):
     assert requests.get(f"{registry}/subjects", timeout=TIMEOUT_S).status_code == 200
 
 
+# ---------------------------------------------------------------- broker-side validation
+
+def deliveries(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], one_batch: bool) -> list:
+    """Produces (key, value) records; each record's delivery error (None when delivered).
+    Apart (`one_batch` False) every record is a batch of its own: flushed before the next."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000 if one_batch else 0,
+                  "enable.idempotence": False, "retries": 0})
+    out: list = [None] * len(records)
+
+    def report(i):
+        return lambda err, _msg: out.__setitem__(i, err)
+
+    for i, (k, v) in enumerate(records):
+        p.produce(topic, key=k, value=v, partition=0, on_delivery=report(i))
+        if not one_batch:
+            p.flush(TIMEOUT_S)
+    assert p.flush(TIMEOUT_S) == 0
+    return out
+
+
+def test_broker_side_validation_refuses_records_without_a_valid_schema_id(strom_broker, client):
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    b = strom_broker
+    topic, other = unique("validated"), unique("other")
+    # Confluent Server's names for the value, Redpanda's for the key (both accepted), keys by
+    # RecordNameStrategy: the subject is the record's full name.
+    configs = {"confluent.value.schema.validation": "true", "redpanda.key.schema.id.validation": "true",
+               "redpanda.key.subject.name.strategy": "io.confluent.kafka.serializers.subject.RecordNameStrategy"}
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    a.create_topics([NewTopic(topic, 1, config=configs), NewTopic(other, 1)])[topic].result(timeout=TIMEOUT_S)
+    described = a.describe_configs([ConfigResource("topic", topic)])
+    got = {k: v.value for k, v in next(iter(described.values())).result(timeout=TIMEOUT_S).items()}
+    assert {k: got.get(k) for k in configs} == configs
+
+    ser = AvroSerializer(client, json.dumps(USER_V1))
+    key_ser = AvroSerializer(client, json.dumps(USER_V1), conf={
+        "subject.name.strategy": lambda ctx, record_name: record_name})
+    key = key_ser({"id": 0, "name": "k"}, SerializationContext(topic, MessageField.KEY))
+    good = [ser({"id": i, "name": f"u{i}"}, SerializationContext(topic, MessageField.VALUE)) for i in range(3)]
+    # An id registered only under another subject (`{other}-value`).
+    foreign_schema = {**USER_V1, "name": "Other"}
+    foreign = AvroSerializer(client, json.dumps(foreign_schema))({"id": 9, "name": "x"},
+                                                               SerializationContext(other, MessageField.VALUE))
+    assert foreign[1:5] != good[0][1:5]
+    unknown = b"\x00" + (2**31 - 7).to_bytes(4, "big") + good[0][5:]
+    records = [(key, good[0]), (key, b'{"id": 1}'), (key, good[1]), (key, unknown), (key, foreign), (key, good[2]),
+               (b"plain key", good[0])]
+
+    # One record per batch: the valid ones are delivered, each bad one refused with
+    # INVALID_RECORD (KIP-467), named in the broker's record error.
+    errs = deliveries(b.bootstrap, topic, records, one_batch=False)
+    codes = [e.code() if e else None for e in errs]
+    assert codes == [None, KafkaError.INVALID_RECORD, None, KafkaError.INVALID_RECORD, KafkaError.INVALID_RECORD,
+                     None, KafkaError.INVALID_RECORD], errs
+    de = AvroDeserializer(client)
+    got_values = produce_consume_existing(b.bootstrap, topic, 3)
+    assert [de(v, SerializationContext(topic, MessageField.VALUE))["id"] for v in got_values] == [0, 1, 2]
+
+    # In one batch, as in Kafka: one bad record refuses the batch (librdkafka reports
+    # INVALID_RECORD for each; the record_errors naming it are checked in
+    # handlers/produce/settings_tests.rs, librdkafka does not surface them).
+    errs = deliveries(b.bootstrap, topic, [(key, good[0]), (key, b"no magic byte"), (key, good[1])], one_batch=True)
+    assert [e.code() if e else None for e in errs] == [KafkaError.INVALID_RECORD] * 3, errs
+    # Nothing of that batch was appended: the log still ends after the first three.
+    from confluent_kafka import TopicPartition
+
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": unique("w")})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S) == (0, 3)
+    finally:
+        c.close()
+
+
+def produce_consume_existing(bootstrap: str, topic: str, want: int, wait_s: float = TIMEOUT_S) -> list[bytes]:
+    """The first `want` values of `topic` (fewer if `wait_s` passes first)."""
+    import time
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"), "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    out: list[bytes] = []
+    try:
+        deadline = time.monotonic() + wait_s
+        while len(out) < want and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                out.append(m.value())
+    finally:
+        c.close()
+    return out
+
+
 def confluent_key(**fields) -> bytes:
     return json.dumps(fields, separators=(",", ":")).encode()
 

@@ -27,6 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::error::CliError;
+use super::secure::{Security, Stream};
 use crate::shard::BrokerContext;
 
 /// A response larger than this is refused (a bound on what one answer may make us allocate).
@@ -39,11 +40,14 @@ pub const ANY: Node = -1;
 enum Transport {
     Tcp {
         bootstrap: Vec<String>,
-        conns: HashMap<Node, TcpStream>,
+        conns: HashMap<Node, Stream>,
+        security: Security,
     },
     Local {
         ctx: Arc<BrokerContext>,
         next_shard: usize,
+        /// Whom the requests run as (the console's signed-in user, or ANONYMOUS).
+        principal: crate::security::Principal,
     },
 }
 
@@ -65,8 +69,17 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to the first bootstrap address that answers ApiVersions.
+    /// Connects to the first bootstrap address that answers ApiVersions, over PLAINTEXT.
     pub async fn connect(bootstrap: &str, timeout: Duration) -> Result<Client, CliError> {
+        Self::connect_secure(bootstrap, timeout, Security::default()).await
+    }
+
+    /// Connects as `security` says (TLS, SASL) to the first bootstrap address that answers.
+    pub async fn connect_secure(
+        bootstrap: &str,
+        timeout: Duration,
+        security: Security,
+    ) -> Result<Client, CliError> {
         let addrs: Vec<String> = bootstrap
             .split(',')
             .map(|s| s.trim().to_string())
@@ -79,6 +92,7 @@ impl Client {
             transport: Transport::Tcp {
                 bootstrap: addrs,
                 conns: HashMap::new(),
+                security,
             },
             versions: HashMap::new(),
             brokers: BTreeMap::new(),
@@ -89,14 +103,28 @@ impl Client {
         Ok(client)
     }
 
-    /// A client that runs each request through the broker's own handlers, in this process.
+    /// A client that runs each request through the broker's own handlers, in this process,
+    /// as User:ANONYMOUS.
     pub fn local(ctx: Arc<BrokerContext>, timeout: Duration) -> Client {
+        Self::local_as(ctx, timeout, crate::security::Principal::anonymous())
+    }
+
+    /// In-process as `principal`: the handlers' ACL checks apply to it.
+    pub fn local_as(
+        ctx: Arc<BrokerContext>,
+        timeout: Duration,
+        principal: crate::security::Principal,
+    ) -> Client {
         let versions = crate::handlers::API_TABLE
             .iter()
             .map(|s| (s.key as i16, (s.min, s.max)))
             .collect();
         Client {
-            transport: Transport::Local { ctx, next_shard: 0 },
+            transport: Transport::Local {
+                ctx,
+                next_shard: 0,
+                principal,
+            },
             versions,
             brokers: BTreeMap::new(),
             timeout,
@@ -170,42 +198,33 @@ impl Client {
     ) -> Result<Resp, CliError> {
         self.correlation = self.correlation.wrapping_add(1);
         let correlation = self.correlation;
-        let bad = |what: String| CliError::Client(format!("{key:?} v{version}: {what}"));
-        let mut body = BytesMut::new();
-        RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation)
-            .with_client_id(Some(StrBytes::from_static_str("strom-cli")))
-            .encode(&mut body, key.request_header_version(version))
-            .map_err(|e| bad(format!("encoding request: {e}")))?;
-        req.encode(&mut body, version)
-            .map_err(|e| bad(format!("encoding request: {e}")))?;
-        let mut resp = if matches!(self.transport, Transport::Local { .. }) {
-            self.exchange_local(body.freeze()).await?
-        } else {
-            self.exchange_tcp(node, body).await?
-        };
-        let header = ResponseHeader::decode(&mut resp, Resp::header_version(version))
-            .map_err(|e| bad(format!("decoding response header: {e}")))?;
-        if header.correlation_id != correlation {
-            return Err(bad("correlation id mismatch".into()));
+        if !matches!(self.transport, Transport::Local { .. }) {
+            return self.call_tcp(node, key, version, correlation, req).await;
         }
-        Resp::decode(&mut resp, version).map_err(|e| bad(format!("decoding response: {e}")))
+        let body = encode_request(key, version, correlation, req)?;
+        let resp = self.exchange_local(body.freeze()).await?;
+        decode_response(key, version, correlation, resp)
     }
 
     async fn exchange_local(&mut self, frame: Bytes) -> Result<Bytes, CliError> {
-        let Transport::Local { ctx, next_shard } = &mut self.transport else {
+        let Transport::Local {
+            ctx,
+            next_shard,
+            principal,
+        } = &mut self.transport
+        else {
             unreachable!("local transport")
         };
+        let principal = principal.clone();
         // Handlers reach every partition and coordinator from any shard: spread the calls.
         let shard = *next_shard % ctx.shard_count().max(1);
         *next_shard = next_shard.wrapping_add(1);
         let call = crate::shard::frontend::call_from_outside(ctx, shard, move |state| async move {
-            // In-process calls have no socket: an anonymous session on the first listener,
-            // named "console" where Kafka would show the client's address.
+            // In-process calls have no socket: a session on the first listener, named
+            // "console" where Kafka would show the client's address.
             let mut session = crate::security::Session::local(&state.ctx.config);
             session.client_host = Rc::from("console");
+            session.set_principal(principal);
             crate::handlers::handle_frame(state, Rc::new(session), frame)
                 .await
                 .map(|r| r.map(|f| f.to_bytes().freeze()))
@@ -225,45 +244,46 @@ impl Client {
         Ok(frame)
     }
 
-    async fn exchange_tcp(&mut self, node: Node, body: BytesMut) -> Result<Bytes, CliError> {
+    async fn call_tcp<Req: Encodable, Resp: Decodable + HeaderVersion>(
+        &mut self,
+        node: Node,
+        key: ApiKey,
+        version: i16,
+        correlation: i32,
+        req: &Req,
+    ) -> Result<Resp, CliError> {
         let addr = self.address_of(node)?;
         let timeout = self.timeout;
-        let Transport::Tcp { conns, .. } = &mut self.transport else {
+        let Transport::Tcp {
+            conns, security, ..
+        } = &mut self.transport
+        else {
             unreachable!("tcp transport")
         };
         let stream = match conns.entry(node) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(connect_any(&addr, timeout).await?)
+                e.insert(connect_any(&addr, timeout, security).await?)
             }
         };
-        let mut frame = BytesMut::with_capacity(body.len() + 4);
-        frame.put_i32(body.len() as i32);
-        frame.put_slice(&body);
-        let io = async {
-            stream.write_all(&frame).await?;
-            let len = stream.read_i32().await?;
-            if len < 0 || len as usize > MAX_RESPONSE {
-                return Err(std::io::Error::other(format!("response of {len} bytes")));
-            }
-            let mut buf = vec![0u8; len as usize];
-            stream.read_exact(&mut buf).await?;
-            Ok(Bytes::from(buf))
-        };
-        let r = tokio::time::timeout(timeout, io).await;
-        let fail = |reason: String| CliError::Unreachable {
-            addr: addr.join(","),
-            reason,
-        };
+        let shown = addr.join(",");
+        let r = tokio::time::timeout(
+            timeout,
+            exchange(stream, &shown, key, version, correlation, req),
+        )
+        .await;
         match r {
-            Ok(Ok(b)) => Ok(b),
+            Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) => {
                 conns.remove(&node);
-                Err(fail(e.to_string()))
+                Err(e)
             }
             Err(_) => {
                 conns.remove(&node);
-                Err(fail(format!("no answer within {timeout:?}")))
+                Err(CliError::Unreachable {
+                    addr: shown,
+                    reason: format!("no answer within {timeout:?}"),
+                })
             }
         }
     }
@@ -402,13 +422,88 @@ impl Client {
     }
 }
 
-async fn connect_any(addrs: &[String], timeout: Duration) -> Result<TcpStream, CliError> {
+fn encode_request<Req: Encodable>(
+    key: ApiKey,
+    version: i16,
+    correlation: i32,
+    req: &Req,
+) -> Result<BytesMut, CliError> {
+    let bad = |what: String| CliError::Client(format!("{key:?} v{version}: {what}"));
+    let mut body = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation)
+        .with_client_id(Some(StrBytes::from_static_str("strom-cli")))
+        .encode(&mut body, key.request_header_version(version))
+        .map_err(|e| bad(format!("encoding request: {e}")))?;
+    req.encode(&mut body, version)
+        .map_err(|e| bad(format!("encoding request: {e}")))?;
+    Ok(body)
+}
+
+fn decode_response<Resp: Decodable + HeaderVersion>(
+    key: ApiKey,
+    version: i16,
+    correlation: i32,
+    mut resp: Bytes,
+) -> Result<Resp, CliError> {
+    let bad = |what: String| CliError::Client(format!("{key:?} v{version}: {what}"));
+    let header = ResponseHeader::decode(&mut resp, Resp::header_version(version))
+        .map_err(|e| bad(format!("decoding response header: {e}")))?;
+    if header.correlation_id != correlation {
+        return Err(bad("correlation id mismatch".into()));
+    }
+    Resp::decode(&mut resp, version).map_err(|e| bad(format!("decoding response: {e}")))
+}
+
+/// One request and its answer on `stream` (to `addr`, for messages); also the SASL
+/// exchange of a new connection, before any `Client` call.
+pub(super) async fn exchange<Req: Encodable, Resp: Decodable + HeaderVersion>(
+    stream: &mut Stream,
+    addr: &str,
+    key: ApiKey,
+    version: i16,
+    correlation: i32,
+    req: &Req,
+) -> Result<Resp, CliError> {
+    let body = encode_request(key, version, correlation, req)?;
+    let mut frame = BytesMut::with_capacity(body.len() + 4);
+    frame.put_i32(body.len() as i32);
+    frame.put_slice(&body);
+    let io = async {
+        stream.write_all(&frame).await?;
+        stream.flush().await?;
+        let len = stream.read_i32().await?;
+        if len < 0 || len as usize > MAX_RESPONSE {
+            return Err(std::io::Error::other(format!("response of {len} bytes")));
+        }
+        let mut buf = vec![0u8; len as usize];
+        stream.read_exact(&mut buf).await?;
+        Ok(Bytes::from(buf))
+    };
+    let resp = io.await.map_err(|e| CliError::Unreachable {
+        addr: addr.to_string(),
+        reason: match e.kind() {
+            // A broker closes the connection on an authentication failure it cannot answer.
+            std::io::ErrorKind::UnexpectedEof => "the broker closed the connection".into(),
+            _ => e.to_string(),
+        },
+    })?;
+    decode_response(key, version, correlation, resp)
+}
+
+async fn connect_any(
+    addrs: &[String],
+    timeout: Duration,
+    security: &Security,
+) -> Result<Stream, CliError> {
     let mut last = String::new();
     for addr in addrs {
         match tokio::time::timeout(timeout, TcpStream::connect(addr.as_str())).await {
             Ok(Ok(s)) => {
                 s.set_nodelay(true).ok();
-                return Ok(s);
+                return security.open(addr, s, timeout).await;
             }
             Ok(Err(e)) => last = e.to_string(),
             Err(_) => last = format!("connect timed out after {timeout:?}"),

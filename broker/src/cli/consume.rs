@@ -18,7 +18,6 @@ use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
-use super::client::Client;
 use super::error::CliError;
 use super::offsets::{self, OffsetSpec};
 use super::produce::describe_kafka_error;
@@ -85,7 +84,7 @@ pub async fn run(conn: &ConnArgs, args: ConsumeArgs) -> Result<(), CliError> {
         Output::Template(Template::parse(&args.format)?)
     };
     let spec = OffsetSpec::parse(&args.offset)?;
-    let mut admin = Client::connect(&conn.brokers, conn.timeout()).await?;
+    let mut admin = conn.client().await?;
     // The partitions (and leaders) of every topic; an unknown topic is an error here, not a
     // consumer waiting forever.
     let mut layout: BTreeMap<String, Vec<(i32, i32)>> = BTreeMap::new();
@@ -113,6 +112,7 @@ pub async fn run(conn: &ConnArgs, args: ConsumeArgs) -> Result<(), CliError> {
         .set("client.id", "strom-cli")
         .set("enable.partition.eof", "true")
         .set("socket.timeout.ms", conn.timeout_ms().max(10).to_string());
+    conn.security.librdkafka_config(&mut config)?;
     let mut ends: Ends = BTreeMap::new();
     let mut assign = TopicPartitionList::new();
     match &args.group {

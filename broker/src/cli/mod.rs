@@ -1,5 +1,5 @@
 //! `strom`'s client commands, in rpk's spirit: `topic`, `produce`, `consume`, `group`,
-//! `cluster`, `schema`, `connect status`, `completion`, `man` (docs/cli.md). They are Kafka clients
+//! `cluster`, `acl`, `user`, `schema`, `connect status`, `completion`, `man` (docs/cli.md). They are Kafka clients
 //! and work against Strom and any Apache Kafka broker.
 //!
 //! Produce and consume go through librdkafka (the same build the connectors link); the admin
@@ -8,6 +8,7 @@
 //! structs: the CLI prints them as tables or JSON, and the console on the admin port serves
 //! the same structs from the same functions, run in-process (`Client::local`).
 
+pub mod acl;
 pub mod client;
 pub mod cluster;
 pub mod connect;
@@ -20,8 +21,10 @@ pub mod output;
 pub mod produce;
 pub mod registry;
 pub mod schema;
+pub mod secure;
 pub mod template;
 pub mod topic;
+pub mod user;
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -52,9 +55,16 @@ pub struct ConnArgs {
         global = true
     )]
     pub timeout_ms: u64,
+    #[command(flatten)]
+    pub security: secure::SecurityArgs,
 }
 
 impl ConnArgs {
+    /// The admin client, connected (and authenticated) as the flags say.
+    pub async fn client(&self) -> Result<client::Client, CliError> {
+        client::Client::connect_secure(&self.brokers, self.timeout(), self.security.load()?).await
+    }
+
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms.max(1))
     }
@@ -100,6 +110,8 @@ pub enum Command {
     Consume(ConsumeCmd),
     ConnectStatus(connect::StatusArgs),
     Schema(schema::SchemaArgs),
+    Acl(AdminArgs<acl::AclCmd>),
+    User(AdminArgs<user::UserCmd>),
 }
 
 /// Runs a client command; returns the process exit code (error::EXIT_*), after printing the
@@ -118,16 +130,29 @@ pub fn run(cmd: Command) -> i32 {
     let r = rt.block_on(async move {
         match cmd {
             Command::Topic(a) => {
-                let mut c = client::Client::connect(&a.conn.brokers, a.conn.timeout()).await?;
+                let mut c = a.conn.client().await?;
                 topic::run(&mut c, a.cmd, a.format).await
             }
             Command::Group(a) => {
-                let mut c = client::Client::connect(&a.conn.brokers, a.conn.timeout()).await?;
+                let mut c = a.conn.client().await?;
                 group::run(&mut c, a.cmd, a.format).await
             }
             Command::Cluster(a) => {
-                let mut c = client::Client::connect(&a.conn.brokers, a.conn.timeout()).await?;
+                let mut c = a.conn.client().await?;
                 cluster::run(&mut c, a.cmd, a.format).await
+            }
+            Command::Acl(a) => {
+                let mut c = a.conn.client().await?;
+                acl::run(&mut c, a.cmd, a.format).await
+            }
+            Command::User(AdminArgs {
+                cmd: user::UserCmd::Add(add),
+                conn,
+                ..
+            }) => user::add(add, conn.security.password),
+            Command::User(a) => {
+                let mut c = a.conn.client().await?;
+                user::run(&mut c, a.cmd, a.format).await
             }
             Command::Produce(p) => produce::run(&p.conn, p.args).await,
             Command::Consume(c) => consume::run(&c.conn, c.args).await,

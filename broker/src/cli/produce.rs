@@ -157,6 +157,7 @@ pub fn producer_config(conn: &ConnArgs, properties: &[String]) -> Result<ClientC
     c.set("bootstrap.servers", &conn.brokers)
         .set("client.id", "strom-cli")
         .set("socket.timeout.ms", conn.timeout_ms().max(10).to_string());
+    conn.security.librdkafka_config(&mut c)?;
     for p in properties {
         let (k, v) = split_kv(p)?;
         c.set(k, v);

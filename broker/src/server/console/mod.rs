@@ -7,13 +7,17 @@
 //! any Kafka client would, with the same error codes, and its JSON is the CLI's `--format
 //! json`. Throughput and lag sparklines are drawn in the browser from `/metrics`.
 //!
-//! Writes (offset resets) are allowed to anyone who reaches the admin port, which listens on
-//! 127.0.0.1 by default; with security, they will need a principal allowed to write.
+//! Read-only unless the principal may write (`auth`): requests may sign in with HTTP Basic
+//! (a SCRAM user's name and password) and run as that user, else as User:ANONYMOUS; with an
+//! authorizer the broker's ACLs decide, as for any Kafka client.
+
+mod auth;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -52,9 +56,42 @@ struct Console {
 }
 
 impl Console {
-    fn client(&self) -> Client {
-        Client::local(self.ctx.clone(), TIMEOUT)
+    /// A client whose requests run as `who`.
+    fn client(&self, who: &Caller) -> Client {
+        Client::local_as(self.ctx.clone(), TIMEOUT, auth::principal(who.0.as_deref()))
     }
+}
+
+/// The signed-in user of a request (`auth::caller`); wrong credentials are a 401.
+struct Caller(Option<String>);
+
+impl FromRequestParts<Console> for Caller {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, c: &Console) -> Result<Self, Self::Rejection> {
+        auth::caller(&c.ctx, &parts.headers)
+            .map(Caller)
+            .map_err(unauthorized)
+    }
+}
+
+/// 401 with a Basic challenge, so a browser asks for a user and password.
+fn unauthorized(e: auth::AuthError) -> Response {
+    let body = ErrorBody {
+        code: None,
+        name: None,
+        message: e.to_string(),
+        hint: Some("sign in with a SASL/SCRAM user (`strom user list`)"),
+    };
+    (
+        StatusCode::UNAUTHORIZED,
+        [(
+            header::WWW_AUTHENTICATE,
+            "Basic realm=\"strom console\", charset=\"UTF-8\"",
+        )],
+        Json(serde_json::json!({ "error": body })),
+    )
+        .into_response()
 }
 
 pub fn router(ctx: Arc<BrokerContext>, connectors: Arc<Connectors>) -> Router {
@@ -76,6 +113,8 @@ pub fn router(ctx: Arc<BrokerContext>, connectors: Arc<Connectors>) -> Router {
             "/console/app.css",
             get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
         )
+        .route("/login", get(login))
+        .route("/api/v1/session", get(session))
         .route("/api/v1/cluster", get(cluster_info))
         .route("/api/v1/health", get(health))
         .route("/api/v1/topics", get(topics))
@@ -124,6 +163,10 @@ impl IntoResponse for ApiError {
             CliError::Kafka {
                 code: c @ (3 | 69), ..
             } => (StatusCode::NOT_FOUND, Some(*c)),
+            // TOPIC_, GROUP_, CLUSTER_AUTHORIZATION_FAILED: the ACLs said no.
+            CliError::Kafka {
+                code: c @ 29..=31, ..
+            } => (StatusCode::FORBIDDEN, Some(*c)),
             CliError::Kafka { code, .. } => (StatusCode::CONFLICT, Some(*code)),
             CliError::Usage(_) => (StatusCode::BAD_REQUEST, None),
             CliError::Unreachable { .. } => (StatusCode::SERVICE_UNAVAILABLE, None),
@@ -147,12 +190,12 @@ impl IntoResponse for ApiError {
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
-async fn cluster_info(State(c): State<Console>) -> ApiResult<cluster::ClusterInfo> {
-    Ok(Json(cluster::info(&mut c.client()).await?))
+async fn cluster_info(State(c): State<Console>, who: Caller) -> ApiResult<cluster::ClusterInfo> {
+    Ok(Json(cluster::info(&mut c.client(&who)).await?))
 }
 
-async fn health(State(c): State<Console>) -> ApiResult<cluster::Health> {
-    Ok(Json(cluster::health(&mut c.client()).await?))
+async fn health(State(c): State<Console>, who: Caller) -> ApiResult<cluster::Health> {
+    Ok(Json(cluster::health(&mut c.client(&who)).await?))
 }
 
 #[derive(Deserialize)]
@@ -163,16 +206,18 @@ struct TopicsQuery {
 
 async fn topics(
     State(c): State<Console>,
+    who: Caller,
     Query(q): Query<TopicsQuery>,
 ) -> ApiResult<topic::TopicList> {
-    Ok(Json(topic::list(&mut c.client(), q.internal).await?))
+    Ok(Json(topic::list(&mut c.client(&who), q.internal).await?))
 }
 
 async fn topic_describe(
     State(c): State<Console>,
+    who: Caller,
     Path(name): Path<String>,
 ) -> ApiResult<topic::TopicDescription> {
-    Ok(Json(topic::describe(&mut c.client(), &name).await?))
+    Ok(Json(topic::describe(&mut c.client(&who), &name).await?))
 }
 
 #[derive(Deserialize)]
@@ -187,6 +232,7 @@ struct MessagesQuery {
 
 async fn topic_messages(
     State(c): State<Console>,
+    who: Caller,
     Path(name): Path<String>,
     Query(q): Query<MessagesQuery>,
 ) -> ApiResult<messages::Page> {
@@ -194,19 +240,20 @@ async fn topic_messages(
     let limit = q.limit.unwrap_or(50).clamp(1, MAX_PAGE);
     let key = q.key.as_deref().filter(|k| !k.is_empty());
     Ok(Json(
-        messages::browse(&mut c.client(), &name, q.partition, from, limit, key).await?,
+        messages::browse(&mut c.client(&who), &name, q.partition, from, limit, key).await?,
     ))
 }
 
-async fn groups(State(c): State<Console>) -> ApiResult<group::GroupList> {
-    Ok(Json(group::list(&mut c.client()).await?))
+async fn groups(State(c): State<Console>, who: Caller) -> ApiResult<group::GroupList> {
+    Ok(Json(group::list(&mut c.client(&who)).await?))
 }
 
 async fn group_describe(
     State(c): State<Console>,
+    who: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<group::GroupDescription> {
-    let d = group::describe(&mut c.client(), &id).await?;
+    let d = group::describe(&mut c.client(&who), &id).await?;
     if let Some(e) = &d.error {
         return Err(CliError::kafka(format!("group {id:?}"), e.code, e.message.clone()).into());
     }
@@ -225,19 +272,50 @@ struct SeekBody {
 
 async fn group_seek(
     State(c): State<Console>,
+    who: Caller,
     Path(id): Path<String>,
     Json(body): Json<SeekBody>,
 ) -> ApiResult<group::SeekResults> {
     let spec = OffsetSpec::parse(&body.to)?;
     let r = group::seek(
-        &mut c.client(),
+        &mut c.client(&who),
         &id,
         &body.topics,
         group::SeekTarget::Spec(spec),
         body.dry_run,
     )
     .await?;
+    // The commit answers per partition; a refusal by the ACLs is the request's (403).
+    let refused = r
+        .partitions
+        .iter()
+        .find_map(|p| p.error.as_ref().filter(|e| matches!(e.code, 29..=31)));
+    if let Some(e) = refused {
+        return Err(CliError::kafka(format!("group {id:?}"), e.code, e.message.clone()).into());
+    }
     Ok(Json(r))
+}
+
+/// Signing in: a Basic challenge until the browser sends a user the broker knows (it then
+/// sends the same credentials with every console request), then back to the console.
+async fn login(who: Caller) -> Response {
+    match who.0 {
+        Some(_) => Redirect::to("/console/").into_response(),
+        None => unauthorized(auth::AuthError::SignIn),
+    }
+}
+
+#[derive(Deserialize)]
+struct SessionQuery {
+    group: Option<String>,
+}
+
+async fn session(
+    State(c): State<Console>,
+    who: Caller,
+    Query(q): Query<SessionQuery>,
+) -> Json<auth::SessionView> {
+    Json(auth::session(&c.ctx, who.0.as_deref(), q.group.as_deref()))
 }
 
 #[derive(Serialize)]

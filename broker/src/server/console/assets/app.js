@@ -265,7 +265,7 @@ function lagChart(parts) {
 }
 
 async function groupPage(id) {
-  const d = await api(`/api/v1/groups/${enc(id)}`);
+  const [d, who] = await Promise.all([api(`/api/v1/groups/${enc(id)}`), api(`/api/v1/session?group=${enc(id)}`)]);
   const topicsIn = [...new Set(d.partitions.map((p) => p.topic))];
   const to = h("input", { id: "seek-to", value: "start", size: 14, title: "start, end, an offset, or @timestamp-ms" });
   const topicSel = h("select", { id: "seek-topic" }, h("option", { value: "" }, "all committed topics"), topicsIn.map((t) => h("option", { value: t }, t)));
@@ -304,8 +304,9 @@ async function groupPage(id) {
       : h("p", { class: "muted" }, "No active members: offsets can be reset."),
     h("h2", {}, "Reset offsets"),
     h("div", { class: "toolbar" }, h("label", {}, "To", to), h("label", {}, "Topic", topicSel),
-      h("button", { id: "seek-go", class: "danger", disabled: d.members.length > 0, onclick: seek }, "Reset offsets…")),
+      h("button", { id: "seek-go", class: "danger", disabled: d.members.length > 0 || !who.may_write, onclick: seek }, "Reset offsets…")),
     d.members.length ? h("p", { class: "muted" }, "Stop the group's consumers first: Kafka refuses commits from outside an active group.") : null,
+    who.may_write ? null : h("p", { class: "muted", "data-test": "read-only" }, `Read-only as ${who.principal}: the broker checks ACLs; sign in with a SCRAM user to reset offsets. `, h("a", { href: "/login", "data-test": "sign-in" }, "Sign in")),
     result,
   ];
 }
