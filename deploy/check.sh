@@ -42,7 +42,14 @@ fi
 "$helm" template strom deploy/helm/strom --namespace streaming >"$work/cluster.yaml"
 "$helm" template strom deploy/helm/strom --namespace streaming \
     -f deploy/helm/strom/values-single-node.yaml --set tls.secretName=strom-tls >"$work/single.yaml"
-"$work/check" k8s "$work/cluster.yaml" "$work/single.yaml"
+"$helm" template strom deploy/helm/strom --namespace streaming \
+    --set tls.secretName=strom-tls --set tls.clientAuth=required >"$work/tls.yaml"
+"$work/check" k8s "$work/cluster.yaml" "$work/single.yaml" "$work/tls.yaml"
+grep -q 'listeners=PLAINTEXT://0.0.0.0:9092,SSL://0.0.0.0:9094' "$work/tls.yaml"
+grep -q 'ssl.keystore.location=/etc/strom/tls/tls-combined.pem' "$work/tls.yaml"
+grep -q 'ssl.truststore.location=/etc/strom/tls/ca.crt' "$work/tls.yaml"
+! grep -q STROM_LISTEN "$work/tls.yaml"
+echo "ok  TLS values render an SSL listener on the mounted Secret"
 grep -q 'controller_quorum_voters=0@strom-0.strom-headless.streaming.svc:9093,1@strom-1.strom-headless.streaming.svc:9093,2@strom-2.strom-headless.streaming.svc:9093' "$work/cluster.yaml"
 ! grep -q controller_quorum_voters "$work/single.yaml"
 echo "ok  quorum voters rendered for 3 pods, none for a single node"
