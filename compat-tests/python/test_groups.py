@@ -498,6 +498,26 @@ def test_groups_kip848_regex_subscription_gets_matching_topics(broker):
         c.close()
 
 
+def test_groups_kip848_regex_resolves_internal_topics_too(broker):
+    """Kafka's coordinator resolves a KIP-848 regex against every topic it has, internal ones
+    included (franz-go's Test848RegexBrokerResolves expects __consumer_offsets assigned)."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-internal-{uuid.uuid4().hex[:6]}",
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe(["^__consumer_offsets$"])
+
+        def topics():
+            c.poll(0.5)
+            return {tp.topic for tp in c.assignment()}
+
+        admin.wait_for(lambda: topics() == {"__consumer_offsets"}, "__consumer_offsets assigned",
+                       timeout_s=WAIT_S)
+    finally:
+        c.close()
+
+
 def test_groups_kip848_member_keeps_assignment_across_broker_restart():
     """Strom only: the KIP-848 group (epochs, members, assignments) is durable, so a member
     that heartbeats after a broker restart keeps its partitions instead of being fenced."""

@@ -178,7 +178,9 @@ impl GroupShard {
         r
     }
 
-    /// Topics clients may subscribe to, with their partition counts.
+    /// Topics clients may subscribe to, with their partition counts: every topic, internal
+    /// ones too, as Kafka's coordinator resolves subscriptions and regexes against its whole
+    /// metadata image (hiding internal topics is the client's `exclude.internal.topics`).
     pub fn topic_partitions(&self) -> BTreeMap<String, i32> {
         self.shard
             .upgrade()
@@ -188,7 +190,6 @@ impl GroupShard {
                     .snapshot()
                     .topics
                     .values()
-                    .filter(|t| !t.internal)
                     .map(|t| (t.name.to_string(), t.partitions))
                     .collect()
             })
