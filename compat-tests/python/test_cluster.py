@@ -15,6 +15,7 @@ Strom only: the 3-node Apache Kafka counterpart is not run yet.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -201,6 +202,28 @@ def read_all(cluster, topic, p, expected):
         m = consumer.poll(0.5)
     consumer.close()
     return got
+
+
+def test_kafka_topics_describe_shows_replicas_and_isr(cluster):
+    """Kafka 4.4's kafka-topics --describe (DescribeTopicPartitions) tells what Metadata
+    tells: every partition's leader, its three replicas and its ISR."""
+    import kafka_tools
+
+    topic = "described"
+    create(cluster, topic, 2)
+    r = kafka_tools.run("kafka-topics", cluster[1].bootstrap, "--describe", "--topic", topic)
+    assert r.rc == 0, f"kafka-topics --describe failed ({r.rc}):\n{r.out}\n{r.err}"
+    rows = {}
+    for line in r.lines():
+        fields = dict(re.findall(r"(\w+): (\S*)", line))
+        if "Partition" in fields:
+            rows[int(fields["Partition"])] = fields
+    assert sorted(rows) == [0, 1], r.out
+    for p, row in rows.items():
+        md = partition_md(cluster[1].bootstrap, topic, p)
+        assert int(row["Leader"]) == md.leader
+        assert sorted(int(b) for b in row["Replicas"].split(",")) == sorted(md.replicas) == [1, 2, 3]
+        assert sorted(int(b) for b in row["Isr"].split(",")) == sorted(md.isrs) == [1, 2, 3]
 
 
 def test_rf3_acks_all_keeps_every_acknowledged_record_across_leader_kills(cluster):

@@ -35,19 +35,25 @@ fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
+/// The partitions in `range`, placed as Metadata places them (handlers/placement.rs).
 fn partitions(
-    node: i32,
+    ctx: &crate::shard::BrokerContext,
+    topic: &str,
     range: std::ops::Range<i32>,
 ) -> Vec<DescribeTopicPartitionsResponsePartition> {
-    let node = BrokerId(node);
-    range
-        .map(|p| {
+    let ids = |v: &[i32]| v.iter().map(|b| BrokerId(*b)).collect::<Vec<_>>();
+    super::placement::placements(ctx, topic, range)
+        .into_iter()
+        .map(|(p, at)| {
             DescribeTopicPartitionsResponsePartition::default()
+                .with_error_code(at.error_code)
                 .with_partition_index(p)
-                .with_leader_id(node)
-                .with_leader_epoch(crate::shard::LEADER_EPOCH)
-                .with_replica_nodes(vec![node])
-                .with_isr_nodes(vec![node])
+                .with_leader_id(BrokerId(at.leader))
+                .with_leader_epoch(at.leader_epoch)
+                .with_replica_nodes(ids(&at.replicas))
+                .with_isr_nodes(ids(&at.isr))
+                .with_offline_replicas(ids(&at.offline))
+                // ELR (KIP-966) is off: eligible.leader.replicas.version 0.
                 .with_eligible_leader_replicas(Some(vec![]))
                 .with_last_known_elr(Some(vec![]))
         })
@@ -163,7 +169,7 @@ pub async fn handle(
             0
         };
         let upper = t.partitions.min(from.saturating_add(remaining));
-        let ps = partitions(broker.config.node_id, from..upper);
+        let ps = partitions(broker, topic, from..upper);
         remaining -= ps.len() as i32;
         resp.topics.push(
             DescribeTopicPartitionsResponseTopic::default()

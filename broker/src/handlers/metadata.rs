@@ -23,49 +23,19 @@ pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 13;
 
 pub fn topic_response(ctx: &RequestContext, t: &TopicMeta) -> MetadataResponseTopic {
-    let node = BrokerId(ctx.ctx().config.node_id);
     let v = ctx.version();
-    // Clustered: the placement the metadata quorum decided: replicas, ISR, and the replicas
-    // on fenced brokers as offline. A partition not yet in this node's image, or whose ISR
-    // is all fenced, has no leader (LEADER_NOT_AVAILABLE, as Kafka).
-    let image = ctx.ctx().cluster.get().map(|c| c.image());
     let ids = |v: &[i32]| v.iter().map(|b| BrokerId(*b)).collect::<Vec<_>>();
-    let partitions = (0..t.partitions)
-        .map(|p| {
-            let (leader, epoch, replicas, isr, offline) = match &image {
-                None => (node, 0, vec![node], vec![node], Vec::new()),
-                Some(image) => match image.partition(&t.name, p) {
-                    Some(r) => {
-                        let offline: Vec<i32> = r
-                            .replicas
-                            .iter()
-                            .copied()
-                            .filter(|b| r.replicated() && image.fenced.contains(b))
-                            .collect();
-                        (
-                            BrokerId(r.leader),
-                            r.leader_epoch,
-                            ids(&r.replicas),
-                            ids(&r.in_sync()),
-                            ids(&offline),
-                        )
-                    }
-                    None => (BrokerId(-1), 0, Vec::new(), Vec::new(), Vec::new()),
-                },
-            };
-            let code = if leader.0 < 0 && image.is_some() {
-                ResponseError::LeaderNotAvailable.code()
-            } else {
-                0
-            };
+    let partitions = super::placement::placements(ctx.ctx(), &t.name, 0..t.partitions)
+        .into_iter()
+        .map(|(p, at)| {
             MetadataResponsePartition::default()
-                .with_error_code(code)
+                .with_error_code(at.error_code)
                 .with_partition_index(p)
-                .with_leader_id(leader)
-                .with_leader_epoch(if v >= 7 { epoch } else { -1 })
-                .with_isr_nodes(isr)
-                .with_replica_nodes(replicas)
-                .with_offline_replicas(if v >= 5 { offline } else { Vec::new() })
+                .with_leader_id(BrokerId(at.leader))
+                .with_leader_epoch(if v >= 7 { at.leader_epoch } else { -1 })
+                .with_isr_nodes(ids(&at.isr))
+                .with_replica_nodes(ids(&at.replicas))
+                .with_offline_replicas(if v >= 5 { ids(&at.offline) } else { Vec::new() })
         })
         .collect();
     MetadataResponseTopic::default()

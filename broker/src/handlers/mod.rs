@@ -69,6 +69,7 @@ pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
+pub mod placement;
 pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
