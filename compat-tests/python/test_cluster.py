@@ -277,6 +277,11 @@ def test_rf3_acks_all_keeps_every_acknowledged_record_across_leader_kills(cluste
             md = wait_for("a new leader in metadata", lambda: (lambda m: m if m and m.leader not in (-1, leader)
                                                                else None)(partition_md(live_bootstrap(cluster), topic, 0)))
             assert leader not in md.isrs, "the dead leader left the ISR"
+            # A fenced broker is left out of Metadata, as Kafka lists only live brokers (every
+            # survivor, once it has applied the fencing).
+            for n in [n for n in cluster if n.alive()]:
+                wait_for(f"node {n.name} to stop listing broker {leader}", lambda: leader not in AdminClient(
+                    {"bootstrap.servers": n.bootstrap}).list_topics(timeout=5).brokers, 15)
             restart(cluster, leader)
             wait_isr(cluster, topic, 0, 3)
             with lock:

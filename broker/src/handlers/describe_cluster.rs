@@ -1,4 +1,5 @@
-//! DescribeCluster (key 60): this node as the whole cluster and its controller.
+//! DescribeCluster (key 60): the registered brokers (this node alone when not clustered) and
+//! the controller.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
@@ -17,15 +18,19 @@ pub async fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> Descri
     let node = BrokerId(broker.config.node_id);
     if let Some(cluster) = broker.cluster.get() {
         let image = cluster.image();
+        // Kafka lists the fenced brokers only when asked (v2 `include_fenced_brokers`), and
+        // marks them.
         let brokers = image
             .brokers
             .values()
+            .filter(|b| req.include_fenced_brokers || !image.fenced.contains(&b.id))
             .map(|b| {
                 DescribeClusterBroker::default()
                     .with_broker_id(BrokerId(b.id))
                     .with_host(StrBytes::from_string(b.host.clone()))
                     .with_port(b.port)
                     .with_rack(b.rack.clone().map(StrBytes::from_string))
+                    .with_is_fenced(image.fenced.contains(&b.id))
             })
             .collect();
         let cluster_id = image.cluster_id.clone();

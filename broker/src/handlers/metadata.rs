@@ -190,9 +190,12 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
         ),
         Some(cluster) => {
             let image = cluster.image();
+            // Live brokers only: Kafka's `getAliveBrokerNodes` leaves the fenced out (a
+            // client would otherwise keep dialling a dead node; its partitions have moved).
             let brokers = image
                 .brokers
                 .values()
+                .filter(|b| !image.fenced.contains(&b.id))
                 .map(|b| {
                     MetadataResponseBroker::default()
                         .with_node_id(BrokerId(b.id))
