@@ -82,6 +82,40 @@ fn produce_v11(
     (p.error_code, hint, endpoints)
 }
 
+/// Fetch v16 (topics by id) of one partition on node `i`: (error code, KIP-951 (leader,
+/// epoch) hint, the response's node endpoints as (id, port)).
+fn fetch_v16(
+    c: &TestCluster,
+    i: usize,
+    topic_id: uuid::Uuid,
+    partition: i32,
+) -> (i16, (i32, i32), Vec<(i32, i32)>) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(0)
+                .with_current_leader_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(1 << 20)])]);
+    let r: FetchResponse = try_call(c.nodes[i].kafka, ApiKey::Fetch, 16, &req).unwrap();
+    let p = &r.responses[0].partitions[0];
+    let hint = (p.current_leader.leader_id.0, p.current_leader.leader_epoch);
+    let endpoints = r
+        .node_endpoints
+        .iter()
+        .map(|e| (e.node_id.0, e.port))
+        .collect();
+    (p.error_code, hint, endpoints)
+}
+
 /// ListOffsets v7 LATEST of one partition on node `i`: (error code, offset).
 fn latest(c: &TestCluster, i: usize, name: &str, partition: i32) -> (i16, i64) {
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -168,6 +202,12 @@ fn given_three_nodes_when_leader_killed_and_restarted_then_topics_agree_everywhe
     assert_eq!(endpoints, vec![(p0_leader, leader_port)]);
     let (code, base) = common::produce(&mut c.client(leader_i), "before", 0, common::batch(2, "x"));
     assert_eq!((code, base), (0, 0));
+    // Fetch likewise, with the same KIP-951 hint (v12+) and endpoints (v16+).
+    let (code, hint, endpoints) = fetch_v16(&c, other_i, seen.0, 0);
+    assert_eq!(code, 6, "NOT_LEADER_OR_FOLLOWER from node {}", other_i + 1);
+    assert_eq!(hint, (p0_leader, 0));
+    assert_eq!(endpoints, vec![(p0_leader, leader_port)]);
+    assert_eq!(fetch_v16(&c, leader_i, seen.0, 0).0, 0);
     // ListOffsets likewise: the latest offset from the leader, NOT_LEADER_OR_FOLLOWER elsewhere.
     assert_eq!(latest(&c, leader_i, "before", 0), (0, 2));
     assert_eq!(latest(&c, other_i, "before", 0).0, 6);

@@ -216,6 +216,20 @@ async fn register(raft: Raft, broker: BrokerRecord, cluster_id: String) {
     }
 }
 
+/// KIP-951: the partition's leader and leader epoch as this node's image has them, with
+/// the leader's endpoint, for a NOT_LEADER_OR_FOLLOWER answer that tells the client where to
+/// go (Produce v10+, Fetch v12+ and its v16+ node endpoints) without a Metadata round trip.
+pub fn current_leader(
+    ctx: &BrokerContext,
+    topic: &str,
+    partition: i32,
+) -> Option<(i32, i32, image::BrokerRecord)> {
+    let image = ctx.cluster.get()?.image();
+    let p = image.partition(topic, partition)?;
+    let b = image.brokers.get(&p.leader)?.clone();
+    Some((p.leader, p.leader_epoch, b))
+}
+
 /// True when this node is clustered and does not lead the partition: another node leads
 /// it, or this node's image does not place it yet (just restarted, or a topic still being
 /// created) — it must not take writes it may not own.

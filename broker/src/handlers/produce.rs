@@ -240,17 +240,12 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                 let code = ResponseError::NotLeaderOrFollower.code();
                 let mut r = partition_error(version, pd.index, code, None);
                 // KIP-951 (v10+): the current leader, so the client need not ask Metadata.
-                let placed = broker.cluster.get().and_then(|c| {
-                    let image = c.image();
-                    let p = image.partition(&meta.name, pd.index)?.clone();
-                    let b = image.brokers.get(&p.leader)?.clone();
-                    Some((p, b))
-                });
-                if let Some((p, b)) = placed.filter(|_| version >= 10) {
+                let placed = crate::cluster::current_leader(broker, &meta.name, pd.index);
+                if let Some((leader, epoch, b)) = placed.filter(|_| version >= 10) {
                     r = r.with_current_leader(
                         LeaderIdAndEpoch::default()
-                            .with_leader_id(BrokerId(p.leader))
-                            .with_leader_epoch(p.leader_epoch),
+                            .with_leader_id(BrokerId(leader))
+                            .with_leader_epoch(epoch),
                     );
                     endpoints.insert(b.id, b);
                 }

@@ -18,9 +18,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
+use kafka_protocol::protocol::StrBytes;
 
 use super::{Answer, RequestContext, Responding};
 use crate::fetch_session::{FetchPlan, FetchSessionCache, SessionPartition, FINAL_EPOCH};
@@ -248,8 +249,22 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
     let mut answered = Vec::new();
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     let mut records: Vec<Vec<RecordChunks>> = Vec::new();
-    for (w, (p, chunks)) in wanted.into_iter().zip(partitions) {
+    let mut endpoints = std::collections::BTreeMap::new();
+    for (w, (mut p, chunks)) in wanted.into_iter().zip(partitions) {
         let s = w.session;
+        // KIP-951 (v12+; the endpoints v16+): where the partition's leader is now.
+        if p.error_code == ResponseError::NotLeaderOrFollower.code() && version >= 12 {
+            let placed = w
+                .meta
+                .as_ref()
+                .and_then(|m| crate::cluster::current_leader(broker, &m.name, s.partition));
+            if let Some((leader, epoch, b)) = placed {
+                p.current_leader = LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(leader))
+                    .with_leader_epoch(epoch);
+                endpoints.insert(b.id, b);
+            }
+        }
         let has_records = chunks.as_ref().is_some_and(|c| !c.is_empty());
         let news = !plan.incremental
             || p.error_code != 0
@@ -280,10 +295,21 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
         topics.last_mut().expect("pushed above").partitions.push(p);
         records.last_mut().expect("pushed above").push(chunks);
     }
+    let node_endpoints = endpoints
+        .into_values()
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(StrBytes::from_string(b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.map(StrBytes::from_string))
+        })
+        .collect();
     Fetched {
         resp: FetchResponse::default()
             .with_session_id(plan.session_id)
-            .with_responses(topics),
+            .with_responses(topics)
+            .with_node_endpoints(node_endpoints),
         records,
         answered,
     }
