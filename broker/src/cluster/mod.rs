@@ -16,7 +16,6 @@
 pub mod controller;
 pub mod handle;
 pub mod image;
-mod kafka_conn;
 mod liveness;
 mod materialize;
 pub mod network;

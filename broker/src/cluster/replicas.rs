@@ -23,11 +23,13 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::handle::ClusterHandle;
 use super::image::MetadataImage;
-use super::kafka_conn::KafkaConn;
+use crate::kafka_conn::KafkaConn;
 use crate::partition::replica::Role;
 use crate::partition::Partition;
 use crate::shard::{frontend, home_shard, BrokerContext, ShardState};
 
+/// A follower refuses a larger answer (bounds what one fetch makes it allocate).
+const MAX_RESPONSE: usize = 64 << 20;
 const FETCH_V: i16 = 12;
 const OFFSET_FOR_EPOCH_V: i16 = 4;
 /// A follower's long poll on the leader, and how long a fetch may take altogether.
@@ -177,7 +179,14 @@ async fn fetch_from(
                 tokio::time::sleep(BACKOFF).await;
                 continue;
             };
-            match KafkaConn::connect(&format!("{}:{}", b.host, b.port), CALL_TIMEOUT).await {
+            match KafkaConn::connect(
+                &format!("{}:{}", b.host, b.port),
+                CALL_TIMEOUT,
+                "strom-replica-fetcher",
+                MAX_RESPONSE,
+            )
+            .await
+            {
                 Ok(c) => conn = Some(c),
                 Err(e) => {
                     tracing::debug!(leader, error = %e, "replica fetcher cannot reach the leader");
@@ -205,7 +214,7 @@ async fn truncate_pending(
     conn: &mut KafkaConn,
     me: i32,
     parts: &[(Rc<Partition>, i32)],
-) -> Result<(), super::kafka_conn::ConnError> {
+) -> Result<(), crate::kafka_conn::ConnError> {
     for (p, epoch) in parts {
         if !p.take_truncate_pending() {
             continue;
@@ -256,7 +265,7 @@ async fn fetch_once(
     me: i32,
     leader: i32,
     parts: &[(Rc<Partition>, i32)],
-) -> Result<(), super::kafka_conn::ConnError> {
+) -> Result<(), crate::kafka_conn::ConnError> {
     let mut topics: BTreeMap<Arc<str>, Vec<FetchPartition>> = BTreeMap::new();
     let mut asked: Vec<&(Rc<Partition>, i32)> = Vec::new();
     for pe in parts {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::{
     describe_configs_request::DescribeConfigsResource, fetch_request::FetchPartition,
     fetch_request::FetchTopic, list_offsets_request::ListOffsetsPartition,
@@ -13,13 +13,12 @@ use kafka_protocol::messages::{
     BrokerId, DescribeConfigsRequest, DescribeConfigsResponse, FetchRequest, FetchResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, GroupId, ListGroupsRequest,
     ListGroupsResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
-    OffsetFetchRequest, OffsetFetchResponse, RequestHeader, ResponseHeader, TopicName,
+    OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::MigrateError;
+use crate::kafka_conn::KafkaConn;
 
 /// Versions every Kafka since 3.x (and Strom) serves; Kafka 4 dropped older ones (KIP-896).
 const METADATA_V: i16 = 12;
@@ -33,24 +32,15 @@ const LIST_GROUPS_V: i16 = 4;
 /// A response larger than this is refused (a bound on what one answer may make us allocate).
 const MAX_RESPONSE: usize = 256 << 20;
 
-struct Conn {
-    stream: TcpStream,
-    addr: String,
-    correlation: i32,
-}
+/// One connection to a source broker (crate::kafka_conn), its errors as MigrateError.
+struct Conn(KafkaConn);
 
 impl Conn {
     async fn connect(addr: &str, timeout: Duration) -> Result<Conn, MigrateError> {
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        KafkaConn::connect(addr, timeout, "strom-migrate", MAX_RESPONSE)
             .await
-            .map_err(|_| MigrateError::Source(format!("connecting to {addr}: timed out")))?
-            .map_err(|e| MigrateError::Source(format!("connecting to {addr}: {e}")))?;
-        stream.set_nodelay(true).ok();
-        Ok(Conn {
-            stream,
-            addr: addr.to_string(),
-            correlation: 0,
-        })
+            .map(Conn)
+            .map_err(|e| MigrateError::Source(format!("connecting to {e}")))
     }
 
     async fn call<Req: Encodable, Resp: Decodable + HeaderVersion>(
@@ -60,47 +50,10 @@ impl Conn {
         req: &Req,
         timeout: Duration,
     ) -> Result<Resp, MigrateError> {
-        let addr = self.addr.clone();
-        let err = move |what: String| MigrateError::Source(format!("{addr} ({key:?}): {what}"));
-        self.correlation = self.correlation.wrapping_add(1);
-        let mut body = BytesMut::new();
-        RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation)
-            .with_client_id(Some(StrBytes::from_static_str("strom-migrate")))
-            .encode(&mut body, key.request_header_version(version))
-            .map_err(|e| err(format!("encoding request: {e}")))?;
-        req.encode(&mut body, version)
-            .map_err(|e| err(format!("encoding request: {e}")))?;
-        let mut frame = BytesMut::with_capacity(body.len() + 4);
-        frame.put_i32(body.len() as i32);
-        frame.put_slice(&body);
-        let io = async {
-            self.stream.write_all(&frame).await?;
-            let len = self.stream.read_i32().await?;
-            if len < 0 || len as usize > MAX_RESPONSE {
-                return Err(std::io::Error::other(format!("response size {len}")));
-            }
-            let mut buf = vec![0u8; len as usize];
-            self.stream.read_exact(&mut buf).await?;
-            Ok(Bytes::from(buf))
-        };
-        let mut resp = tokio::time::timeout(timeout, io)
+        self.0
+            .call(key, version, req, timeout)
             .await
-            .map_err(|_| err("timed out".into()))?
-            .map_err(|e| err(e.to_string()))?;
-        let header = ResponseHeader::decode(&mut resp, Resp::header_version(version))
-            .map_err(|e| err(format!("decoding response header: {e}")))?;
-        if header.correlation_id != self.correlation {
-            return Err(err("correlation id mismatch".into()));
-        }
-        let r =
-            Resp::decode(&mut resp, version).map_err(|e| err(format!("decoding response: {e}")))?;
-        if resp.has_remaining() {
-            return Err(err("trailing bytes in response".into()));
-        }
-        Ok(r)
+            .map_err(|e| MigrateError::Source(e.to_string()))
     }
 }
 

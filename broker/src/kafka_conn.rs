@@ -1,5 +1,6 @@
-//! A follower's connection to a partition leader's client listener: Kafka requests on the
-//! kafka-protocol crate, one in flight at a time (the fetcher waits for each answer).
+//! An outbound Kafka connection: requests on the kafka-protocol crate, one in flight at a
+//! time, each bounded in time, the answer's size bounded. A follower's fetcher uses it
+//! towards its leader (cluster/replicas.rs), `strom migrate` towards the source cluster.
 
 use std::time::Duration;
 
@@ -8,9 +9,6 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-/// A larger answer is refused (bounds what one response makes us allocate).
-const MAX_RESPONSE: usize = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnError {
@@ -22,10 +20,18 @@ pub struct KafkaConn {
     stream: TcpStream,
     addr: String,
     correlation: i32,
+    client_id: &'static str,
+    /// A larger answer is refused (bounds what one response makes us allocate).
+    max_response: usize,
 }
 
 impl KafkaConn {
-    pub async fn connect(addr: &str, timeout: Duration) -> Result<KafkaConn, ConnError> {
+    pub async fn connect(
+        addr: &str,
+        timeout: Duration,
+        client_id: &'static str,
+        max_response: usize,
+    ) -> Result<KafkaConn, ConnError> {
         let err = |what: String| ConnError::Io {
             addr: addr.to_string(),
             what,
@@ -39,6 +45,8 @@ impl KafkaConn {
             stream,
             addr: addr.to_string(),
             correlation: 0,
+            client_id,
+            max_response,
         })
     }
 
@@ -60,7 +68,7 @@ impl KafkaConn {
             .with_request_api_key(key as i16)
             .with_request_api_version(version)
             .with_correlation_id(self.correlation)
-            .with_client_id(Some(StrBytes::from_static_str("strom-replica-fetcher")))
+            .with_client_id(Some(StrBytes::from_static_str(self.client_id)))
             .encode(&mut body, key.request_header_version(version))
             .map_err(|e| err(format!("encoding request: {e}")))?;
         req.encode(&mut body, version)
@@ -68,10 +76,11 @@ impl KafkaConn {
         let mut frame = BytesMut::with_capacity(body.len() + 4);
         frame.put_i32(body.len() as i32);
         frame.put_slice(&body);
+        let max_response = self.max_response;
         let io = async {
             self.stream.write_all(&frame).await?;
             let len = self.stream.read_i32().await?;
-            if len < 0 || len as usize > MAX_RESPONSE {
+            if len < 0 || len as usize > max_response {
                 return Err(std::io::Error::other(format!("response size {len}")));
             }
             let mut buf = vec![0u8; len as usize];
