@@ -17,21 +17,17 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest, MetadataResponse,
-    RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::error::CliError;
+use super::exchange::{decode_response, encode_request, exchange};
 use super::secure::{Security, Stream};
 use crate::shard::BrokerContext;
-
-/// A response larger than this is refused (a bound on what one answer may make us allocate).
-const MAX_RESPONSE: usize = 128 << 20;
 
 /// A node to send to: `ANY` is the bootstrap connection (or any broker).
 pub type Node = i32;
@@ -420,77 +416,6 @@ impl Client {
             Transport::Tcp { .. } => node,
         }
     }
-}
-
-fn encode_request<Req: Encodable>(
-    key: ApiKey,
-    version: i16,
-    correlation: i32,
-    req: &Req,
-) -> Result<BytesMut, CliError> {
-    let bad = |what: String| CliError::Client(format!("{key:?} v{version}: {what}"));
-    let mut body = BytesMut::new();
-    RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation)
-        .with_client_id(Some(StrBytes::from_static_str("strom-cli")))
-        .encode(&mut body, key.request_header_version(version))
-        .map_err(|e| bad(format!("encoding request: {e}")))?;
-    req.encode(&mut body, version)
-        .map_err(|e| bad(format!("encoding request: {e}")))?;
-    Ok(body)
-}
-
-fn decode_response<Resp: Decodable + HeaderVersion>(
-    key: ApiKey,
-    version: i16,
-    correlation: i32,
-    mut resp: Bytes,
-) -> Result<Resp, CliError> {
-    let bad = |what: String| CliError::Client(format!("{key:?} v{version}: {what}"));
-    let header = ResponseHeader::decode(&mut resp, Resp::header_version(version))
-        .map_err(|e| bad(format!("decoding response header: {e}")))?;
-    if header.correlation_id != correlation {
-        return Err(bad("correlation id mismatch".into()));
-    }
-    Resp::decode(&mut resp, version).map_err(|e| bad(format!("decoding response: {e}")))
-}
-
-/// One request and its answer on `stream` (to `addr`, for messages); also the SASL
-/// exchange of a new connection, before any `Client` call.
-pub(super) async fn exchange<Req: Encodable, Resp: Decodable + HeaderVersion>(
-    stream: &mut Stream,
-    addr: &str,
-    key: ApiKey,
-    version: i16,
-    correlation: i32,
-    req: &Req,
-) -> Result<Resp, CliError> {
-    let body = encode_request(key, version, correlation, req)?;
-    let mut frame = BytesMut::with_capacity(body.len() + 4);
-    frame.put_i32(body.len() as i32);
-    frame.put_slice(&body);
-    let io = async {
-        stream.write_all(&frame).await?;
-        stream.flush().await?;
-        let len = stream.read_i32().await?;
-        if len < 0 || len as usize > MAX_RESPONSE {
-            return Err(std::io::Error::other(format!("response of {len} bytes")));
-        }
-        let mut buf = vec![0u8; len as usize];
-        stream.read_exact(&mut buf).await?;
-        Ok(Bytes::from(buf))
-    };
-    let resp = io.await.map_err(|e| CliError::Unreachable {
-        addr: addr.to_string(),
-        reason: match e.kind() {
-            // A broker closes the connection on an authentication failure it cannot answer.
-            std::io::ErrorKind::UnexpectedEof => "the broker closed the connection".into(),
-            _ => e.to_string(),
-        },
-    })?;
-    decode_response(key, version, correlation, resp)
 }
 
 async fn connect_any(

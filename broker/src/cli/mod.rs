@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod connect;
 pub mod consume;
 pub mod error;
+mod exchange;
 pub mod group;
 pub mod messages;
 pub mod offsets;

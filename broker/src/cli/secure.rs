@@ -270,7 +270,7 @@ async fn authenticate(stream: &mut Stream, addr: &str, sasl: &Sasl) -> Result<()
     let mech = sasl.mechanism.name();
     let req = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mech));
     let resp: SaslHandshakeResponse =
-        super::client::exchange(stream, addr, ApiKey::SaslHandshake, 1, 1, &req).await?;
+        super::exchange::exchange(stream, addr, ApiKey::SaslHandshake, 1, 1, &req).await?;
     if resp.error_code != 0 {
         let enabled: Vec<String> = resp.mechanisms.iter().map(|m| m.to_string()).collect();
         return Err(CliError::kafka(
@@ -309,7 +309,7 @@ async fn step(
 ) -> Result<Bytes, CliError> {
     let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
     let resp: SaslAuthenticateResponse =
-        super::client::exchange(stream, addr, ApiKey::SaslAuthenticate, 1, 1 + n, &req).await?;
+        super::exchange::exchange(stream, addr, ApiKey::SaslAuthenticate, 1, 1 + n, &req).await?;
     if resp.error_code != 0 {
         return Err(CliError::kafka(
             context,
