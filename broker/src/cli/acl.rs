@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::client::{Client, ANY};
 use super::error::{CliError, ItemError};
 use super::output::{Format, Render, Table};
+use crate::security::acl;
 
 /// Kafka's resource name of the cluster.
 const CLUSTER_NAME: &str = "kafka-cluster";
@@ -69,10 +70,6 @@ macro_rules! wire_enum {
         pub enum $name { $($variant),* }
         impl $name {
             pub fn code(self) -> i8 { match self { $(Self::$variant => $code),* } }
-            /// Kafka's name (`AclOperation`, `PatternType`, …), as its tools print it.
-            pub fn kafka_name(code: i8) -> String {
-                match code { $($code => $text.to_string(),)* c => format!("UNKNOWN({c})") }
-            }
         }
     };
 }
@@ -99,28 +96,30 @@ wire_enum!(PatternType {
     Prefixed = 4, "PREFIXED";
 });
 
-fn resource_type_name(code: i8) -> String {
-    match code {
-        1 => "ANY",
-        2 => "TOPIC",
-        3 => "GROUP",
-        4 => "CLUSTER",
-        5 => "TRANSACTIONAL_ID",
-        6 => "DELEGATION_TOKEN",
-        7 => "USER",
-        _ => return format!("UNKNOWN({code})"),
+/// Kafka's name for a wire code, from the broker's own tables (security/acl.rs); a code
+/// Kafka has no name for prints as `UNKNOWN(code)`.
+fn kafka_name(code: i8, name: &'static str) -> String {
+    if name == "UNKNOWN" {
+        format!("UNKNOWN({code})")
+    } else {
+        name.to_string()
     }
-    .to_string()
+}
+
+fn resource_type_name(code: i8) -> String {
+    kafka_name(code, acl::ResourceType::from_code(code).name())
+}
+
+fn pattern_name(code: i8) -> String {
+    kafka_name(code, acl::PatternType::from_code(code).name())
+}
+
+fn operation_name(code: i8) -> String {
+    kafka_name(code, acl::Operation::from_code(code).name())
 }
 
 fn permission_name(code: i8) -> String {
-    match code {
-        1 => "ANY",
-        2 => "DENY",
-        3 => "ALLOW",
-        _ => return format!("UNKNOWN({code})"),
-    }
-    .to_string()
+    kafka_name(code, acl::Permission::from_code(code).name())
 }
 
 const PERMISSION_DENY: i8 = 2;
@@ -360,8 +359,8 @@ pub async fn create(
                 host: c.host.to_string(),
                 resource_type: resource_type_name(c.resource_type),
                 resource_name: c.resource_name.to_string(),
-                pattern_type: PatternType::kafka_name(c.resource_pattern_type),
-                operation: Operation::kafka_name(c.operation),
+                pattern_type: pattern_name(c.resource_pattern_type),
+                operation: operation_name(c.operation),
                 permission: permission_name(c.permission_type),
                 error: Some(error),
             }
@@ -397,8 +396,8 @@ pub async fn list(client: &mut Client, flags: &AclFlags) -> Result<Vec<AclEntry>
                     host: a.host.to_string(),
                     resource_type: resource_type_name(r.resource_type),
                     resource_name: r.resource_name.to_string(),
-                    pattern_type: PatternType::kafka_name(r.pattern_type),
-                    operation: Operation::kafka_name(a.operation),
+                    pattern_type: pattern_name(r.pattern_type),
+                    operation: operation_name(a.operation),
                     permission: permission_name(a.permission_type),
                     error: None,
                 });
@@ -462,8 +461,8 @@ pub async fn delete(
                 host: m.host.to_string(),
                 resource_type: resource_type_name(m.resource_type),
                 resource_name: m.resource_name.to_string(),
-                pattern_type: PatternType::kafka_name(m.pattern_type),
-                operation: Operation::kafka_name(m.operation),
+                pattern_type: pattern_name(m.pattern_type),
+                operation: operation_name(m.operation),
                 permission: permission_name(m.permission_type),
                 error: Some(error),
             });
