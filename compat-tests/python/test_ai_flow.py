@@ -1,5 +1,5 @@
-"""Strom only (issue 20, docs/ai-features.md): dedup by message id, per-record expiry and
-embedding validation at produce, with unchanged Kafka clients (confluent-kafka and
+"""Strom only (issue 20, docs/ai-features.md): dedup by message id, per-record expiry,
+embedding validation at produce and priority lanes, with unchanged Kafka clients (confluent-kafka and
 kafka-python) against a real `strom serve`. Apache Kafka has none of these topic configs,
 so nothing here runs against it. Dedup also across a clean restart and a kill -9.
 """
@@ -117,6 +117,7 @@ BAD_CONFIGS = [
     ("strom.embedding.dimension", "-1"),
     ("strom.embedding.normalized", "maybe"),
     ("strom.embedding.normalized.epsilon", "0"),
+    ("strom.priority", "urgent"),
 ]
 
 
@@ -398,3 +399,78 @@ def test_embedding_validation_json_pointer(strom):
         r, messages = confluent_send(strom.bootstrap, topic, [(bad, [])])
         assert r[0][1] == INVALID_RECORD, (bad, r)
         assert re.search(r"invalid embedding|INVALID_RECORD|Broker: Invalid record", messages[0]), messages[0]
+
+
+# ---------------------------------------------------------------- priority lanes
+
+
+def test_priority_lanes_throttle_lower_lanes_only_while_a_higher_one_is_busy():
+    """A saturated shard (here forced: a static threshold of 0 ms, so any produce latency is
+    over it) answers the low lane's produce and fetch with throttle_time_ms and never the
+    critical lane's; once the critical lane is idle, and for topics at the default lane,
+    nobody is throttled. One shard, so both clients' connections share its gate."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    b = Restartable(shards=1)
+    try:
+        b.start("--set", "priority_static_threshold_ms=0", "--set", "priority_max_throttle_ms=200")
+        crit, low, norm = (unique_topic(f"prio-{n}") for n in ("crit", "low", "norm"))
+        for t, lane in ((crit, "critical"), (low, "low"), (norm, None)):
+            cfg = {"strom.priority": lane} if lane else {}
+            assert admin.create_topic("confluent", b.bootstrap, t, 1, cfg) == 0
+        assert admin.describe_topic_configs(b.bootstrap, crit)["strom.priority"] == \
+            ("critical", "DYNAMIC_TOPIC_CONFIG")
+
+        throttles: dict[str, list[int]] = {"crit": [], "low": [], "norm": [], "fetch": []}
+
+        def producer(name):
+            return Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 0,
+                             "throttle_cb": lambda e: throttles[name].append(e.throttle_time)})
+
+        pc, pl, pn = producer("crit"), producer("low"), producer("norm")
+        for i in range(8):
+            pc.produce(crit, value=b"c%d" % i, partition=0)
+            assert pc.flush(30) == 0
+            pl.produce(low, value=b"l%d" % i, partition=0)
+            assert pl.flush(30) == 0
+            pc.poll(0)
+        assert throttles["low"], "the low lane is slowed while critical is busy"
+        assert max(throttles["low"]) <= 200, throttles["low"]
+        assert throttles["crit"] == [], "the top lane is never throttled"
+
+        # A consumer of the low lane's topic is slowed the same way (Fetch throttle_time_ms).
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": unique_topic("g"),
+                      "fetch.wait.max.ms": 50, "enable.auto.commit": False,
+                      "throttle_cb": lambda e: throttles["fetch"].append(e.throttle_time)})
+        try:
+            c.assign([TopicPartition(low, 0, 0)])
+            got, deadline = 0, time.monotonic() + 30
+            while (got < 8 or not throttles["fetch"]) and time.monotonic() < deadline:
+                pc.produce(crit, value=b"more", partition=0)
+                pc.flush(30)
+                m = c.poll(0.2)
+                if m is not None and not m.error():
+                    got += 1
+            assert got == 8 and throttles["fetch"], (got, throttles["fetch"])
+        finally:
+            c.close()
+
+        # The critical lane idle for longer than its activity window (1 s): the default lane
+        # alone is never throttled, saturated or not — a broker without strom.priority behaves
+        # as Kafka does.
+        time.sleep(1.5)
+        for i in range(8):
+            pn.produce(norm, value=b"n%d" % i, partition=0)
+            assert pn.flush(30) == 0
+        assert throttles["norm"] == []
+        assert metric_lane(b.metrics_port, "strom_priority_throttled_total", "low") >= len(throttles["low"])
+        assert metric_lane(b.metrics_port, "strom_priority_throttled_total", "critical") == 0
+        assert metric_lane(b.metrics_port, "strom_priority_requests_total", "critical") >= 8
+    finally:
+        b.cleanup()
+
+
+def metric_lane(metrics_port: int, name: str, lane: str) -> float:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+               if line.startswith(name + "{") and f'lane="{lane}"' in line)

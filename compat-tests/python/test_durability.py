@@ -28,7 +28,8 @@ KILL_CYCLES = int(os.environ.get("STROM_KILL_CYCLES", "20"))
 class Restartable:
     """A strom process on a fixed port and data dir that can be stopped and started again."""
 
-    def __init__(self):
+    def __init__(self, shards: int = 2):
+        self.shards = shards
         self.workdir = Path(tempfile.mkdtemp(prefix="strom-durability-"))
         self.port = brokers.free_port()
         self.metrics_port = brokers.free_port()
@@ -47,7 +48,7 @@ class Restartable:
             "--listen", self.bootstrap,
             "--data-dir", str(self.workdir / "data"),
             "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
-            "--shards", "2",
+            "--shards", str(self.shards),
             *extra,
         ]
         run_dir = self.workdir / f"run{self.starts}"

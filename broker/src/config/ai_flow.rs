@@ -1,5 +1,5 @@
 //! Strom's AI-native flow configs on a topic (issue 20, `docs/ai-features.md`): dedup by
-//! message id, per-record expiry and embedding validation. Each is a topic config plus a
+//! message id, per-record expiry, embedding validation and priority lanes. Each is a topic config plus a
 //! record header, so any Kafka client can use them unchanged. This module is their
 //! validation (INVALID_CONFIG naming the key) and the typed view the partition reads; the
 //! embedding rules themselves live in `strom_connectors::embedding`, shared with the sinks.
@@ -15,6 +15,7 @@ pub const DEDUP_WINDOW_MS: &str = "strom.dedup.window.ms";
 pub const DEDUP_MAX_IDS: &str = "strom.dedup.max.ids";
 pub const TTL_HEADER: &str = "strom.ttl.header";
 pub const RECORD_TTL_MS: &str = "strom.record.ttl.ms";
+pub const PRIORITY: &str = "strom.priority";
 
 /// JetStream's default duplicate window (2 minutes).
 pub const DEFAULT_WINDOW_MS: i64 = 120_000;
@@ -69,6 +70,12 @@ pub static FLOW_CONFIGS: &[TopicConfigDef] = &[
         ConfigType::Long,
         "-1",
         "time to live of records without a TTL header, in ms (-1: none)",
+    ),
+    def(
+        PRIORITY,
+        ConfigType::String,
+        "normal",
+        "lane of the topic's produce and fetch work when a shard is saturated: critical, high, normal or low",
     ),
     def(
         embedding::FORMAT,
@@ -129,6 +136,11 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
             value,
             "Value must be at least 1, or -1 for no expiry",
         )),
+        PRIORITY if Lane::parse(v).is_none() => Err(invalid(
+            name,
+            value,
+            "Value must be one of critical, high, normal, low",
+        )),
         _ => embedding::validate_config(name, value).map_err(|e| invalid(name, value, &e.reason)),
     }
 }
@@ -146,12 +158,51 @@ pub struct DedupSettings {
 /// cleaner applies too (compaction removes expired records).
 pub use storage::expiry::RecordExpiry as ExpirySettings;
 
+/// A topic's priority lane (`strom.priority`): which work a saturated shard slows first
+/// (`shard::priority`). Ordered from the lowest lane up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Lane {
+    Low,
+    #[default]
+    Normal,
+    High,
+    Critical,
+}
+
+impl Lane {
+    pub const ALL: [Lane; 4] = [Lane::Low, Lane::Normal, Lane::High, Lane::Critical];
+
+    pub fn parse(v: &str) -> Option<Lane> {
+        Some(match v.trim().to_ascii_lowercase().as_str() {
+            "low" => Lane::Low,
+            "normal" => Lane::Normal,
+            "high" => Lane::High,
+            "critical" => Lane::Critical,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Lane::Low => "low",
+            Lane::Normal => "normal",
+            Lane::High => "high",
+            Lane::Critical => "critical",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// The typed flow settings of one topic (`TopicSettings::flow`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FlowSettings {
     pub dedup: Option<DedupSettings>,
     pub expiry: Option<ExpirySettings>,
     pub embedding: Option<EmbeddingSpec>,
+    pub priority: Lane,
 }
 
 impl FlowSettings {
@@ -182,6 +233,7 @@ impl FlowSettings {
             dedup,
             expiry,
             embedding: EmbeddingSpec::from_configs(|k| configs.get(k).map(String::as_str)),
+            priority: get(PRIORITY).and_then(Lane::parse).unwrap_or_default(),
         }
     }
 }
@@ -207,6 +259,9 @@ mod tests {
             (embedding::FORMAT, "bf16", false),
             (embedding::DIMENSION, "x", false),
             (embedding::EPSILON, "-0.1", false),
+            (PRIORITY, "critical", true),
+            (PRIORITY, "LOW", true),
+            (PRIORITY, "urgent", false),
         ];
         for (name, value, ok) in cases {
             // Through the topic-config entry point, as CreateTopics and AlterConfigs call it.
@@ -244,6 +299,9 @@ mod tests {
             })
         );
         assert!(f.embedding.is_some());
+        assert_eq!(f.priority, Lane::Normal);
+        c.insert(PRIORITY.to_string(), "critical".to_string());
+        assert_eq!(FlowSettings::from_configs(&c).priority, Lane::Critical);
         // An empty header turns dedup off again (AlterConfigs to "").
         c.insert(DEDUP_HEADER.to_string(), String::new());
         assert_eq!(FlowSettings::from_configs(&c).dedup, None);

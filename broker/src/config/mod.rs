@@ -160,6 +160,16 @@ pub struct BrokerConfig {
     pub queued_max_request_bytes: u64,
     /// In-flight requests per connection before we stop reading it. Default 64.
     pub max_in_flight_per_connection: usize,
+    /// Priority lanes (`shard::priority`, `strom.priority`): α of the adaptive saturation
+    /// threshold β = α · (1 + cv(sizes)) · σ(latency). Default 0.8 (the requirements
+    /// document's), > 0.
+    pub priority_alpha: f64,
+    /// A fixed saturation threshold on the shard's produce latency, ms, instead of the
+    /// adaptive one (the requirements document's "static" baseline); -1 (default) = adaptive.
+    pub priority_static_threshold_ms: i64,
+    /// Longest throttle one request of a lower lane gets, ms: every lane keeps at least one
+    /// request per this long (no lane starves). Default 500, >= 1.
+    pub priority_max_throttle_ms: i64,
     /// Kafka `message.max.bytes`: default topic `max.message.bytes`, bytes. Default 1048588.
     pub message_max_bytes: i32,
     /// Kafka `log.segment.bytes`. Default 1 GiB. Min 14 (Kafka's lower bound).
@@ -318,6 +328,9 @@ impl Default for BrokerConfig {
             socket_request_max_bytes: 100 * 1024 * 1024,
             queued_max_request_bytes: 256 * 1024 * 1024,
             max_in_flight_per_connection: 64,
+            priority_alpha: 0.8,
+            priority_static_threshold_ms: -1,
+            priority_max_throttle_ms: 500,
             message_max_bytes: 1_048_588,
             log_segment_bytes: 1 << 30,
             log_roll_ms: 7 * 24 * 3600 * 1000,
@@ -543,7 +556,10 @@ pub fn kafka_name(key: &str) -> String {
         | "cluster_id"
         | "steering"
         | "schema_registry_enable"
-        | "schema_registry_listen" => {
+        | "schema_registry_listen"
+        | "priority_alpha"
+        | "priority_static_threshold_ms"
+        | "priority_max_throttle_ms" => {
             format!("strom.{}", key.replace('_', "."))
         }
         other => other.replace('_', "."),
@@ -610,6 +626,18 @@ impl BrokerConfig {
         }
         if self.max_in_flight_per_connection == 0 {
             return Err(bad("max_in_flight_per_connection", "must be >= 1".into()));
+        }
+        if !(self.priority_alpha.is_finite() && self.priority_alpha > 0.0) {
+            return Err(bad("priority_alpha", "must be > 0".into()));
+        }
+        if self.priority_static_threshold_ms < -1 {
+            return Err(bad(
+                "priority_static_threshold_ms",
+                "must be >= 0, or -1 for the adaptive threshold".into(),
+            ));
+        }
+        if self.priority_max_throttle_ms < 1 {
+            return Err(bad("priority_max_throttle_ms", "must be >= 1".into()));
         }
         if self.log_cleaner_backoff_ms < 0 {
             return Err(bad("log_cleaner_backoff_ms", "must be >= 0".into()));

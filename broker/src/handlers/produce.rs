@@ -200,12 +200,17 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
         ResponseError::UnknownTopicOrPartition.code()
     };
     let mut topics = Vec::with_capacity(req.topic_data.len());
+    // The request's priority lane: its highest topic's (`shard::priority`).
+    let mut lane = None;
     for td in req.topic_data {
         let meta = if version >= 13 {
             catalog.by_id(&td.topic_id).cloned()
         } else {
             catalog.get(td.name.as_str()).cloned()
         };
+        if let Some(m) = &meta {
+            lane = lane.max(Some(m.settings.flow.priority));
+        }
         let authorized = access.allows(
             Operation::Write,
             ResourceType::Topic,
@@ -341,7 +346,11 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
         }
         topics.push((td.name, td.topic_id, slots));
     }
-    let throttle = throttled(&ctx, acks, bandwidth_throttle);
+    let lane_throttle = lane.map_or(0, |l| ctx.shard.priority_throttle(l));
+    let throttle = throttled(&ctx, acks, bandwidth_throttle.max(lane_throttle));
+    let appended = topics
+        .iter()
+        .any(|(_, _, slots)| slots.iter().any(|s| matches!(s, Slot::Appending { .. })));
     Box::pin(async move {
         let mut responses = Vec::with_capacity(topics.len());
         for (name, topic_id, slots) in topics {
@@ -368,6 +377,12 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                     .with_topic_id(topic_id)
                     .with_partition_responses(partitions),
             );
+        }
+        if appended {
+            // What the shard's saturation model learns from (refusals cost nothing).
+            ctx.shard
+                .priority
+                .record_produce(ctx.started.elapsed(), ctx.frame_bytes);
         }
         let node_endpoints = endpoints
             .into_values()

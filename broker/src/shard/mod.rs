@@ -10,6 +10,7 @@ pub mod cleaner;
 pub mod cleaner_checkpoints;
 pub mod frontend;
 pub mod housekeeping;
+pub mod priority;
 pub mod run;
 
 use std::cell::RefCell;
@@ -129,6 +130,8 @@ pub struct ShardState {
     pub inflight_bytes: Arc<Semaphore>,
     pub metrics: ShardMetrics,
     pub fetch_sessions: RefCell<crate::fetch_session::FetchSessionCache>,
+    /// Priority lanes (`strom.priority`): this shard's saturation model.
+    pub priority: priority::PriorityGate,
 }
 
 pub use crate::metrics::ShardMetrics;
@@ -141,6 +144,11 @@ impl ShardState {
             id,
             config.max_incremental_fetch_session_cache_slots / ctx.shard_count().max(1),
         );
+        let metrics = ShardMetrics::default();
+        let priority = priority::PriorityGate::new(
+            priority::GateConfig::from_broker(config),
+            &metrics.registry,
+        );
         ShardState {
             id,
             io,
@@ -149,8 +157,9 @@ impl ShardState {
             inflight_bytes: Arc::new(Semaphore::new(
                 config.queued_max_request_bytes.min(u32::MAX as u64) as usize,
             )),
-            metrics: ShardMetrics::default(),
+            metrics,
             fetch_sessions: RefCell::new(sessions),
+            priority,
             ctx,
         }
     }
@@ -158,6 +167,18 @@ impl ShardState {
     pub fn partition(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
         let key: (Arc<str>, i32) = (Arc::from(topic), index);
         self.partitions.borrow().get(&key).cloned()
+    }
+
+    /// The priority throttle of a Produce or Fetch of `lane` (`priority`), ms; 0 unless the
+    /// shard is saturated and a higher lane is busy.
+    pub fn priority_throttle(&self, lane: priority::Lane) -> i64 {
+        let bound = self
+            .ctx
+            .config
+            .queued_max_request_bytes
+            .min(u32::MAX as u64) as f64;
+        let used = 1.0 - self.inflight_bytes.available_permits() as f64 / bound.max(1.0);
+        self.priority.admit(lane, used, std::time::Instant::now())
     }
 
     pub fn count_connection(&self, delta: i64) {

@@ -85,6 +85,7 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: FetchRequest) -> Responding 
                 resp: FetchResponse::default().with_session_id(resp.resp.session_id),
                 records: Vec::new(),
                 answered: Vec::new(),
+                lane: resp.lane,
             };
         }
         let session_id = resp.resp.session_id;
@@ -95,7 +96,8 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: FetchRequest) -> Responding 
                 .record(session_id, &resp.answered);
         }
         let served = resp.record_bytes();
-        let ms = bandwidth.max(request_throttle);
+        let lane_throttle = resp.lane.map_or(0, |l| ctx.shard.priority_throttle(l));
+        let ms = bandwidth.max(request_throttle).max(lane_throttle);
         resp.resp.throttle_time_ms = if version >= 8 {
             ctx.throttle(ms) // KIP-219: the consumer holds back, the connection is muted
         } else {
@@ -118,6 +120,8 @@ struct Fetched {
     resp: FetchResponse,
     records: Vec<Vec<RecordChunks>>,
     answered: Vec<SessionPartition>,
+    /// The priority lane of a consumer's fetch: its highest topic's (`shard::priority`).
+    lane: Option<crate::shard::priority::Lane>,
 }
 
 impl Fetched {
@@ -126,6 +130,7 @@ impl Fetched {
             resp: FetchResponse::default().with_error_code(code),
             records: Vec::new(),
             answered: Vec::new(),
+            lane: None,
         }
     }
 
@@ -250,6 +255,15 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     let mut records: Vec<Vec<RecordChunks>> = Vec::new();
     let mut endpoints = std::collections::BTreeMap::new();
+    // Replication is not a client's lane: a follower is never slowed by priority.
+    let lane = if follower {
+        None
+    } else {
+        wanted
+            .iter()
+            .filter_map(|w| w.meta.as_ref().map(|m| m.settings.flow.priority))
+            .max()
+    };
     for (w, (mut p, chunks)) in wanted.into_iter().zip(partitions) {
         let s = w.session;
         // KIP-951 (v12+; the endpoints v16+): where the partition's leader is now.
@@ -312,6 +326,8 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
             .with_node_endpoints(node_endpoints),
         records,
         answered,
+        // Replication is not a client's lane: a follower is never slowed by priority.
+        lane,
     }
 }
 
