@@ -70,6 +70,17 @@ class Out:
     timestamp: int
 
 
+def end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+    """The partition's end offset (high watermark), read with confluent-kafka."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    finally:
+        c.close()
+
+
 def unique_topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 

@@ -59,6 +59,19 @@ def _ready_check(b: brokers.BrokerProcess) -> None:
     admin.wait_for(answered, f"{b.name} at {b.bootstrap} to answer Metadata", timeout_s=60)
 
 
+def secured_broker(kind: str, security: dict):
+    """A Strom or Kafka broker (`kind`) with `security`'s listeners and settings
+    (`brokers.security_listeners`), checked ready, stopped after: a module fixture does
+    `yield from secured_broker(request.param, {...})`."""
+    start = brokers.start_strom if kind == "strom" else brokers.start_kafka
+    b = start(security=security)
+    try:
+        _ready_check(b)
+        yield b
+    finally:
+        b.cleanup()
+
+
 def _session_broker(start):
     b = start()
     try:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-import brokers
+import clients
 import kafka_tools
 import security_clients as sc
-from conftest import BROKERS, _ready_check
+from conftest import BROKERS, secured_broker
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -47,13 +47,7 @@ def broker(request):
         },
         "users": [(u, p, "SCRAM-SHA-512") for u, p in USERS.items()],
     }
-    start = brokers.start_strom if request.param == "strom" else brokers.start_kafka
-    b = start(security=security)
-    try:
-        _ready_check(b)
-        yield b
-    finally:
-        b.cleanup()
+    yield from secured_broker(request.param, security)
 
 
 def sasl(b) -> str:
@@ -83,15 +77,6 @@ def acls(b, *args: str) -> kafka_tools.Run:
         Path(f.name).unlink()
 
 
-def end_offset(b, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-
-    # PLAINTEXT is ANONYMOUS, a super user: sees every topic.
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "acl-watermarks"})
-    try:
-        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    finally:
-        c.close()
 
 
 def produce_error(client: str, b, user: str, topic: str) -> int | None:
@@ -153,7 +138,7 @@ def test_acls_decide_who_produces_consumes_joins_and_creates(broker, client):
 
     # Allowed: write and read a topic under the prefix, in the allowed group.
     assert produce_error(client, b, "alice", orders) is None
-    assert end_offset(b, orders) == 3
+    assert clients.end_offset(b.bootstrap, orders) == 3
     if client == "confluent":
         assert group_error(b, "alice", orders, group) is None
 
@@ -161,7 +146,8 @@ def test_acls_decide_who_produces_consumes_joins_and_creates(broker, client):
     assert produce_error(client, b, "alice", frozen) == TOPIC_AUTHORIZATION_FAILED
     assert produce_error(client, b, "alice", other) == TOPIC_AUTHORIZATION_FAILED
     assert produce_error(client, b, "bob", orders) == TOPIC_AUTHORIZATION_FAILED
-    assert end_offset(b, frozen) == 0 and end_offset(b, other) == 0 and end_offset(b, orders) == 3
+    ends = [clients.end_offset(b.bootstrap, t) for t in (frozen, other, orders)]
+    assert ends == [0, 0, 3], ends
 
     if client == "confluent":
         from confluent_kafka import KafkaException
@@ -185,4 +171,4 @@ def test_acls_decide_who_produces_consumes_joins_and_creates(broker, client):
     deadline = time.monotonic() + 10
     while produce_error(client, b, "alice", frozen) is not None:
         assert time.monotonic() < deadline, "still refused after the DENY was removed"
-    assert end_offset(b, frozen) == 3
+    assert clients.end_offset(b.bootstrap, frozen) == 3

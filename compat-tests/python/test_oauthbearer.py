@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-import brokers
+import clients
 import jwt_tokens
 import pki
-from conftest import BROKERS, _ready_check
+from conftest import BROKERS, secured_broker
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,13 +61,7 @@ def oauth_broker(request, material):
         },
         "kafka_jvm": [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={keys.jwks_url}"],
     }
-    start = brokers.start_strom if request.param == "strom" else brokers.start_kafka
-    b = start(security=security)
-    try:
-        _ready_check(b)
-        yield b
-    finally:
-        b.cleanup()
+    yield from secured_broker(request.param, security)
 
 
 def sasl_bootstrap(b) -> str:
@@ -90,14 +84,6 @@ def conf(b, certs, token: str, errors: list | None = None) -> dict:
     return c
 
 
-def end_offset(b, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "oauth-watermarks"})
-    try:
-        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    finally:
-        c.close()
 
 
 def create_topic(b, topic: str) -> None:
@@ -106,7 +92,7 @@ def create_topic(b, topic: str) -> None:
     a = AdminClient({"bootstrap.servers": b.bootstrap})
     a.create_topics([NewTopic(topic, 1)])[topic].result(timeout=30)
     deadline = time.monotonic() + 30
-    while end_offset(b, topic) != 0 and time.monotonic() < deadline:
+    while clients.end_offset(b.bootstrap, topic) != 0 and time.monotonic() < deadline:
         time.sleep(0.2)
 
 
@@ -134,7 +120,7 @@ def test_a_good_token_produces_and_consumes(oauth_broker, material, alg):
             got.append((m.key(), m.value()))
     c.close()
     assert got == recs
-    assert end_offset(oauth_broker, topic) == len(recs)
+    assert clients.end_offset(oauth_broker.bootstrap, topic) == len(recs)
 
 
 def bad_tokens(keys) -> dict:
@@ -166,4 +152,4 @@ def test_a_bad_token_is_refused_with_kafkas_answer_and_nothing_is_written(oauth_
     p.purge()
     p.flush(5)
     assert any(INVALID_TOKEN in e for e in errors), errors
-    assert end_offset(oauth_broker, topic) == 0
+    assert clients.end_offset(oauth_broker.bootstrap, topic) == 0

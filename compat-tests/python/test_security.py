@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 import brokers
+import clients
 import pki
 import security_clients as sc
-from conftest import BROKERS, _ready_check
+from conftest import BROKERS, secured_broker
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,13 +62,7 @@ def ssl_broker(request, certs):
         },
         "users": [("alice", ALICE_PASSWORD, "SCRAM-SHA-512")],
     }
-    start = brokers.start_strom if request.param == "strom" else brokers.start_kafka
-    b = start(security=security)
-    try:
-        _ready_check(b)
-        yield b
-    finally:
-        b.cleanup()
+    yield from secured_broker(request.param, security)
 
 
 def ssl_bootstrap(b) -> str:
@@ -78,14 +73,6 @@ def alice(p: pki.Pki) -> sc.Creds:
     return sc.Creds("SSL", ca=p.ca, cert=p.cert("alice"), key=p.key("alice"))
 
 
-def end_offset(b, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "sec-watermarks"})
-    try:
-        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    finally:
-        c.close()
 
 
 @pytest.mark.parametrize("client", sc.CLIENTS)
@@ -98,7 +85,7 @@ def test_ssl_with_client_certificate_produces_and_consumes(ssl_broker, certs, cl
     got = sc.consume(client, ssl_bootstrap(ssl_broker), creds, topic, len(recs))
     assert got == recs
     # The PLAINTEXT listener sees the same log.
-    assert end_offset(ssl_broker, topic) == len(recs)
+    assert clients.end_offset(ssl_broker.bootstrap, topic) == len(recs)
 
 
 @pytest.mark.parametrize("client", sc.CLIENTS)
@@ -109,7 +96,7 @@ def test_ssl_without_client_certificate_is_refused_and_nothing_is_written(ssl_br
     with pytest.raises(Exception) as e:
         sc.produce(client, ssl_bootstrap(ssl_broker), no_cert, topic, sc.records(3), timeout_s=5)
     assert not isinstance(e.value, AssertionError), e.value
-    assert end_offset(ssl_broker, topic) == 0
+    assert clients.end_offset(ssl_broker.bootstrap, topic) == 0
 
 
 def test_certificate_from_another_ca_is_refused(ssl_broker, certs):
@@ -162,7 +149,7 @@ def test_sasl_ssl_scram_sha_512_produces_and_consumes(ssl_broker, certs, client)
     recs = sc.records(200)
     sc.produce(client, sasl_bootstrap(ssl_broker), scram(certs), topic, recs)
     assert sc.consume(client, sasl_bootstrap(ssl_broker), scram(certs), topic, len(recs)) == recs
-    assert end_offset(ssl_broker, topic) == len(recs)
+    assert clients.end_offset(ssl_broker.bootstrap, topic) == len(recs)
 
 
 @pytest.mark.parametrize("who", ["wrong-password", "unknown-user"])
@@ -174,7 +161,7 @@ def test_sasl_wrong_password_or_unknown_user_is_refused_and_nothing_is_written(s
     with pytest.raises(Exception) as e:
         sc.produce(client, sasl_bootstrap(ssl_broker), creds, topic, sc.records(3), timeout_s=5)
     assert not isinstance(e.value, AssertionError), e.value
-    assert end_offset(ssl_broker, topic) == 0
+    assert clients.end_offset(ssl_broker.bootstrap, topic) == 0
 
 
 @pytest.mark.parametrize("who", ["wrong-password", "unknown-user"])
