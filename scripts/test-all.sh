@@ -13,7 +13,8 @@
 #   build     cargo build --release -p strom (the binary every compat test runs)
 #   weaviate  builds the Weaviate server (Go module, pinned version) into compat-tests/.cache
 #             (scripts/build-weaviate.sh; skipped when the binary is there)
-#   connectors  the sink connectors end to end (connectors/tests/e2e*.rs): real
+#   connectors  (run beside compat; the phase is the wait left after it)
+#             the sink connectors end to end (connectors/tests/e2e*.rs): real
 #             `strom serve` and `strom connect` into real PostgreSQL+pgvector, Chroma and
 #             milvus-lite servers from the pinned wheels in compat-tests/.venv-vector
 #             (compat-tests/requirements-vector.txt) and the real Weaviate server
@@ -202,7 +203,7 @@ compat_status() {
 
 # The client suites' pinned dependencies (network) and builds (CPU: Maven, Go test
 # binaries, librdkafka for the rdkafka crate): clients_build runs in the background from the
-# connectors phase on, whose tests and the compat suite's mostly wait on servers, so the
+# connector and compat tests on, whose tests and the compat suite's mostly wait on servers, so the
 # clients phase finds them done. Its output is printed when the clients phase starts.
 clients_deps() {
     command -v go >/dev/null || { echo "go not found: install Go >= 1.24 (go.dev/dl)" >&2; return 1; }
@@ -250,8 +251,40 @@ clients() {
 
 # ---------------------------------------------------------------- run
 
-# A phase that fails stops the script; a background build still running goes with it.
-trap '[[ -n "${clients_pid:-}" ]] && kill "$clients_pid" 2>/dev/null; true' EXIT
+# ---------------------------------------------------------------- connectors
+
+# Real strom serve + strom connect (release binary) into real pgvector, Chroma, milvus-lite and
+# Weaviate servers. Bounded beyond the tests' own waits (about 6 minutes on a loaded 2-core
+# machine). --workspace, not -p: the same feature set as the `test` phase, so nothing rebuilds.
+connectors_tests() {
+    env STROM_CONNECTOR_E2E=1 timeout --kill-after=30 2400 \
+        cargo test -j"$jobs" --workspace --test e2e --test e2e_weaviate --test e2e_mapping \
+        --test e2e_registry -- --test-threads=1
+}
+
+# The connector tests wait on their database servers as the compat suite waits on brokers,
+# so they run beside it (they were 8 of CI's 55 minutes run alone); their output is printed
+# after the compat phase, whole, and the `connectors` phase is the wait that is left.
+connectors_start() {
+    connectors_log="$(mktemp -t strom-connectors.XXXXXX)"
+    local start=$SECONDS
+    (connectors_tests >"$connectors_log" 2>&1; rc=$?; echo "(connector tests, beside the compat phase: exit $rc after $((SECONDS - start))s)" >>"$connectors_log"; exit $rc) &
+    connectors_pid=$!
+}
+
+connectors_wait() {
+    local rc=0
+    wait "$connectors_pid" || rc=$?
+    connectors_pid=""
+    cat "$connectors_log"
+    rm -f "$connectors_log"
+    return "$rc"
+}
+
+# ---------------------------------------------------------------- run
+
+# A phase that fails stops the script; background work still running goes with it.
+trap '[[ -n "${clients_pid:-}" ]] && kill "$clients_pid" 2>/dev/null; [[ -n "${connectors_pid:-}" ]] && kill "$connectors_pid" 2>/dev/null; true' EXIT
 
 if [[ "${STROM_SKIP_SETUP:-}" != 1 ]]; then
     phase setup setup
@@ -263,20 +296,15 @@ if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
     phase storage-sync env STROM_IO_BACKEND=sync cargo test -p storage -j"$jobs"
     phase build cargo build --release -j"$jobs" -p strom
 fi
-# Real strom serve + strom connect (release binary) into real pgvector, Chroma, milvus-lite and
-# Weaviate servers.
-# Bounded beyond the tests' own waits (about 6 minutes for the first three on a loaded 2-core
-# machine). --workspace, not -p: the same feature set as the `test` phase, so nothing rebuilds.
 # The Weaviate build: ~8 minutes the first time on 2 cores (Go's module and build caches then
 # make a fresh clone's rebuild mostly a link), nothing when the binary is cached.
 [[ "${STROM_SKIP_CARGO:-}" == 1 ]] || phase weaviate bash scripts/build-weaviate.sh
-# After the Weaviate build (CPU-bound as they are), beside the connectors phase (waits).
+# After the Weaviate build (CPU-bound as they are), beside the connector and compat tests
+# (which wait).
 clients_build_start
-if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
-    phase connectors env STROM_CONNECTOR_E2E=1 timeout --kill-after=30 2400 \
-        cargo test -j"$jobs" --workspace --test e2e --test e2e_weaviate --test e2e_mapping --test e2e_registry -- --test-threads=1
-fi
+[[ "${STROM_SKIP_CARGO:-}" == 1 ]] || connectors_start
 phase compat compat
+[[ -z "${connectors_pid:-}" ]] || phase connectors connectors_wait
 [[ "${STROM_COMPAT_CLIENTS:-}" == none ]] || phase clients clients
 print_summary
 echo "all phases passed"
