@@ -21,6 +21,7 @@ pub mod logging;
 pub mod metadata;
 pub mod metrics;
 pub mod migrate;
+pub mod otel;
 pub mod partition;
 pub mod quota;
 pub mod redact;

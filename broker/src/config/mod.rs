@@ -170,6 +170,13 @@ pub struct BrokerConfig {
     /// Longest throttle one request of a lower lane gets, ms: every lane keeps at least one
     /// request per this long (no lane starves). Default 500, >= 1.
     pub priority_max_throttle_ms: i64,
+    /// `otel.exporter.otlp.endpoint`: the OTLP/HTTP collector traced records' spans go to
+    /// (`http://host:4318`, `/v1/traces` appended unless a path is given; `otel`). Empty
+    /// (default) = no spans, and no header is looked at.
+    pub otel_exporter_otlp_endpoint: String,
+    /// `otel.traces.sampler.ratio`: the share of traces (by trace id) that get spans,
+    /// 0..=1. Default 1.
+    pub otel_traces_sampler_ratio: f64,
     /// Kafka `message.max.bytes`: default topic `max.message.bytes`, bytes. Default 1048588.
     pub message_max_bytes: i32,
     /// Kafka `log.segment.bytes`. Default 1 GiB. Min 14 (Kafka's lower bound).
@@ -331,6 +338,8 @@ impl Default for BrokerConfig {
             priority_alpha: 0.8,
             priority_static_threshold_ms: -1,
             priority_max_throttle_ms: 500,
+            otel_exporter_otlp_endpoint: String::new(),
+            otel_traces_sampler_ratio: 1.0,
             message_max_bytes: 1_048_588,
             log_segment_bytes: 1 << 30,
             log_roll_ms: 7 * 24 * 3600 * 1000,
@@ -638,6 +647,19 @@ impl BrokerConfig {
         }
         if self.priority_max_throttle_ms < 1 {
             return Err(bad("priority_max_throttle_ms", "must be >= 1".into()));
+        }
+        if !(0.0..=1.0).contains(&self.otel_traces_sampler_ratio) {
+            return Err(bad(
+                "otel_traces_sampler_ratio",
+                "must be within 0..=1".into(),
+            ));
+        }
+        let otlp = self.otel_exporter_otlp_endpoint.trim();
+        if !(otlp.is_empty() || otlp.starts_with("http://") || otlp.starts_with("https://")) {
+            return Err(bad(
+                "otel_exporter_otlp_endpoint",
+                format!("`{otlp}` is not an http:// or https:// URL"),
+            ));
         }
         if self.log_cleaner_backoff_ms < 0 {
             return Err(bad("log_cleaner_backoff_ms", "must be >= 0".into()));

@@ -142,6 +142,9 @@ enum Slot {
         index: i32,
         topic: Arc<str>,
         done: frontend::Pending<Result<ProduceOutcome, FrontendError>>,
+        /// With tracing on (`otel`): the batch and its decompression bound, for the spans of
+        /// its traced records once the log has placed it.
+        traced: Option<(bytes::Bytes, usize)>,
     },
 }
 
@@ -304,6 +307,10 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                 continue;
             }
             let topic = meta.name.clone();
+            let traced = broker
+                .otel
+                .as_ref()
+                .map(|_| (records.clone(), meta.settings.max_decompressed_bytes));
             let (start, mut done) = frontend::produce(
                 broker,
                 topic.clone(),
@@ -342,6 +349,7 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                 index: pd.index,
                 topic,
                 done,
+                traced,
             });
         }
         topics.push((td.name, td.topic_id, slots));
@@ -358,12 +366,28 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
             for slot in slots {
                 partitions.push(match slot {
                     Slot::Answered(p) => p,
-                    Slot::Appending { index, topic, done } => match done.await.and_then(|r| r) {
-                        Ok(o) => PartitionProduceResponse::default()
+                    Slot::Appending {
+                        index,
+                        topic,
+                        done,
+                        traced,
+                    } => match done.await.and_then(|r| r) {
+                        Ok(o) => {
+                            if let (Some(otel), Some((batch, max))) = (&ctx.ctx().otel, traced) {
+                                let at = crate::otel::Place {
+                                    topic: &topic,
+                                    partition: index,
+                                    client_id: ctx.client_id(),
+                                };
+                                let started = crate::otel::started_at(ctx.started.elapsed());
+                                otel.produced(&at, &batch, o.base_offset, max, started);
+                            }
+                            PartitionProduceResponse::default()
                             .with_index(index)
                             .with_base_offset(o.base_offset)
                             .with_log_append_time_ms(o.log_append_time_ms)
-                            .with_log_start_offset(if version >= 5 { o.log_start_offset } else { -1 }),
+                            .with_log_start_offset(if version >= 5 { o.log_start_offset } else { -1 })
+                        }
                         Err(e) => {
                             tracing::debug!(topic = %topic, partition = index, error = %e, "produce failed");
                             failed(version, index, &e)

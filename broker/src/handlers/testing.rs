@@ -74,6 +74,7 @@ impl Harness {
                 crate::metadata::scram::FileCredentialStore::open(dir.path()).expect("credentials"),
             ),
             oauthbearer: None,
+            otel: None,
             authorizer: BrokerContext::authorizer_for(&config, &acls),
             quotas: BrokerContext::quotas_for(&config, dir.path()).expect("quotas"),
             acls,

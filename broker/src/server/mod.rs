@@ -187,6 +187,9 @@ impl Server {
                     .context("reading SCRAM credentials")?,
             ),
             oauthbearer,
+            otel: crate::otel::Otel::from_config(&config)
+                .context("the OpenTelemetry exporter")?
+                .map(Arc::new),
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready_flag = Arc::new(AtomicBool::new(false));

@@ -67,6 +67,8 @@ pub struct BrokerContext {
     /// The metadata quorum when `controller.quorum.voters` is set (set once, after the
     /// shards start); empty on a single node.
     pub cluster: std::sync::OnceLock<Arc<crate::cluster::handle::ClusterHandle>>,
+    /// Spans of traced records (`otel.exporter.otlp.endpoint`); `None` = tracing off.
+    pub otel: Option<Arc<crate::otel::Otel>>,
 }
 
 impl BrokerContext {

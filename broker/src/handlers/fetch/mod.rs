@@ -246,6 +246,16 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
             ctx.shard
                 .metrics
                 .count_fetched(&meta.name, p.partition_index, bytes as u64, records);
+            // Traced records delivered to a consumer (replication is not a delivery).
+            if let Some(otel) = broker.otel.as_ref().filter(|_| !follower) {
+                let at = crate::otel::Place {
+                    topic: &meta.name,
+                    partition: p.partition_index,
+                    client_id: ctx.client_id(),
+                };
+                let started = crate::otel::started_at(ctx.started.elapsed());
+                otel.delivered(&at, chunks, meta.settings.max_decompressed_bytes, started);
+            }
         }
     }
 
