@@ -354,7 +354,8 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
         }
         topics.push((td.name, td.topic_id, slots));
     }
-    let lane_throttle = lane.map_or(0, |l| ctx.shard.priority_throttle(l));
+    let admission = lane.map(|l| (l, ctx.shard.priority_admit(l)));
+    let lane_throttle = admission.map_or(0, |(_, a)| a.throttle_ms);
     let throttle = throttled(&ctx, acks, bandwidth_throttle.max(lane_throttle));
     let appended = topics
         .iter()
@@ -402,11 +403,10 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                     .with_partition_responses(partitions),
             );
         }
-        if appended {
+        if let Some((lane, admitted)) = admission.filter(|_| appended) {
             // What the shard's saturation model learns from (refusals cost nothing).
-            ctx.shard
-                .priority
-                .record_produce(ctx.started.elapsed(), ctx.frame_bytes);
+            let took = ctx.started.elapsed();
+            (ctx.shard.priority).record_produce(lane, took, ctx.frame_bytes, admitted.quiet);
         }
         let node_endpoints = endpoints
             .into_values()

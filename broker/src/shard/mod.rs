@@ -171,9 +171,9 @@ impl ShardState {
         self.partitions.borrow().get(&key).cloned()
     }
 
-    /// The priority throttle of a Produce or Fetch of `lane` (`priority`), ms; 0 unless the
-    /// shard is saturated and a higher lane is busy.
-    pub fn priority_throttle(&self, lane: priority::Lane) -> i64 {
+    /// Admits a Produce or Fetch of `lane` to the priority gate (`priority`): its throttle is
+    /// 0 unless the shard is saturated (or probing) and a higher lane is busy.
+    pub fn priority_admit(&self, lane: priority::Lane) -> priority::Admission {
         let bound = self
             .ctx
             .config

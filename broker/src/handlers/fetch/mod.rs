@@ -96,7 +96,9 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: FetchRequest) -> Responding 
                 .record(session_id, &resp.answered);
         }
         let served = resp.record_bytes();
-        let lane_throttle = resp.lane.map_or(0, |l| ctx.shard.priority_throttle(l));
+        let lane_throttle = resp
+            .lane
+            .map_or(0, |l| ctx.shard.priority_admit(l).throttle_ms);
         let ms = bandwidth.max(request_throttle).max(lane_throttle);
         resp.resp.throttle_time_ms = if version >= 8 {
             ctx.throttle(ms) // KIP-219: the consumer holds back, the connection is muted
