@@ -303,8 +303,9 @@ pub fn validate(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> 
 fn share_invalid(name: &str, value: &str) -> Option<String> {
     let int = || value.trim().parse::<i64>().ok();
     let out_of = |lo: i64, hi: i64| {
-        (!int().is_some_and(|v| (lo..=hi).contains(&v)))
-            .then(|| format!("Invalid value {value} for configuration {name}: Value must be in [{lo}, {hi}]"))
+        (!int().is_some_and(|v| (lo..=hi).contains(&v))).then(|| {
+            format!("Invalid value {value} for configuration {name}: Value must be in [{lo}, {hi}]")
+        })
     };
     match name {
         "share.auto.offset.reset" => (!["latest", "earliest"]
@@ -366,9 +367,22 @@ mod tests {
         ]
         .into();
         assert_eq!(validate(&both, &b), Ok(()));
-        assert!(validate(&one("share.session.timeout.ms", "45000"), &b)
+        assert!(validate(&one("streams.session.timeout.ms", "45000"), &b)
             .unwrap_err()
-            .contains("share groups"));
+            .contains("streams groups"));
+        // The share group configs Strom applies, with Kafka's bounds.
+        assert_eq!(
+            validate(&one("share.session.timeout.ms", "45000"), &b),
+            Ok(())
+        );
+        assert_eq!(
+            validate(&one("share.auto.offset.reset", "earliest"), &b),
+            Ok(())
+        );
+        assert!(validate(&one("share.auto.offset.reset", "by_duration:PT1H"), &b).is_err());
+        assert!(validate(&one("share.delivery.count.limit", "1"), &b).is_err());
+        assert!(validate(&one("share.record.lock.duration.ms", "999"), &b).is_err());
+        assert!(validate(&one("share.isolation.level", "read_committed"), &b).is_err());
         assert_eq!(consumer_timeouts(Some(&both), &b), (45000, 15000));
         assert_eq!(consumer_timeouts(None, &b), (45000, 5000));
     }

@@ -94,6 +94,8 @@ mod group_tests;
 #[cfg(test)]
 mod quota_tests;
 #[cfg(test)]
+mod share_tests;
+#[cfg(test)]
 pub mod testing;
 #[cfg(test)]
 mod txn_coordinator_tests;
