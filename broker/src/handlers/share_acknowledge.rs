@@ -72,7 +72,7 @@ pub async fn handle(
             Err(e) => return fail(share_code(&e), e.to_string()),
         },
     };
-    let mut acks: BTreeMap<(Uuid, i32), Vec<(i64, i64, Vec<i8>)>> = BTreeMap::new();
+    let mut acks: super::share_fetch::Acks = BTreeMap::new();
     for t in &req.topics {
         for p in &t.partitions {
             acks.entry((t.topic_id, p.partition_index))

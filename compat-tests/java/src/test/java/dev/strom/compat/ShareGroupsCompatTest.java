@@ -37,6 +37,8 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
 
 /**
  * KIP-932 share groups with the Java client's KafkaShareConsumer against the broker at
@@ -44,9 +46,11 @@ import org.junit.jupiter.api.Timeout;
  * consumers on one partition get every record once; RELEASE redelivers and REJECT archives;
  * records a consumer holds without acknowledging come back when their lock runs out; the
  * delivery count limit archives a record released again and again. Each group gets
- * share.auto.offset.reset=earliest and short locks through the GROUP config resource.
+ * share.auto.offset.reset=earliest and short locks through the GROUP config resource. The
+ * scenarios run concurrently (junit-platform.properties): they mostly wait on locks.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
+@Execution(ExecutionMode.CONCURRENT) // each scenario has its own topic and group
 class ShareGroupsCompatTest {
     static final String BOOTSTRAP = System.getenv("STROM_COMPAT_BOOTSTRAP");
     static final int LOCK_MS = 2000;
