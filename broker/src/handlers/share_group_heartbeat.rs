@@ -11,7 +11,7 @@ use super::share_common::{enabled, share_code};
 use super::RequestContext;
 use crate::coordinator::group;
 use crate::coordinator::share::group::{Heartbeat, ShareGroups};
-use crate::coordinator::share::ShareConfig;
+use crate::coordinator::share::{ShareConfig, ShareError};
 use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 1;
@@ -55,7 +55,12 @@ pub async fn handle(
     let gid = group_id.clone();
     let catalog = ctx.ctx().catalog.snapshot();
     let counts_catalog = catalog.clone();
-    let r = group::on_coordinator(ctx.ctx(), &group_id, move |_, _| async move {
+    let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
+        // Kafka's `shareGroup(groupId)`: an id a classic or consumer group has is not a
+        // share group's.
+        if gs.groups.borrow().contains_key(&gid) {
+            return Ok(Err(ShareError::GroupIdNotFound));
+        }
         let groups = ShareGroups::here();
         let mut all = groups.groups.borrow_mut();
         let g = all.entry(gid).or_default();

@@ -153,6 +153,25 @@ fn given_a_share_member_when_fetching_and_acknowledging_then_kafka_share_semanti
         .iter()
         .any(|g| g.group_id.as_str() == "sg" && g.group_type.as_str() == "share"));
 
+    // A consumer group's id is not a share group's (Kafka: GROUP_ID_NOT_FOUND).
+    let c: ConsumerGroupHeartbeatResponse = h.call(
+        ApiKey::ConsumerGroupHeartbeat,
+        0,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("cg")))
+            .with_member_id(s("c1"))
+            .with_rebalance_timeout_ms(10_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(c.error_code, 0);
+    let req = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("cg")))
+        .with_member_id(s("m9"))
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]));
+    let r: ShareGroupHeartbeatResponse = h.call(ApiKey::ShareGroupHeartbeat, 1, req);
+    assert_eq!(r.error_code, 69);
+
     // Leaving the group; a member the group does not know cannot heartbeat.
     assert_eq!(heartbeat(&h, "m1", -1).member_epoch, -1);
     assert_eq!(heartbeat(&h, "m1", 1).error_code, 25);
