@@ -23,6 +23,9 @@ import admin
 from clients import unique_topic
 from test_durability import Restartable
 
+# The class path may need maven to download kafka-clients on a fresh machine.
+pytestmark = pytest.mark.timeout(360)
+
 RECORDS = 400
 JAVA_DIR = Path(__file__).resolve().parent.parent / "java"
 
