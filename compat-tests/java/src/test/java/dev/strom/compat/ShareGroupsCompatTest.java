@@ -97,13 +97,21 @@ class ShareGroupsCompatTest {
         return topic;
     }
 
-    /** A group that starts at the log start, with short locks and a low delivery limit. */
+    /** A group that starts at the log start, with a low delivery limit and Kafka's lock. */
     static String group() throws Exception {
+        return group(30_000);
+    }
+
+    /**
+     * With `lockMs` locks: short ones only where the test waits for one to run out (a short
+     * lock elsewhere would make a slow machine's late acknowledgement a redelivery).
+     */
+    static String group(int lockMs) throws Exception {
         String group = "sg-" + UUID.randomUUID();
         ConfigResource r = new ConfigResource(ConfigResource.Type.GROUP, group);
         Collection<AlterConfigOp> ops = List.of(
                 new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET),
-                new AlterConfigOp(new ConfigEntry("share.record.lock.duration.ms", String.valueOf(LOCK_MS)), AlterConfigOp.OpType.SET),
+                new AlterConfigOp(new ConfigEntry("share.record.lock.duration.ms", String.valueOf(lockMs)), AlterConfigOp.OpType.SET),
                 new AlterConfigOp(new ConfigEntry("share.delivery.count.limit", String.valueOf(DELIVERY_LIMIT)), AlterConfigOp.OpType.SET));
         admin.incrementalAlterConfigs(Map.of(r, ops)).all().get(30, TimeUnit.SECONDS);
         return group;
@@ -215,7 +223,7 @@ class ShareGroupsCompatTest {
     @Test
     void recordsHeldWithoutAcknowledgementComeBackAfterTheLock() throws Exception {
         String topic = topicWith(5);
-        String group = group();
+        String group = group(LOCK_MS);
         try (KafkaShareConsumer<String, String> holder = consumer(group, topic, true)) {
             List<ConsumerRecord<String, String>> held = new ArrayList<>();
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
