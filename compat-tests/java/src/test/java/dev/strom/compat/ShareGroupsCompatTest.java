@@ -12,7 +12,12 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.UUID;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.kafka.clients.admin.Admin;
@@ -37,8 +42,6 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
-import org.junit.jupiter.api.parallel.Execution;
-import org.junit.jupiter.api.parallel.ExecutionMode;
 
 /**
  * KIP-932 share groups with the Java client's KafkaShareConsumer against the broker at
@@ -47,10 +50,10 @@ import org.junit.jupiter.api.parallel.ExecutionMode;
  * records a consumer holds without acknowledging come back when their lock runs out; the
  * delivery count limit archives a record released again and again. Each group gets
  * share.auto.offset.reset=earliest and short locks through the GROUP config resource. The
- * scenarios run concurrently (junit-platform.properties): they mostly wait on locks.
+ * scenarios mostly wait (on locks, on polls that must stay empty), so they all start at once
+ * in @BeforeAll, each on its own topic and group, and each @Test awaits and reports its own.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
-@Execution(ExecutionMode.CONCURRENT) // each scenario has its own topic and group
 class ShareGroupsCompatTest {
     static final String BOOTSTRAP = System.getenv("STROM_COMPAT_BOOTSTRAP");
     static final int LOCK_MS = 2000;
@@ -73,10 +76,57 @@ class ShareGroupsCompatTest {
             admin.updateFeatures(Map.of("share.version",
                     new FeatureUpdate((short) 1, FeatureUpdate.UpgradeType.UPGRADE))).all().get(30, TimeUnit.SECONDS);
         }
+        startScenarios();
+    }
+
+    static ExecutorService pool;
+    static final Map<String, Future<?>> runs = new ConcurrentHashMap<>();
+
+    static void start(String name, Callable<Void> scenario) {
+        runs.put(name, pool.submit(scenario));
+    }
+
+    /** The scenario's own outcome: its assertion error or exception, unwrapped. */
+    static void await(String name) throws Throwable {
+        try {
+            runs.get(name).get(150, TimeUnit.SECONDS);
+        } catch (ExecutionException e) {
+            throw e.getCause();
+        }
+    }
+
+    /** After `connect`: the scenarios need the admin client. */
+    static void startScenarios() {
+        pool = Executors.newFixedThreadPool(4);
+        start("threeConsumersOnOnePartitionGetEveryRecordOnce", () -> { threeConsumersOnOnePartitionGetEveryRecordOnceScenario(); return null; });
+        start("releaseRedeliversAndRejectArchives", () -> { releaseRedeliversAndRejectArchivesScenario(); return null; });
+        start("recordsHeldWithoutAcknowledgementComeBackAfterTheLock", () -> { recordsHeldWithoutAcknowledgementComeBackAfterTheLockScenario(); return null; });
+        start("deliveryCountLimitArchivesARecordReleasedOverAndOver", () -> { deliveryCountLimitArchivesARecordReleasedOverAndOverScenario(); return null; });
+    }
+
+    @Test
+    void threeConsumersOnOnePartitionGetEveryRecordOnce() throws Throwable {
+        await("threeConsumersOnOnePartitionGetEveryRecordOnce");
+    }
+
+    @Test
+    void releaseRedeliversAndRejectArchives() throws Throwable {
+        await("releaseRedeliversAndRejectArchives");
+    }
+
+    @Test
+    void recordsHeldWithoutAcknowledgementComeBackAfterTheLock() throws Throwable {
+        await("recordsHeldWithoutAcknowledgementComeBackAfterTheLock");
+    }
+
+    @Test
+    void deliveryCountLimitArchivesARecordReleasedOverAndOver() throws Throwable {
+        await("deliveryCountLimitArchivesARecordReleasedOverAndOver");
     }
 
     @AfterAll
     static void close() {
+        if (pool != null) pool.shutdownNow();
         if (admin != null) admin.close(Duration.ofSeconds(10));
     }
 
@@ -133,8 +183,7 @@ class ShareGroupsCompatTest {
         return r.deliveryCount().orElse((short) -1);
     }
 
-    @Test
-    void threeConsumersOnOnePartitionGetEveryRecordOnce() throws Exception {
+    static void threeConsumersOnOnePartitionGetEveryRecordOnceScenario() throws Exception {
         int n = 300;
         String topic = topicWith(n);
         String group = group();
@@ -191,8 +240,7 @@ class ShareGroupsCompatTest {
         return out;
     }
 
-    @Test
-    void releaseRedeliversAndRejectArchives() throws Exception {
+    static void releaseRedeliversAndRejectArchivesScenario() throws Exception {
         String topic = topicWith(10);
         String group = group();
         Map<Long, List<Short>> deliveries = new TreeMap<>();
@@ -220,8 +268,7 @@ class ShareGroupsCompatTest {
         }
     }
 
-    @Test
-    void recordsHeldWithoutAcknowledgementComeBackAfterTheLock() throws Exception {
+    static void recordsHeldWithoutAcknowledgementComeBackAfterTheLockScenario() throws Exception {
         String topic = topicWith(5);
         String group = group(LOCK_MS);
         try (KafkaShareConsumer<String, String> holder = consumer(group, topic, true)) {
@@ -257,8 +304,7 @@ class ShareGroupsCompatTest {
         return c.poll(Duration.ofMillis(300));
     }
 
-    @Test
-    void deliveryCountLimitArchivesARecordReleasedOverAndOver() throws Exception {
+    static void deliveryCountLimitArchivesARecordReleasedOverAndOverScenario() throws Exception {
         String topic = topicWith(3);
         String group = group();
         Map<Long, Integer> count = new TreeMap<>();
