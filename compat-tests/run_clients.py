@@ -181,6 +181,8 @@ def security(certs) -> dict:
         "kafka_settings": {
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            # ShareGroupsCompatTest sets 2 s locks on its groups; Kafka's floor is 15 s.
+            "group.share.min.record.lock.duration.ms": "1000",
         },
         "users": [(SASL_USER, SASL_PASSWORD, "SCRAM-SHA-512")],
     }

@@ -1,7 +1,8 @@
 //! Group configs (the GROUP config resource, KIP-848): the names, types and defaults Kafka
 //! 4.4's `GroupConfig` defines, and its validation. Strom applies the two that its consumer
-//! group coordinator has (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`);
-//! the others belong to features Strom does not have (share and streams groups, the
+//! group coordinator has (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`)
+//! and the share group ones `coordinator::share::ShareConfig` reads; the others belong to
+//! features Strom does not have (streams groups, the
 //! assignment interval of an asynchronous assignor, dead-letter queues) and are listed with
 //! Kafka's defaults as read-only, so an alter cannot store a value that does nothing.
 
@@ -97,21 +98,21 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         Str,
         "latest",
         "share.auto.offset.reset",
-        false,
+        true,
     ),
     def(
         "share.delivery.count.limit",
         Int,
         "5",
         "group.share.delivery.count.limit",
-        false,
+        true,
     ),
     def(
         "share.heartbeat.interval.ms",
         Int,
         "5000",
         "group.share.heartbeat.interval.ms",
-        false,
+        true,
     ),
     def(
         "share.isolation.level",
@@ -125,14 +126,14 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         Int,
         "2000",
         "group.share.partition.max.record.locks",
-        false,
+        true,
     ),
     def(
         "share.record.lock.duration.ms",
         Int,
         "30000",
         "group.share.record.lock.duration.ms",
-        false,
+        true,
     ),
     def(
         "share.renew.acknowledge.enable",
@@ -146,7 +147,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         Int,
         "45000",
         "group.share.session.timeout.ms",
-        false,
+        true,
     ),
     def(
         "streams.assignment.interval.ms",
@@ -246,6 +247,12 @@ pub fn validate(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> 
                 feature_of(name)
             ));
         }
+        if let Some(msg) = share_invalid(name, value) {
+            return Err(msg);
+        }
+        if d.kind != Int {
+            continue;
+        }
         let n: i32 = value.trim().parse().map_err(|_| {
             format!("Invalid value {value} for configuration {name}: Not a number of type INT")
         })?;
@@ -287,6 +294,28 @@ pub fn validate(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> 
         ));
     }
     Ok(())
+}
+
+/// Kafka's bounds of the share group configs Strom applies (`GroupConfig`): the delivery
+/// count limit 2..=10, the lock duration 1 s ..= 1 h (Kafka's broker bounds
+/// `group.share.{min,max}.record.lock.duration.ms` can be set that wide), and
+/// `share.auto.offset.reset` latest or earliest (`by_duration:` is not served yet).
+fn share_invalid(name: &str, value: &str) -> Option<String> {
+    let int = || value.trim().parse::<i64>().ok();
+    let out_of = |lo: i64, hi: i64| {
+        (!int().is_some_and(|v| (lo..=hi).contains(&v))).then(|| {
+            format!("Invalid value {value} for configuration {name}: Value must be in [{lo}, {hi}]")
+        })
+    };
+    match name {
+        "share.auto.offset.reset" => (!["latest", "earliest"]
+            .iter()
+            .any(|v| value.trim().eq_ignore_ascii_case(v)))
+        .then(|| format!("Invalid value {value} for configuration {name}: latest or earliest")),
+        "share.delivery.count.limit" => out_of(2, 10),
+        "share.record.lock.duration.ms" => out_of(1_000, 3_600_000),
+        _ => None,
+    }
 }
 
 fn feature_of(name: &str) -> &'static str {
@@ -338,9 +367,22 @@ mod tests {
         ]
         .into();
         assert_eq!(validate(&both, &b), Ok(()));
-        assert!(validate(&one("share.session.timeout.ms", "45000"), &b)
+        assert!(validate(&one("streams.session.timeout.ms", "45000"), &b)
             .unwrap_err()
-            .contains("share groups"));
+            .contains("streams groups"));
+        // The share group configs Strom applies, with Kafka's bounds.
+        assert_eq!(
+            validate(&one("share.session.timeout.ms", "45000"), &b),
+            Ok(())
+        );
+        assert_eq!(
+            validate(&one("share.auto.offset.reset", "earliest"), &b),
+            Ok(())
+        );
+        assert!(validate(&one("share.auto.offset.reset", "by_duration:PT1H"), &b).is_err());
+        assert!(validate(&one("share.delivery.count.limit", "1"), &b).is_err());
+        assert!(validate(&one("share.record.lock.duration.ms", "999"), &b).is_err());
+        assert!(validate(&one("share.isolation.level", "read_committed"), &b).is_err());
         assert_eq!(consumer_timeouts(Some(&both), &b), (45000, 15000));
         assert_eq!(consumer_timeouts(None, &b), (45000, 5000));
     }

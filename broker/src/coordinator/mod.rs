@@ -12,6 +12,7 @@
 
 pub mod group;
 pub mod log;
+pub mod share;
 pub mod txn;
 
 use std::future::Future;

@@ -387,6 +387,36 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                     );
                     assert_eq!(r.entries[0].error_code, 0, "{ctx}");
                 }
+                ApiKey::ShareGroupHeartbeat => {
+                    let r: ShareGroupHeartbeatResponse =
+                        h.call(key, v, ShareGroupHeartbeatRequest::default());
+                    assert_eq!(r.error_code, 42, "{ctx}: no group id");
+                }
+                ApiKey::ShareGroupDescribe => {
+                    let req = ShareGroupDescribeRequest::default()
+                        .with_group_ids(vec![GroupId("none".into())]);
+                    let r: ShareGroupDescribeResponse = h.call(key, v, req);
+                    assert_eq!(r.groups[0].error_code, 69, "{ctx}");
+                }
+                ApiKey::ShareFetch => {
+                    let r: ShareFetchResponse = h.call(key, v, ShareFetchRequest::default());
+                    assert_eq!(r.error_code, 42, "{ctx}: no group id");
+                }
+                ApiKey::ShareAcknowledge => {
+                    let r: ShareAcknowledgeResponse =
+                        h.call(key, v, ShareAcknowledgeRequest::default());
+                    assert_eq!(r.error_code, 42, "{ctx}: no group id");
+                }
+                ApiKey::DescribeShareGroupOffsets => {
+                    use kafka_protocol::messages::describe_share_group_offsets_request as d;
+                    let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+                        d::DescribeShareGroupOffsetsRequestGroup::default()
+                            .with_group_id(GroupId("none".into()))
+                            .with_topics(Some(vec![])),
+                    ]);
+                    let r: DescribeShareGroupOffsetsResponse = h.call(key, v, req);
+                    assert_eq!(r.groups[0].error_code, 0, "{ctx}");
+                }
                 ApiKey::DescribeClientQuotas => {
                     let r: DescribeClientQuotasResponse =
                         h.call(key, v, DescribeClientQuotasRequest::default());

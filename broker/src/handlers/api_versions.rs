@@ -139,12 +139,17 @@ mod tests {
             supported,
             vec![
                 ("metadata.version".into(), 7, 33),
-                ("group.version".into(), 0, 1)
+                ("group.version".into(), 0, 1),
+                ("share.version".into(), 0, 1)
             ]
         );
         assert_eq!(
             finalized,
-            vec![("group.version".into(), 1), ("metadata.version".into(), 33)]
+            vec![
+                ("group.version".into(), 1),
+                ("metadata.version".into(), 33),
+                ("share.version".into(), 1)
+            ]
         );
         assert!(v4.finalized_features_epoch >= 0);
         // KAFKA-17011: no supported minimum of 0 before v4; finalized levels unchanged.

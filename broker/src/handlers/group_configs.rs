@@ -217,7 +217,7 @@ mod tests {
         );
         assert_eq!(
             get(&list, "share.auto.offset.reset"),
-            ("latest".into(), 5, true)
+            ("latest".into(), 5, false)
         );
         assert_eq!(describe(&h, "").0, 42);
     }
@@ -262,7 +262,7 @@ mod tests {
             code(alter(
                 &h,
                 "g",
-                &[("share.session.timeout.ms", 0, Some("45000"))]
+                &[("streams.session.timeout.ms", 0, Some("45000"))]
             )),
             40
         );

@@ -1,5 +1,5 @@
 //! ListGroups (key 16): every group on every coordinator shard, with state (v4+) and type
-//! (v5+, "classic" or "consumer" for KIP-848 groups) filters.
+//! (v5+, "classic", "consumer" for KIP-848 groups, "share" for KIP-932 ones) filters.
 
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
@@ -37,6 +37,14 @@ pub async fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsR
                         "classic",
                     ),
                 },
+            )
+            .chain(
+                // Share groups (KIP-932) live beside the others on the coordinator shard.
+                crate::coordinator::share::group::ShareGroups::here()
+                    .groups
+                    .borrow()
+                    .iter()
+                    .map(|(id, g)| (id.clone(), "share".to_string(), g.state(), "share")),
             )
             .collect::<Vec<_>>()
     })

@@ -47,6 +47,7 @@ pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
+pub mod describe_share_group_offsets;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
@@ -73,6 +74,11 @@ pub mod placement;
 pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
+pub mod share_acknowledge;
+pub mod share_common;
+pub mod share_fetch;
+pub mod share_group_describe;
+pub mod share_group_heartbeat;
 pub mod sync_group;
 pub mod throttle;
 pub mod txn_offset_commit;
@@ -87,6 +93,8 @@ mod all_versions_tests;
 mod group_tests;
 #[cfg(test)]
 mod quota_tests;
+#[cfg(test)]
+mod share_tests;
 #[cfg(test)]
 pub mod testing;
 #[cfg(test)]
@@ -420,6 +428,11 @@ api_table! {
     DeleteAcls => delete_acls;
     DescribeClientQuotas => describe_client_quotas;
     AlterClientQuotas => alter_client_quotas;
+    ShareGroupHeartbeat => share_group_heartbeat;
+    ShareGroupDescribe => share_group_describe;
+    ShareFetch => share_fetch;
+    ShareAcknowledge => share_acknowledge;
+    DescribeShareGroupOffsets => describe_share_group_offsets;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {

@@ -81,6 +81,11 @@ throttled!(
     DeleteAclsResponse,
     DescribeClientQuotasResponse,
     AlterClientQuotasResponse,
+    ShareGroupHeartbeatResponse,
+    ShareGroupDescribeResponse,
+    ShareFetchResponse,
+    ShareAcknowledgeResponse,
+    DescribeShareGroupOffsetsResponse,
 );
 
 // No `throttle_time_ms` in these responses (the connection is still muted).

@@ -114,11 +114,14 @@ mod tests {
         );
         let (after, levels) = finalized(&h);
         assert!(after > epoch);
-        assert_eq!(levels, vec![("metadata.version".into(), 33)]);
+        assert_eq!(
+            levels,
+            vec![("metadata.version".into(), 33), ("share.version".into(), 1)]
+        );
         let r: UpdateFeaturesResponse =
             h.call(ApiKey::UpdateFeatures, 2, update("group.version", 1, 1));
         assert_eq!((r.error_code, r.results.len()), (0, 0), "v2 has no results");
-        assert_eq!(finalized(&h).1.len(), 2);
+        assert_eq!(finalized(&h).1.len(), 3);
     }
 
     #[test]

@@ -9,10 +9,12 @@
 //!   client protocol. Downgrades are refused as Kafka 4.4 refuses them.
 //! - `group.version` 0..=1, finalized at 1: KIP-848 consumer groups. At 0 the consumer
 //!   group APIs answer UNSUPPORTED_VERSION, as Kafka's do.
-//! - `transaction.version`, `share.version`, `streams.version`, `kraft.version` and
+//! - `share.version` 0..=1, finalized at 1 as Kafka 4.2+ starts with it: KIP-932 share
+//!   groups (`coordinator::share`). At 0 the share APIs answer UNSUPPORTED_VERSION.
+//! - `transaction.version`, `streams.version`, `kraft.version` and
 //!   `eligible.leader.replicas.version` are at 0 and not advertised (Kafka lists only
 //!   features whose maximum is above 0): Strom's coordinator writes the v0 transaction log
-//!   records (TV0), has no share or streams groups, no KRaft quorum and no replication.
+//!   records (TV0), has no streams groups, no KRaft quorum and no replication.
 //!
 //! The finalized levels live in `<data-dir>/strom-features.json`, written atomically before
 //! an UpdateFeatures is answered, with an epoch that moves at every change (Kafka's is the
@@ -26,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 pub const METADATA_VERSION: &str = "metadata.version";
 pub const GROUP_VERSION: &str = "group.version";
+pub const SHARE_VERSION: &str = "share.version";
 
 /// A feature this node implements: its supported range and the level a new cluster starts at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +49,12 @@ pub static SUPPORTED: &[FeatureSpec] = &[
     },
     FeatureSpec {
         name: GROUP_VERSION,
+        min: 0,
+        max: 1,
+        bootstrap: 1,
+    },
+    FeatureSpec {
+        name: SHARE_VERSION,
         min: 0,
         max: 1,
         bootstrap: 1,
@@ -388,7 +397,7 @@ mod tests {
             &cur,
             &[
                 up(GROUP_VERSION, 0, SafeDowngrade),
-                up("share.version", 1, Upgrade),
+                up("streams.version", 1, Upgrade),
             ],
             0,
         );

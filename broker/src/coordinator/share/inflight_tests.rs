@@ -1,0 +1,194 @@
+use super::*;
+use proptest::prelude::*;
+
+const L: Limits = Limits {
+    lock_ms: 1_000,
+    delivery_limit: 3,
+    max_locks: 10,
+};
+
+#[test]
+fn given_new_records_when_acquired_then_locked_and_accept_moves_the_start() {
+    let mut s = SharePartitionState::new(0);
+    assert_eq!(s.fetch_offset(&L), Some(0));
+    assert_eq!(s.acquire(0, 4, "a", 0, 100, &L), vec![(0, 4, 1)]);
+    assert_eq!(s.end, 5);
+    // Another member gets nothing of what "a" holds.
+    assert!(s.acquire(0, 4, "b", 0, 100, &L).is_empty());
+    assert_eq!(
+        s.acknowledge("b", 0, 0, &[1], &L),
+        Err(AckError::InvalidRecordState(0, 0))
+    );
+    s.acknowledge("a", 0, 1, &[1], &L).unwrap();
+    assert_eq!(s.start, 2);
+    // Per-offset types: accept, reject, release.
+    s.acknowledge("a", 2, 4, &[1, 3, 2], &L).unwrap();
+    assert_eq!(s.start, 4);
+    assert_eq!(s.count(RecordState::Available), 1);
+    assert_eq!(s.fetch_offset(&L), Some(4));
+    assert_eq!(s.acquire(0, 9, "b", 0, 100, &L), vec![(4, 4, 2), (5, 9, 1)]);
+}
+
+#[test]
+fn given_lock_timeout_when_expired_then_redelivered_until_the_delivery_limit() {
+    let mut s = SharePartitionState::new(0);
+    for round in 1..=3i16 {
+        let now = i64::from(round) * 10_000;
+        assert_eq!(s.acquire(0, 0, "a", now, 10, &L), vec![(0, 0, round)]);
+        assert!(!s.expire(now + 999, &L));
+        assert_eq!(s.next_deadline(), Some(now + 1_000));
+        assert!(s.expire(now + 1_000, &L));
+    }
+    // The third delivery was the last: archived, and the start moved past it.
+    assert_eq!(s.start, 1);
+    assert!(s.acquire(0, 0, "a", 99_000, 10, &L).is_empty());
+}
+
+#[test]
+fn given_a_full_window_when_acquiring_then_stops_at_max_record_locks() {
+    let mut s = SharePartitionState::new(100);
+    assert_eq!(s.acquire(100, 150, "a", 0, 1000, &L), vec![(100, 109, 1)]);
+    assert_eq!(s.fetch_offset(&L), None);
+    s.acknowledge("a", 100, 100, &[1], &L).unwrap();
+    assert_eq!(s.fetch_offset(&L), Some(110));
+    assert_eq!(s.acquire(110, 150, "a", 0, 1000, &L), vec![(110, 110, 1)]);
+}
+
+#[test]
+fn given_a_snapshot_when_restored_then_acquired_become_available_with_their_counts() {
+    let mut s = SharePartitionState::new(0);
+    s.acquire(0, 5, "a", 0, 100, &L);
+    s.acknowledge("a", 1, 1, &[1], &L).unwrap();
+    s.acknowledge("a", 2, 2, &[3], &L).unwrap();
+    let snap = s.snapshot();
+    assert_eq!(
+        snap,
+        vec![(0, 0, 0, 1), (1, 1, 2, 1), (2, 2, 4, 1), (3, 5, 0, 1)]
+    );
+    let mut r = SharePartitionState::restore(s.start, &snap);
+    assert_eq!((r.start, r.end), (0, 6));
+    assert_eq!(
+        r.acquire(0, 9, "b", 0, 100, &L),
+        vec![(0, 0, 2), (3, 5, 2), (6, 9, 1)]
+    );
+    assert!(r.release_member("b", &L));
+    assert_eq!(r.count(RecordState::Available), 8);
+}
+
+#[test]
+fn given_malformed_batches_when_acknowledged_then_invalid_request_and_nothing_changes() {
+    let mut s = SharePartitionState::new(0);
+    s.acquire(0, 3, "a", 0, 100, &L);
+    assert!(matches!(
+        s.acknowledge("a", 0, 3, &[1, 1], &L),
+        Err(AckError::InvalidRequest(_))
+    ));
+    assert!(matches!(
+        s.acknowledge("a", 0, 0, &[9], &L),
+        Err(AckError::InvalidRequest(_))
+    ));
+    // Offset 4 was never acquired: the whole batch is refused.
+    assert_eq!(
+        s.acknowledge("a", 0, 4, &[1], &L),
+        Err(AckError::InvalidRecordState(0, 4))
+    );
+    assert_eq!(s.count(RecordState::Acquired), 4);
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Acquire {
+        member: u8,
+        base: i64,
+        len: i64,
+        max: usize,
+    },
+    Ack {
+        member: u8,
+        first: i64,
+        len: i64,
+        kind: i8,
+    },
+    Advance(i64),
+    Release(u8),
+    Restore,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u8..3, 0i64..30, 1i64..6, 1usize..8).prop_map(|(member, base, len, max)| Op::Acquire {
+            member,
+            base,
+            len,
+            max
+        }),
+        (0u8..3, 0i64..30, 1i64..4, 0i8..4).prop_map(|(member, first, len, kind)| Op::Ack {
+            member,
+            first,
+            len,
+            kind
+        }),
+        (0i64..3_000).prop_map(Op::Advance),
+        (0u8..3).prop_map(Op::Release),
+        Just(Op::Restore),
+    ]
+}
+
+proptest! {
+    /// Against a model of what was accepted: an acknowledged record is never acquired again,
+    /// no record is held by two members, delivery counts stay within the limit, and the
+    /// window stays within max.record.locks.
+    #[test]
+    fn prop_no_acknowledged_record_is_redelivered(ops in proptest::collection::vec(op(), 1..80)) {
+        let mut s = SharePartitionState::new(0);
+        let mut now = 0i64;
+        let mut accepted = std::collections::BTreeSet::new();
+        let mut holder: BTreeMap<i64, u8> = BTreeMap::new();
+        let mut deliveries: BTreeMap<i64, i16> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Acquire { member, base, len, max } => {
+                    s.expire(now, &L);
+                    holder.retain(|o, _| s.records.get(o).is_some_and(|r| r.state == RecordState::Acquired));
+                    let got = s.acquire(base, base + len - 1, &member.to_string(), now, max, &L);
+                    let n: i64 = got.iter().map(|(f, l, _)| l - f + 1).sum();
+                    prop_assert!(n as usize <= max);
+                    for (f, l, count) in got {
+                        for o in f..=l {
+                            prop_assert!(!accepted.contains(&o), "offset {o} redelivered after ACCEPT");
+                            prop_assert!(holder.insert(o, member).is_none(), "offset {o} held twice");
+                            let d = deliveries.entry(o).or_default();
+                            *d += 1;
+                            prop_assert_eq!(*d, count);
+                            prop_assert!(count <= L.delivery_limit);
+                        }
+                    }
+                }
+                Op::Ack { member, first, len, kind } => {
+                    s.expire(now, &L);
+                    holder.retain(|o, _| s.records.get(o).is_some_and(|r| r.state == RecordState::Acquired));
+                    let last = first + len - 1;
+                    if s.acknowledge(&member.to_string(), first, last, &[kind], &L).is_ok() {
+                        for o in first..=last {
+                            if holder.remove(&o).is_some() && kind == 1 {
+                                accepted.insert(o);
+                            }
+                        }
+                    }
+                }
+                Op::Advance(ms) => now += ms,
+                Op::Release(member) => {
+                    s.release_member(&member.to_string(), &L);
+                    holder.retain(|_, m| *m != member);
+                }
+                Op::Restore => {
+                    s = SharePartitionState::restore(s.start, &s.snapshot());
+                    holder.clear();
+                }
+            }
+            prop_assert!(s.end - s.start <= L.max_locks);
+            prop_assert!(s.start <= s.end);
+            prop_assert!(s.records.keys().all(|o| *o >= s.start && *o < s.end));
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! Share partitions on the data partition's home shard: one table per shard, each entry the
+//! `inflight` state of (group, topic id, partition) next to the log it acquires from. Every
+//! operation runs here whole: acknowledgements, expired locks, acquisition and the read, with
+//! no await in between; then, when the state changed, a `ShareSnapshot` is appended to
+//! `__share_group_state` (on that partition's home shard) and awaited before the caller
+//! answers. The first touch after a start replays the key's newest snapshot.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use super::inflight::{AckError, SharePartitionState};
+use super::records::{self, Snapshot, StateKey};
+use super::{OffsetReset, ShareConfig, ShareError, SHARE_STATE_SEGMENT_BYTES, SHARE_STATE_TOPIC};
+use crate::coordinator::log;
+use crate::shard::{frontend, home_shard, BrokerContext, ShardState};
+
+struct Entry {
+    state: SharePartitionState,
+    snapshot_epoch: i32,
+    create_ms: i64,
+}
+
+#[derive(Default)]
+pub struct ShareStore {
+    parts: RefCell<HashMap<StateKey, Entry>>,
+}
+
+thread_local! {
+    static STORE: RefCell<Option<(Weak<ShardState>, Rc<ShareStore>)>> = const { RefCell::new(None) };
+}
+
+impl ShareStore {
+    /// This shard's table (a restarted broker in the same process gets a new one).
+    pub fn of(state: &Rc<ShardState>) -> Rc<ShareStore> {
+        STORE.with(|s| {
+            let mut s = s.borrow_mut();
+            if let Some((owner, store)) = s.as_ref() {
+                if owner.upgrade().is_some_and(|o| Rc::ptr_eq(&o, state)) {
+                    return store.clone();
+                }
+            }
+            let store = Rc::new(ShareStore::default());
+            *s = Some((Rc::downgrade(state), store.clone()));
+            store
+        })
+    }
+}
+
+/// One partition's part of a ShareFetch or ShareAcknowledge.
+#[derive(Debug, Clone)]
+pub struct PartitionWork {
+    pub key: StateKey,
+    pub topic: String,
+    pub member: String,
+    /// (first, last, types) batches to acknowledge first.
+    pub acks: Vec<(i64, i64, Vec<i8>)>,
+    /// Records to acquire (0: acknowledge only).
+    pub max_records: usize,
+    pub max_bytes: usize,
+    /// Release everything the member holds here (its session closed).
+    pub release: bool,
+    pub config: ShareConfig,
+}
+
+#[derive(Debug, Default)]
+pub struct PartitionDone {
+    pub error: Option<ShareError>,
+    pub ack_error: Option<ShareError>,
+    pub acquired: Vec<(i64, i64, i16)>,
+    pub records: Vec<Bytes>,
+    /// When the next lock runs out (the long poll wakes then).
+    pub next_deadline: Option<i64>,
+    pub high_watermark: Option<watch::Receiver<i64>>,
+}
+
+/// Runs `work` on the partition's home shard.
+pub async fn on_partition(ctx: &BrokerContext, work: PartitionWork) -> PartitionDone {
+    let shard = home_shard(&work.topic, work.key.partition, ctx.shard_count());
+    frontend::invoke_on(ctx, shard, move |state| run(state, work))
+        .await
+        .unwrap_or_else(|e| PartitionDone {
+            error: Some(ShareError::CoordinatorNotAvailable(e.to_string())),
+            ..Default::default()
+        })
+}
+
+async fn run(state: Rc<ShardState>, w: PartitionWork) -> PartitionDone {
+    let Some(part) = state.partition(&w.topic, w.key.partition) else {
+        return PartitionDone {
+            error: Some(ShareError::UnknownTopicOrPartition),
+            ..Default::default()
+        };
+    };
+    let store = ShareStore::of(&state);
+    if !store.parts.borrow().contains_key(&w.key) {
+        let loaded = match load(&state.ctx, &w.key).await {
+            Ok(s) => s,
+            Err(e) => {
+                return PartitionDone {
+                    error: Some(e),
+                    ..Default::default()
+                }
+            }
+        };
+        let now = crate::now_ms();
+        let entry = match loaded {
+            Some(s) => Entry {
+                state: SharePartitionState::restore(s.start_offset, &s.batches),
+                snapshot_epoch: s.snapshot_epoch,
+                create_ms: s.create_ms,
+            },
+            None => Entry {
+                state: SharePartitionState::new(match w.config.reset {
+                    OffsetReset::Earliest => part.log.log_start_offset(),
+                    OffsetReset::Latest => part.high_watermark(),
+                }),
+                snapshot_epoch: -1,
+                create_ms: now,
+            },
+        };
+        store
+            .parts
+            .borrow_mut()
+            .entry(w.key.clone())
+            .or_insert(entry);
+    }
+    let now = crate::now_ms();
+    let limits = w.config.limits;
+    let mut done = PartitionDone::default();
+    let snapshot = {
+        let mut parts = store.parts.borrow_mut();
+        let entry = parts.get_mut(&w.key).expect("loaded above");
+        let s = &mut entry.state;
+        let start_before = s.start;
+        let mut changed = s.expire(now, &limits);
+        s.skip_below(part.log.log_start_offset());
+        changed |= s.start != start_before;
+        for (first, last, types) in &w.acks {
+            match s.acknowledge(&w.member, *first, *last, types, &limits) {
+                Ok(()) => changed = true,
+                Err(e) => {
+                    done.ack_error.get_or_insert(match e {
+                        AckError::InvalidRecordState(..) => {
+                            ShareError::InvalidRecordState(e.to_string())
+                        }
+                        AckError::InvalidRequest(m) => ShareError::InvalidRequest(m),
+                    });
+                }
+            }
+        }
+        if w.release {
+            changed |= s.release_member(&w.member, &limits);
+        }
+        if w.max_records > 0 {
+            if let Some(from) = s.fetch_offset(&limits) {
+                match part.read(from, w.max_bytes.max(1), false) {
+                    Ok(read) => acquire(s, &w, now, read.data.chunks, &mut done),
+                    Err(e) => done.error = Some(ShareError::CoordinatorNotAvailable(e.to_string())),
+                }
+            }
+            done.high_watermark = Some(part.watch_high_watermark());
+        }
+        done.next_deadline = s.next_deadline();
+        changed.then(|| {
+            entry.snapshot_epoch += 1;
+            Snapshot {
+                snapshot_epoch: entry.snapshot_epoch,
+                state_epoch: 0,
+                leader_epoch: 0,
+                start_offset: entry.state.start,
+                create_ms: entry.create_ms,
+                write_ms: now,
+                batches: entry.state.snapshot(),
+            }
+        })
+    };
+    if let Some(snap) = snapshot {
+        if let Err(e) = persist(&state.ctx, &w.key, &snap).await {
+            tracing::warn!(group = %w.key.group_id, topic = %w.topic, partition = w.key.partition, error = %e, "writing share state failed");
+            done.ack_error = Some(e);
+        }
+    }
+    done
+}
+
+/// Acquires from the batches read, keeping the batches that gave something.
+fn acquire(
+    s: &mut SharePartitionState,
+    w: &PartitionWork,
+    now: i64,
+    chunks: Vec<Bytes>,
+    done: &mut PartitionDone,
+) {
+    let mut left = w.max_records;
+    for chunk in chunks {
+        for item in storage::batch::BatchIter::new(&chunk) {
+            let Ok((h, raw)) = item else { break };
+            if left == 0 {
+                return;
+            }
+            let got = s.acquire(
+                h.base_offset,
+                h.last_offset(),
+                &w.member,
+                now,
+                left,
+                &w.config.limits,
+            );
+            if got.is_empty() {
+                continue;
+            }
+            left -= got
+                .iter()
+                .map(|(f, l, _)| (l - f + 1) as usize)
+                .sum::<usize>();
+            done.acquired.extend(got);
+            done.records.push(chunk.slice_ref(raw));
+        }
+    }
+}
+
+/// The share partition's start offset (DescribeShareGroupOffsets): -1 when it has no state.
+pub async fn start_offset(
+    ctx: &BrokerContext,
+    key: StateKey,
+    topic: String,
+) -> Result<i64, ShareError> {
+    let shard = home_shard(&topic, key.partition, ctx.shard_count());
+    frontend::invoke_on(ctx, shard, move |state| async move {
+        if let Some(e) = ShareStore::of(&state).parts.borrow().get(&key) {
+            return Ok(e.state.start);
+        }
+        Ok(load(&state.ctx, &key).await?.map_or(-1, |s| s.start_offset))
+    })
+    .await
+    .map_err(|e| ShareError::CoordinatorNotAvailable(e.to_string()))?
+}
+
+async fn state_partition(ctx: &BrokerContext, key: &StateKey) -> Result<i32, ShareError> {
+    let n = log::ensure_topic(
+        ctx,
+        SHARE_STATE_TOPIC,
+        super::state_partitions(&ctx.config),
+        SHARE_STATE_SEGMENT_BYTES,
+    )
+    .await?;
+    Ok(crate::coordinator::partition_for(&key.coordinator_key(), n))
+}
+
+async fn persist(ctx: &BrokerContext, key: &StateKey, snap: &Snapshot) -> Result<(), ShareError> {
+    let p = state_partition(ctx, key).await?;
+    let record = (
+        records::encode_key(key),
+        Some(records::encode_snapshot(snap)),
+    );
+    let shard = home_shard(SHARE_STATE_TOPIC, p, ctx.shard_count());
+    frontend::invoke_on(ctx, shard, move |state| async move {
+        let part = log::partition_on_shard(&state, SHARE_STATE_TOPIC, p).ok_or_else(|| {
+            ShareError::CoordinatorNotAvailable(format!("{SHARE_STATE_TOPIC}-{p} is not open"))
+        })?;
+        log::append(&part, &[record], None).await?;
+        Ok(())
+    })
+    .await
+    .map_err(|e| ShareError::CoordinatorNotAvailable(e.to_string()))?
+}
+
+/// The newest snapshot of `key` in its `__share_group_state` partition.
+async fn load(ctx: &BrokerContext, key: &StateKey) -> Result<Option<Snapshot>, ShareError> {
+    let p = state_partition(ctx, key).await?;
+    let shard = home_shard(SHARE_STATE_TOPIC, p, ctx.shard_count());
+    let key = key.clone();
+    frontend::invoke_on(ctx, shard, move |state| async move {
+        let part = log::partition_on_shard(&state, SHARE_STATE_TOPIC, p).ok_or_else(|| {
+            ShareError::CoordinatorNotAvailable(format!("{SHARE_STATE_TOPIC}-{p} is not open"))
+        })?;
+        let mut newest: Option<Snapshot> = None;
+        log::replay(&part, |r| {
+            let Some(k) = r.key.as_deref() else { return };
+            // Strom writes snapshots only; a Kafka ShareUpdate is a delta on one.
+            if records::is_update(k) {
+                return;
+            }
+            if !matches!(records::decode_key(k), Ok(Some(ref rk)) if *rk == key) {
+                return;
+            }
+            match r.value.as_deref() {
+                None => newest = None, // tombstone: the state was deleted
+                Some(v) => match records::decode_value(false, v) {
+                    Ok(s)
+                        if newest
+                            .as_ref()
+                            .is_none_or(|n| s.snapshot_epoch >= n.snapshot_epoch) =>
+                    {
+                        newest = Some(s)
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "skipping a share state record"),
+                },
+            }
+        })?;
+        Ok(newest)
+    })
+    .await
+    .map_err(|e| ShareError::CoordinatorNotAvailable(e.to_string()))?
+}

@@ -1,0 +1,56 @@
+//! What the share group handlers (`share_*.rs`, `describe_share_group_offsets.rs`) have in
+//! common: the one mapping of `ShareError` to Kafka's codes, and the gate Kafka 4.4 puts in
+//! front of them (`share.version` >= 1, else UNSUPPORTED_VERSION).
+
+use kafka_protocol::error::ResponseError;
+
+use crate::coordinator::share::ShareError;
+use crate::metadata::features::SHARE_VERSION;
+
+/// The one place share-group failures become Kafka error codes.
+pub fn share_code(e: &ShareError) -> i16 {
+    match e {
+        ShareError::CoordinatorNotAvailable(_) => ResponseError::CoordinatorNotAvailable,
+        ShareError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        ShareError::UnknownMemberId => ResponseError::UnknownMemberId,
+        ShareError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
+        ShareError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        ShareError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        ShareError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+        ShareError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        ShareError::ShareSessionNotFound => ResponseError::ShareSessionNotFound,
+        ShareError::InvalidShareSessionEpoch => ResponseError::InvalidShareSessionEpoch,
+        ShareError::InvalidRecordState(_) => ResponseError::InvalidRecordState,
+    }
+    .code()
+}
+
+/// Kafka's `isShareGroupProtocolEnabled`: share groups answer only with `share.version` >= 1.
+pub fn enabled(ctx: &super::RequestContext) -> bool {
+    ctx.ctx().features.snapshot().level(SHARE_VERSION) >= 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_each_share_error_when_mapped_then_kafka_code() {
+        let table = [
+            (ShareError::CoordinatorNotAvailable(String::new()), 15),
+            (ShareError::UnknownTopicOrPartition, 3),
+            (ShareError::UnknownMemberId, 25),
+            (ShareError::FencedMemberEpoch, 110),
+            (ShareError::InconsistentGroupProtocol, 23),
+            (ShareError::GroupIdNotFound, 69),
+            (ShareError::NonEmptyGroup, 68),
+            (ShareError::InvalidRequest(String::new()), 42),
+            (ShareError::ShareSessionNotFound, 122),
+            (ShareError::InvalidShareSessionEpoch, 123),
+            (ShareError::InvalidRecordState(String::new()), 121),
+        ];
+        for (e, code) in table {
+            assert_eq!(share_code(&e), code, "{e:?}");
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! In-process tests of the share group APIs through the wire codec: join, a share session's
+//! fetches with piggy-backed acknowledgements, ShareAcknowledge, the session and record
+//! state errors, and the admin views (ShareGroupDescribe, DescribeShareGroupOffsets,
+//! ListGroups).
+
+use kafka_protocol::messages::describe_share_group_offsets_request::{
+    DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic,
+};
+use kafka_protocol::messages::share_acknowledge_request::{
+    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
+};
+use kafka_protocol::messages::share_fetch_request::{
+    AcknowledgementBatch, FetchPartition, FetchTopic,
+};
+use kafka_protocol::messages::*;
+
+use super::group_tests::s;
+use super::testing::{create, produce_req, Harness};
+
+fn heartbeat(h: &Harness, member: &str, epoch: i32) -> ShareGroupHeartbeatResponse {
+    let req = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("sg")))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_subscribed_topic_names((epoch == 0).then(|| vec![TopicName(s("t"))]));
+    h.call(ApiKey::ShareGroupHeartbeat, 1, req)
+}
+
+fn fetch(h: &Harness, epoch: i32, acks: Vec<(i64, i64, i8)>) -> ShareFetchResponse {
+    let id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
+    let req = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(s("sg"))))
+        .with_member_id(Some(s("m1")))
+        .with_share_session_epoch(epoch)
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_max_records(100)
+        .with_batch_size(100)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(
+                    acks.into_iter()
+                        .map(|(f, l, t)| {
+                            AcknowledgementBatch::default()
+                                .with_first_offset(f)
+                                .with_last_offset(l)
+                                .with_acknowledge_types(vec![t])
+                        })
+                        .collect(),
+                )])]);
+    h.call(ApiKey::ShareFetch, 1, req)
+}
+
+fn acknowledge(
+    h: &Harness,
+    epoch: i32,
+    first: i64,
+    last: i64,
+    kind: i8,
+) -> ShareAcknowledgeResponse {
+    let id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
+    let req = ShareAcknowledgeRequest::default()
+        .with_group_id(Some(GroupId(s("sg"))))
+        .with_member_id(Some(s("m1")))
+        .with_share_session_epoch(epoch)
+        .with_topics(vec![AcknowledgeTopic::default()
+            .with_topic_id(id)
+            .with_partitions(vec![AcknowledgePartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(vec![AckBatch::default()
+                    .with_first_offset(first)
+                    .with_last_offset(last)
+                    .with_acknowledge_types(vec![kind])])])]);
+    h.call(ApiKey::ShareAcknowledge, 1, req)
+}
+
+fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
+    let p = &r.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.acknowledge_error_code), (0, 0), "{p:?}");
+    p.acquired_records
+        .iter()
+        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
+        .collect()
+}
+
+#[test]
+fn given_a_share_member_when_fetching_and_acknowledging_then_kafka_share_semantics() {
+    let h = Harness::new();
+    create(&h, "t", 1);
+    let hb = heartbeat(&h, "m1", 0);
+    assert_eq!((hb.error_code, hb.member_epoch), (0, 1));
+    assert_eq!(
+        hb.assignment.unwrap().topic_partitions[0].partitions,
+        vec![0]
+    );
+    // share.auto.offset.reset=latest (the default): the first fetch starts the share
+    // partition at the log end, so only what is produced afterwards is delivered.
+    let batch = crate::test_support::TestBatch::new(3).encode();
+    let _: ProduceResponse = h.call(ApiKey::Produce, 9, produce_req("t", 0, -1, batch));
+    assert!(acquired(&fetch(&h, 0, vec![])).is_empty());
+    let batch = crate::test_support::TestBatch::new(10).encode();
+    let _: ProduceResponse = h.call(ApiKey::Produce, 9, produce_req("t", 0, -1, batch));
+    let r = fetch(&h, 1, vec![]);
+    assert_eq!(acquired(&r), vec![(3, 12, 1)]);
+    assert!(!r.responses[0].partitions[0]
+        .records
+        .as_ref()
+        .unwrap()
+        .is_empty());
+    assert_eq!(r.acquisition_lock_timeout_ms, 30_000);
+    // Accept 3..=7, release 8..=12: those come straight back, second delivery.
+    let r = fetch(&h, 2, vec![(3, 7, 1), (8, 12, 2)]);
+    assert_eq!(acquired(&r), vec![(8, 12, 2)]);
+    // Reject them: the share partition is done up to the log end.
+    let a = acknowledge(&h, 3, 8, 12, 3);
+    assert_eq!(a.error_code, 0);
+    assert_eq!(a.responses[0].partitions[0].error_code, 0);
+    // Acknowledging what is done already: INVALID_RECORD_STATE; a stale epoch: 123.
+    assert_eq!(
+        acknowledge(&h, 4, 3, 3, 1).responses[0].partitions[0].error_code,
+        121
+    );
+    assert_eq!(fetch(&h, 9, vec![]).error_code, 123);
+    assert!(acquired(&fetch(&h, 5, vec![])).is_empty());
+
+    let offsets: DescribeShareGroupOffsetsResponse = h.call(
+        ApiKey::DescribeShareGroupOffsets,
+        0,
+        DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(s("sg")))
+                .with_topics(Some(vec![DescribeShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(TopicName(s("t")))
+                    .with_partitions(vec![0])])),
+        ]),
+    );
+    assert_eq!(offsets.groups[0].topics[0].partitions[0].start_offset, 13);
+
+    let d: ShareGroupDescribeResponse = h.call(
+        ApiKey::ShareGroupDescribe,
+        1,
+        ShareGroupDescribeRequest::default()
+            .with_group_ids(vec![GroupId(s("sg")), GroupId(s("nope"))]),
+    );
+    assert_eq!(d.groups[0].group_state.as_str(), "Stable");
+    assert_eq!(d.groups[0].members[0].member_id.as_str(), "m1");
+    assert_eq!(d.groups[1].error_code, 69);
+    let l: ListGroupsResponse = h.call(ApiKey::ListGroups, 5, ListGroupsRequest::default());
+    assert!(l
+        .groups
+        .iter()
+        .any(|g| g.group_id.as_str() == "sg" && g.group_type.as_str() == "share"));
+
+    // A consumer group's id is not a share group's (Kafka: GROUP_ID_NOT_FOUND).
+    let c: ConsumerGroupHeartbeatResponse = h.call(
+        ApiKey::ConsumerGroupHeartbeat,
+        0,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("cg")))
+            .with_member_id(s("c1"))
+            .with_rebalance_timeout_ms(10_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(c.error_code, 0);
+    let req = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("cg")))
+        .with_member_id(s("m9"))
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]));
+    let r: ShareGroupHeartbeatResponse = h.call(ApiKey::ShareGroupHeartbeat, 1, req);
+    assert_eq!(r.error_code, 69);
+
+    // Leaving the group; a member the group does not know cannot heartbeat.
+    assert_eq!(heartbeat(&h, "m1", -1).member_epoch, -1);
+    assert_eq!(heartbeat(&h, "m1", 1).error_code, 25);
+}

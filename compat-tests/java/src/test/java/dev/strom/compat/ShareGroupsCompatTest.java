@@ -1,0 +1,326 @@
+package dev.strom.compat;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.UUID;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.FinalizedVersionRange;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * KIP-932 share groups with the Java client's KafkaShareConsumer against the broker at
+ * STROM_COMPAT_BOOTSTRAP (Strom or Apache Kafka 4.4, the same tests against both): three
+ * consumers on one partition get every record once; RELEASE redelivers and REJECT archives;
+ * records a consumer holds without acknowledging come back when their lock runs out; the
+ * delivery count limit archives a record released again and again. Each group gets
+ * share.auto.offset.reset=earliest and short locks through the GROUP config resource. The
+ * scenarios mostly wait (on locks, on polls that must stay empty), so they all start at once
+ * in @BeforeAll, each on its own topic and group, and each @Test awaits and reports its own.
+ */
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
+class ShareGroupsCompatTest {
+    static final String BOOTSTRAP = System.getenv("STROM_COMPAT_BOOTSTRAP");
+    static final int LOCK_MS = 2000;
+    static final int DELIVERY_LIMIT = 3;
+
+    static Admin admin;
+
+    @BeforeAll
+    static void connect() throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        admin = Admin.create(p);
+        // Kafka gates share groups behind share.version (a new 4.4 cluster starts above 0).
+        FeatureMetadata features = admin.describeFeatures().featureMetadata().get(30, TimeUnit.SECONDS);
+        FinalizedVersionRange share = features.finalizedFeatures().get("share.version");
+        System.out.println("share.version finalized " + share + ", supported "
+                + features.supportedFeatures().get("share.version"));
+        if (share == null || share.maxVersionLevel() < 1) {
+            admin.updateFeatures(Map.of("share.version",
+                    new FeatureUpdate((short) 1, FeatureUpdate.UpgradeType.UPGRADE))).all().get(30, TimeUnit.SECONDS);
+        }
+        startScenarios();
+    }
+
+    static ExecutorService pool;
+    static final Map<String, Future<?>> runs = new ConcurrentHashMap<>();
+
+    static void start(String name, Callable<Void> scenario) {
+        runs.put(name, pool.submit(scenario));
+    }
+
+    /** The scenario's own outcome: its assertion error or exception, unwrapped. */
+    static void await(String name) throws Throwable {
+        try {
+            runs.get(name).get(150, TimeUnit.SECONDS);
+        } catch (ExecutionException e) {
+            throw e.getCause();
+        }
+    }
+
+    /** After `connect`: the scenarios need the admin client. */
+    static void startScenarios() {
+        pool = Executors.newFixedThreadPool(4);
+        start("threeConsumersOnOnePartitionGetEveryRecordOnce", () -> { threeConsumersOnOnePartitionGetEveryRecordOnceScenario(); return null; });
+        start("releaseRedeliversAndRejectArchives", () -> { releaseRedeliversAndRejectArchivesScenario(); return null; });
+        start("recordsHeldWithoutAcknowledgementComeBackAfterTheLock", () -> { recordsHeldWithoutAcknowledgementComeBackAfterTheLockScenario(); return null; });
+        start("deliveryCountLimitArchivesARecordReleasedOverAndOver", () -> { deliveryCountLimitArchivesARecordReleasedOverAndOverScenario(); return null; });
+    }
+
+    @Test
+    void threeConsumersOnOnePartitionGetEveryRecordOnce() throws Throwable {
+        await("threeConsumersOnOnePartitionGetEveryRecordOnce");
+    }
+
+    @Test
+    void releaseRedeliversAndRejectArchives() throws Throwable {
+        await("releaseRedeliversAndRejectArchives");
+    }
+
+    @Test
+    void recordsHeldWithoutAcknowledgementComeBackAfterTheLock() throws Throwable {
+        await("recordsHeldWithoutAcknowledgementComeBackAfterTheLock");
+    }
+
+    @Test
+    void deliveryCountLimitArchivesARecordReleasedOverAndOver() throws Throwable {
+        await("deliveryCountLimitArchivesARecordReleasedOverAndOver");
+    }
+
+    @AfterAll
+    static void close() {
+        if (pool != null) pool.shutdownNow();
+        if (admin != null) admin.close(Duration.ofSeconds(10));
+    }
+
+    static String topicWith(int records) throws Exception {
+        String topic = "share-" + UUID.randomUUID();
+        admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < records; i++) {
+                producer.send(new ProducerRecord<>(topic, "k" + i, "v" + i));
+            }
+            producer.flush();
+        }
+        return topic;
+    }
+
+    /** A group that starts at the log start, with a low delivery limit and Kafka's lock. */
+    static String group() throws Exception {
+        return group(30_000);
+    }
+
+    /**
+     * With `lockMs` locks: short ones only where the test waits for one to run out (a short
+     * lock elsewhere would make a slow machine's late acknowledgement a redelivery).
+     */
+    static String group(int lockMs) throws Exception {
+        String group = "sg-" + UUID.randomUUID();
+        ConfigResource r = new ConfigResource(ConfigResource.Type.GROUP, group);
+        Collection<AlterConfigOp> ops = List.of(
+                new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET),
+                new AlterConfigOp(new ConfigEntry("share.record.lock.duration.ms", String.valueOf(lockMs)), AlterConfigOp.OpType.SET),
+                new AlterConfigOp(new ConfigEntry("share.delivery.count.limit", String.valueOf(DELIVERY_LIMIT)), AlterConfigOp.OpType.SET));
+        admin.incrementalAlterConfigs(Map.of(r, ops)).all().get(30, TimeUnit.SECONDS);
+        return group;
+    }
+
+    static KafkaShareConsumer<String, String> consumer(String group, String topic, boolean explicit) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.SHARE_ACKNOWLEDGEMENT_MODE_CONFIG, explicit ? "explicit" : "implicit");
+        KafkaShareConsumer<String, String> c = new KafkaShareConsumer<>(p);
+        c.subscribe(List.of(topic));
+        return c;
+    }
+
+    static short deliveries(ConsumerRecord<String, String> r) {
+        return r.deliveryCount().orElse((short) -1);
+    }
+
+    static void threeConsumersOnOnePartitionGetEveryRecordOnceScenario() throws Exception {
+        int n = 300;
+        String topic = topicWith(n);
+        String group = group();
+        Map<Long, AtomicInteger> seen = new ConcurrentHashMap<>();
+        AtomicInteger total = new AtomicInteger();
+        List<Thread> threads = new ArrayList<>();
+        List<Throwable> failures = new ArrayList<>();
+        Set<Integer> active = ConcurrentHashMap.newKeySet();
+        for (int i = 0; i < 3; i++) {
+            final int id = i;
+            Thread t = new Thread(() -> {
+                try (KafkaShareConsumer<String, String> c = consumer(group, topic, true)) {
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
+                    while (total.get() < n && System.nanoTime() < deadline) {
+                        for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                            assertEquals("v" + r.offset(), r.value());
+                            seen.computeIfAbsent(r.offset(), o -> new AtomicInteger()).incrementAndGet();
+                            c.acknowledge(r, AcknowledgeType.ACCEPT);
+                            total.incrementAndGet();
+                            active.add(id);
+                        }
+                        c.commitSync(Duration.ofSeconds(10));
+                    }
+                } catch (Throwable e) {
+                    synchronized (failures) {
+                        failures.add(e);
+                    }
+                }
+            });
+            threads.add(t);
+            t.start();
+        }
+        for (Thread t : threads) t.join(120_000);
+        assertTrue(failures.isEmpty(), "consumer failures: " + failures);
+        assertEquals(n, seen.size(), "every offset delivered");
+        seen.forEach((o, c) -> assertEquals(1, c.get(), "offset " + o + " delivered once"));
+        // Acknowledged is final: a new member of the group finds nothing.
+        try (KafkaShareConsumer<String, String> c = consumer(group, topic, true)) {
+            assertTrue(pollFor(c, Duration.ofMillis(2500)).isEmpty(), "no redelivery after ACCEPT");
+        }
+    }
+
+    /** Everything `c` receives within `d`, acknowledged ACCEPT. */
+    static List<ConsumerRecord<String, String>> pollFor(KafkaShareConsumer<String, String> c, Duration d) {
+        List<ConsumerRecord<String, String>> out = new ArrayList<>();
+        long deadline = System.nanoTime() + d.toNanos();
+        while (System.nanoTime() < deadline) {
+            for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(300))) {
+                out.add(r);
+                c.acknowledge(r, AcknowledgeType.ACCEPT);
+            }
+            c.commitSync(Duration.ofSeconds(10));
+        }
+        return out;
+    }
+
+    static void releaseRedeliversAndRejectArchivesScenario() throws Exception {
+        String topic = topicWith(10);
+        String group = group();
+        Map<Long, List<Short>> deliveries = new TreeMap<>();
+        try (KafkaShareConsumer<String, String> c = consumer(group, topic, true)) {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            // Even offsets: RELEASE on the first delivery, ACCEPT on the second; odd: REJECT.
+            while (System.nanoTime() < deadline && !(deliveries.size() == 10
+                    && deliveries.entrySet().stream().allMatch(e -> e.getKey() % 2 == 1 || e.getValue().size() == 2))) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    List<Short> d = deliveries.computeIfAbsent(r.offset(), o -> new ArrayList<>());
+                    d.add(deliveries(r));
+                    if (r.offset() % 2 == 1) {
+                        c.acknowledge(r, AcknowledgeType.REJECT);
+                    } else {
+                        c.acknowledge(r, d.size() == 1 ? AcknowledgeType.RELEASE : AcknowledgeType.ACCEPT);
+                    }
+                }
+                c.commitSync(Duration.ofSeconds(10));
+            }
+            assertTrue(pollFor(c, Duration.ofMillis(2500)).isEmpty(), "nothing after ACCEPT and REJECT");
+        }
+        for (long o = 0; o < 10; o++) {
+            List<Short> expected = o % 2 == 1 ? List.of((short) 1) : List.of((short) 1, (short) 2);
+            assertEquals(expected, deliveries.get(o), "delivery counts of offset " + o);
+        }
+    }
+
+    static void recordsHeldWithoutAcknowledgementComeBackAfterTheLockScenario() throws Exception {
+        String topic = topicWith(5);
+        String group = group(LOCK_MS);
+        try (KafkaShareConsumer<String, String> holder = consumer(group, topic, true)) {
+            List<ConsumerRecord<String, String>> held = new ArrayList<>();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (held.size() < 5 && System.nanoTime() < deadline) {
+                c(holder).forEach(held::add);
+            }
+            assertEquals(5, held.size());
+            // The holder stops polling (a stuck or dead worker); its locks run out.
+            long start = System.nanoTime();
+            try (KafkaShareConsumer<String, String> other = consumer(group, topic, true)) {
+                List<ConsumerRecord<String, String>> again = new ArrayList<>();
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (again.size() < 5 && System.nanoTime() < until) {
+                    for (ConsumerRecord<String, String> r : other.poll(Duration.ofMillis(300))) {
+                        again.add(r);
+                        other.acknowledge(r, AcknowledgeType.ACCEPT);
+                    }
+                    other.commitSync(Duration.ofSeconds(10));
+                }
+                long waitedMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+                assertEquals(5, again.size(), "the held records are redelivered");
+                for (ConsumerRecord<String, String> r : again) {
+                    assertEquals(2, deliveries(r), "second delivery of offset " + r.offset());
+                }
+                assertTrue(waitedMs >= LOCK_MS / 2, "redelivered only after the lock, at " + waitedMs + " ms");
+            }
+        }
+    }
+
+    static Iterable<ConsumerRecord<String, String>> c(KafkaShareConsumer<String, String> c) {
+        return c.poll(Duration.ofMillis(300));
+    }
+
+    static void deliveryCountLimitArchivesARecordReleasedOverAndOverScenario() throws Exception {
+        String topic = topicWith(3);
+        String group = group();
+        Map<Long, Integer> count = new TreeMap<>();
+        try (KafkaShareConsumer<String, String> c = consumer(group, topic, true)) {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (System.nanoTime() < deadline
+                    && !(count.size() == 3 && count.values().stream().allMatch(v -> v == DELIVERY_LIMIT))) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(300))) {
+                    count.merge(r.offset(), 1, Integer::sum);
+                    assertEquals(count.get(r.offset()).shortValue(), deliveries(r));
+                    c.acknowledge(r, AcknowledgeType.RELEASE);
+                }
+                c.commitSync(Duration.ofSeconds(10));
+            }
+            assertTrue(pollFor(c, Duration.ofMillis(2500)).isEmpty(), "archived at the delivery limit");
+        }
+        assertEquals(Map.of(0L, DELIVERY_LIMIT, 1L, DELIVERY_LIMIT, 2L, DELIVERY_LIMIT), count);
+    }
+}
