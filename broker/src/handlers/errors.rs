@@ -95,6 +95,7 @@ pub fn frontend_code(e: &FrontendError) -> i16 {
         FrontendError::Offline(..) => ResponseError::KafkaStorageError.code(),
         FrontendError::Storage(s) => storage_code(s),
         FrontendError::Partition(p) => partition_code(p),
+        FrontendError::Remote(..) => ResponseError::NotLeaderOrFollower.code(),
     }
 }
 

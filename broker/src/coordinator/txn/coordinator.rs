@@ -405,6 +405,10 @@ impl TxnShard {
                                 // Kafka drops markers for deleted topics.
                                 return;
                             }
+                            if self.entry(id).is_none() {
+                                // Unloaded: another node coordinates it now and completes it.
+                                return;
+                            }
                             tracing::warn!(transactional_id = id, topic = %topic, partition = p, error = %e, "writing a transaction marker failed; retrying");
                             tokio::time::sleep(MARKER_RETRY).await;
                         }

@@ -16,6 +16,7 @@
 pub mod coordinator;
 pub mod markers;
 pub mod records;
+pub mod remote;
 pub mod txn_stm;
 
 use std::future::Future;
