@@ -581,6 +581,13 @@ pub async fn write_txn_marker(
                 crate::now_ms(),
             )
             .await?;
+        if matches!(p.role(), Role::Leader { .. }) {
+            // Kafka writes markers with acks=all: a transaction is complete on a partition
+            // only once every in-sync replica has its marker.
+            let min_isr = p.settings().min_insync_replicas;
+            p.wait_replicated(offset + 1, min_isr, REPLICATION_TIMEOUT)
+                .await?;
+        }
         Ok(offset)
     })
     .await?
