@@ -135,7 +135,10 @@ pub enum Outcome {
     /// An ISR change from a leader that no longer leads at that epoch.
     Stale,
     /// The producer id block `[start, start + len)` for the proposing broker.
-    ProducerIds { start: i64, len: i64 },
+    ProducerIds {
+        start: i64,
+        len: i64,
+    },
 }
 
 impl MetadataImage {
@@ -389,7 +392,8 @@ mod tests {
             }
         }
         // A restarted node replays the same entries to the same state: the next block is new.
-        let replayed = serde_json::from_str::<MetadataImage>(&serde_json::to_string(&image).unwrap()).unwrap();
+        let replayed =
+            serde_json::from_str::<MetadataImage>(&serde_json::to_string(&image).unwrap()).unwrap();
         assert_eq!(replayed.next_producer_id, 5 * PRODUCER_ID_BLOCK);
     }
 

@@ -62,8 +62,17 @@ pub async fn append(
         return Err(CoordinatorLogError::Encode("expected one batch".into()));
     };
     use crate::partition::replica::Role;
-    if matches!(part.role(), Role::Follower { .. }) {
-        return Err(CoordinatorLogError::NotLeader);
+    match part.role() {
+        Role::Follower { .. } => return Err(CoordinatorLogError::NotLeader),
+        // As Kafka's appendRecordsToLeader: too small an ISR refuses before the append.
+        Role::Leader { .. } => {
+            if let Err(isr) = part.check_min_isr(part.settings().min_insync_replicas) {
+                return Err(CoordinatorLogError::NotReplicated(format!(
+                    "the ISR has {isr} replica(s), fewer than min.insync.replicas"
+                )));
+            }
+        }
+        Role::Single => {}
     }
     let append = |e: crate::partition::PartitionError| CoordinatorLogError::Append(e.to_string());
     let last_delta = header.last_offset_delta as i64;

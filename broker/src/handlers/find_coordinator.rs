@@ -46,7 +46,9 @@ async fn find(ctx: &RequestContext, key_type: i8, key: &str) -> Result<Found, Fi
         .and_then(|l| image.brokers.get(&l));
     match leader {
         Some(b) => Ok(Some((b.id, b.host.clone(), b.port))),
-        None if key_type == KEY_TYPE_GROUP => Err(group::GroupError::CoordinatorNotAvailable.into()),
+        None if key_type == KEY_TYPE_GROUP => {
+            Err(group::GroupError::CoordinatorNotAvailable.into())
+        }
         None => Err(txn::TxnError::CoordinatorNotAvailable.into()),
     }
 }

@@ -49,14 +49,10 @@ pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitPro
             tracing::warn!(error = %e, "no producer id block");
             return answer(Err(ResponseError::CoordinatorNotAvailable.code()));
         }
-        return answer(
-            ids.next()
-                .map(|id| (id, 0))
-                .map_err(|e| {
-                    tracing::error!(error = %e, "cannot persist producer id block");
-                    ResponseError::UnknownServerError.code()
-                }),
-        );
+        return answer(ids.next().map(|id| (id, 0)).map_err(|e| {
+            tracing::error!(error = %e, "cannot persist producer id block");
+            ResponseError::UnknownServerError.code()
+        }));
     };
     let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
     let expected = match (pid, epoch) {

@@ -96,7 +96,9 @@ async fn verify_with_coordinator(
     producer_id: i64,
     epoch: i16,
 ) -> bool {
-    if let Some(addr) = crate::coordinator::txn::remote::remote_coordinator(ctx.ctx(), transactional_id) {
+    if let Some(addr) =
+        crate::coordinator::txn::remote::remote_coordinator(ctx.ctx(), transactional_id)
+    {
         // On a cluster the coordinator may be another node: ask it over the wire.
         let verified = crate::coordinator::txn::remote::verify(
             &addr,

@@ -74,7 +74,11 @@ impl ProducerIdAllocator {
         };
         match cluster.propose(cmd).await {
             Ok(Outcome::ProducerIds { start, len }) => {
-                tracing::info!(start, len, "took a producer id block from the metadata quorum");
+                tracing::info!(
+                    start,
+                    len,
+                    "took a producer id block from the metadata quorum"
+                );
                 *self.cluster_block.lock().expect("producer id block lock") = (start, start + len);
                 Ok(())
             }

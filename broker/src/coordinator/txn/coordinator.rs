@@ -84,8 +84,7 @@ impl TxnShard {
     }
 
     fn partition_count(&self) -> i32 {
-        self
-            .shard
+        self.shard
             .upgrade()
             .and_then(|s| {
                 s.ctx

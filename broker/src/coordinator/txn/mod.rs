@@ -81,7 +81,11 @@ impl Coordinator for Txns {
             Some(config.transaction_state_log_min_isr),
         )
     }
-    fn loaded(state: &Rc<ShardState>, p: i32, epoch: Option<i32>) -> Result<Rc<TxnShard>, TxnError> {
+    fn loaded(
+        state: &Rc<ShardState>,
+        p: i32,
+        epoch: Option<i32>,
+    ) -> Result<Rc<TxnShard>, TxnError> {
         let txns = TxnShard::of(state);
         txns.ensure_loaded_at(p, epoch)?;
         Ok(txns)

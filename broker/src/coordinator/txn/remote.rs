@@ -34,7 +34,11 @@ const ADD_PARTITIONS_V: i16 = 4;
 
 /// Where a partition's leader is, when it is another node: `Ok(None)` = this node (or a
 /// single node) leads it; `Err` = no leader now (retry later).
-pub fn remote_leader(ctx: &BrokerContext, topic: &str, partition: i32) -> Result<Option<String>, String> {
+pub fn remote_leader(
+    ctx: &BrokerContext,
+    topic: &str,
+    partition: i32,
+) -> Result<Option<String>, String> {
     let Some(cluster) = ctx.cluster.get() else {
         return Ok(None);
     };
@@ -119,7 +123,10 @@ pub async fn verify(
         .await
         .map_err(|e| e.to_string())?;
     if resp.error_code != 0 {
-        return Err(format!("the coordinator answered error code {}", resp.error_code));
+        return Err(format!(
+            "the coordinator answered error code {}",
+            resp.error_code
+        ));
     }
     let code = resp
         .results_by_transaction
