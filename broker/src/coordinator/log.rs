@@ -145,15 +145,21 @@ pub fn replay(
 ) -> Result<usize, CoordinatorLogError> {
     let mut offset = part.log.log_start_offset();
     let mut visited = 0usize;
+    // Up to the log end, not the high watermark (Kafka's coordinators load with
+    // FetchIsolation.LOG_END): a newly elected leader learns the watermark only from its
+    // followers' next fetches, and its log already holds every write the old leader
+    // acknowledged.
+    let end = part.log.written_end_offset();
     loop {
-        let read = part
-            .read(offset, LOAD_CHUNK, false)
+        let data = part
+            .log
+            .read(offset, LOAD_CHUNK, end)
             .map_err(|e| CoordinatorLogError::Read(e.to_string()))?;
-        if read.data.chunks.is_empty() {
+        if data.chunks.is_empty() {
             break;
         }
         let before = offset;
-        for chunk in read.data.chunks {
+        for chunk in data.chunks {
             let headers = storage::batch::validate_batches(&chunk)
                 .map_err(|e| CoordinatorLogError::Read(e.to_string()))?;
             if let Some(last) = headers.last() {
