@@ -439,7 +439,7 @@ def test_transactions_commit_exactly_once_across_txn_coordinator_kill(cluster):
     topic, txn_id, per_txn = "txn-failover", "failover-txn", 5
     create(cluster, topic, 2)
     producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "transactional.id": txn_id,
-                         "transaction.timeout.ms": 20000, "message.timeout.ms": 60000,
+                         "transaction.timeout.ms": 60000, "message.timeout.ms": 60000,
                          "topic.metadata.refresh.interval.ms": 1000})
     producer.init_transactions(60)
     committed, aborted = [], []
