@@ -7,8 +7,11 @@ an RF=3 topic keeps every acknowledged record of an idempotent acks=all producer
 once and in order, while its leader is killed -9 and restarted (`STROM_CLUSTER_CYCLES`
 cycles, 3 by default); the replicas' logs end byte-identical; with 2 of 3 nodes down
 acks=all gets NOT_ENOUGH_REPLICAS and acks=1 still works on the survivor's partition.
+Then the coordinators (group and transaction) across a kill -9 of the node that leads their
+internal partition, and producer ids handed out by different nodes.
 
 One cluster for the module: the tests run in file order and each leaves all nodes up.
+
 Strom only: the 3-node Apache Kafka counterpart is not run yet.
 """
 
@@ -18,14 +21,16 @@ import os
 import re
 import shutil
 import signal
+import socket
 import statistics
+import struct
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import brokers
@@ -64,7 +69,10 @@ def cluster():
     finally:
         for n in nodes:
             n.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        if os.environ.get("STROM_CLUSTER_KEEP"):
+            print(f"cluster data and logs kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def wait_for(what, check, timeout_s=30.0):
@@ -176,6 +184,8 @@ def wait_isr(cluster, topic, p, size, timeout_s=60.0):
 
 def create(cluster, name, partitions, configs=None):
     admin = AdminClient({"bootstrap.servers": cluster[0].bootstrap})
+    # CreateTopics goes to the controller, which Metadata names once the brokers registered.
+    wait_for("every broker in node 1's metadata", lambda: len(admin.list_topics(timeout=5).brokers) == NODES)
     f = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=3,
                                       config=configs or {})])
     f[name].result(timeout=30)
@@ -344,3 +354,203 @@ def test_two_of_three_down_refuses_acks_all_and_takes_acks_1(cluster):
     wait_isr(cluster, topic, own, 3)
     got = read_all(cluster, topic, own, 1)
     assert [v for _, v in got] == ["acks=1"]
+
+
+# --- Coordinators on the cluster (docs/design.md "Cluster": coordinators follow the leaders
+# of their internal partitions). The internal topics have three replicas, so a committed
+# offset or transaction state survives its coordinator's kill -9.
+
+
+def coordinator_of(cluster, group):
+    """The group's coordinator as DescribeGroups names it (None while it moves)."""
+    admin = AdminClient({"bootstrap.servers": live_bootstrap(cluster)})
+    try:
+        return admin.describe_consumer_groups([group])[group].result(timeout=10).coordinator.id
+    except Exception:
+        return None
+
+
+def test_group_resumes_from_committed_offsets_across_coordinator_kill(cluster):
+    topic, group, n = "grouped", "failover-group", 100
+    create(cluster, topic, 3)
+    producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "acks": "all",
+                         "enable.idempotence": True})
+    for p in range(3):
+        for i in range(n):
+            producer.produce(topic, value=f"{p}-{i}".encode(), partition=p)
+    assert producer.flush(60) == 0
+
+    consumer = Consumer({"bootstrap.servers": live_bootstrap(cluster), "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "session.timeout.ms": 45000, "topic.metadata.refresh.interval.ms": 1000})
+    consumer.subscribe([topic])
+    seen = []  # (partition, offset)
+    commit_errors = []
+
+    def consume(until, commit_each=False):
+        deadline = time.monotonic() + 90
+        while len(set(seen)) < until and time.monotonic() < deadline:
+            m = consumer.poll(1.0)
+            if m is None or m.error():
+                continue
+            seen.append((m.partition(), m.offset()))
+            if commit_each:
+                try:
+                    consumer.commit(message=m, asynchronous=False)
+                except KafkaException as e:
+                    # The coordinator moves: the next commit goes to the new one.
+                    commit_errors.append(e.args[0].code())
+
+    consume(150)
+    consumer.commit(asynchronous=False)
+    parts = [TopicPartition(topic, p) for p in range(3)]
+    # A partition the consumer has read nothing of has no commit (OFFSET_INVALID): it starts
+    # at the beginning.
+    committed = {tp.partition: max(tp.offset, 0) for tp in consumer.committed(parts, timeout=30)}
+    assert sum(committed.values()) >= 150, committed
+    old = wait_for("the group's coordinator", lambda: coordinator_of(cluster, group))
+    kill9(cluster, old)
+    wait_for("a new group coordinator", lambda: (lambda c: c if c not in (None, old) else None)(
+        coordinator_of(cluster, group)), 60)
+    consume(3 * n, commit_each=True)
+    try:
+        consumer.commit(asynchronous=False)  # what a commit lost in the failover left
+    except KafkaException as e:
+        assert e.args[0].code() == KafkaError._NO_OFFSET, e  # everything was committed
+    consumer.close()
+    # No record lost, and a record read twice is one past the last commit before the kill.
+    assert set(seen) == {(p, o) for p in range(3) for o in range(n)}
+    dups = {k for k in seen if seen.count(k) > 1}
+    assert all(o >= committed[p] for p, o in dups), (committed, sorted(dups))
+
+    # The new coordinator has the final commits; a fresh member of the group starts there.
+    fresh = Consumer({"bootstrap.servers": live_bootstrap(cluster), "group.id": group,
+                      "enable.auto.commit": False})
+    got = fresh.committed(parts, timeout=30)
+    fresh.close()
+    final = {tp.partition: tp.offset for tp in got}
+    assert final == {0: n, 1: n, 2: n}, ([(tp.partition, tp.offset, tp.error) for tp in got], commit_errors)
+    restart(cluster, old)
+    for p in range(3):
+        wait_isr(cluster, topic, p, 3)
+
+
+def test_transactions_commit_exactly_once_across_txn_coordinator_kill(cluster):
+    topic, txn_id, per_txn = "txn-failover", "failover-txn", 5
+    create(cluster, topic, 2)
+    producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "transactional.id": txn_id,
+                         "transaction.timeout.ms": 60000, "message.timeout.ms": 60000,
+                         "topic.metadata.refresh.interval.ms": 1000})
+    producer.init_transactions(60)
+    committed, aborted = [], []
+
+    def one_txn(k, before_commit=None):
+        values = [f"t{k}-{i}" for i in range(per_txn)]
+        producer.begin_transaction()
+        for i, v in enumerate(values):
+            producer.produce(topic, value=v.encode(), partition=i % 2)
+        producer.flush(60)
+        if before_commit:
+            before_commit()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                producer.commit_transaction(30)
+                committed.extend(values)
+                return
+            except KafkaException as e:
+                err = e.args[0]
+                if err.retriable() and time.monotonic() < deadline:
+                    continue
+                if err.txn_requires_abort():
+                    producer.abort_transaction(60)
+                    aborted.extend(values)
+                    return
+                raise
+
+    killed = []
+
+    def kill_coordinator():
+        # Mid-transaction: its partitions are in the replicated log, the commit goes to the
+        # node elected next.
+        killed.append(txn_coordinator(cluster, txn_id))
+        kill9(cluster, killed[0])
+
+    for k in range(30):
+        one_txn(k, kill_coordinator if k == 10 else None)
+    coordinator = killed[0]
+    assert txn_coordinator(cluster, txn_id) != coordinator
+    producer.flush(30)
+    assert len(committed) >= 20 * per_txn, (len(committed), len(aborted))
+
+    consumer = Consumer({"bootstrap.servers": live_bootstrap(cluster), "group.id": "txn-failover-reader",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < len(committed) and time.monotonic() < deadline:
+        m = consumer.poll(1.0)
+        if m is not None and not m.error():
+            got.append(m.value().decode())
+    m = consumer.poll(3.0)
+    while m is not None:
+        if not m.error():
+            got.append(m.value().decode())
+        m = consumer.poll(0.5)
+    consumer.close()
+    assert sorted(got) == sorted(committed), "every committed transaction exactly once"
+    assert not set(got) & set(aborted)
+    restart(cluster, coordinator)
+    for p in range(2):
+        wait_isr(cluster, topic, p, 3)
+
+
+def txn_coordinator(cluster, txn_id):
+    """FindCoordinator (key type 1) over the wire: the node id it names."""
+    body = struct.pack(">h", len(txn_id)) + txn_id.encode() + struct.pack(">b", 1)
+    resp = raw_call(live_bootstrap(cluster).split(",")[0], 10, 1, body)
+    _throttle, error, _msg_len = struct.unpack(">ihh", resp[:8])
+    assert error == 0, error
+    msg_len = _msg_len if _msg_len > 0 else 0
+    (node,) = struct.unpack(">i", resp[8 + msg_len:12 + msg_len])
+    return node
+
+
+def raw_call(bootstrap, api_key, version, body):
+    """One request with a v1 header; returns the response body after the correlation id."""
+    host, port = bootstrap.rsplit(":", 1)
+    client = b"strom-compat"
+    header = struct.pack(">hhih", api_key, version, 7, len(client)) + client
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        frame = header + body
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", recv_exact(s, 4))[0]
+        data = recv_exact(s, size)
+    return data[4:]
+
+
+def recv_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        assert chunk, "connection closed"
+        buf += chunk
+    return buf
+
+
+def test_producer_ids_are_distinct_across_nodes(cluster):
+    """InitProducerId (v0, no transactional id) on every node: each node takes its blocks of
+    ids from the metadata image, so no two nodes hand out the same id."""
+    ids = []
+    for n in cluster:
+        for _ in range(3):
+            resp = wait_for("a producer id", lambda: (lambda r: r if struct.unpack(">h", r[4:6])[0] == 0 else None)(
+                raw_call(n.bootstrap, 22, 0, struct.pack(">hi", -1, 60000))), 30)
+            _throttle, error, pid, epoch = struct.unpack(">ihqh", resp[:16])
+            assert error == 0 and epoch == 0
+            ids.append(pid)
+    assert len(set(ids)) == len(ids), ids
+    # Each node's ids come from its own block (consecutive within the node).
+    blocks = {pid // 1000 for pid in ids}
+    assert len(blocks) == len(cluster), ids

@@ -63,7 +63,14 @@ pub struct MetadataImage {
     /// Brokers the controller found gone (no heartbeat within the session timeout).
     #[serde(default)]
     pub fenced: BTreeSet<i32>,
+    /// The first producer id not yet handed out in a block (Kafka's controller
+    /// `ProducerIdsRecord.nextProducerId`).
+    #[serde(default)]
+    pub next_producer_id: i64,
 }
+
+/// Producer ids per `AllocateProducerIds` block (Kafka's `ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`).
+pub const PRODUCER_ID_BLOCK: i64 = 1000;
 
 /// What a node proposes. The proposer picks what must not differ between nodes (topic ids);
 /// `apply` decides the rest from the image.
@@ -106,6 +113,11 @@ pub enum Command {
         leader_epoch: i32,
         isr: Vec<i32>,
     },
+    /// A broker takes the next block of producer ids (Kafka's AllocateProducerIds): blocks
+    /// never overlap, so no two nodes hand out the same id.
+    AllocateProducerIds {
+        broker: i32,
+    },
 }
 
 /// The outcome of one applied command, returned to its proposer.
@@ -122,6 +134,11 @@ pub enum Outcome {
     InvalidReplicationFactor(i32),
     /// An ISR change from a leader that no longer leads at that epoch.
     Stale,
+    /// The producer id block `[start, start + len)` for the proposing broker.
+    ProducerIds {
+        start: i64,
+        len: i64,
+    },
 }
 
 impl MetadataImage {
@@ -162,6 +179,14 @@ impl MetadataImage {
                     },
                 );
                 Outcome::Done
+            }
+            Command::AllocateProducerIds { .. } => {
+                let start = self.next_producer_id;
+                self.next_producer_id = start.saturating_add(PRODUCER_ID_BLOCK);
+                Outcome::ProducerIds {
+                    start,
+                    len: PRODUCER_ID_BLOCK,
+                }
             }
             Command::DeleteTopic { name } => match self.topics.remove(name) {
                 Some(_) => Outcome::Done,
@@ -348,6 +373,28 @@ mod tests {
             .partitions
             .iter()
             .all(|p| p.replicas == vec![p.leader] && p.leader_epoch == 0));
+    }
+
+    #[test]
+    fn given_two_brokers_when_allocating_producer_ids_then_blocks_never_overlap() {
+        let mut image = MetadataImage::default();
+        let mut blocks = Vec::new();
+        for broker in [1, 2, 1, 3, 2] {
+            match image.apply(&Command::AllocateProducerIds { broker }) {
+                Outcome::ProducerIds { start, len } => blocks.push((start, start + len)),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(blocks[0], (0, PRODUCER_ID_BLOCK));
+        for (i, a) in blocks.iter().enumerate() {
+            for b in &blocks[i + 1..] {
+                assert!(a.1 <= b.0 || b.1 <= a.0, "{a:?} overlaps {b:?}");
+            }
+        }
+        // A restarted node replays the same entries to the same state: the next block is new.
+        let replayed =
+            serde_json::from_str::<MetadataImage>(&serde_json::to_string(&image).unwrap()).unwrap();
+        assert_eq!(replayed.next_producer_id, 5 * PRODUCER_ID_BLOCK);
     }
 
     #[test]

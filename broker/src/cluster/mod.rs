@@ -130,6 +130,9 @@ pub fn start(
                     liveness,
                 ));
                 tokio::task::spawn_local(replicas::start_on_shards(ctx.clone()));
+                tokio::task::spawn_local(crate::coordinator::leadership::start_on_shards(
+                    ctx.clone(),
+                ));
                 let mut stop = stop_rx;
                 let _ = stop.wait_for(|s| *s).await;
                 let _ = raft.shutdown().await;

@@ -221,6 +221,15 @@ pub struct BrokerConfig {
     pub offsets_topic_num_partitions: i32,
     /// Kafka `transaction.state.log.num.partitions`. Default 50.
     pub transaction_state_log_num_partitions: i32,
+    /// Kafka `offsets.topic.replication.factor`: replicas of `__consumer_offsets` on a
+    /// cluster (its creation waits until that many brokers are registered, as Kafka's).
+    /// A single node ignores it (one replica). Default 3, >= 1.
+    pub offsets_topic_replication_factor: i16,
+    /// Kafka `transaction.state.log.replication.factor`, as the offsets topic's. Default 3.
+    pub transaction_state_log_replication_factor: i16,
+    /// Kafka `transaction.state.log.min.isr`: `min.insync.replicas` of
+    /// `__transaction_state` on a cluster. Default 2, >= 1.
+    pub transaction_state_log_min_isr: i32,
     /// Kafka `transaction.max.timeout.ms`: the largest `transaction.timeout.ms` a producer may
     /// ask for; larger gets INVALID_TRANSACTION_TIMEOUT. Default 900000, >= 1.
     pub transaction_max_timeout_ms: i32,
@@ -360,6 +369,9 @@ impl Default for BrokerConfig {
             file_delete_delay_ms: 60_000,
             offsets_topic_num_partitions: 50,
             transaction_state_log_num_partitions: 50,
+            offsets_topic_replication_factor: 3,
+            transaction_state_log_replication_factor: 3,
+            transaction_state_log_min_isr: 2,
             transaction_max_timeout_ms: 900_000,
             transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
             transactional_id_expiration_ms: 604_800_000,
@@ -700,6 +712,15 @@ impl BrokerConfig {
             return Err(bad(
                 "log_message_timestamp_type",
                 "must be CreateTime or LogAppendTime".into(),
+            ));
+        }
+        if self.offsets_topic_replication_factor < 1
+            || self.transaction_state_log_replication_factor < 1
+            || self.transaction_state_log_min_isr < 1
+        {
+            return Err(bad(
+                "offsets_topic_replication_factor",
+                "internal topics' replication factors and min.isr must be >= 1".into(),
             ));
         }
         if self.offsets_topic_num_partitions < 1 || self.transaction_state_log_num_partitions < 1 {

@@ -23,7 +23,16 @@ pub enum CoordinatorLogError {
     Append(String),
     #[error("the coordinator topic is not available: {0}")]
     Unavailable(String),
+    /// The partition is led by another node now: its coordinator is elsewhere.
+    #[error("this node no longer leads the coordinator partition")]
+    NotLeader,
+    #[error("the coordinator write was not replicated to the ISR: {0}")]
+    NotReplicated(String),
 }
+
+/// How long a coordinator write waits for the ISR (Kafka bounds it by the request timeout,
+/// `offsets.commit.timeout.ms` = 5 s for offsets).
+const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The producer a transactional batch belongs to (TxnOffsetCommit writes offsets as part of
 /// the producer's transaction; its commit or abort marker decides them).
@@ -34,7 +43,9 @@ pub struct TxnProducer {
 }
 
 /// Appends `records` (key, value; a `None` value is a tombstone) as one batch and waits until
-/// it is fsync'd.
+/// it is fsync'd — and, on a replicated partition, until every in-sync replica has it
+/// (acks=all, so a committed offset or transaction state survives the leader's loss). A
+/// partition this node follows refuses: only its leader writes it.
 pub async fn append(
     part: &std::rc::Rc<Partition>,
     records: &[(Bytes, Option<Bytes>)],
@@ -50,11 +61,36 @@ pub async fn append(
     let [header] = headers.as_slice() else {
         return Err(CoordinatorLogError::Encode("expected one batch".into()));
     };
+    use crate::partition::replica::Role;
+    match part.role() {
+        Role::Follower { .. } => return Err(CoordinatorLogError::NotLeader),
+        // As Kafka's appendRecordsToLeader: too small an ISR refuses before the append.
+        Role::Leader { .. } => {
+            if let Err(isr) = part.check_min_isr(part.settings().min_insync_replicas) {
+                return Err(CoordinatorLogError::NotReplicated(format!(
+                    "the ISR has {isr} replica(s), fewer than min.insync.replicas"
+                )));
+            }
+        }
+        Role::Single => {}
+    }
     let append = |e: crate::partition::PartitionError| CoordinatorLogError::Append(e.to_string());
-    part.append(*header, bytes, -1, now)
+    let last_delta = header.last_offset_delta as i64;
+    let outcome = part
+        .append(*header, bytes, -1, now)
         .map_err(append)?
         .await
         .map_err(append)?;
+    if matches!(part.role(), Role::Leader { .. }) {
+        let end = outcome.base_offset + last_delta + 1;
+        let min_isr = part.settings().min_insync_replicas;
+        part.wait_replicated(end, min_isr, REPLICATION_TIMEOUT)
+            .await
+            .map_err(|e| match e {
+                crate::partition::PartitionError::NotLeader => CoordinatorLogError::NotLeader,
+                other => CoordinatorLogError::NotReplicated(other.to_string()),
+            })?;
+    }
     Ok(())
 }
 
@@ -109,15 +145,21 @@ pub fn replay(
 ) -> Result<usize, CoordinatorLogError> {
     let mut offset = part.log.log_start_offset();
     let mut visited = 0usize;
+    // Up to the log end, not the high watermark (Kafka's coordinators load with
+    // FetchIsolation.LOG_END): a newly elected leader learns the watermark only from its
+    // followers' next fetches, and its log already holds every write the old leader
+    // acknowledged.
+    let end = part.log.written_end_offset();
     loop {
-        let read = part
-            .read(offset, LOAD_CHUNK, false)
+        let data = part
+            .log
+            .read(offset, LOAD_CHUNK, end)
             .map_err(|e| CoordinatorLogError::Read(e.to_string()))?;
-        if read.data.chunks.is_empty() {
+        if data.chunks.is_empty() {
             break;
         }
         let before = offset;
-        for chunk in read.data.chunks {
+        for chunk in data.chunks {
             let headers = storage::batch::validate_batches(&chunk)
                 .map_err(|e| CoordinatorLogError::Read(e.to_string()))?;
             if let Some(last) = headers.last() {
@@ -181,22 +223,40 @@ pub fn partition_on_shard(
 }
 
 /// Creates an internal coordinator topic on first use (compacted, as Kafka's) and returns its
-/// partition count (the existing topic's, when it exists already).
+/// partition count (the existing topic's, when it exists already). On a cluster it is created
+/// through the metadata image with `replication_factor` replicas and `min_isr`; as in Kafka,
+/// that fails (COORDINATOR_NOT_AVAILABLE, the client retries) until enough brokers are
+/// registered. A single node has one replica whatever the factor says.
 pub async fn ensure_topic(
     broker: &crate::shard::BrokerContext,
     name: &str,
     partitions: i32,
     segment_bytes: &str,
+    replication_factor: i16,
+    min_isr: Option<i32>,
 ) -> Result<i32, CoordinatorLogError> {
     if let Some(t) = broker.catalog.snapshot().get(name) {
         return Ok(t.partitions);
     }
-    let configs = std::collections::BTreeMap::from([
+    let mut configs = std::collections::BTreeMap::from([
         ("cleanup.policy".to_string(), "compact".to_string()),
         ("segment.bytes".to_string(), segment_bytes.to_string()),
     ]);
-    match crate::metadata::topics::create_topic(broker, name, partitions, configs).await {
+    let created = if broker.cluster.get().is_some() {
+        if let Some(m) = min_isr {
+            configs.insert("min.insync.replicas".into(), m.to_string());
+        }
+        let rf = i32::from(replication_factor);
+        crate::metadata::topics::create_replicated(broker, name, partitions, rf, configs).await
+    } else {
+        crate::metadata::topics::create_topic(broker, name, partitions, configs).await
+    };
+    match created {
         Ok(meta) => Ok(meta.partitions),
+        Err(crate::metadata::topics::CreateError::InvalidReplicationFactor(why)) => {
+            tracing::info!(topic = name, %why, "internal topic waits for brokers");
+            Err(CoordinatorLogError::Unavailable(why))
+        }
         Err(_) => {
             // Lost a race with another shard creating it: make sure its logs are open.
             let meta = broker

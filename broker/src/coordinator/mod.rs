@@ -7,10 +7,16 @@
 //! first time the shard touches the partition; every change is appended to the log with
 //! acks=all before it is answered. `on_coordinator` runs a closure there.
 //!
+//! On a cluster (`leadership`), a node coordinates the keys of the internal partitions it
+//! leads, as Kafka's `onElection` / `onResignation`: it loads a partition when it becomes its
+//! leader (at each new leader epoch, replaying the replicated log), unloads it when it stops
+//! leading, answers NOT_COORDINATOR for the others, and its appends wait for the ISR.
+//!
 //! Coordinators work on the broker context and the shard frontend, never on handlers:
 //! handlers call into them and map their errors to Kafka codes (`handlers::errors`).
 
 pub mod group;
+pub mod leadership;
 pub mod log;
 pub mod share;
 pub mod txn;
@@ -31,13 +37,32 @@ pub trait Coordinator: 'static {
     const SEGMENT_BYTES: &'static str;
     /// The per-shard state (`GroupShard`, `TxnShard`).
     type Shard: 'static;
-    type Error: From<CoordinatorLogError> + Send + 'static;
+    type Error: From<CoordinatorLogError> + std::fmt::Display + Send + 'static;
 
     fn partitions(config: &BrokerConfig) -> i32;
-    /// This shard's state with coordinator partition `p` loaded from its log.
-    fn loaded(state: &Rc<ShardState>, p: i32) -> Result<Rc<Self::Shard>, Self::Error>;
+    /// On a cluster: the topic's replication factor and the `min.insync.replicas` it is
+    /// created with (`None`: the broker's).
+    fn replication(config: &BrokerConfig) -> (i16, Option<i32>);
+    /// This shard's state with coordinator partition `p` loaded from its log; `epoch` is the
+    /// leader epoch this node leads it at (`None` on a single node). A partition loaded at
+    /// another epoch is unloaded and loaded again: it may have been led elsewhere meanwhile.
+    fn loaded(
+        state: &Rc<ShardState>,
+        p: i32,
+        epoch: Option<i32>,
+    ) -> Result<Rc<Self::Shard>, Self::Error>;
+    /// Forgets partition `p`'s keys (this node no longer leads it).
+    fn unload(state: &Rc<ShardState>, p: i32);
+    /// The partitions of this shard that are loaded, with the epoch they were loaded at.
+    fn loaded_partitions(state: &Rc<ShardState>) -> Vec<(i32, Option<i32>)>;
+    /// This shard's state without loading anything.
+    fn loaded_shard(state: &Rc<ShardState>) -> Rc<Self::Shard>;
     /// The shard could not be reached (stopping).
     fn unavailable() -> Self::Error;
+    /// Another node leads the key's partition (NOT_COORDINATOR).
+    fn not_coordinator() -> Self::Error;
+    /// This node leads it but has not taken the role yet (COORDINATOR_LOAD_IN_PROGRESS).
+    fn load_in_progress() -> Self::Error;
 }
 
 /// Java's `String.hashCode` (over UTF-16 code units), which Kafka uses to place groups and
@@ -57,7 +82,8 @@ pub fn partition_for(key: &str, partitions: i32) -> i32 {
 /// Creates the coordinator's topic on first use and returns its partition count.
 pub async fn ensure_topic<C: Coordinator>(broker: &BrokerContext) -> Result<i32, C::Error> {
     let n = C::partitions(&broker.config);
-    Ok(log::ensure_topic(broker, C::TOPIC, n, C::SEGMENT_BYTES).await?)
+    let (rf, min_isr) = C::replication(&broker.config);
+    Ok(log::ensure_topic(broker, C::TOPIC, n, C::SEGMENT_BYTES, rf, min_isr).await?)
 }
 
 /// Runs `f` on the shard that coordinates `key`, with its partition loaded.
@@ -86,7 +112,8 @@ where
 {
     let shard = home_shard(C::TOPIC, p, broker.shard_count());
     frontend::invoke_on(broker, shard, move |state| async move {
-        let table = C::loaded(&state, p)?;
+        let epoch = leadership::epoch::<C>(&state, p)?;
+        let table = C::loaded(&state, p, epoch)?;
         f(table, p).await
     })
     .await
@@ -109,16 +136,22 @@ where
         let owned: Vec<i32> = (0..partitions)
             .filter(|p| home_shard(C::TOPIC, *p, shards) == shard)
             .collect();
-        let Some((&first, rest)) = owned.split_first() else {
+        if owned.is_empty() {
             continue;
-        };
-        let rest = rest.to_vec();
+        }
         let f = f.clone();
         let r = frontend::invoke_on(broker, shard, move |state| async move {
-            let table = C::loaded(&state, first)?;
-            for p in rest {
-                C::loaded(&state, p)?;
+            // Only the partitions this node coordinates (all of them on a single node).
+            let mut table = None;
+            for p in owned {
+                if let Ok(epoch) = leadership::epoch::<C>(&state, p) {
+                    table = Some(C::loaded(&state, p, epoch)?);
+                }
             }
+            let table = match table {
+                Some(t) => t,
+                None => C::loaded_shard(&state),
+            };
             Ok::<R, C::Error>(f(table).await)
         })
         .await

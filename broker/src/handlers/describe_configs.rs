@@ -41,6 +41,7 @@ const KAFKA_INT_BROKER_CONFIGS: &[&str] = &[
     "offsets.retention.minutes",
     "offsets.topic.num.partitions",
     "transaction.state.log.num.partitions",
+    "transaction.state.log.min.isr",
     "transaction.max.timeout.ms",
     "producer.id.expiration.ms",
     "transactional.id.expiration.ms",

@@ -95,6 +95,7 @@ pub fn frontend_code(e: &FrontendError) -> i16 {
         FrontendError::Offline(..) => ResponseError::KafkaStorageError.code(),
         FrontendError::Storage(s) => storage_code(s),
         FrontendError::Partition(p) => partition_code(p),
+        FrontendError::Remote(..) => ResponseError::NotLeaderOrFollower.code(),
     }
 }
 
@@ -173,6 +174,7 @@ pub fn group_code(e: &GroupError) -> i16 {
     let r = match e {
         G::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
         G::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
+        G::NotCoordinator => ResponseError::NotCoordinator,
         G::InvalidGroupId => ResponseError::InvalidGroupId,
         G::UnknownMemberId => ResponseError::UnknownMemberId,
         G::MemberIdRequired(_) => ResponseError::MemberIdRequired,
@@ -215,6 +217,7 @@ pub fn txn_code(e: &TxnError, version: i16, fenced_since: i16) -> i16 {
         T::InvalidTxnState(_) => ResponseError::InvalidTxnState,
         T::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
         T::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
+        T::NotCoordinator => ResponseError::NotCoordinator,
         T::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
         T::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
         // A failed write to __transaction_state: Kafka answers NOT_COORDINATOR (or
@@ -432,6 +435,7 @@ mod tests {
         let table: &[(G, i16)] = &[
             (G::CoordinatorNotAvailable, 15),
             (G::CoordinatorLoadInProgress, 14),
+            (G::NotCoordinator, 16),
             (G::InvalidGroupId, 24),
             (G::UnknownMemberId, 25),
             (G::MemberIdRequired("m".into()), 79),
@@ -471,6 +475,7 @@ mod tests {
             (T::InvalidTxnState("x".into()), 48),
             (T::CoordinatorNotAvailable, 15),
             (T::CoordinatorLoadInProgress, 14),
+            (T::NotCoordinator, 16),
             (T::UnknownTopicOrPartition, 3),
             (T::TransactionalIdNotFound, 105),
             (T::Log(CoordinatorLogError::Append("x".into())), 16),

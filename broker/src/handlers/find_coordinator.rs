@@ -1,6 +1,8 @@
-//! FindCoordinator (key 10): this single node coordinates every group and transactional id.
-//! Finding a coordinator creates `__consumer_offsets` (groups) or `__transaction_state`
-//! (transactions, key type 1) on first use, as Kafka does. v4+ batches keys.
+//! FindCoordinator (key 10): a single node coordinates every group and transactional id; on
+//! a cluster the coordinator of a key is the leader of its `__consumer_offsets` /
+//! `__transaction_state` partition, as the image has it (`coordinator::leadership`), and no
+//! leader is COORDINATOR_NOT_AVAILABLE. Finding a coordinator creates the topic (groups, or
+//! transactions with key type 1) on first use, as Kafka does. v4+ batches keys.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -21,17 +23,33 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 
 pub use super::errors::FindError;
 
-async fn find(ctx: &RequestContext, key_type: i8) -> Result<(), FindError> {
-    match key_type {
-        KEY_TYPE_GROUP => {
-            group::ensure_offsets_topic(ctx.ctx()).await?;
-            Ok(())
+/// The coordinator of `key` on a cluster: (node id, host, port); `None` = this single node.
+type Found = Option<(i32, String, i32)>;
+
+async fn find(ctx: &RequestContext, key_type: i8, key: &str) -> Result<Found, FindError> {
+    let (topic, partitions) = match key_type {
+        KEY_TYPE_GROUP => (
+            group::OFFSETS_TOPIC,
+            group::ensure_offsets_topic(ctx.ctx()).await?,
+        ),
+        KEY_TYPE_TRANSACTION => (txn::TXN_TOPIC, txn::ensure_txn_topic(ctx.ctx()).await?),
+        other => return Err(FindError::InvalidKeyType(other)),
+    };
+    let Some(cluster) = ctx.ctx().cluster.get() else {
+        return Ok(None);
+    };
+    let p = crate::coordinator::partition_for(key, partitions);
+    let image = cluster.image();
+    let leader = image
+        .partition(topic, p)
+        .map(|r| r.leader)
+        .and_then(|l| image.brokers.get(&l));
+    match leader {
+        Some(b) => Ok(Some((b.id, b.host.clone(), b.port))),
+        None if key_type == KEY_TYPE_GROUP => {
+            Err(group::GroupError::CoordinatorNotAvailable.into())
         }
-        KEY_TYPE_TRANSACTION => {
-            txn::ensure_txn_topic(ctx.ctx()).await?;
-            Ok(())
-        }
-        other => Err(FindError::InvalidKeyType(other)),
+        None => Err(txn::TxnError::CoordinatorNotAvailable.into()),
     }
 }
 
@@ -64,8 +82,9 @@ pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCo
     let access = ctx.access();
     let (host, port) = ctx.advertised();
     let node = ctx.ctx().config.node_id;
-    let answer = |r: &Result<(), FindError>| match r {
-        Ok(()) => (0, None, node, host.clone(), port),
+    let answer = |r: &Result<Found, FindError>| match r {
+        Ok(None) => (0, None, node, host.clone(), port),
+        Ok(Some((id, h, p))) => (0, None, *id, h.clone(), *p),
         Err(e) => (
             super::errors::find_coordinator_code(e),
             Some(e.to_string()),
@@ -78,7 +97,7 @@ pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCo
         let mut coordinators = Vec::new();
         for key in req.coordinator_keys {
             let (code, msg, node, host, port) = match authorized(&access, req.key_type, &key) {
-                Ok(()) => answer(&find(ctx, req.key_type).await),
+                Ok(()) => answer(&find(ctx, req.key_type, &key).await),
                 Err((code, msg)) => (code, Some(msg.to_string()), -1, String::new(), -1),
             };
             coordinators.push(
@@ -94,7 +113,7 @@ pub async fn handle(ctx: &RequestContext, req: FindCoordinatorRequest) -> FindCo
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
     let (code, msg, node, host, port) = match authorized(&access, req.key_type, &req.key) {
-        Ok(()) => answer(&find(ctx, req.key_type).await),
+        Ok(()) => answer(&find(ctx, req.key_type, &req.key).await),
         Err((code, msg)) => (code, Some(msg.to_string()), -1, String::new(), -1),
     };
     FindCoordinatorResponse::default()

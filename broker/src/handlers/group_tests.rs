@@ -283,6 +283,35 @@ fn given_commits_when_a_new_shard_loads_the_partition_then_offsets_and_group_res
     assert_eq!(d.groups[0].members[0].member_id.as_str(), id);
 }
 
+#[test]
+fn given_loaded_partition_when_unloaded_and_loaded_at_a_new_epoch_then_only_its_groups_go_and_come_back(
+) {
+    // What a node does when it resigns a `__consumer_offsets` partition and is elected for
+    // it again later (coordinator::leadership): the groups of that partition go from memory,
+    // and the next load at another epoch replays them from the log.
+    let h = harness();
+    create(&h, "t", 1);
+    let (id, gen) = join_stable(&h, "g", 9);
+    let _: OffsetCommitResponse =
+        h.call(ApiKey::OffsetCommit, 9, commit_req("g", &id, gen, "t", 42));
+    let gs = crate::coordinator::group::GroupShard::of(&h.state);
+    let p = gs.partition_of("g");
+    assert_eq!(gs.loaded_partitions(), vec![(p, None)]);
+    gs.unload(p);
+    assert!(gs.groups.borrow().is_empty());
+    assert!(gs.loaded_partitions().is_empty());
+    gs.ensure_loaded_at(p, Some(3)).unwrap();
+    assert_eq!(gs.loaded_partitions(), vec![(p, Some(3))]);
+    assert_eq!(gs.groups.borrow()["g"].offsets.len(), 1);
+    // Loaded again at the same epoch: nothing is replayed twice (the group stays the object
+    // it is); at another epoch it is replaced by the log's.
+    gs.groups.borrow_mut().get_mut("g").unwrap().offsets.clear();
+    gs.ensure_loaded_at(p, Some(3)).unwrap();
+    assert!(gs.groups.borrow()["g"].offsets.is_empty());
+    gs.ensure_loaded_at(p, Some(4)).unwrap();
+    assert_eq!(gs.groups.borrow()["g"].offsets.len(), 1);
+}
+
 pub fn is_group_api(key: ApiKey) -> bool {
     matches!(
         key,

@@ -43,16 +43,16 @@ pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitPro
         return answer(Err(e.code()));
     }
     let Some(tid) = req.transactional_id.as_ref().map(|t| t.to_string()) else {
-        return answer(
-            ctx.ctx()
-                .producer_ids
-                .next()
-                .map(|id| (id, 0))
-                .map_err(|e| {
-                    tracing::error!(error = %e, "cannot persist producer id block");
-                    ResponseError::UnknownServerError.code()
-                }),
-        );
+        let ids = &ctx.ctx().producer_ids;
+        if let Err(e) = ids.ready(ctx.ctx()).await {
+            // A cluster without a quorum cannot hand out a block: the client retries.
+            tracing::warn!(error = %e, "no producer id block");
+            return answer(Err(ResponseError::CoordinatorNotAvailable.code()));
+        }
+        return answer(ids.next().map(|id| (id, 0)).map_err(|e| {
+            tracing::error!(error = %e, "cannot persist producer id block");
+            ResponseError::UnknownServerError.code()
+        }));
     };
     let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
     let expected = match (pid, epoch) {

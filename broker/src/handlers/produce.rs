@@ -96,6 +96,29 @@ async fn verify_with_coordinator(
     producer_id: i64,
     epoch: i16,
 ) -> bool {
+    if let Some(addr) =
+        crate::coordinator::txn::remote::remote_coordinator(ctx.ctx(), transactional_id)
+    {
+        // On a cluster the coordinator may be another node: ask it over the wire.
+        let verified = crate::coordinator::txn::remote::verify(
+            &addr,
+            transactional_id,
+            producer_id,
+            epoch,
+            topic,
+            partition,
+        )
+        .await;
+        match verified {
+            Ok(true) => {}
+            Ok(false) => return false,
+            Err(e) => {
+                tracing::debug!(topic, partition, error = %e, "verifying with a remote coordinator failed");
+                return false;
+            }
+        }
+        return rearm(ctx, topic, partition, producer_id, epoch).await;
+    }
     let (id, t) = (transactional_id.to_string(), topic.to_string());
     let verified = crate::coordinator::txn::on_coordinator(
         ctx.ctx(),
@@ -106,6 +129,17 @@ async fn verify_with_coordinator(
     if verified.as_deref() != Ok(&[true][..]) {
         return false;
     }
+    rearm(ctx, topic, partition, producer_id, epoch).await
+}
+
+/// Re-arms the partition's guard for a transaction its coordinator confirmed.
+async fn rearm(
+    ctx: &RequestContext,
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+    epoch: i16,
+) -> bool {
     match frontend::begin_txn_on_partition(ctx.ctx(), topic, partition, producer_id, epoch).await {
         Ok(()) => true,
         Err(e) => {

@@ -2,15 +2,31 @@
 //! id would make a new producer's batches look like an old one's duplicates), so ids are handed
 //! out from blocks whose upper end is persisted before any id of the block is used — Kafka's
 //! controller does the same with its producer id blocks.
+//!
+//! On a cluster the blocks come from the metadata image instead (`AllocateProducerIds`, as
+//! Kafka's brokers ask the controller): blocks never overlap, so two nodes never hand out the
+//! same id, and a restarted node takes a fresh block. `ready` fetches a block when the
+//! current one is used up; `next` then takes from it without waiting.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+
+use crate::cluster::image::{Command, Outcome};
+use crate::shard::BrokerContext;
 
 const BLOCK: i64 = 1000;
 
 pub struct ProducerIdAllocator {
     path: PathBuf,
     state: Mutex<(i64, i64)>, // (next id, end of persisted block, exclusive)
+    /// Set once the node is clustered: ids come from `cluster_block`, never from the file.
+    clustered: AtomicBool,
+    /// The image's block this node uses: (next id, end exclusive); empty at start.
+    cluster_block: Mutex<(i64, i64)>,
+    /// One block request at a time (concurrent callers wait for it instead of each
+    /// taking a block).
+    fetching: tokio::sync::Mutex<()>,
 }
 
 impl ProducerIdAllocator {
@@ -29,10 +45,62 @@ impl ProducerIdAllocator {
         Ok(ProducerIdAllocator {
             path,
             state: Mutex::new((next, next)),
+            clustered: AtomicBool::new(false),
+            cluster_block: Mutex::new((0, 0)),
+            fetching: tokio::sync::Mutex::new(()),
         })
     }
 
+    /// Makes sure `next` has an id to give: on a cluster, takes a new block from the image
+    /// when this node's is used up (single node: nothing to do, `next` persists its own).
+    pub async fn ready(&self, ctx: &BrokerContext) -> std::io::Result<()> {
+        let Some(cluster) = ctx.cluster.get() else {
+            return Ok(());
+        };
+        self.clustered.store(true, Ordering::Release);
+        let has_ids = || {
+            let b = self.cluster_block.lock().expect("producer id block lock");
+            b.0 < b.1
+        };
+        if has_ids() {
+            return Ok(());
+        }
+        let _one = self.fetching.lock().await;
+        if has_ids() {
+            return Ok(());
+        }
+        let cmd = Command::AllocateProducerIds {
+            broker: ctx.config.node_id,
+        };
+        match cluster.propose(cmd).await {
+            Ok(Outcome::ProducerIds { start, len }) => {
+                tracing::info!(
+                    start,
+                    len,
+                    "took a producer id block from the metadata quorum"
+                );
+                *self.cluster_block.lock().expect("producer id block lock") = (start, start + len);
+                Ok(())
+            }
+            Ok(other) => Err(std::io::Error::other(format!(
+                "unexpected answer to a producer id block request: {other:?}"
+            ))),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        }
+    }
+
+    /// The next producer id. On a cluster, call `ready` first (an empty block is an error
+    /// the client retries).
     pub fn next(&self) -> std::io::Result<i64> {
+        if self.clustered.load(Ordering::Acquire) {
+            let mut b = self.cluster_block.lock().expect("producer id block lock");
+            if b.0 >= b.1 {
+                return Err(std::io::Error::other("no producer id block yet"));
+            }
+            let id = b.0;
+            b.0 += 1;
+            return Ok(id);
+        }
         let mut s = self.state.lock().expect("producer id lock");
         if s.0 >= s.1 {
             let end = s.1 + BLOCK;

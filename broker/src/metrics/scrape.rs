@@ -86,7 +86,12 @@ fn snapshot(state: &Rc<ShardState>) -> ShardSnapshot {
         .map(|(_, p)| *p)
         .collect();
     for p in offsets_partitions {
-        if let Err(e) = coordinator.ensure_loaded(p) {
+        // On a cluster, only the partitions this node coordinates.
+        use crate::coordinator::{group::Groups, leadership};
+        let Ok(epoch) = leadership::epoch::<Groups>(state, p) else {
+            continue;
+        };
+        if let Err(e) = coordinator.ensure_loaded_at(p, epoch) {
             tracing::warn!(partition = p, error = %e, "loading group offsets for metrics");
         }
     }

@@ -474,7 +474,7 @@ impl Partition {
             AppendOptions {
                 durability: Durability::Fsync,
                 log_append_time_ms: None,
-                leader_epoch: 0,
+                leader_epoch: self.append_epoch(),
             },
         );
         self.snapshot_if_rolled();

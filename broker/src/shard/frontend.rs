@@ -34,6 +34,9 @@ pub enum FrontendError {
     Partition(#[from] PartitionError),
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// A step through the partition's leader on another node failed (retriable).
+    #[error("partition {0}-{1} through its leader: {2}")]
+    Remote(String, i32, String),
 }
 
 /// Runs `f` on shard `shard` and returns its result. `f` is `Send` (it crosses threads); the
@@ -556,6 +559,10 @@ pub async fn write_txn_marker(
     partition: i32,
     marker: TxnMarker,
 ) -> Result<i64 /* marker offset */, FrontendError> {
+    if crate::cluster::led_elsewhere(ctx, topic, partition) {
+        // Only the leader writes a replicated log; the coordinator sends it there.
+        return Err(PartitionError::NotLeader.into());
+    }
     let shard = home(ctx, topic, partition);
     let topic: Arc<str> = Arc::from(topic);
     invoke_on(ctx, shard, move |state| async move {
@@ -574,6 +581,13 @@ pub async fn write_txn_marker(
                 crate::now_ms(),
             )
             .await?;
+        if matches!(p.role(), Role::Leader { .. }) {
+            // Kafka writes markers with acks=all: a transaction is complete on a partition
+            // only once every in-sync replica has its marker.
+            let min_isr = p.settings().min_insync_replicas;
+            p.wait_replicated(offset + 1, min_isr, REPLICATION_TIMEOUT)
+                .await?;
+        }
         Ok(offset)
     })
     .await?
@@ -590,6 +604,11 @@ pub async fn begin_txn_on_partition(
     producer_id: i64,
     producer_epoch: i16,
 ) -> Result<(), FrontendError> {
+    if crate::cluster::led_elsewhere(ctx, topic, partition) {
+        // Its leader verifies the producer's first batch with the coordinator instead
+        // (`coordinator::txn::remote::verify`).
+        return Ok(());
+    }
     let shard = home(ctx, topic, partition);
     let topic: Arc<str> = Arc::from(topic);
     invoke_on(ctx, shard, move |state| async move {

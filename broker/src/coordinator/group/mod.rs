@@ -39,6 +39,8 @@ pub enum GroupError {
     CoordinatorNotAvailable,
     #[error("the coordinator is loading the group")]
     CoordinatorLoadInProgress,
+    #[error("this broker is not the group's coordinator")]
+    NotCoordinator,
     #[error("the group id is empty")]
     InvalidGroupId,
     #[error("the member id is not known to the group")]
@@ -95,13 +97,36 @@ impl Coordinator for Groups {
     fn partitions(config: &BrokerConfig) -> i32 {
         config.offsets_topic_num_partitions
     }
-    fn loaded(state: &Rc<ShardState>, p: i32) -> Result<Rc<GroupShard>, GroupError> {
+    fn replication(config: &BrokerConfig) -> (i16, Option<i32>) {
+        // Kafka creates it with the broker's min.insync.replicas.
+        (config.offsets_topic_replication_factor, None)
+    }
+    fn loaded(
+        state: &Rc<ShardState>,
+        p: i32,
+        epoch: Option<i32>,
+    ) -> Result<Rc<GroupShard>, GroupError> {
         let groups = GroupShard::of(state);
-        groups.ensure_loaded(p)?;
+        groups.ensure_loaded_at(p, epoch)?;
         Ok(groups)
+    }
+    fn unload(state: &Rc<ShardState>, p: i32) {
+        GroupShard::of(state).unload(p);
+    }
+    fn loaded_partitions(state: &Rc<ShardState>) -> Vec<(i32, Option<i32>)> {
+        GroupShard::of(state).loaded_partitions()
+    }
+    fn loaded_shard(state: &Rc<ShardState>) -> Rc<GroupShard> {
+        GroupShard::of(state)
     }
     fn unavailable() -> GroupError {
         GroupError::CoordinatorNotAvailable
+    }
+    fn not_coordinator() -> GroupError {
+        GroupError::NotCoordinator
+    }
+    fn load_in_progress() -> GroupError {
+        GroupError::CoordinatorLoadInProgress
     }
 }
 
@@ -109,6 +134,7 @@ impl From<CoordinatorLogError> for GroupError {
     fn from(e: CoordinatorLogError) -> Self {
         match e {
             CoordinatorLogError::Unavailable(_) => GroupError::CoordinatorNotAvailable,
+            CoordinatorLogError::NotLeader => GroupError::NotCoordinator,
             other => GroupError::Storage(other.to_string()),
         }
     }

@@ -5,7 +5,7 @@
 //! `transactional.id.expiration.ms`.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
@@ -26,7 +26,8 @@ const MARKER_RETRY: Duration = Duration::from_millis(500);
 pub struct TxnShard {
     shard: Weak<ShardState>,
     pub txns: RefCell<HashMap<String, TxnEntry>>,
-    loaded: RefCell<HashSet<i32>>,
+    /// Loaded partitions, with the leader epoch they were loaded at (`None`: single node).
+    loaded: RefCell<HashMap<i32, Option<i32>>>,
 }
 
 thread_local! {
@@ -54,7 +55,7 @@ impl TxnShard {
             let txns = Rc::new(TxnShard {
                 shard: Rc::downgrade(state),
                 txns: RefCell::new(HashMap::new()),
-                loaded: RefCell::new(HashSet::new()),
+                loaded: RefCell::new(HashMap::new()),
             });
             let config = &state.ctx.config;
             let every = |ms: i64| Duration::from_millis(ms.max(1) as u64);
@@ -79,8 +80,11 @@ impl TxnShard {
     }
 
     fn partition_of(&self, transactional_id: &str) -> i32 {
-        let n = self
-            .shard
+        txn_partition(transactional_id, self.partition_count())
+    }
+
+    fn partition_count(&self) -> i32 {
+        self.shard
             .upgrade()
             .and_then(|s| {
                 s.ctx
@@ -89,8 +93,7 @@ impl TxnShard {
                     .get(TXN_TOPIC)
                     .map(|t| t.partitions)
             })
-            .unwrap_or(1);
-        txn_partition(transactional_id, n)
+            .unwrap_or(1)
     }
 
     /// Tests: drop what was loaded, as a restarted shard starts.
@@ -104,6 +107,9 @@ impl TxnShard {
     /// transactions complete and open ones time out without waiting for a client.
     pub fn load_all(self: &Rc<Self>) {
         let Ok(shard) = self.shard() else { return };
+        if shard.ctx.cluster.get().is_some() {
+            return; // a cluster loads what it leads (`coordinator::leadership`)
+        }
         let Some(topic) = shard.ctx.catalog.snapshot().get(TXN_TOPIC).cloned() else {
             return;
         };
@@ -119,9 +125,35 @@ impl TxnShard {
     /// Replays `__transaction_state` partition `p` into memory, once per shard life, and
     /// resumes the transactions it left prepared.
     pub fn ensure_loaded(self: &Rc<Self>, p: i32) -> Result<(), TxnError> {
-        if self.loaded.borrow().contains(&p) {
-            return Ok(());
+        self.ensure_loaded_at(p, None)
+    }
+
+    /// The partitions loaded here, with their epochs.
+    pub fn loaded_partitions(&self) -> Vec<(i32, Option<i32>)> {
+        self.loaded.borrow().iter().map(|(p, e)| (*p, *e)).collect()
+    }
+
+    /// Forgets the transactional ids of partition `p` (this node stopped leading it).
+    /// Completions in flight for them fail at their next append: the partition is no
+    /// longer led here, and the new coordinator completes them from the log.
+    pub fn unload(&self, p: i32) {
+        if self.loaded.borrow_mut().remove(&p).is_none() {
+            return;
         }
+        let n = self.partition_count();
+        self.txns
+            .borrow_mut()
+            .retain(|id, _| txn_partition(id, n) != p);
+    }
+
+    /// `ensure_loaded` at leader epoch `epoch`: loaded at another epoch, it is loaded again.
+    pub fn ensure_loaded_at(self: &Rc<Self>, p: i32, epoch: Option<i32>) -> Result<(), TxnError> {
+        match self.loaded.borrow().get(&p) {
+            Some(e) if *e == epoch => return Ok(()),
+            None => {}
+            Some(_) => {}
+        }
+        self.unload(p);
         let shard = self.shard()?;
         let part = log::partition_on_shard(&shard, TXN_TOPIC, p)
             .ok_or(TxnError::CoordinatorNotAvailable)?;
@@ -160,7 +192,7 @@ impl TxnShard {
             resumed = resume.len(),
             "loaded transaction coordinator partition"
         );
-        self.loaded.borrow_mut().insert(p);
+        self.loaded.borrow_mut().insert(p, epoch);
         for id in resume {
             self.spawn_completion(id);
         }
@@ -232,6 +264,12 @@ impl TxnShard {
         if timeout_ms <= 0 || timeout_ms > max {
             return Err(TxnError::InvalidTransactionTimeout(timeout_ms));
         }
+        shard
+            .ctx
+            .producer_ids
+            .ready(&shard.ctx)
+            .await
+            .map_err(|e| TxnError::ProducerIds(e.to_string()))?;
         let now = crate::now_ms();
         let mut new_pid = || {
             shard
@@ -364,6 +402,10 @@ impl TxnShard {
                         Err(e) => {
                             if ctx.catalog.snapshot().get(topic).is_none() {
                                 // Kafka drops markers for deleted topics.
+                                return;
+                            }
+                            if self.entry(id).is_none() {
+                                // Unloaded: another node coordinates it now and completes it.
                                 return;
                             }
                             tracing::warn!(transactional_id = id, topic = %topic, partition = p, error = %e, "writing a transaction marker failed; retrying");

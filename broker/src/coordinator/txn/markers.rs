@@ -2,7 +2,8 @@
 //! batch on a partition of the transaction (on its home shard, through the partition layer),
 //! and, for a `__consumer_offsets` partition, the group coordinator applying or discarding the
 //! transaction's pending offsets once that marker is durable (Kafka's
-//! `onTransactionCompleted`).
+//! `onTransactionCompleted`). On a cluster, a partition led by another node gets its marker
+//! through that leader (`remote`).
 
 use crate::coordinator::group::{GroupShard, OFFSETS_TOPIC};
 use crate::shard::{frontend, home_shard, BrokerContext};
@@ -18,6 +19,14 @@ pub async fn write(
     marker: TxnMarker,
 ) -> Result<(), frontend::FrontendError> {
     let (producer_id, commit) = (marker.producer_id, marker.commit);
+    // On a cluster the partition's leader writes it (and, for `__consumer_offsets`, its
+    // group coordinator applies the offsets there).
+    let remote = |why: String| frontend::FrontendError::Remote(topic.to_string(), partition, why);
+    if let Some(addr) = super::remote::remote_leader(ctx, topic, partition).map_err(remote)? {
+        return super::remote::write_marker(&addr, topic, partition, marker)
+            .await
+            .map_err(remote);
+    }
     write_txn_marker(ctx, topic, partition, marker).await?;
     if topic == OFFSETS_TOPIC {
         let shard = home_shard(OFFSETS_TOPIC, partition, ctx.shard_count());

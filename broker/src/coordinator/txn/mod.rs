@@ -16,6 +16,7 @@
 pub mod coordinator;
 pub mod markers;
 pub mod records;
+pub mod remote;
 pub mod txn_stm;
 
 use std::future::Future;
@@ -50,6 +51,8 @@ pub enum TxnError {
     CoordinatorNotAvailable,
     #[error("the transaction coordinator is loading its state")]
     CoordinatorLoadInProgress,
+    #[error("this broker is not the transactional id's coordinator")]
+    NotCoordinator,
     #[error("unknown topic or partition")]
     UnknownTopicOrPartition,
     #[error("the transactional id is not known to the coordinator")]
@@ -72,13 +75,38 @@ impl Coordinator for Txns {
     fn partitions(config: &BrokerConfig) -> i32 {
         config.transaction_state_log_num_partitions
     }
-    fn loaded(state: &Rc<ShardState>, p: i32) -> Result<Rc<TxnShard>, TxnError> {
+    fn replication(config: &BrokerConfig) -> (i16, Option<i32>) {
+        (
+            config.transaction_state_log_replication_factor,
+            Some(config.transaction_state_log_min_isr),
+        )
+    }
+    fn loaded(
+        state: &Rc<ShardState>,
+        p: i32,
+        epoch: Option<i32>,
+    ) -> Result<Rc<TxnShard>, TxnError> {
         let txns = TxnShard::of(state);
-        txns.ensure_loaded(p)?;
+        txns.ensure_loaded_at(p, epoch)?;
         Ok(txns)
+    }
+    fn unload(state: &Rc<ShardState>, p: i32) {
+        TxnShard::of(state).unload(p);
+    }
+    fn loaded_partitions(state: &Rc<ShardState>) -> Vec<(i32, Option<i32>)> {
+        TxnShard::of(state).loaded_partitions()
+    }
+    fn loaded_shard(state: &Rc<ShardState>) -> Rc<TxnShard> {
+        TxnShard::of(state)
     }
     fn unavailable() -> TxnError {
         TxnError::CoordinatorNotAvailable
+    }
+    fn not_coordinator() -> TxnError {
+        TxnError::NotCoordinator
+    }
+    fn load_in_progress() -> TxnError {
+        TxnError::CoordinatorLoadInProgress
     }
 }
 

@@ -10,9 +10,39 @@ use crate::coordinator::log;
 impl GroupShard {
     /// Replays `__consumer_offsets` partition `p` into memory, once per shard life.
     pub fn ensure_loaded(&self, p: i32) -> Result<(), GroupError> {
-        if self.loaded.borrow().contains(&p) {
-            return Ok(());
+        self.ensure_loaded_at(p, None)
+    }
+
+    /// The partitions loaded here, with their epochs.
+    pub fn loaded_partitions(&self) -> Vec<(i32, Option<i32>)> {
+        self.loaded.borrow().iter().map(|(p, e)| (*p, *e)).collect()
+    }
+
+    /// Forgets the groups of partition `p` (this node stopped leading it): their members'
+    /// next requests get NOT_COORDINATOR and go to the new coordinator, which has them from
+    /// the replicated log.
+    pub fn unload(&self, p: i32) {
+        if self.loaded.borrow_mut().remove(&p).is_none() {
+            return;
         }
+        let n = self.partition_count();
+        self.groups
+            .borrow_mut()
+            .retain(|id, _| super::offsets_partition(id, n) != p);
+        for pending in self.pending_txn.borrow_mut().values_mut() {
+            pending.retain(|o| o.partition_of_group != p);
+        }
+    }
+
+    /// `ensure_loaded` at leader epoch `epoch`: loaded at another epoch, it is loaded again
+    /// (it may have been led elsewhere meanwhile).
+    pub fn ensure_loaded_at(&self, p: i32, epoch: Option<i32>) -> Result<(), GroupError> {
+        match self.loaded.borrow().get(&p) {
+            Some(e) if *e == epoch => return Ok(()),
+            None => {}
+            Some(_) => {}
+        }
+        self.unload(p);
         let shard = self.shard()?;
         let part = log::partition_on_shard(&shard, OFFSETS_TOPIC, p)
             .ok_or(GroupError::CoordinatorNotAvailable)?;
@@ -70,7 +100,7 @@ impl GroupShard {
             records = applied,
             "loaded group coordinator partition"
         );
-        self.loaded.borrow_mut().insert(p);
+        self.loaded.borrow_mut().insert(p, epoch);
         Ok(())
     }
 

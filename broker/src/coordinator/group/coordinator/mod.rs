@@ -13,7 +13,7 @@ mod offsets;
 mod timers;
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::rc::{Rc, Weak};
 
 use super::classic::{CommittedOffset, Group, GroupConfig};
@@ -26,7 +26,8 @@ use crate::shard::ShardState;
 pub struct GroupShard {
     shard: Weak<ShardState>,
     pub groups: RefCell<HashMap<String, Group>>,
-    loaded: RefCell<HashSet<i32>>,
+    /// Loaded partitions, with the leader epoch they were loaded at (`None`: single node).
+    loaded: RefCell<HashMap<i32, Option<i32>>>,
     pub cfg: GroupConfig,
     pub consumer_cfg: ConsumerConfig,
     /// TxnOffsetCommit offsets by producer id, written to the log inside the producer's
@@ -74,7 +75,7 @@ impl GroupShard {
             let groups = Rc::new(GroupShard {
                 shard: Rc::downgrade(state),
                 groups: RefCell::new(HashMap::new()),
-                loaded: RefCell::new(HashSet::new()),
+                loaded: RefCell::new(HashMap::new()),
                 pending_txn: RefCell::new(HashMap::new()),
                 cfg: GroupConfig::from_broker(&state.ctx.config),
                 consumer_cfg: ConsumerConfig {

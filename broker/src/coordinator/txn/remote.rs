@@ -1,0 +1,148 @@
+//! The transaction steps that cross nodes on a cluster, over Kafka's own inter-broker APIs on
+//! the other node's client listener (as the follower fetchers reach leaders):
+//!
+//! - the coordinator's COMMIT/ABORT marker for a partition another node leads goes to that
+//!   leader as WriteTxnMarkers (Kafka's `TransactionMarkerChannelManager`);
+//! - a partition leader that is not the transaction's coordinator verifies a transactional
+//!   batch with AddPartitionsToTxn v4 `verify_only` on the coordinator (KIP-890's
+//!   `AddPartitionsToTxnManager`).
+//!
+//! One connection per call: these are a few requests per transaction, not the data path.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, ProducerId, TopicName,
+    TransactionalId, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::kafka_conn::KafkaConn;
+use crate::shard::frontend::TxnMarker;
+use crate::shard::BrokerContext;
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+const MAX_RESPONSE: usize = 1 << 20;
+const WRITE_TXN_MARKERS_V: i16 = 1;
+const ADD_PARTITIONS_V: i16 = 4;
+
+/// Where a partition's leader is, when it is another node: `Ok(None)` = this node (or a
+/// single node) leads it; `Err` = no leader now (retry later).
+pub fn remote_leader(
+    ctx: &BrokerContext,
+    topic: &str,
+    partition: i32,
+) -> Result<Option<String>, String> {
+    let Some(cluster) = ctx.cluster.get() else {
+        return Ok(None);
+    };
+    let image = cluster.image();
+    let Some(p) = image.partition(topic, partition) else {
+        return Ok(None); // not in the image: the local lookup answers UNKNOWN_TOPIC
+    };
+    if p.leader == cluster.node_id {
+        return Ok(None);
+    }
+    image
+        .brokers
+        .get(&p.leader)
+        .filter(|_| p.leader >= 0)
+        .map(|b| Some(format!("{}:{}", b.host, b.port)))
+        .ok_or_else(|| format!("{topic}-{partition} has no leader"))
+}
+
+/// Writes `marker` on `topic`-`partition` through its leader at `addr`.
+pub async fn write_marker(
+    addr: &str,
+    topic: &str,
+    partition: i32,
+    marker: TxnMarker,
+) -> Result<(), String> {
+    let mut conn = KafkaConn::connect(addr, TIMEOUT, "strom-txn-coordinator", MAX_RESPONSE)
+        .await
+        .map_err(|e| e.to_string())?;
+    let req = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(marker.producer_id))
+        .with_producer_epoch(marker.producer_epoch)
+        .with_transaction_result(marker.commit)
+        .with_coordinator_epoch(marker.coordinator_epoch)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_indexes(vec![partition])])]);
+    let resp: WriteTxnMarkersResponse = conn
+        .call(ApiKey::WriteTxnMarkers, WRITE_TXN_MARKERS_V, &req, TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let code = resp
+        .markers
+        .iter()
+        .flat_map(|m| &m.topics)
+        .flat_map(|t| &t.partitions)
+        .find(|p| p.partition_index == partition)
+        .map(|p| p.error_code)
+        .ok_or("the leader did not answer for the partition")?;
+    match code {
+        0 => Ok(()),
+        c => Err(format!("the leader answered error code {c}")),
+    }
+}
+
+/// Asks the coordinator at `addr` whether `topic`-`partition` is in the producer's ongoing
+/// transaction at `epoch`.
+pub async fn verify(
+    addr: &str,
+    transactional_id: &str,
+    producer_id: i64,
+    epoch: i16,
+    topic: &str,
+    partition: i32,
+) -> Result<bool, String> {
+    let mut conn = KafkaConn::connect(addr, TIMEOUT, "strom-txn-verifier", MAX_RESPONSE)
+        .await
+        .map_err(|e| e.to_string())?;
+    let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                transactional_id.to_string(),
+            )))
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(epoch)
+            .with_verify_only(true)
+            .with_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![partition])]),
+    ]);
+    let resp: AddPartitionsToTxnResponse = conn
+        .call(ApiKey::AddPartitionsToTxn, ADD_PARTITIONS_V, &req, TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    if resp.error_code != 0 {
+        return Err(format!(
+            "the coordinator answered error code {}",
+            resp.error_code
+        ));
+    }
+    let code = resp
+        .results_by_transaction
+        .iter()
+        .flat_map(|t| &t.topic_results)
+        .flat_map(|t| &t.results_by_partition)
+        .find(|p| p.partition_index == partition)
+        .map(|p| p.partition_error_code)
+        .ok_or("the coordinator did not answer for the partition")?;
+    Ok(code == 0)
+}
+
+/// The client address of the node that coordinates `transactional_id` on a cluster (the
+/// leader of its `__transaction_state` partition), when it is another node.
+pub fn remote_coordinator(ctx: &BrokerContext, transactional_id: &str) -> Option<String> {
+    let partitions = ctx.catalog.snapshot().get(super::TXN_TOPIC)?.partitions;
+    let p = super::txn_partition(transactional_id, partitions);
+    remote_leader(ctx, super::TXN_TOPIC, p).ok().flatten()
+}
