@@ -242,8 +242,8 @@ pub async fn start_offset(
 
 async fn state_partition(ctx: &BrokerContext, key: &StateKey) -> Result<i32, ShareError> {
     // One replica: share state does not follow partition leadership across a cluster yet
-    // (docs/queues.md, "What is not there yet"); Kafka's share.coordinator.state.topic.replication.factor
-    // is 3.
+    // (docs/queues.md, "What is not there yet"); Kafka's
+    // `share.coordinator.state.topic.replication.factor` is 3.
     let n = log::ensure_topic(
         ctx,
         SHARE_STATE_TOPIC,
