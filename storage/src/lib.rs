@@ -43,6 +43,7 @@ mod leader_epoch;
 mod log;
 pub mod logdir;
 pub mod producer_snapshot;
+pub mod remote;
 pub mod retention;
 mod segment;
 pub mod txn_index;
