@@ -66,6 +66,8 @@ pub struct BrokerContext {
     /// The metadata quorum when `controller.quorum.voters` is set (set once, after the
     /// shards start); empty on a single node.
     pub cluster: std::sync::OnceLock<Arc<crate::cluster::handle::ClusterHandle>>,
+    /// Tiered storage (`remote.log.storage.system.enable`); `None` when off.
+    pub remote: Option<Arc<crate::tiered::RemoteLogManager>>,
 }
 
 impl BrokerContext {

@@ -52,7 +52,7 @@ pub enum ManifestError {
     },
     #[error("remote segment {0} is not in the manifest")]
     Unknown(String),
-    #[error("remote segment at {base} does not follow the remote log end {expected}")]
+    #[error("remote segment at {base} overlaps the remote log, which ends at {expected}")]
     NotContiguous { base: i64, expected: i64 },
     #[error("manifest {path}: {source}")]
     Io {
@@ -120,11 +120,12 @@ impl Manifest {
             .collect()
     }
 
-    /// COPY_SEGMENT_STARTED for a new attempt. A copy must continue the copied range (the
-    /// remote log has no holes), except the first one.
+    /// COPY_SEGMENT_STARTED for a new attempt. A copy must not overlap the copied range. It
+    /// may leave a hole after it: offsets that left the local log before they could be
+    /// copied (DeleteRecords) are gone from both tiers, as in Kafka.
     pub fn start_copy(&mut self, seg: RemoteSegment) -> Result<(), ManifestError> {
         if let Some(end) = self.copied_end() {
-            if seg.base_offset != end {
+            if seg.base_offset < end {
                 return Err(ManifestError::NotContiguous {
                     base: seg.base_offset,
                     expected: end,

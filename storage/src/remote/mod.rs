@@ -8,4 +8,5 @@ pub mod manifest;
 pub mod store;
 pub mod transfer;
 
+pub use object_store;
 pub use object_store::ObjectStore;
