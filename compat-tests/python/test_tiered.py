@@ -188,6 +188,14 @@ def _finished(b: Backend, topic: str) -> list[dict]:
     return [s for s in b.manifest(topic) if s["state"] == "COPY_SEGMENT_FINISHED"]
 
 
+def _settled(b: Backend, topic: str) -> bool:
+    """Every closed local segment copied, no copy or deletion in flight."""
+    m = b.manifest(topic)
+    if not m or any(s["state"] != "COPY_SEGMENT_FINISHED" for s in m):
+        return False
+    return max(s["end_offset"] for s in m) + 1 == _local_bases(b, topic)[-1]
+
+
 def _check_objects_match_manifest(b: Backend, topic: str, prefix: str) -> None:
     """Every object under the partition's prefix belongs to a finished segment, and the
     `.log` object of each is whole (its size is the segment's)."""
@@ -227,8 +235,12 @@ def test_segments_copied_under_tenant_prefix_and_local_copies_go(backend):
     # The manifest is mirrored beside the segments; metrics report the copies.
     assert any(k.endswith("/manifest.json") for k in keys)
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{b.broker.metrics_port}/metrics", timeout=10).read().decode()
-    assert "strom_remote_copy_segments_total" in metrics
-    assert f'strom_remote_log_size_bytes{{partition="0",topic="{topic}"}}' in metrics
+    copied = [l for l in metrics.splitlines() if l.startswith("strom_remote_copy_segments_total ")]
+    assert copied and float(copied[0].split()[1]) >= 10, copied
+    size = [l for l in metrics.splitlines()
+            if l.startswith("strom_remote_log_size_bytes{") and f'topic="{topic}"' in l]
+    assert size and float(size[0].split()[-1]) > 0, size
+    admin.wait_for(lambda: _settled(b, topic), "all closed segments copied", timeout_s=90)
     prefix = next(iter(keys)).rsplit("/", 1)[0]
     _check_objects_match_manifest(b, topic, prefix)
 
@@ -260,9 +272,7 @@ def test_kill9_mid_upload_leaves_no_half_object_and_cleans_orphans(backend):
         b.broker.kill9()
         b.start()
         # After restart the interrupted copy's objects are deleted and copying goes on.
-        admin.wait_for(
-            lambda: b.manifest(topic) and all(s["state"] == "COPY_SEGMENT_FINISHED" for s in b.manifest(topic)),
-            "no interrupted copy left", timeout_s=60)
+        admin.wait_for(lambda: _settled(b, topic), "no interrupted copy left, all copied", timeout_s=90)
         prefix = "tenant-crash/"
         admin.wait_for(lambda: _orphans(b, topic, prefix) == [], "orphans deleted", timeout_s=60)
         _check_objects_match_manifest(b, topic, prefix)
@@ -308,5 +318,6 @@ def test_store_stalled_then_uploads_resume(backend):
     finally:
         b.moto.proc.send_signal(signal.SIGCONT)
     admin.wait_for(lambda: len(_finished(b, topic)) > before + 5, "uploads resumed", timeout_s=120)
+    admin.wait_for(lambda: _settled(b, topic), "all closed segments copied", timeout_s=120)
     admin.wait_for(lambda: _orphans(b, topic, "tenant-stall/") == [], "failed copies cleaned", timeout_s=60)
     _check_objects_match_manifest(b, topic, "tenant-stall/")

@@ -53,7 +53,7 @@ pub enum ManifestError {
     #[error("remote segment {0} is not in the manifest")]
     Unknown(String),
     #[error("remote segment at {base} overlaps the remote log, which ends at {expected}")]
-    NotContiguous { base: i64, expected: i64 },
+    Overlaps { base: i64, expected: i64 },
     #[error("manifest {path}: {source}")]
     Io {
         path: PathBuf,
@@ -126,7 +126,7 @@ impl Manifest {
     pub fn start_copy(&mut self, seg: RemoteSegment) -> Result<(), ManifestError> {
         if let Some(end) = self.copied_end() {
             if seg.base_offset < end {
-                return Err(ManifestError::NotContiguous {
+                return Err(ManifestError::Overlaps {
                     base: seg.base_offset,
                     expected: end,
                 });
@@ -331,16 +331,19 @@ mod tests {
     }
 
     #[test]
-    fn given_copied_range_when_next_copy_leaves_a_gap_then_refused() {
+    fn given_copied_range_when_next_copy_overlaps_then_refused_and_a_gap_allowed() {
         let mut m = Manifest::new();
         m.start_copy(seg("a", 0, 9, 100, 10)).unwrap();
         m.finish_copy("a", 1).unwrap();
-        let e = m.start_copy(seg("b", 11, 20, 100, 10)).unwrap_err();
+        let e = m.start_copy(seg("b", 9, 20, 100, 10)).unwrap_err();
         assert!(
-            matches!(e, ManifestError::NotContiguous { expected: 10, .. }),
+            matches!(e, ManifestError::Overlaps { expected: 10, .. }),
             "{e}"
         );
         m.start_copy(seg("b", 10, 20, 100, 10)).unwrap();
+        m.finish_copy("b", 2).unwrap();
+        // Offsets 21..30 left the local log uncopied (DeleteRecords): a hole, not an overlap.
+        m.start_copy(seg("c", 31, 40, 100, 10)).unwrap();
     }
 
     #[test]
