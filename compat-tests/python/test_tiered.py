@@ -36,6 +36,7 @@ BUCKET = "strom-tiered"
 SEGMENT_BYTES = 16 * 1024
 # Fast passes: the tests wait for states, never sleep a fixed time.
 TASK_MS = "200"
+KILL_CYCLES = int(os.environ.get("STROM_TIERED_KILL_CYCLES", "2"))
 
 
 def _strom_selected() -> bool:
@@ -174,7 +175,8 @@ def _topic(b: Backend, tenant: str, extra: dict | None = None) -> str:
 def _produce(bootstrap: str, topic: str, n: int, start: int = 0) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    # Small batches, so that 16 KiB segments roll every few batches.
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": "all", "batch.size": 2048})
     for i in range(start, start + n):
         p.produce(topic, key=f"k{i}".encode(), value=f"v{i:06d}-".encode() + b"x" * 200, partition=0)
     assert p.flush(60) == 0
@@ -257,11 +259,12 @@ def test_two_tenants_prefixes_disjoint(backend):
     assert all(t2 in k and t1 not in k for k in blue), blue
 
 
+@pytest.mark.timeout(300)
 def test_kill9_mid_upload_leaves_no_half_object_and_cleans_orphans(backend):
     b = backend
     topic = _topic(b, "crash", {"local.retention.bytes": "-2"})
     caught = 0
-    for cycle in range(3):
+    for cycle in range(KILL_CYCLES):
         _produce(b.broker.bootstrap, topic, 600, start=cycle * 600)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
