@@ -179,7 +179,7 @@ impl TopicSettings {
             },
             key_index: get("strom.key.index").eq_ignore_ascii_case("true"),
             tiered: super::tiered::TieredSettings::resolve(
-                &get,
+                get,
                 long("retention.ms"),
                 long("retention.bytes"),
             ),

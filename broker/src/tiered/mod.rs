@@ -30,13 +30,15 @@ pub enum TieredError {
 /// upload from delaying a cleanup while staying off the shards' cores as much as possible.
 const REMOTE_WORKERS: usize = 2;
 
+type PartitionKey = (Arc<str>, i32);
+
 pub struct RemoteLogManager {
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
     handle: tokio::runtime::Handle,
     store: Arc<dyn ObjectStore>,
     /// `remote.log.manager.copier.thread.pool.size`: copies in flight across the broker.
     copy_slots: Arc<tokio::sync::Semaphore>,
-    partitions: Mutex<HashMap<(Arc<str>, i32), Arc<RemotePartition>>>,
+    partitions: Mutex<HashMap<PartitionKey, Arc<RemotePartition>>>,
     pub metrics: Arc<RemoteMetrics>,
 }
 
