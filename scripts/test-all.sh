@@ -48,6 +48,8 @@ venv="compat-tests/.venv"
 reqs="compat-tests/requirements.txt"
 vector_venv="compat-tests/.venv-vector"
 vector_reqs="compat-tests/requirements-vector.txt"
+moto_venv="compat-tests/.venv-moto"
+moto_reqs="compat-tests/requirements-moto.txt"
 summary=()
 script_start=$SECONDS
 
@@ -137,10 +139,26 @@ vector_venv() {
     fi
 }
 
+# The S3-protocol server of the tiered-storage tests (moto's server mode), in its own venv.
+moto_venv() {
+    local want have=""
+    want="$(sha256sum "$moto_reqs" | cut -d' ' -f1)"
+    [[ -f "$moto_venv/.requirements.sha256" ]] && have="$(cat "$moto_venv/.requirements.sha256")"
+    if [[ "$want" == "$have" && -x "$moto_venv/bin/moto_server" ]]; then
+        echo "moto venv up to date ($moto_venv)"
+        return
+    fi
+    rm -rf "$moto_venv"
+    python3 -m venv "$moto_venv"
+    "$moto_venv/bin/pip" install -q --disable-pip-version-check -r "$moto_reqs"
+    echo "$want" >"$moto_venv/.requirements.sha256"
+}
+
 setup() {
     apt_install_missing
     python_venv
     vector_venv
+    moto_venv
     bash compat-tests/kafka/kafka.sh fetch
     bash compat-tests/tools/tools.sh fetch
     java -version 2>&1 | head -1

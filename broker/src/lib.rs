@@ -31,6 +31,7 @@ pub mod server;
 pub mod shard;
 #[doc(hidden)]
 pub mod test_support;
+pub mod tiered;
 
 pub use server::Server;
 

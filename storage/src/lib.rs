@@ -43,6 +43,7 @@ mod leader_epoch;
 mod log;
 pub mod logdir;
 pub mod producer_snapshot;
+pub mod remote;
 pub mod retention;
 mod segment;
 pub mod txn_index;
@@ -52,6 +53,9 @@ pub use config::LogConfig;
 pub use error::StorageError;
 pub use io::{IoBackend, IoBackendKind};
 pub use leader_epoch::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
-pub use log::{AppendOptions, AppendResult, Durability, PartitionLog, ReadResult};
+pub use log::{
+    leader_epoch_checkpoint, AppendOptions, AppendResult, ClosedSegment, Durability, PartitionLog,
+    ReadResult,
+};
 pub use retention::{RetentionOutcome, RetentionPolicy, RetentionReason};
 pub use segment::SegmentProbe;

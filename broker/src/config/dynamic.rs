@@ -318,6 +318,11 @@ pub fn validate_value(name: &str, value: &str) -> Result<(), BrokerConfigError> 
                 reason,
             },
             topic::TopicConfigError::Unknown(n) => BrokerConfigError::NotDynamic(vec![n]),
+            topic::TopicConfigError::Rule(reason) => BrokerConfigError::Invalid {
+                name: name.into(),
+                value: value.into(),
+                reason,
+            },
         });
     }
     if let Some(r) = validate_applied(name, value) {

@@ -128,6 +128,8 @@ pub struct TopicSettings {
     /// then refused rather than data stored unredacted.
     /// `strom.key.index`: keep key → recent offsets per partition (`partition::key_index`).
     pub key_index: bool,
+    /// `remote.storage.enable`, local retention, tenant and key template (`config::tiered`).
+    pub tiered: super::tiered::TieredSettings,
     pub redact: Option<Result<std::sync::Arc<crate::redact::Plan>, crate::redact::RedactError>>,
 }
 
@@ -176,6 +178,11 @@ impl TopicSettings {
                 delete: get("cleanup.policy").contains("delete"),
             },
             key_index: get("strom.key.index").eq_ignore_ascii_case("true"),
+            tiered: super::tiered::TieredSettings::resolve(
+                get,
+                long("retention.ms"),
+                long("retention.bytes"),
+            ),
             redact: crate::redact::Plan::compile(
                 overrides
                     .get(crate::redact::RULES_CONFIG)

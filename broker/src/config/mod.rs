@@ -15,6 +15,7 @@ pub mod kafka_broker_configs;
 pub mod listeners;
 pub mod schema_validation;
 pub mod security;
+pub mod tiered;
 pub mod topic;
 pub mod topic_def;
 
@@ -204,6 +205,23 @@ pub struct BrokerConfig {
     pub log_cleanup_policy: String,
     /// Kafka `log.cleaner.enable`: run the log cleaner for compacted topics. Default true.
     pub log_cleaner_enable: bool,
+    /// Kafka `remote.log.storage.system.enable`: tiered storage (docs/tiered-storage.md).
+    /// Default false: no remote thread, no housekeeping job, nothing on the hot path.
+    pub remote_log_storage_system_enable: bool,
+    /// The filesystem backend's root directory; empty = not this backend. Restart needed.
+    pub remote_storage_local_path: String,
+    /// The S3 backend: endpoint URL (`http://127.0.0.1:9000`; empty = AWS for the region),
+    /// bucket (empty = not this backend) and region (default "us-east-1"). Credentials come
+    /// from the AWS environment variables, never from this file. Restart needed.
+    pub remote_storage_s3_endpoint: String,
+    pub remote_storage_s3_bucket: String,
+    pub remote_storage_s3_region: String,
+    /// Kafka `remote.log.manager.task.interval.ms`: how often each shard looks for segments
+    /// to copy and remote segments to expire. Default 30000, >= 1.
+    pub remote_log_manager_task_interval_ms: i64,
+    /// Kafka `remote.log.manager.copier.thread.pool.size`: segment copies in flight across
+    /// the broker. Default 2 (Kafka: 10), 1..=64.
+    pub remote_log_manager_copier_thread_pool_size: usize,
     /// Kafka `log.cleaner.backoff.ms`: how long each shard's cleaner sleeps when no log
     /// needs cleaning. Default 15000.
     pub log_cleaner_backoff_ms: i64,
@@ -362,6 +380,13 @@ impl Default for BrokerConfig {
             log_flush_offset_checkpoint_interval_ms: 60_000,
             log_cleanup_policy: "delete".into(),
             log_cleaner_enable: true,
+            remote_log_storage_system_enable: false,
+            remote_storage_local_path: String::new(),
+            remote_storage_s3_endpoint: String::new(),
+            remote_storage_s3_bucket: String::new(),
+            remote_storage_s3_region: "us-east-1".into(),
+            remote_log_manager_task_interval_ms: 30_000,
+            remote_log_manager_copier_thread_pool_size: 2,
             log_cleaner_backoff_ms: 15_000,
             log_cleaner_io_max_bytes_per_second: f64::MAX,
             log_cleaner_dedupe_buffer_size: 128 * 1024 * 1024,
@@ -688,6 +713,29 @@ impl BrokerConfig {
             return Err(bad(
                 "log_cleaner_dedupe_buffer_size",
                 "must be >= 1048576".into(),
+            ));
+        }
+        if self.remote_log_storage_system_enable {
+            let local = !self.remote_storage_local_path.trim().is_empty();
+            let s3 = !self.remote_storage_s3_bucket.trim().is_empty();
+            if local == s3 {
+                return Err(bad(
+                    "remote_log_storage_system_enable",
+                    "needs exactly one of remote_storage_local_path and remote_storage_s3_bucket"
+                        .into(),
+                ));
+            }
+        }
+        if self.remote_log_manager_task_interval_ms < 1 {
+            return Err(bad(
+                "remote_log_manager_task_interval_ms",
+                "must be >= 1".into(),
+            ));
+        }
+        if !(1..=64).contains(&self.remote_log_manager_copier_thread_pool_size) {
+            return Err(bad(
+                "remote_log_manager_copier_thread_pool_size",
+                "must be between 1 and 64".into(),
             ));
         }
         if self.log_segment_bytes < 14 {

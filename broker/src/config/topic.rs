@@ -289,6 +289,20 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
 /// them only where a topic sets them, so a topic looks like Kafka's unless it uses them.
 pub static EXTENSION_CONFIGS: &[TopicConfigDef] = &[
     def(
+        "strom.tenant",
+        ConfigType::String,
+        None,
+        "default",
+        "the tenant owning the topic: its remote objects live under tenant-{tenant}/ (docs/tiered-storage.md)",
+    ),
+    def(
+        "strom.remote.prefix",
+        ConfigType::String,
+        None,
+        storage::remote::keys::DEFAULT_TEMPLATE,
+        "object key prefix template of the topic's remote segments: tenant-{tenant}/ then {topic}, {topic_id}, {partition}",
+    ),
+    def(
         "confluent.key.schema.validation",
         Boolean,
         None,
@@ -478,8 +492,6 @@ pub const NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "unclean.leader.election.enable",
         "replication is not built yet (one node)",
     ),
-    ("local.retention.bytes", "tiered storage is not built yet"),
-    ("local.retention.ms", "tiered storage is not built yet"),
     ("remote.copy.lag.bytes", "tiered storage is not built yet"),
     ("remote.copy.lag.ms", "tiered storage is not built yet"),
     ("remote.log.copy.disable", "tiered storage is not built yet"),
@@ -487,7 +499,6 @@ pub const NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "remote.log.delete.on.disable",
         "tiered storage is not built yet",
     ),
-    ("remote.storage.enable", "tiered storage is not built yet"),
     ("preallocate", "segment files are not preallocated"),
     (
         "segment.jitter.ms",
@@ -584,6 +595,13 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
         "strom.redact.rules" => {
             crate::redact::Plan::compile(Some(v), None)
                 .map_err(|e| invalid(name, value, &e.to_string()))?;
+        }
+        "strom.tenant" => storage::remote::keys::validate_tenant(v)
+            .map_err(|e| invalid(name, value, &e.to_string()))?,
+        "strom.remote.prefix" => storage::remote::keys::validate_template(v)
+            .map_err(|e| invalid(name, value, &e.to_string()))?,
+        "local.retention.ms" | "local.retention.bytes" if int() < -2 => {
+            return Err(invalid(name, value, "Value must be at least -2"))
         }
         "strom.redact.scope" => {
             crate::redact::Scope::parse(v).map_err(|e| invalid(name, value, &e.to_string()))?;

@@ -44,4 +44,7 @@ pub enum TopicConfigError {
         value: String,
         reason: String,
     },
+    /// A rule over several configs (Kafka's `ConfigException` text, as Kafka words it).
+    #[error("{0}")]
+    Rule(String),
 }

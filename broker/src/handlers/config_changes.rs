@@ -326,6 +326,7 @@ pub async fn commit(
             for (k, v) in &configs {
                 topic_config::validate(k, v)?;
             }
+            crate::config::tiered::validate_set(&configs, &broker.config)?;
             if broker.catalog.snapshot().get(name).is_none() {
                 return Err(AlterError::UnknownTopic(name.clone()));
             }

@@ -99,6 +99,7 @@ fn check(
         topic_config::validate(c.name.as_str(), value.as_str())?;
         configs.insert(c.name.to_string(), value.to_string());
     }
+    crate::config::tiered::validate_set(&configs, &ctx.ctx().config)?;
     Ok((partitions, configs))
 }
 

@@ -53,6 +53,7 @@ impl Harness {
             Arc::new(crate::metadata::acls::FileAclStore::open(dir.path()).expect("acls"));
         let ctx = Arc::new(BrokerContext {
             cluster: Default::default(),
+            remote: None,
             catalog: CatalogHandle::open(dir.path(), config.clone(), Default::default())
                 .expect("catalog"),
             producer_ids: crate::metadata::producer_ids::ProducerIdAllocator::open(dir.path())

@@ -161,6 +161,9 @@ pub async fn render(ctx: &Arc<BrokerContext>, ready: bool) -> String {
     }
     let mut all = families(&shards, ready, ctx.shard_count());
     all.extend(quota_families(&ctx.quotas.views(crate::now_ms())));
+    if let Some(remote) = &ctx.remote {
+        all.extend(remote.metrics.registry.gather());
+    }
     let mut text = encode(&all);
     // Connection steering keeps its own atomics (ebpf crate), rendered as text here.
     text.push_str(&ctx.steering.render_prometheus());

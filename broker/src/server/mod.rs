@@ -162,8 +162,11 @@ impl Server {
         }
         let acls: Arc<dyn crate::metadata::acls::AclStore> =
             Arc::new(crate::metadata::acls::FileAclStore::open(&data_dir).context("reading ACLs")?);
+        let remote =
+            crate::tiered::RemoteLogManager::start(&config).context("starting tiered storage")?;
         let ctx = Arc::new(BrokerContext {
             cluster: Default::default(),
+            remote,
             authorizer: BrokerContext::authorizer_for(&config, &acls),
             quotas: BrokerContext::quotas_for(&config, &data_dir)
                 .context("reading client quotas")?,

@@ -39,7 +39,7 @@ fn jobs(state: &ShardState) -> Vec<Job> {
         .config
         .producer_id_expiration_check_interval_ms
         .max(1) as u64;
-    vec![
+    let mut jobs = vec![
         Job {
             name: "retention",
             every: Duration::from_millis(retention_ms),
@@ -50,7 +50,18 @@ fn jobs(state: &ShardState) -> Vec<Job> {
             every: Duration::from_millis(expiration_ms),
             run: producer_expiration_pass,
         },
-    ]
+    ];
+    // Tiered storage's copy and expiration (`tiered::job`); only with the broker switch on.
+    if state.ctx.remote.is_some() {
+        jobs.push(Job {
+            name: "remote-log",
+            every: Duration::from_millis(
+                state.ctx.config.remote_log_manager_task_interval_ms.max(1) as u64,
+            ),
+            run: crate::tiered::remote_log_pass,
+        });
+    }
+    jobs
 }
 
 /// Kafka's `removeExpiredProducers` over every partition of the shard: without it the
@@ -93,6 +104,11 @@ pub async fn run(state: Rc<ShardState>, mut shutdown: watch::Receiver<bool>) {
 fn retention_pass(state: &Rc<ShardState>, now_ms: i64) {
     let partitions: Vec<_> = state.partitions.borrow().values().cloned().collect();
     for p in partitions {
+        // A tiered partition's local segments go by local retention once copied, in the
+        // remote-log job; total retention applies to its remote segments there too.
+        if state.ctx.remote.is_some() && p.settings().tiered.enabled {
+            continue;
+        }
         match p.delete_old_segments(now_ms) {
             Ok(out) if !out.deleted.is_empty() => {
                 tracing::info!(topic = %p.topic, partition = p.index, segments = ?out.deleted,

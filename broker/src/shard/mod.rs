@@ -69,6 +69,8 @@ pub struct BrokerContext {
     pub cluster: std::sync::OnceLock<Arc<crate::cluster::handle::ClusterHandle>>,
     /// Spans of traced records (`otel.exporter.otlp.endpoint`); `None` = tracing off.
     pub otel: Option<Arc<crate::otel::Otel>>,
+    /// Tiered storage (`remote.log.storage.system.enable`); `None` when off.
+    pub remote: Option<Arc<crate::tiered::RemoteLogManager>>,
 }
 
 impl BrokerContext {

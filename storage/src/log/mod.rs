@@ -34,6 +34,9 @@ mod raw;
 mod read;
 mod recovery;
 mod retention;
+mod tiered;
+
+pub use tiered::{leader_epoch_checkpoint, ClosedSegment};
 
 /// Closed segments whose index entries stay in memory (an entry is 8 or 12 bytes; a full
 /// 10 MiB index is what a 1 GiB segment has, so this bounds a log's index memory near

@@ -103,8 +103,6 @@ fn given_min_insync_replicas_above_one_when_producing_acks_all_then_not_enough_r
 fn given_configs_strom_does_not_implement_when_set_then_refused_unless_default() {
     let h = Harness::new();
     for (name, value) in [
-        ("remote.storage.enable", "true"),
-        ("local.retention.ms", "1000"),
         ("preallocate", "true"),
         ("segment.jitter.ms", "100"),
         ("unclean.leader.election.enable", "true"),
@@ -130,6 +128,13 @@ fn given_configs_strom_does_not_implement_when_set_then_refused_unless_default()
         ],
     );
     assert_eq!(r.error_code, 0);
+    // Tiered storage without the broker switch: Kafka's INVALID_CONFIG and message.
+    let r = create_topic_with(&h, "tiered", &[("remote.storage.enable", "true")]);
+    assert_eq!(r.error_code, 40);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some(crate::config::tiered::DISABLED_IN_BROKER)
+    );
     // Out-of-range codec levels are Kafka's INVALID_CONFIG too.
     let r = create_topic_with(&h, "lvl", &[("compression.gzip.level", "12")]);
     assert_eq!(r.error_code, 40);
