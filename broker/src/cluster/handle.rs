@@ -85,6 +85,11 @@ impl ClusterHandle {
         self.image().partition(topic, partition).map(|p| p.leader)
     }
 
+    /// True when the image places the partition here, as its leader.
+    pub fn leads(&self, topic: &str, partition: i32) -> bool {
+        self.leader_of(topic, partition) == Some(self.node_id)
+    }
+
     /// Appends `cmd` through the Raft leader (forwarded when this node is a follower) and
     /// waits until this node has carried it out, so the caller sees its effect locally.
     pub async fn propose(&self, cmd: Command) -> Result<Outcome, ClusterError> {

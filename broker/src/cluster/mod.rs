@@ -38,12 +38,19 @@ pub use handle::{ClusterError, ClusterHandle};
 use image::{BrokerRecord, Command};
 pub use types::{NodeId, Raft, TypeConfig};
 
+/// Work the caller starts beside the quorum, on its thread, once it runs: the coordinators'
+/// leadership followers (`coordinator::leadership`). Given by the caller so that the cluster
+/// layer does not depend on the coordinators built on top of it.
+pub type Follower =
+    Box<dyn FnOnce(Arc<BrokerContext>) -> futures::future::LocalBoxFuture<'static, ()> + Send>;
+
 /// Starts the metadata quorum if `controller.quorum.voters` names any; `None` = single node.
 /// Called once the shards run (applying entries opens partitions on them). `advertised` is
-/// the address this broker registers for clients.
+/// the address this broker registers for clients; `followers` start once the quorum runs.
 pub fn start(
     ctx: Arc<BrokerContext>,
     advertised: (String, i32),
+    followers: Vec<Follower>,
 ) -> Result<Option<Arc<ClusterHandle>>, ClusterError> {
     let voters = voters::parse(&ctx.config.controller_quorum_voters)?;
     if voters.is_empty() {
@@ -130,9 +137,9 @@ pub fn start(
                     liveness,
                 ));
                 tokio::task::spawn_local(replicas::start_on_shards(ctx.clone()));
-                tokio::task::spawn_local(crate::coordinator::leadership::start_on_shards(
-                    ctx.clone(),
-                ));
+                for follower in followers {
+                    tokio::task::spawn_local(follower(ctx.clone()));
+                }
                 let mut stop = stop_rx;
                 let _ = stop.wait_for(|s| *s).await;
                 let _ = raft.shutdown().await;
@@ -236,10 +243,9 @@ pub fn current_leader(
 /// it, or this node's image does not place it yet (just restarted, or a topic still being
 /// created) — it must not take writes it may not own.
 pub fn led_elsewhere(ctx: &BrokerContext, topic: &str, partition: i32) -> bool {
-    let Some(cluster) = ctx.cluster.get() else {
-        return false;
-    };
-    cluster.leader_of(topic, partition) != Some(cluster.node_id)
+    ctx.cluster
+        .get()
+        .is_some_and(|c| !c.leads(topic, partition))
 }
 
 /// acks=all refused before the append (Kafka's `Partition.appendRecordsToLeader`): the ISR

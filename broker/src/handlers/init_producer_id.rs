@@ -44,7 +44,9 @@ pub async fn handle(ctx: &RequestContext, req: InitProducerIdRequest) -> InitPro
     }
     let Some(tid) = req.transactional_id.as_ref().map(|t| t.to_string()) else {
         let ids = &ctx.ctx().producer_ids;
-        if let Err(e) = ids.ready(ctx.ctx()).await {
+        let broker = ctx.ctx();
+        let cluster = broker.cluster.get().map(|c| c.as_ref());
+        if let Err(e) = ids.ready(cluster, broker.config.node_id).await {
             // A cluster without a quorum cannot hand out a block: the client retries.
             tracing::warn!(error = %e, "no producer id block");
             return answer(Err(ResponseError::CoordinatorNotAvailable.code()));

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
+use crate::cluster::handle::ClusterHandle;
 use crate::cluster::image::{Command, Outcome};
-use crate::shard::BrokerContext;
 
 const BLOCK: i64 = 1000;
 
@@ -51,10 +51,15 @@ impl ProducerIdAllocator {
         })
     }
 
-    /// Makes sure `next` has an id to give: on a cluster, takes a new block from the image
-    /// when this node's is used up (single node: nothing to do, `next` persists its own).
-    pub async fn ready(&self, ctx: &BrokerContext) -> std::io::Result<()> {
-        let Some(cluster) = ctx.cluster.get() else {
+    /// Makes sure `next` has an id to give: on a cluster (node `node_id`), takes a new block
+    /// from the image when this node's is used up (single node: nothing to do, `next`
+    /// persists its own).
+    pub async fn ready(
+        &self,
+        cluster: Option<&ClusterHandle>,
+        node_id: i32,
+    ) -> std::io::Result<()> {
+        let Some(cluster) = cluster else {
             return Ok(());
         };
         self.clustered.store(true, Ordering::Release);
@@ -69,9 +74,7 @@ impl ProducerIdAllocator {
         if has_ids() {
             return Ok(());
         }
-        let cmd = Command::AllocateProducerIds {
-            broker: ctx.config.node_id,
-        };
+        let cmd = Command::AllocateProducerIds { broker: node_id };
         match cluster.propose(cmd).await {
             Ok(Outcome::ProducerIds { start, len }) => {
                 tracing::info!(

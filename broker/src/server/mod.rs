@@ -226,7 +226,11 @@ impl Server {
         // Before the shards accept connections, so that no request is ever answered as a single
         // node; the entries it applies wait in the shards' inboxes until the shards run.
         let advertised = (infos[0].advertised_host.clone(), infos[0].advertised_port);
-        match crate::cluster::start(ctx.clone(), advertised) {
+        // The coordinators follow their internal partitions' leadership.
+        let followers: Vec<crate::cluster::Follower> = vec![Box::new(|ctx| {
+            Box::pin(crate::coordinator::leadership::start_on_shards(ctx))
+        })];
+        match crate::cluster::start(ctx.clone(), advertised, followers) {
             Ok(Some(cluster)) => {
                 let _ = ctx.cluster.set(cluster);
             }

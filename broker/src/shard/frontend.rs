@@ -559,7 +559,11 @@ pub async fn write_txn_marker(
     partition: i32,
     marker: TxnMarker,
 ) -> Result<i64 /* marker offset */, FrontendError> {
-    if crate::cluster::led_elsewhere(ctx, topic, partition) {
+    if ctx
+        .cluster
+        .get()
+        .is_some_and(|c| !c.leads(topic, partition))
+    {
         // Only the leader writes a replicated log; the coordinator sends it there.
         return Err(PartitionError::NotLeader.into());
     }
@@ -604,7 +608,11 @@ pub async fn begin_txn_on_partition(
     producer_id: i64,
     producer_epoch: i16,
 ) -> Result<(), FrontendError> {
-    if crate::cluster::led_elsewhere(ctx, topic, partition) {
+    if ctx
+        .cluster
+        .get()
+        .is_some_and(|c| !c.leads(topic, partition))
+    {
         // Its leader verifies the producer's first batch with the coordinator instead
         // (`coordinator::txn::remote::verify`).
         return Ok(());

@@ -264,10 +264,9 @@ impl TxnShard {
         if timeout_ms <= 0 || timeout_ms > max {
             return Err(TxnError::InvalidTransactionTimeout(timeout_ms));
         }
-        shard
-            .ctx
-            .producer_ids
-            .ready(&shard.ctx)
+        let ctx = &shard.ctx;
+        ctx.producer_ids
+            .ready(ctx.cluster.get().map(|c| c.as_ref()), ctx.config.node_id)
             .await
             .map_err(|e| TxnError::ProducerIds(e.to_string()))?;
         let now = crate::now_ms();
