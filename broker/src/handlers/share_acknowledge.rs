@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 
 use futures::future::join_all;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::share_acknowledge_response::{
     LeaderIdAndEpoch, PartitionData, ShareAcknowledgeTopicResponse,
 };
@@ -13,7 +12,7 @@ use kafka_protocol::messages::{ShareAcknowledgeRequest, ShareAcknowledgeResponse
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::share_common::{enabled, share_code};
+use super::share_common::{admit_member, share_code};
 use super::RequestContext;
 use crate::coordinator::share::records::StateKey;
 use crate::coordinator::share::session::{SessionStep, ShareSessions};
@@ -33,28 +32,10 @@ pub async fn handle(
             .with_error_code(code)
             .with_error_message(Some(StrBytes::from_string(msg)))
     };
-    if !enabled(ctx) {
-        return fail(
-            ResponseError::UnsupportedVersion.code(),
-            "share groups are disabled".into(),
-        );
-    }
-    let (Some(group_id), Some(member_id)) = (req.group_id.as_ref(), req.member_id.as_ref()) else {
-        return fail(
-            ResponseError::InvalidRequest.code(),
-            "GroupId and MemberId are required".into(),
-        );
+    let (group, member) = match admit_member(ctx, req.group_id.as_deref(), req.member_id.as_ref()) {
+        Ok(ids) => ids,
+        Err((code, message)) => return fail(code, message),
     };
-    if !ctx
-        .access()
-        .allows(Operation::Read, ResourceType::Group, group_id)
-    {
-        return fail(
-            ResponseError::GroupAuthorizationFailed.code(),
-            String::new(),
-        );
-    }
-    let (group, member) = (group_id.to_string(), member_id.to_string());
     let sessions = ShareSessions::here();
     // Epoch 0 cannot acknowledge (there is no session yet); -1 closes the session.
     let releases: Vec<(Uuid, i32)> = match req.share_session_epoch {

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::share_fetch_response::{
     AcquiredRecords, LeaderIdAndEpoch, PartitionData, ShareFetchableTopicResponse,
 };
@@ -18,7 +17,7 @@ use kafka_protocol::messages::{ShareFetchRequest, ShareFetchResponse};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::share_common::{enabled, share_code};
+use super::share_common::{admit_member, share_code};
 use super::RequestContext;
 use crate::coordinator::share::records::StateKey;
 use crate::coordinator::share::session::{SessionStep, ShareSessions};
@@ -38,34 +37,10 @@ pub async fn handle(ctx: &RequestContext, req: ShareFetchRequest) -> ShareFetchR
             .with_error_code(code)
             .with_error_message(Some(StrBytes::from_string(msg)))
     };
-    if !enabled(ctx) {
-        return fail(
-            ResponseError::UnsupportedVersion.code(),
-            "share groups are disabled".into(),
-        );
-    }
-    let (Some(group_id), Some(member_id)) = (req.group_id.as_ref(), req.member_id.as_ref()) else {
-        return fail(
-            ResponseError::InvalidRequest.code(),
-            "GroupId and MemberId are required".into(),
-        );
+    let (group, member) = match admit_member(ctx, req.group_id.as_deref(), req.member_id.as_ref()) {
+        Ok(ids) => ids,
+        Err((code, message)) => return fail(code, message),
     };
-    if group_id.is_empty() || member_id.is_empty() {
-        return fail(
-            ResponseError::InvalidRequest.code(),
-            "GroupId and MemberId are required".into(),
-        );
-    }
-    if !ctx
-        .access()
-        .allows(Operation::Read, ResourceType::Group, group_id)
-    {
-        return fail(
-            ResponseError::GroupAuthorizationFailed.code(),
-            String::new(),
-        );
-    }
-    let (group, member) = (group_id.to_string(), member_id.to_string());
     let mut acks: Acks = BTreeMap::new();
     let mut added = Vec::new();
     for t in &req.topics {
