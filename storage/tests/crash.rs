@@ -108,7 +108,15 @@ fn given_child_killed_at_random_moments_when_reopening_then_every_acked_batch_is
                 })
                 .collect::<Vec<(u64, i64)>>()
         });
-        std::thread::sleep(Duration::from_millis(5 + rng.next() % 120));
+        // Until some batch has been acknowledged, each cycle waits longer before the kill: on a
+        // loaded machine the child may not reach its first ack within 125 ms, and a run with
+        // nothing acked would check nothing (the assertion below).
+        let patience = if acked.is_empty() {
+            cycles as u64 * 100
+        } else {
+            0
+        };
+        std::thread::sleep(Duration::from_millis(5 + rng.next() % 120 + patience));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let got = reader.join().unwrap();
