@@ -34,9 +34,12 @@ def test_features_describe_lists_metadata_and_group_version(broker):
     for name, want in COMMON.items():
         assert {k: got[name][k] for k in want} == want, name
         assert int(got[name]["Epoch"]) >= 0
+    # Share groups (KIP-932): Strom serves share.version 1 (ShareFetch v1, FINDINGS.md #21);
+    # a fresh Kafka 4.4 finalizes 2.
+    assert got["share.version"]["FinalizedVersionLevel"] == ("1" if broker.name == "strom" else "2")
     if broker.name == "strom":
-        # TV0, no share/streams groups, no KRaft, no replication: not advertised.
-        assert set(got) == set(COMMON)
+        # TV0, no streams groups, no KRaft: not advertised.
+        assert set(got) == set(COMMON) | {"share.version"}
     else:
         assert set(COMMON) < set(got)
 
@@ -130,4 +133,4 @@ def test_broker_api_versions_lists_the_new_apis_at_kafkas_versions(broker):
         assert got.get(api) == want, (api, got.get(api))
     # Strom's count is FINDINGS.md #7's (its api_table!); Kafka 4.4 advertises 77 (telemetry off).
     served = [api for api, v in got.items() if v != "UNSUPPORTED"]
-    assert len(served) == (50 if broker.name == "strom" else 77), served
+    assert len(served) == (55 if broker.name == "strom" else 77), served
