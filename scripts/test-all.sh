@@ -77,6 +77,29 @@ phase() {
     summary+=("$(printf '%-12s %5ds' "$name" "$took")")
 }
 
+# bg_start NAME LABEL CMD...: runs CMD in the background with its output in a temp file, and
+# sets ${NAME}_pid and ${NAME}_log. bg_wait NAME waits for it, prints its output whole (and
+# LABEL with its exit code and time) and returns its exit code.
+bg_start() {
+    local name="$1" label="$2" log start=$SECONDS
+    shift 2
+    log="$(mktemp -t "strom-$name.XXXXXX")"
+    ("$@" >"$log" 2>&1; rc=$?; echo "($label: exit $rc after $((SECONDS - start))s)" >>"$log"; exit $rc) &
+    printf -v "${name}_pid" '%s' "$!"
+    printf -v "${name}_log" '%s' "$log"
+}
+
+bg_wait() {
+    local name="$1" rc=0 pid log
+    pid="${name}_pid"
+    log="${name}_log"
+    wait "${!pid}" || rc=$?
+    cat "${!log}"
+    rm -f "${!log}"
+    printf -v "${name}_pid" '%s' ""
+    return "$rc"
+}
+
 # ---------------------------------------------------------------- setup
 
 apt_install_missing() {
@@ -244,20 +267,14 @@ clients_build() {
 
 clients_build_start() {
     [[ "${STROM_COMPAT_CLIENTS:-}" == none ]] && return 0
-    clients_log="$(mktemp -t strom-clients-build.XXXXXX)"
-    local start=$SECONDS
-    (clients_build >"$clients_log" 2>&1; rc=$?; echo "(background client builds: exit $rc after $((SECONDS - start))s)" >>"$clients_log"; exit $rc) &
-    clients_pid=$!
+    bg_start clients "background client builds" clients_build
 }
 
 clients() {
     local rc=0
     if [[ -n "${clients_pid:-}" ]]; then
-        wait "$clients_pid" || rc=$?
-        printf '==> the client builds run in the background since the connectors phase:\n'
-        cat "$clients_log"
-        rm -f "$clients_log"
-        clients_pid=""
+        printf '==> the client builds, run in the background beside the connector and compat tests:\n'
+        bg_wait clients || rc=$?
         # A failed background build is built again below, where its error shows in place.
         [[ $rc -eq 0 ]] || echo "(background client builds failed (exit $rc): building again)"
         [[ $rc -eq 0 ]] || clients_deps
@@ -266,8 +283,6 @@ clients() {
     fi
     timeout --kill-after=30 2400 bash compat-tests/run-clients.sh
 }
-
-# ---------------------------------------------------------------- run
 
 # ---------------------------------------------------------------- connectors
 
@@ -284,19 +299,7 @@ connectors_tests() {
 # so they run beside it (they were 8 of CI's 55 minutes run alone); their output is printed
 # after the compat phase, whole, and the `connectors` phase is the wait that is left.
 connectors_start() {
-    connectors_log="$(mktemp -t strom-connectors.XXXXXX)"
-    local start=$SECONDS
-    (connectors_tests >"$connectors_log" 2>&1; rc=$?; echo "(connector tests, beside the compat phase: exit $rc after $((SECONDS - start))s)" >>"$connectors_log"; exit $rc) &
-    connectors_pid=$!
-}
-
-connectors_wait() {
-    local rc=0
-    wait "$connectors_pid" || rc=$?
-    connectors_pid=""
-    cat "$connectors_log"
-    rm -f "$connectors_log"
-    return "$rc"
+    bg_start connectors "connector tests, beside the compat phase" connectors_tests
 }
 
 # ---------------------------------------------------------------- run
@@ -322,7 +325,7 @@ fi
 clients_build_start
 [[ "${STROM_SKIP_CARGO:-}" == 1 ]] || connectors_start
 phase compat compat
-[[ -z "${connectors_pid:-}" ]] || phase connectors connectors_wait
+[[ -z "${connectors_pid:-}" ]] || phase connectors bg_wait connectors
 [[ "${STROM_COMPAT_CLIENTS:-}" == none ]] || phase clients clients
 print_summary
 echo "all phases passed"
