@@ -272,3 +272,33 @@ pub async fn ensure_topic(
         }
     }
 }
+
+/// The internal-topic partitions a coordinator has loaded on this shard, with the leader
+/// epoch each was loaded at (`None`: single node): the bookkeeping the group and transaction
+/// coordinators share (`coordinator::leadership` loads and unloads through it).
+#[derive(Debug, Default)]
+pub struct LoadedPartitions(std::cell::RefCell<std::collections::HashMap<i32, Option<i32>>>);
+
+impl LoadedPartitions {
+    /// Loaded at exactly `epoch` (another epoch means it may have been led elsewhere since).
+    pub fn is_loaded_at(&self, p: i32, epoch: Option<i32>) -> bool {
+        self.0.borrow().get(&p) == Some(&epoch)
+    }
+
+    pub fn insert(&self, p: i32, epoch: Option<i32>) {
+        self.0.borrow_mut().insert(p, epoch);
+    }
+
+    /// Forgets `p`; true when it was loaded.
+    pub fn remove(&self, p: i32) -> bool {
+        self.0.borrow_mut().remove(&p).is_some()
+    }
+
+    pub fn list(&self) -> Vec<(i32, Option<i32>)> {
+        self.0.borrow().iter().map(|(p, e)| (*p, *e)).collect()
+    }
+
+    pub fn clear(&self) {
+        self.0.borrow_mut().clear();
+    }
+}

@@ -27,7 +27,7 @@ pub struct TxnShard {
     shard: Weak<ShardState>,
     pub txns: RefCell<HashMap<String, TxnEntry>>,
     /// Loaded partitions, with the leader epoch they were loaded at (`None`: single node).
-    loaded: RefCell<HashMap<i32, Option<i32>>>,
+    loaded: crate::coordinator::log::LoadedPartitions,
 }
 
 thread_local! {
@@ -55,7 +55,7 @@ impl TxnShard {
             let txns = Rc::new(TxnShard {
                 shard: Rc::downgrade(state),
                 txns: RefCell::new(HashMap::new()),
-                loaded: RefCell::new(HashMap::new()),
+                loaded: Default::default(),
             });
             let config = &state.ctx.config;
             let every = |ms: i64| Duration::from_millis(ms.max(1) as u64);
@@ -99,7 +99,7 @@ impl TxnShard {
     /// Tests: drop what was loaded, as a restarted shard starts.
     #[cfg(test)]
     pub fn forget_loaded(&self) {
-        self.loaded.borrow_mut().clear();
+        self.loaded.clear();
         self.txns.borrow_mut().clear();
     }
 
@@ -130,14 +130,14 @@ impl TxnShard {
 
     /// The partitions loaded here, with their epochs.
     pub fn loaded_partitions(&self) -> Vec<(i32, Option<i32>)> {
-        self.loaded.borrow().iter().map(|(p, e)| (*p, *e)).collect()
+        self.loaded.list()
     }
 
     /// Forgets the transactional ids of partition `p` (this node stopped leading it).
     /// Completions in flight for them fail at their next append: the partition is no
     /// longer led here, and the new coordinator completes them from the log.
     pub fn unload(&self, p: i32) {
-        if self.loaded.borrow_mut().remove(&p).is_none() {
+        if !self.loaded.remove(p) {
             return;
         }
         let n = self.partition_count();
@@ -148,10 +148,8 @@ impl TxnShard {
 
     /// `ensure_loaded` at leader epoch `epoch`: loaded at another epoch, it is loaded again.
     pub fn ensure_loaded_at(self: &Rc<Self>, p: i32, epoch: Option<i32>) -> Result<(), TxnError> {
-        match self.loaded.borrow().get(&p) {
-            Some(e) if *e == epoch => return Ok(()),
-            None => {}
-            Some(_) => {}
+        if self.loaded.is_loaded_at(p, epoch) {
+            return Ok(());
         }
         self.unload(p);
         let shard = self.shard()?;
@@ -192,7 +190,7 @@ impl TxnShard {
             resumed = resume.len(),
             "loaded transaction coordinator partition"
         );
-        self.loaded.borrow_mut().insert(p, epoch);
+        self.loaded.insert(p, epoch);
         for id in resume {
             self.spawn_completion(id);
         }

@@ -15,14 +15,14 @@ impl GroupShard {
 
     /// The partitions loaded here, with their epochs.
     pub fn loaded_partitions(&self) -> Vec<(i32, Option<i32>)> {
-        self.loaded.borrow().iter().map(|(p, e)| (*p, *e)).collect()
+        self.loaded.list()
     }
 
     /// Forgets the groups of partition `p` (this node stopped leading it): their members'
     /// next requests get NOT_COORDINATOR and go to the new coordinator, which has them from
     /// the replicated log.
     pub fn unload(&self, p: i32) {
-        if self.loaded.borrow_mut().remove(&p).is_none() {
+        if !self.loaded.remove(p) {
             return;
         }
         let n = self.partition_count();
@@ -37,10 +37,8 @@ impl GroupShard {
     /// `ensure_loaded` at leader epoch `epoch`: loaded at another epoch, it is loaded again
     /// (it may have been led elsewhere meanwhile).
     pub fn ensure_loaded_at(&self, p: i32, epoch: Option<i32>) -> Result<(), GroupError> {
-        match self.loaded.borrow().get(&p) {
-            Some(e) if *e == epoch => return Ok(()),
-            None => {}
-            Some(_) => {}
+        if self.loaded.is_loaded_at(p, epoch) {
+            return Ok(());
         }
         self.unload(p);
         let shard = self.shard()?;
@@ -100,7 +98,7 @@ impl GroupShard {
             records = applied,
             "loaded group coordinator partition"
         );
-        self.loaded.borrow_mut().insert(p, epoch);
+        self.loaded.insert(p, epoch);
         Ok(())
     }
 

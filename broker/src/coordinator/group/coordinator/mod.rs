@@ -27,7 +27,7 @@ pub struct GroupShard {
     shard: Weak<ShardState>,
     pub groups: RefCell<HashMap<String, Group>>,
     /// Loaded partitions, with the leader epoch they were loaded at (`None`: single node).
-    loaded: RefCell<HashMap<i32, Option<i32>>>,
+    loaded: crate::coordinator::log::LoadedPartitions,
     pub cfg: GroupConfig,
     pub consumer_cfg: ConsumerConfig,
     /// TxnOffsetCommit offsets by producer id, written to the log inside the producer's
@@ -75,7 +75,7 @@ impl GroupShard {
             let groups = Rc::new(GroupShard {
                 shard: Rc::downgrade(state),
                 groups: RefCell::new(HashMap::new()),
-                loaded: RefCell::new(HashMap::new()),
+                loaded: Default::default(),
                 pending_txn: RefCell::new(HashMap::new()),
                 cfg: GroupConfig::from_broker(&state.ctx.config),
                 consumer_cfg: ConsumerConfig {
@@ -132,7 +132,7 @@ impl GroupShard {
     /// Tests: drop what was loaded, as a restarted shard starts.
     #[cfg(test)]
     pub fn forget_loaded(&self) {
-        self.loaded.borrow_mut().clear();
+        self.loaded.clear();
         self.pending_txn.borrow_mut().clear();
     }
 
