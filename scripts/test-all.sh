@@ -129,33 +129,31 @@ apt_install_missing() {
     apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 }
 
-python_venv() {
-    local want have=""
-    want="$(sha256sum "$reqs" | cut -d' ' -f1)"
-    [[ -f "$venv/.requirements.sha256" ]] && have="$(cat "$venv/.requirements.sha256")"
-    if [[ "$want" == "$have" && -x "$venv/bin/pytest" ]]; then
-        echo "venv up to date ($venv)"
+# pinned_venv DIR REQS BIN...: a Python venv in DIR with REQS installed, rebuilt only when
+# REQS changed (its hash is kept in the venv) or one of the venv's BINs is missing.
+pinned_venv() {
+    local dir="$1" reqs_file="$2" want have="" bin ok=1
+    shift 2
+    want="$(sha256sum "$reqs_file" | cut -d' ' -f1)"
+    [[ -f "$dir/.requirements.sha256" ]] && have="$(cat "$dir/.requirements.sha256")"
+    for bin in "$@"; do [[ -x "$dir/bin/$bin" ]] || ok=0; done
+    if [[ "$want" == "$have" && $ok -eq 1 ]]; then
+        echo "venv up to date ($dir)"
         return 0
     fi
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check -r "$reqs"
-    echo "$want" >"$venv/.requirements.sha256"
+    rm -rf "$dir"
+    python3 -m venv "$dir"
+    "$dir/bin/pip" install -q --disable-pip-version-check -r "$reqs_file"
+    echo "$want" >"$dir/.requirements.sha256"
+}
+
+python_venv() {
+    pinned_venv "$venv" "$reqs" pytest
 }
 
 # The vector-database servers the connectors' end-to-end tests start, in their own venv.
 vector_venv() {
-    local want have=""
-    want="$(sha256sum "$vector_reqs" | cut -d' ' -f1)"
-    [[ -f "$vector_venv/.requirements.sha256" ]] && have="$(cat "$vector_venv/.requirements.sha256")"
-    if [[ "$want" == "$have" && -x "$vector_venv/bin/chroma" && -x "$vector_venv/bin/milvus-lite" ]]; then
-        echo "vector venv up to date ($vector_venv)"
-    else
-        rm -rf "$vector_venv"
-        python3 -m venv "$vector_venv"
-        "$vector_venv/bin/pip" install -q --disable-pip-version-check -r "$vector_reqs"
-        echo "$want" >"$vector_venv/.requirements.sha256"
-    fi
+    pinned_venv "$vector_venv" "$vector_reqs" chroma milvus-lite
     # PostgreSQL refuses to run as root: the tests run it as `postgres`.
     if [[ $(id -u) -eq 0 ]] && ! id postgres >/dev/null 2>&1; then
         useradd --system --no-create-home --shell /usr/sbin/nologin postgres
@@ -164,17 +162,7 @@ vector_venv() {
 
 # The S3-protocol server of the tiered-storage tests (moto's server mode), in its own venv.
 moto_venv() {
-    local want have=""
-    want="$(sha256sum "$moto_reqs" | cut -d' ' -f1)"
-    [[ -f "$moto_venv/.requirements.sha256" ]] && have="$(cat "$moto_venv/.requirements.sha256")"
-    if [[ "$want" == "$have" && -x "$moto_venv/bin/moto_server" ]]; then
-        echo "moto venv up to date ($moto_venv)"
-        return
-    fi
-    rm -rf "$moto_venv"
-    python3 -m venv "$moto_venv"
-    "$moto_venv/bin/pip" install -q --disable-pip-version-check -r "$moto_reqs"
-    echo "$want" >"$moto_venv/.requirements.sha256"
+    pinned_venv "$moto_venv" "$moto_reqs" moto_server
 }
 
 setup() {
