@@ -39,7 +39,7 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use prometheus::{Gauge, IntCounterVec, Opts, Registry};
+use prometheus::{Gauge, IntCounter, IntCounterVec, Opts, Registry};
 
 pub use crate::config::ai_flow::Lane;
 
@@ -176,13 +176,14 @@ pub struct Admission {
 }
 
 struct GateMetrics {
-    probes: prometheus::IntCounter,
+    probes: IntCounter,
     threshold_ms: Gauge,
     latency_ms: Gauge,
     saturated: Gauge,
-    requests: IntCounterVec,
-    throttled: IntCounterVec,
-    throttle_ms: IntCounterVec,
+    /// Per lane (`Lane::index`), resolved once: no label lookup per request.
+    requests: [IntCounter; 4],
+    throttled: [IntCounter; 4],
+    throttle_ms: [IntCounter; 4],
 }
 
 impl GateMetrics {
@@ -195,9 +196,9 @@ impl GateMetrics {
         let counter = |name: &str, help: &str| {
             let c = IntCounterVec::new(Opts::new(name, help), &["lane"]).expect("valid metric");
             r.register(Box::new(c.clone())).expect("unique metric");
-            c
+            Lane::ALL.map(|l| c.with_label_values(&[l.name()]))
         };
-        let probes = prometheus::IntCounter::new(
+        let probes = IntCounter::new(
             "strom_priority_probes_total",
             "Probes of the uncontended latency (lower lanes held back briefly while lanes compete).",
         )
@@ -275,10 +276,7 @@ impl PriorityGate {
     /// Admits a Produce or Fetch request of `lane`. `inflight_used` is the share of the
     /// shard's in-flight byte budget taken (0..=1).
     pub fn admit(&self, lane: Lane, inflight_used: f64, now: Instant) -> Admission {
-        self.metrics
-            .requests
-            .with_label_values(&[lane.name()])
-            .inc();
+        self.metrics.requests[lane.index()].inc();
         let mut m = self.model.borrow_mut();
         m.last_seen[lane.index()] = Some(now);
         if m.probe.is_some_and(|(_, end)| now >= end) {
@@ -322,14 +320,8 @@ impl PriorityGate {
         drop(m);
         let ms = ms.min(self.cfg.max_throttle_ms).ceil() as i64;
         if ms > 0 {
-            self.metrics
-                .throttled
-                .with_label_values(&[lane.name()])
-                .inc();
-            self.metrics
-                .throttle_ms
-                .with_label_values(&[lane.name()])
-                .inc_by(ms as u64);
+            self.metrics.throttled[lane.index()].inc();
+            self.metrics.throttle_ms[lane.index()].inc_by(ms as u64);
         }
         Admission {
             throttle_ms: ms,
