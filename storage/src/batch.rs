@@ -26,7 +26,7 @@ pub const HEADER_SIZE: usize = 61;
 /// `base_offset` + `batch_length`: the part not counted by `batch_length`.
 pub const LOG_OVERHEAD: usize = 12;
 const CRC_START: usize = 21;
-const MAGIC_V2: i8 = 2;
+pub(crate) const MAGIC_V2: i8 = 2;
 
 const ATTR_COMPRESSION_MASK: i16 = 0x7;
 const ATTR_TIMESTAMP_TYPE: i16 = 0x8;

@@ -1,10 +1,11 @@
 //! Tiered storage's storage half (docs/tiered-storage.md): object keys and tenant isolation
 //! (`keys.rs`), the per-partition remote log metadata and its state machine (`manifest.rs`),
 //! the object store backends (`store.rs`), and the transfers of one segment's objects
-//! (`transfer.rs`). What to copy when, and serving Kafka requests from it, is the broker's.
+//! (`transfer.rs`), and reads of remote segments for fetches with their cache (`read.rs`). What to copy when, and serving Kafka requests from it, is the broker's.
 
 pub mod keys;
 pub mod manifest;
+pub mod read;
 pub mod store;
 pub mod transfer;
 
