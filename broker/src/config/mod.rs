@@ -222,6 +222,12 @@ pub struct BrokerConfig {
     /// Kafka `remote.log.manager.copier.thread.pool.size`: segment copies in flight across
     /// the broker. Default 2 (Kafka: 10), 1..=64.
     pub remote_log_manager_copier_thread_pool_size: usize,
+    /// Kafka `remote.log.reader.threads`: GETs of remote segment data in flight across the
+    /// broker (fetches below the local log start). Default 5 (Kafka: 10), 1..=64.
+    pub remote_log_reader_threads: usize,
+    /// Bytes of remote index objects and `.log` chunks kept in memory for fetches (least
+    /// recently used out first). Default 64 MiB, >= 1 MiB.
+    pub remote_fetch_cache_bytes: u64,
     /// Kafka `log.cleaner.backoff.ms`: how long each shard's cleaner sleeps when no log
     /// needs cleaning. Default 15000.
     pub log_cleaner_backoff_ms: i64,
@@ -387,6 +393,8 @@ impl Default for BrokerConfig {
             remote_storage_s3_region: "us-east-1".into(),
             remote_log_manager_task_interval_ms: 30_000,
             remote_log_manager_copier_thread_pool_size: 2,
+            remote_log_reader_threads: 5,
+            remote_fetch_cache_bytes: 64 << 20,
             log_cleaner_backoff_ms: 15_000,
             log_cleaner_io_max_bytes_per_second: f64::MAX,
             log_cleaner_dedupe_buffer_size: 128 * 1024 * 1024,
@@ -737,6 +745,15 @@ impl BrokerConfig {
                 "remote_log_manager_copier_thread_pool_size",
                 "must be between 1 and 64".into(),
             ));
+        }
+        if !(1..=64).contains(&self.remote_log_reader_threads) {
+            return Err(bad(
+                "remote_log_reader_threads",
+                "must be between 1 and 64".into(),
+            ));
+        }
+        if self.remote_fetch_cache_bytes < 1 << 20 {
+            return Err(bad("remote_fetch_cache_bytes", "must be >= 1048576".into()));
         }
         if self.log_segment_bytes < 14 {
             return Err(bad("log_segment_bytes", "must be >= 14".into()));

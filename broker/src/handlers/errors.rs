@@ -96,6 +96,10 @@ pub fn frontend_code(e: &FrontendError) -> i16 {
         FrontendError::Storage(s) => storage_code(s),
         FrontendError::Partition(p) => partition_code(p),
         FrontendError::Remote(..) => ResponseError::NotLeaderOrFollower.code(),
+        // Kafka answers a failed remote read with Errors.forException(e): a
+        // RemoteStorageException is no ApiException, so UNKNOWN_SERVER_ERROR, which
+        // consumers treat as transient for fetches.
+        FrontendError::RemoteStorage(_) => ResponseError::UnknownServerError.code(),
     }
 }
 

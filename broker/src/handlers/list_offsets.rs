@@ -45,9 +45,16 @@ async fn lookup(
                 },
             ))
         }
-        EARLIEST | EARLIEST_LOCAL => Ok((
+        EARLIEST => Ok((
             -1,
             frontend::offsets(broker, topic, partition).await?.log_start,
+        )),
+        // KIP-1005: the first offset on local disk (the log start without tiered storage).
+        EARLIEST_LOCAL => Ok((
+            -1,
+            frontend::offsets(broker, topic, partition)
+                .await?
+                .local_log_start,
         )),
         LATEST_TIERED | EARLIEST_PENDING_UPLOAD => {
             // No tiered storage: nothing is tiered or waiting to be, so Kafka answers

@@ -37,6 +37,9 @@ pub enum FrontendError {
     /// A step through the partition's leader on another node failed (retriable).
     #[error("partition {0}-{1} through its leader: {2}")]
     Remote(String, i32, String),
+    /// Reading tiered data from the object store failed (Kafka's RemoteStorageException).
+    #[error("remote storage: {0}")]
+    RemoteStorage(String),
 }
 
 /// Runs `f` on shard `shard` and returns its result. `f` is `Send` (it crosses threads); the
@@ -297,6 +300,9 @@ pub struct FetchRead {
     pub outcome: Result<FetchOutcome, FrontendError>,
     pub offsets: Option<PartitionOffsets>,
     pub watch: Option<watch::Receiver<i64>>,
+    /// Below the local log start, in the object store: the outcome's data is empty and the
+    /// fetch handler reads this off the shard (`tiered::fetch`).
+    pub remote: Option<crate::tiered::RemoteFetch>,
 }
 
 /// Reads several partitions homed on shard `shard` with one message (a fetch sends one per
@@ -327,9 +333,10 @@ pub async fn fetch_many(
                         Err(e) => Err(FrontendError::from(e)),
                     };
                     FetchRead {
-                        offsets: Some(offsets_of(&p)),
+                        offsets: Some(offsets_of(&state, &p)),
                         outcome,
                         watch,
+                        remote: None,
                     }
                 }
                 Ok(p) => {
@@ -339,22 +346,49 @@ pub async fn fetch_many(
                     } else {
                         p.watch_high_watermark()
                     });
-                    let outcome = p
-                        .read(r.offset, r.max_bytes, read_committed)
-                        .map_err(FrontendError::from);
+                    let offsets = offsets_of(&state, &p);
+                    let remote = crate::tiered::remote_of(&state, &p).and_then(|rp| {
+                        let local = offsets.local_log_start;
+                        crate::tiered::fetch::route(
+                            &rp,
+                            local,
+                            r.offset,
+                            r.max_bytes,
+                            read_committed,
+                        )
+                    });
+                    let outcome = if remote.is_some() {
+                        Ok(FetchOutcome {
+                            data: Default::default(),
+                            high_watermark: offsets.high_watermark,
+                            last_stable_offset: offsets.last_stable,
+                            log_start_offset: offsets.log_start,
+                            aborted: None,
+                            expired: 0,
+                        })
+                    } else {
+                        p.read(r.offset, r.max_bytes, read_committed)
+                            .map(|mut o| {
+                                o.log_start_offset = offsets.log_start;
+                                o
+                            })
+                            .map_err(FrontendError::from)
+                    };
                     if let Ok(o) = &outcome {
                         state.metrics.flow.count_expired(&r.topic, o.expired);
                     }
                     FetchRead {
-                        offsets: Some(offsets_of(&p)),
+                        offsets: Some(offsets),
                         outcome,
                         watch,
+                        remote,
                     }
                 }
                 Err(e) => FetchRead {
                     outcome: Err(e),
                     offsets: None,
                     watch: None,
+                    remote: None,
                 },
             })
             .collect::<Vec<_>>()
@@ -367,14 +401,18 @@ pub async fn fetch_many(
                 outcome: Err(FrontendError::ShardGone(shard)),
                 offsets: None,
                 watch: None,
+                remote: None,
             })
             .collect(),
     }
 }
 
-fn offsets_of(p: &Partition) -> PartitionOffsets {
+fn offsets_of(state: &ShardState, p: &Partition) -> PartitionOffsets {
+    let local = p.log.log_start_offset();
+    let remote = crate::tiered::remote_of(state, p);
     PartitionOffsets {
-        log_start: p.log.log_start_offset(),
+        log_start: crate::tiered::fetch::log_start(remote.as_deref(), local),
+        local_log_start: local,
         high_watermark: p.high_watermark(),
         last_stable: p.last_stable_offset(),
         size_bytes: p.log.size_bytes(),
@@ -384,7 +422,10 @@ fn offsets_of(p: &Partition) -> PartitionOffsets {
 /// Offsets of one partition for ListOffsets and Metadata-like answers.
 #[derive(Debug, Clone, Copy)]
 pub struct PartitionOffsets {
+    /// With tiered storage, the remote log start when remote segments are older.
     pub log_start: i64,
+    /// The first offset on local disk (ListOffsets EARLIEST_LOCAL, KIP-1005).
+    pub local_log_start: i64,
     pub high_watermark: i64,
     pub last_stable: i64,
     pub size_bytes: u64,
@@ -397,7 +438,10 @@ pub async fn offsets(
 ) -> Result<PartitionOffsets, FrontendError> {
     let shard = home(ctx, &topic, partition);
     invoke_on(ctx, shard, move |state| async move {
-        Ok(offsets_of(find(&state, &topic, partition)?.as_ref()))
+        Ok(offsets_of(
+            &state,
+            find(&state, &topic, partition)?.as_ref(),
+        ))
     })
     .await?
 }

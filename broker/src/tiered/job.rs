@@ -40,7 +40,7 @@ pub fn remote_log_pass(state: &Rc<ShardState>, now_ms: i64) {
 }
 
 /// The partition's remote state, opened (and its orphans cleaned) on first use.
-fn remote_partition(
+pub(super) fn remote_partition(
     state: &ShardState,
     manager: &Arc<RemoteLogManager>,
     p: &Partition,

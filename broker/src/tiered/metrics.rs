@@ -21,6 +21,7 @@ pub struct RemoteMetrics {
     pub fetch_seconds: Histogram,
     pub fetch_cache_hits: IntCounter,
     pub fetch_cache_misses: IntCounter,
+    pub fetch_errors: IntCounter,
 }
 
 impl Default for RemoteMetrics {
@@ -50,7 +51,7 @@ impl RemoteMetrics {
         let fetch_seconds = Histogram::with_opts(
             HistogramOpts::new(
                 "strom_remote_fetch_seconds",
-                "time to read a chunk of a remote segment from the object store",
+                "time to serve one partition of a fetch from the object store (cache included)",
             )
             .buckets(REMOTE_BUCKETS.to_vec()),
         )
@@ -94,6 +95,10 @@ impl RemoteMetrics {
             fetch_cache_misses: counter(
                 "strom_remote_fetch_cache_misses_total",
                 "remote reads that went to the object store",
+            ),
+            fetch_errors: counter(
+                "strom_remote_fetch_errors_total",
+                "remote reads that failed (Kafka's RemoteFetchErrorsPerSec)",
             ),
             fetch_seconds,
             registry,

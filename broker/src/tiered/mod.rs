@@ -2,8 +2,9 @@
 //! object store client and its own runtime (`strom-remote` threads), and one
 //! [`RemotePartition`] per remote-enabled partition with its durable manifest. Shards decide
 //! (`job.rs`, a housekeeping pass between requests); the remote runtime does the I/O
-//! (`partition.rs`). Built only when `remote.log.storage.system.enable` is on.
+//! (`partition.rs`), including the reads of fetches below the local log start (`fetch.rs`). Built only when `remote.log.storage.system.enable` is on.
 
+pub mod fetch;
 mod job;
 mod metrics;
 mod partition;
@@ -14,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use storage::remote::store::StoreConfig;
 use storage::remote::ObjectStore;
 
+pub use fetch::{remote_of, RemoteFetch};
 pub use job::remote_log_pass;
 pub use metrics::RemoteMetrics;
 pub use partition::RemotePartition;
@@ -40,6 +42,8 @@ pub struct RemoteLogManager {
     copy_slots: Arc<tokio::sync::Semaphore>,
     partitions: Mutex<HashMap<PartitionKey, Arc<RemotePartition>>>,
     pub metrics: Arc<RemoteMetrics>,
+    /// Fetches below the local log start: its cache and `remote.log.reader.threads`.
+    reader: Arc<storage::remote::read::RemoteReader>,
 }
 
 impl RemoteLogManager {
@@ -63,7 +67,13 @@ impl RemoteLogManager {
         };
         // The store's Display names bucket/root only; credentials never reach a log line.
         tracing::info!(backend, store = %store, "tiered storage enabled");
+        let reader = storage::remote::read::RemoteReader::new(
+            store.clone(),
+            config.remote_fetch_cache_bytes,
+            config.remote_log_reader_threads,
+        );
         Ok(Some(Arc::new(RemoteLogManager {
+            reader: Arc::new(reader),
             handle: runtime.handle().clone(),
             runtime: Mutex::new(Some(runtime)),
             store,

@@ -3,7 +3,7 @@
 //! async here runs on the remote runtime; shards only read [`RemotePartition::view`].
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use storage::remote::manifest::{Manifest, ManifestError, RemoteSegment, SegmentState};
@@ -37,6 +37,9 @@ pub struct RemotePartition {
     pub cleaning: AtomicBool,
     /// Orphans of interrupted copies were handled once since open; copies wait for it.
     pub recovered: AtomicBool,
+    /// The durable manifest's remote log start, -1 without served segments: read on every
+    /// fetch and ListOffsets of the partition, so without taking the manifest's lock.
+    remote_start: AtomicI64,
 }
 
 impl RemotePartition {
@@ -49,6 +52,7 @@ impl RemotePartition {
         metrics: Arc<RemoteMetrics>,
     ) -> Result<RemotePartition, ManifestError> {
         let manifest = Manifest::load(&dir)?;
+        let start = manifest.remote_log_start().unwrap_or(-1);
         Ok(RemotePartition {
             key,
             dir,
@@ -60,12 +64,24 @@ impl RemotePartition {
             copying: AtomicBool::new(false),
             cleaning: AtomicBool::new(false),
             recovered: AtomicBool::new(false),
+            remote_start: AtomicI64::new(start),
         })
     }
 
     /// The durable manifest, for the shard's decisions.
     pub fn view(&self) -> Manifest {
         self.durable.lock().expect("not poisoned").clone()
+    }
+
+    /// Kafka's remote log start: the first offset a served remote segment holds.
+    pub fn remote_log_start(&self) -> Option<i64> {
+        Some(self.remote_start.load(Ordering::Acquire)).filter(|&s| s >= 0)
+    }
+
+    /// The served segment holding `offset` (a fetch below the local log start).
+    pub fn serving(&self, offset: i64) -> Option<RemoteSegment> {
+        let m = self.durable.lock().expect("not poisoned");
+        m.covering(offset).cloned()
     }
 
     /// Applies `f` to a copy of the manifest, makes the result durable, then publishes it.
@@ -82,6 +98,8 @@ impl RemotePartition {
             .await
             .map_err(|e| TransferError::Task(e.to_string()))??;
         let json = next.to_json();
+        self.remote_start
+            .store(next.remote_log_start().unwrap_or(-1), Ordering::Release);
         *self.durable.lock().expect("not poisoned") = next;
         // The mirror is for rebuilding a lost disk; the local manifest is the authority, so
         // a failed mirror write only waits for the next change.

@@ -109,7 +109,8 @@ pub fn select_batches(buf: &Bytes, target: i64, max_bytes: usize, at_end: bool) 
         let next = end + h.total_size();
         if h.magic != MAGIC_V2
             || h.total_size() < HEADER_SIZE
-            || (end > start && next - start > max_bytes) {
+            || (end > start && next - start > max_bytes)
+        {
             break;
         }
         if next > buf.len() {
@@ -155,6 +156,16 @@ pub struct RemoteData {
     pub batches: Bytes,
     /// Only when asked for (read_committed).
     pub aborted: Option<Vec<AbortedTxn>>,
+    /// Objects and chunks this read found in the cache, and those it had to GET.
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+}
+
+/// Hits and misses of one read (its chunk GETs run at once, hence atomics).
+#[derive(Default)]
+struct Counts {
+    hits: AtomicU64,
+    misses: AtomicU64,
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -199,8 +210,6 @@ pub struct RemoteReader {
     store: Arc<dyn ObjectStore>,
     cache: std::sync::Mutex<ByteLru>,
     gets: tokio::sync::Semaphore,
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
 }
 
 impl RemoteReader {
@@ -214,8 +223,6 @@ impl RemoteReader {
                 bound: cache_bytes,
             }),
             gets: tokio::sync::Semaphore::new(reader_threads.max(1)),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
         }
     }
 
@@ -231,15 +238,16 @@ impl RemoteReader {
 
     async fn cached(
         &self,
+        counts: &Counts,
         key: CacheKey,
         get: impl std::future::Future<Output = Result<Bytes, TransferError>>,
     ) -> Result<Bytes, TransferError> {
         let hit = self.lock().get(&key);
         if let Some(b) = hit {
-            self.hits.fetch_add(1, Ordering::Relaxed);
+            counts.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(b);
         }
-        self.misses.fetch_add(1, Ordering::Relaxed);
+        counts.misses.fetch_add(1, Ordering::Relaxed);
         let _permit = self.gets.acquire().await.expect("never closed");
         // Only a complete object or chunk is cached: a failed GET leaves nothing behind.
         let b = get.await?;
@@ -249,6 +257,7 @@ impl RemoteReader {
 
     async fn object(
         &self,
+        counts: &Counts,
         prefix: &str,
         seg: &RemoteSegment,
         kind: FileKind,
@@ -259,6 +268,7 @@ impl RemoteReader {
             chunk: 0,
         };
         self.cached(
+            counts,
             key,
             transfer::read_object(&self.store, prefix, seg.base_offset, &seg.id, kind),
         )
@@ -268,6 +278,7 @@ impl RemoteReader {
     /// Bytes `[from, to)` of the segment's `.log`, from cached chunks.
     async fn log_bytes(
         &self,
+        counts: &Counts,
         prefix: &str,
         seg: &RemoteSegment,
         from: u64,
@@ -283,6 +294,7 @@ impl RemoteReader {
             };
             let range = chunk_range(i, size);
             self.cached(
+                counts,
                 key,
                 transfer::read_range(
                     &self.store,
@@ -318,13 +330,16 @@ impl RemoteReader {
         max_bytes: usize,
         aborted: bool,
     ) -> Result<RemoteData, RemoteReadError> {
-        let index = self.object(prefix, seg, FileKind::OffsetIndex).await?;
+        let counts = Counts::default();
+        let index = self
+            .object(&counts, prefix, seg, FileKind::OffsetIndex)
+            .await?;
         let from = index_position(&index, seg.base_offset, offset).min(seg.size_bytes);
         let mut to = from
             .saturating_add(max_bytes.max(HEADER_SIZE) as u64)
             .min(seg.size_bytes);
         let batches = loop {
-            let buf = self.log_bytes(prefix, seg, from, to).await?;
+            let buf = self.log_bytes(&counts, prefix, seg, from, to).await?;
             let at_end = to >= seg.size_bytes;
             match select_batches(&buf, offset, max_bytes, at_end) {
                 Selected::Batches(b) => break b,
@@ -344,12 +359,19 @@ impl RemoteReader {
         };
         let aborted = if aborted {
             let end = last_offset(&batches).map_or(offset, |l| l + 1);
-            let txn = self.object(prefix, seg, FileKind::TxnIndex).await?;
+            let txn = self
+                .object(&counts, prefix, seg, FileKind::TxnIndex)
+                .await?;
             Some(aborted_in(&txn, offset, end))
         } else {
             None
         };
-        Ok(RemoteData { batches, aborted })
+        Ok(RemoteData {
+            batches,
+            aborted,
+            cache_hits: counts.hits.into_inner(),
+            cache_misses: counts.misses.into_inner(),
+        })
     }
 }
 

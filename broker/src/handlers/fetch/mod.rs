@@ -28,7 +28,7 @@ use crate::fetch_session::{FetchPlan, FetchSessionCache, SessionPartition, FINAL
 use crate::metadata::catalog::TopicMeta;
 use crate::quota::QuotaKind;
 use crate::security::acl::{Operation, ResourceType};
-use crate::shard::frontend::{self, FetchRead, ReadSpec};
+use crate::shard::frontend::{self, FetchRead, FrontendError, ReadSpec};
 use crate::shard::home_shard;
 use encode::RecordChunks;
 
@@ -402,6 +402,44 @@ async fn read_concurrently(
             }
             wanted[i].read = Some(read);
         }
+    }
+    read_remote(broker, wanted, which).await;
+}
+
+/// The partitions the home shards routed to the object store, read at once on the remote
+/// runtime (`tiered::fetch`); each answers its own error, the others are not held back.
+async fn read_remote(broker: &crate::shard::BrokerContext, wanted: &mut [Wanted], which: &[usize]) {
+    let Some(manager) = broker.remote.as_ref() else {
+        return;
+    };
+    let mut idx = Vec::new();
+    let mut reads = Vec::new();
+    for &i in which {
+        if let Some(f) = wanted[i].read.as_mut().and_then(|r| r.remote.take()) {
+            idx.push(i);
+            reads.push(manager.read(f));
+        }
+    }
+    if reads.is_empty() {
+        return;
+    }
+    for (i, r) in idx.into_iter().zip(futures::future::join_all(reads).await) {
+        let Some(read) = wanted[i].read.as_mut() else {
+            continue;
+        };
+        read.outcome = match (
+            std::mem::replace(&mut read.outcome, Err(FrontendError::ShardGone(0))),
+            r,
+        ) {
+            (Ok(mut o), Ok(data)) => {
+                o.data.total_bytes = data.batches.len();
+                o.data.chunks = vec![data.batches];
+                o.aborted = data.aborted;
+                Ok(o)
+            }
+            (Ok(_), Err(e)) => Err(FrontendError::RemoteStorage(e.to_string())),
+            (Err(e), _) => Err(e),
+        };
     }
 }
 
