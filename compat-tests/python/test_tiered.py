@@ -357,7 +357,7 @@ def _list_offset(port: int, topic: str, ts: int) -> tuple[int, int]:
     # correlation id, header tags, throttle, 1 topic, its name, 1 partition.
     at = 4 + 1 + 4 + 1
     at += resp[at]  # compact string: length + 1, then the bytes
-    at += 1 + 1
+    at += 1  # the partitions array
     index, code, _ts, offset = struct.unpack(">ihqq", resp[at:at + 22])
     assert index == 0
     return code, offset
@@ -367,7 +367,7 @@ def _consume_confluent(bootstrap: str, topic: str, start: int, n: int, timeout_s
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("g"),
-                  "enable.auto.commit": False, "auto.offset.reset": "none",
+                  "enable.auto.commit": False, "auto.offset.reset": "error",
                   "fetch.message.max.bytes": 8192})
     out = []
     try:
