@@ -5,8 +5,9 @@ records produced to each by several librdkafka producer processes (acks=1: the a
 without fdatasync, so the feature's own work is not hidden behind the disk):
 
 - `plain`: no feature (the reference);
-- `dedup`: `strom.dedup.header=msg-id`, every record a new id (the worst case: every id
-  inserted, the window full and evicting at `strom.dedup.max.ids`);
+- `dedup`: `strom.dedup.header=msg-id`, a window of 1M ids (`strom.dedup.max.ids`, the
+  issue's figure), every record a new id (the worst case: every id inserted, and once the
+  window is full every insert evicts one);
 - `embed_f32`: `strom.embedding.format=f32le`, dimension 384, normalized;
 - `embed_json`: `strom.embedding.format=json` at `/embedding`, dimension 384, normalized;
 - `redact`: `strom.redact.rules=email,phone` over the value (JSON text with an e-mail address
@@ -42,7 +43,7 @@ import brokers  # noqa: E402
 DIM = 384
 MODES = {
     "plain": ("f32", {}),
-    "dedup": ("f32", {"strom.dedup.header": "msg-id"}),
+    "dedup": ("f32", {"strom.dedup.header": "msg-id", "strom.dedup.max.ids": "1000000"}),
     "embed_f32": ("f32", {"strom.embedding.format": "f32le", "strom.embedding.dimension": str(DIM),
                           "strom.embedding.normalized": "true"}),
     "plain_json": ("json", {}),
