@@ -580,7 +580,15 @@ fn assemble(
                 // Empty records, not null, as Kafka (`MemoryRecords.EMPTY`): librdkafka
                 // refuses a null record set ("invalid MessageSetSize -1") and then never
                 // sees the error, e.g. the OFFSET_OUT_OF_RANGE it would reset on.
-                out.push((with_offsets(base.with_error_code(code)), Some(Vec::new())));
+                // A failed remote read is Kafka's `createLogReadResult(e)`: the error with
+                // unknown (-1) offsets.
+                let p = base.with_error_code(code);
+                let p = if matches!(e, FrontendError::RemoteStorage(_)) {
+                    p
+                } else {
+                    with_offsets(p)
+                };
+                out.push((p, Some(Vec::new())));
             }
         }
     }
