@@ -8,6 +8,10 @@
 //!
 //! Fetch sessions (KIP-227, v7+) are kept per shard in `fetch_session`; an incremental
 //! response carries only the partitions with news.
+//!
+//! With tiered storage, a partition read below its local log start is routed by its home
+//! shard to the object store and read here on the remote runtime (`read_remote`,
+//! `tiered::fetch`); the other partitions of the fetch are answered from their own source.
 
 mod encode;
 
