@@ -7,6 +7,10 @@
 //! The crate consumes over the Kafka protocol like any client: it works against Strom or any
 //! Kafka cluster, and never links Strom's storage.
 //!
+//! A record whose headers carry a trace context (`traceparent`, `x-trace-id`) gets a
+//! `sink {collection}` span in its trace when a tracer is configured ([`trace`], shared with
+//! the broker, which parses the same headers).
+//!
 //! [`start`] runs connectors on a dedicated thread with its own tokio runtime, so when
 //! `strom serve` starts them they never run on a shard's thread.
 
