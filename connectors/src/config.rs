@@ -702,6 +702,33 @@ id = "offset"                # uuid5 of topic/partition/offset (default) | "key"
     }
 
     #[test]
+    fn given_otel_keys_when_parsed_then_kept_or_refused_by_name() {
+        assert_eq!(
+            parse(ISSUE_EXAMPLE).unwrap().otel_exporter_otlp_endpoint,
+            ""
+        );
+        let with = |top: &str| format!("{top}\n{ISSUE_EXAMPLE}");
+        let f = parse(&with(
+            "otel_exporter_otlp_endpoint = \"http://127.0.0.1:4318\"\notel_traces_sampler_ratio = 0.5",
+        ))
+        .unwrap();
+        assert_eq!(f.otel_exporter_otlp_endpoint, "http://127.0.0.1:4318");
+        assert_eq!(f.otel_traces_sampler_ratio, 0.5);
+        for (top, key) in [
+            (
+                "otel_exporter_otlp_endpoint = \"127.0.0.1:4318\"",
+                "otel_exporter_otlp_endpoint",
+            ),
+            (
+                "otel_traces_sampler_ratio = 1.5",
+                "otel_traces_sampler_ratio",
+            ),
+        ] {
+            assert!(err(&with(top)).contains(key), "{}", err(&with(top)));
+        }
+    }
+
+    #[test]
     fn given_readme_example_when_parsed_then_valid() {
         let readme = include_str!("../README.md");
         let start = readme.find("```toml\n").expect("README has a toml example") + 8;
