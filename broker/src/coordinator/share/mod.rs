@@ -10,6 +10,7 @@
 //! `__share_group_state` and waits for its fsync before the answer leaves. The first touch
 //! of a share partition after a start replays its newest snapshot.
 
+pub mod admin;
 pub mod group;
 pub mod inflight;
 pub mod records;
@@ -52,6 +53,9 @@ pub enum ShareError {
     InvalidShareSessionEpoch,
     #[error("{0}")]
     InvalidRecordState(String),
+    /// The group's coordinator shard could not run the operation (not here, loading, ...).
+    #[error(transparent)]
+    Coordinator(#[from] crate::coordinator::group::GroupError),
 }
 
 impl From<CoordinatorLogError> for ShareError {
