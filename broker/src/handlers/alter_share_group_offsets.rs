@@ -1,8 +1,9 @@
 //! AlterShareGroupOffsets (key 91, KIP-932): sets the start offset (SPSO) of share
 //! partitions of an empty share group, with nothing in flight; what `kafka-share-groups.sh
 //! --reset-offsets --execute` sends. Kafka's order: share groups on, READ on the group,
-//! READ on each topic, then the group must exist (GROUP_ID_NOT_FOUND) and be empty
-//! (NON_EMPTY_GROUP); an unknown topic or partition fails only its partitions.
+//! READ on each topic, then the group must be empty (NON_EMPTY_GROUP); an id no group has
+//! becomes an empty share group, as in Kafka (a classic or consumer group's id:
+//! GROUP_ID_NOT_FOUND). An unknown topic or partition fails only its partitions.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_share_group_offsets_response::{
@@ -11,6 +12,7 @@ use kafka_protocol::messages::alter_share_group_offsets_response::{
 use kafka_protocol::messages::{AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::errors::TOPIC_AUTHORIZATION_FAILED;
 use super::share_common::{enabled, share_code};
 use super::RequestContext;
 use crate::coordinator::share::{admin, ShareError};
@@ -61,9 +63,13 @@ pub async fn handle(
             .map(|p| (p.partition_index, p.start_offset))
             .collect();
         let early = if !access.allows(Operation::Read, ResourceType::Topic, &name) {
-            Some(ResponseError::TopicAuthorizationFailed)
+            Some((
+                ResponseError::TopicAuthorizationFailed.code(),
+                TOPIC_AUTHORIZATION_FAILED.to_string(),
+            ))
         } else if catalog.get(&name).is_none() {
-            Some(ResponseError::UnknownTopicOrPartition)
+            let e = ShareError::UnknownTopicOrPartition;
+            Some((share_code(&e), e.to_string()))
         } else {
             None
         };
@@ -74,7 +80,8 @@ pub async fn handle(
         .filter(|t| t.3.is_none())
         .map(|t| t.1.clone())
         .collect();
-    if let Err(e) = admin::empty_group(ctx.ctx(), &group_id, alterable, false).await {
+    if let Err(e) = admin::empty_group(ctx.ctx(), &group_id, alterable, admin::Lookup::Create).await
+    {
         return AlterShareGroupOffsetsResponse::default()
             .with_error_code(share_code(&e))
             .with_error_message(Some(StrBytes::from_string(e.to_string())));
@@ -82,13 +89,13 @@ pub async fn handle(
     let mut responses = Vec::new();
     for (topic_name, name, parts, early) in topics {
         let results = match early {
-            Some(code) => parts
+            Some((code, msg)) => parts
                 .iter()
                 .map(|(p, _)| {
                     AlterShareGroupOffsetsResponsePartition::default()
                         .with_partition_index(*p)
-                        .with_error_code(code.code())
-                        .with_error_message(Some(StrBytes::from_string(code.to_string())))
+                        .with_error_code(code)
+                        .with_error_message(Some(StrBytes::from_string(msg.clone())))
                 })
                 .collect(),
             None => admin::reset_topic(

@@ -9,9 +9,10 @@ use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGr
 use kafka_protocol::messages::{DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::errors::TOPIC_AUTHORIZATION_FAILED;
 use super::share_common::{enabled, share_code};
 use super::RequestContext;
-use crate::coordinator::share::admin;
+use crate::coordinator::share::{admin, ShareError};
 use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
@@ -39,7 +40,9 @@ pub async fn handle(
     }
     let group_id = req.group_id.to_string();
     let catalog = ctx.ctx().catalog.snapshot();
-    if let Err(e) = admin::empty_group(ctx.ctx(), &group_id, Vec::new(), false).await {
+    if let Err(e) =
+        admin::empty_group(ctx.ctx(), &group_id, Vec::new(), admin::Lookup::Existing).await
+    {
         return failed(share_code(&e), Some(e.to_string()));
     }
     let mut responses = Vec::new();
@@ -49,17 +52,21 @@ pub async fn handle(
         let out = DeleteShareGroupOffsetsResponseTopic::default()
             .with_topic_id(meta.map(|m| m.id).unwrap_or_default())
             .with_topic_name(t.topic_name);
-        let code = if !access.allows(Operation::Read, ResourceType::Topic, &name) {
-            Some(ResponseError::TopicAuthorizationFailed)
+        let refused = if !access.allows(Operation::Read, ResourceType::Topic, &name) {
+            Some((
+                ResponseError::TopicAuthorizationFailed.code(),
+                TOPIC_AUTHORIZATION_FAILED.to_string(),
+            ))
         } else if meta.is_none() {
-            Some(ResponseError::UnknownTopicOrPartition)
+            let e = ShareError::UnknownTopicOrPartition;
+            Some((share_code(&e), e.to_string()))
         } else {
             None
         };
-        if let Some(code) = code {
+        if let Some((code, msg)) = refused {
             responses.push(
-                out.with_error_code(code.code())
-                    .with_error_message(Some(StrBytes::from_string(code.to_string()))),
+                out.with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(msg))),
             );
             continue;
         }

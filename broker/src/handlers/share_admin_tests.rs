@@ -70,8 +70,12 @@ fn alter(h: &Harness, group: &str, topic: &str, p: i32, o: i64) -> AlterShareGro
 }
 
 fn delete_offsets(h: &Harness, topic: &str) -> DeleteShareGroupOffsetsResponse {
+    delete_offsets_of(h, "sg", topic)
+}
+
+fn delete_offsets_of(h: &Harness, group: &str, topic: &str) -> DeleteShareGroupOffsetsResponse {
     let req = DeleteShareGroupOffsetsRequest::default()
-        .with_group_id(GroupId(s("sg")))
+        .with_group_id(GroupId(s(group)))
         .with_topics(vec![
             DeleteShareGroupOffsetsRequestTopic::default().with_topic_name(TopicName(s(topic)))
         ]);
@@ -114,8 +118,24 @@ fn given_a_share_group_when_altering_and_deleting_offsets_then_kafka_admin_seman
     assert_eq!(alter(&h, "sg", "t", 0, 0).error_code, 68);
     assert_eq!(delete_offsets(&h, "t").error_code, 68);
     assert_eq!(delete_group(&h, "sg"), 68);
-    assert_eq!(alter(&h, "nope", "t", 0, 0).error_code, 69);
+    assert_eq!(delete_offsets_of(&h, "nope", "t").error_code, 69);
     assert_eq!(delete_group(&h, "nope"), 69);
+    // Kafka's alter makes an empty share group of an id no group has, not of a consumer
+    // group's.
+    assert_eq!(alter(&h, "nope", "t", 0, 0).error_code, 0);
+    assert_eq!(delete_group(&h, "nope"), 0);
+    let c: ConsumerGroupHeartbeatResponse = h.call(
+        ApiKey::ConsumerGroupHeartbeat,
+        0,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("cg")))
+            .with_member_id(s("c1"))
+            .with_rebalance_timeout_ms(10_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(c.error_code, 0);
+    assert_eq!(alter(&h, "cg", "t", 0, 0).error_code, 69);
 
     // The other group APIs do not describe a share group (Kafka: GROUP_ID_NOT_FOUND).
     let d: DescribeGroupsResponse = h.call(
@@ -138,6 +158,19 @@ fn given_a_share_group_when_altering_and_deleting_offsets_then_kafka_admin_seman
     assert_eq!(r.error_code, 0, "{r:?}");
     assert_eq!(r.responses[0].partitions[0].error_code, 0);
     assert_eq!(start_offset(&h), 2);
+    // No topics named: the partitions the group has state for.
+    let r: DescribeShareGroupOffsetsResponse = h.call(
+        ApiKey::DescribeShareGroupOffsets,
+        0,
+        DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(s("sg")))
+                .with_topics(None),
+        ]),
+    );
+    let t = &r.groups[0].topics;
+    assert_eq!((t.len(), t[0].partitions.len()), (1, 1), "{r:?}");
+    assert_eq!(t[0].partitions[0].start_offset, 2);
     // Unknown partitions and topics fail only themselves.
     let r = alter(&h, "sg", "t", 7, 0);
     assert_eq!(

@@ -11,21 +11,37 @@ use super::{store, ShareConfig, ShareError};
 use crate::coordinator::group;
 use crate::shard::BrokerContext;
 
+/// What `empty_group` does with the group besides checking it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// Only check (DeleteShareGroupOffsets, the first step of DeleteGroups).
+    Existing,
+    /// Create it, empty, when no group has the id: Kafka's AlterShareGroupOffsets does.
+    Create,
+    /// Drop it (DeleteGroups, last step).
+    Remove,
+}
+
 /// On the group's coordinator shard: the topics the group may have share state on, once
 /// the group is known (GROUP_ID_NOT_FOUND otherwise) and empty (NON_EMPTY_GROUP while a
 /// member's session is alive). `note` are topics about to get state (an alter), recorded so
-/// a later DeleteGroups deletes it; `remove` drops the group (DeleteGroups, last step).
+/// a later DeleteGroups deletes it.
 pub async fn empty_group(
     ctx: &BrokerContext,
     group_id: &str,
     note: Vec<String>,
-    remove: bool,
+    how: Lookup,
 ) -> Result<BTreeSet<String>, ShareError> {
     let timeout = ShareConfig::of(ctx, group_id).session_timeout_ms;
     let id = group_id.to_string();
-    group::on_coordinator(ctx, group_id, move |_, _| async move {
+    group::on_coordinator(ctx, group_id, move |gs, _| async move {
         let groups = ShareGroups::here();
         let mut all = groups.groups.borrow_mut();
+        // Kafka's `shareGroup(groupId)`: a classic or consumer group's id is no share group.
+        if how == Lookup::Create && !all.contains_key(&id) && !gs.groups.borrow().contains_key(&id)
+        {
+            all.insert(id.clone(), Default::default());
+        }
         let Some(g) = all.get_mut(&id) else {
             return Ok(Err(ShareError::GroupIdNotFound));
         };
@@ -41,7 +57,7 @@ pub async fn empty_group(
         g.members.clear();
         g.topics_seen.extend(note);
         let topics = g.topics_seen.clone();
-        if remove {
+        if how == Lookup::Remove {
             all.remove(&id);
         }
         Ok(Ok(topics))
@@ -77,7 +93,7 @@ pub async fn reset_topic(
 /// tries the other group types, as Kafka chains them); else its share state is tombstoned
 /// and the group dropped. NON_EMPTY_GROUP while it has members.
 pub async fn delete_group(ctx: &BrokerContext, group_id: &str) -> Result<bool, ShareError> {
-    let topics = match empty_group(ctx, group_id, Vec::new(), false).await {
+    let topics = match empty_group(ctx, group_id, Vec::new(), Lookup::Existing).await {
         Err(ShareError::GroupIdNotFound) => return Ok(false),
         r => r?,
     };
@@ -91,6 +107,6 @@ pub async fn delete_group(ctx: &BrokerContext, group_id: &str) -> Result<bool, S
             r?;
         }
     }
-    empty_group(ctx, group_id, Vec::new(), true).await?;
+    empty_group(ctx, group_id, Vec::new(), Lookup::Remove).await?;
     Ok(true)
 }

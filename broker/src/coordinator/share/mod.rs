@@ -33,7 +33,8 @@ pub const SHARE_STATE_SEGMENT_BYTES: &str = "104857600";
 pub enum ShareError {
     #[error("the share state is not available: {0}")]
     CoordinatorNotAvailable(String),
-    #[error("unknown topic or partition")]
+    // Kafka's message for UNKNOWN_TOPIC_OR_PARTITION, which its tools print.
+    #[error("This server does not host this topic-partition.")]
     UnknownTopicOrPartition,
     #[error("the member id is not known to the share group")]
     UnknownMemberId,
