@@ -150,6 +150,10 @@ fn given_a_share_group_when_altering_and_deleting_offsets_then_kafka_admin_seman
         ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("sg"))]),
     );
     assert_eq!(c.groups[0].error_code, 69);
+    assert_eq!(
+        c.groups[0].error_message.as_deref(),
+        Some("Group sg is not a consumer group.")
+    );
 
     // Empty now: the start offset moves back to 2, and records 2.. (the 10..14 ones the
     // member held too) are delivered afresh to the next member.
