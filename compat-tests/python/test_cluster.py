@@ -468,11 +468,13 @@ def test_transactions_commit_exactly_once_across_txn_coordinator_kill(cluster):
                     return
                 raise
 
-    killed = []
+    killed, epochs = [], []
 
     def kill_coordinator():
         # Mid-transaction: its partitions are in the replicated log, the commit goes to the
-        # node elected next.
+        # node elected next. The previous transaction's markers are written (this one's
+        # AddPartitionsToTxn waited for them).
+        epochs.append(marker_coordinator_epoch(cluster, topic, 0))
         killed.append(txn_coordinator(cluster, txn_id))
         kill9(cluster, killed[0])
 
@@ -501,6 +503,10 @@ def test_transactions_commit_exactly_once_across_txn_coordinator_kill(cluster):
     consumer.close()
     assert sorted(got) == sorted(committed), "every committed transaction exactly once"
     assert not set(got) & set(aborted)
+    # Markers carry the coordinator epoch (the __transaction_state partition's leader epoch):
+    # the new coordinator's are newer, so the partitions would fence the old one's.
+    wait_for("markers of the new coordinator's epoch",
+             lambda: marker_coordinator_epoch(cluster, topic, 0) > epochs[0], 30)
     restart(cluster, coordinator)
     for p in range(2):
         wait_isr(cluster, topic, p, 3)
@@ -517,11 +523,42 @@ def txn_coordinator(cluster, txn_id):
     return node
 
 
-def raw_call(bootstrap, api_key, version, body):
-    """One request with a v1 header; returns the response body after the correlation id."""
+def marker_coordinator_epoch(cluster, topic, p):
+    """DescribeProducers (v0, flexible) at the partition's leader: the highest coordinator
+    epoch of its producers' last transaction markers."""
+    md = wait_for(f"a leader of {topic}-{p}", lambda: (lambda m: m if m is not None and m.leader > 0 else None)(
+        partition_md(live_bootstrap(cluster).split(",")[0], topic, p)))
+    name = topic.encode()
+    body = b"\x02" + bytes([len(name) + 1]) + name + b"\x02" + struct.pack(">i", p) + b"\x00\x00"
+    r = raw_call(cluster[md.leader - 1].bootstrap, 61, 0, body, flexible=True)
+    pos = 1 + 4  # response header tags, throttle
+    assert r[pos] == 2, "one topic"
+    pos += 1
+    pos += r[pos]  # compact name: length + 1, then the bytes
+    assert r[pos] == 2, "one partition"
+    pos += 1
+    (_index, error) = struct.unpack(">ih", r[pos:pos + 6])
+    assert error == 0, error
+    pos += 6
+    pos += max(r[pos] - 1, 0) + 1  # error message (null: 0)
+    count = r[pos] - 1
+    pos += 1
+    epochs = []
+    for _ in range(count):
+        (_pid, _epoch, _seq, _ts, coordinator_epoch, _start) = struct.unpack(">qiiqiq", r[pos:pos + 36])
+        epochs.append(coordinator_epoch)
+        pos += 36 + 1
+    return max(epochs, default=-1)
+
+
+def raw_call(bootstrap, api_key, version, body, flexible=False):
+    """One request with a v1 header (v2 when `flexible`); returns the response body after the
+    correlation id (and, when flexible, starting with the response header's tag byte)."""
     host, port = bootstrap.rsplit(":", 1)
     client = b"strom-compat"
     header = struct.pack(">hhih", api_key, version, 7, len(client)) + client
+    if flexible:
+        header += b"\x00"
     with socket.create_connection((host, int(port)), timeout=10) as s:
         frame = header + body
         s.sendall(struct.pack(">i", len(frame)) + frame)

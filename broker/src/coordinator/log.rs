@@ -285,6 +285,11 @@ impl LoadedPartitions {
         self.0.borrow().get(&p) == Some(&epoch)
     }
 
+    /// The epoch `p` was loaded at (`Some(None)`: loaded on a single node; `None`: not loaded).
+    pub fn epoch_of(&self, p: i32) -> Option<Option<i32>> {
+        self.0.borrow().get(&p).copied()
+    }
+
     pub fn insert(&self, p: i32, epoch: Option<i32>) {
         self.0.borrow_mut().insert(p, epoch);
     }

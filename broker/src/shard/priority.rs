@@ -11,6 +11,10 @@
 //! *uncontended* latency (`quiet`: its requests served while no lower lane was busy), and of
 //! the produce request sizes. The shard is saturated when the top busy lane's fast latency exceeds the quiet mean
 //! by more than β, or when its in-flight request bytes pass 3/4 of `queued.max.request.bytes`.
+//! It stays saturated (hysteresis) until that latency is back under halfway from the quiet mean
+//! to the threshold and a second has passed since it was last over: a gate that opened the
+//! moment latency dipped let the flood refill the queue, and the top lane paid a spike per
+//! cycle.
 //! The requirements document's threshold is β(t) = α · σ_len(t) · √Var[δ(t)]: its product of
 //! a length spread and a latency spread is not a time, so Strom uses the length spread
 //! relative to the mean (the coefficient of variation, dimensionless) and widens the latency
@@ -57,6 +61,12 @@ const INFLIGHT_SATURATED: f64 = 0.75;
 const PROBE: Duration = Duration::from_millis(300);
 const DRAIN: Duration = Duration::from_millis(100);
 const REPROBE: Duration = Duration::from_secs(10);
+/// Hysteresis: a saturated shard stays saturated until the top lane's latency is back below
+/// the exit threshold (halfway from the uncontended mean to the entry threshold; ¾ of a
+/// static one) and at least `HOLD` has passed since it was last over the entry threshold.
+/// Without it the gate let the flood back in the moment latency dipped under the threshold,
+/// the queue refilled, and the top lane paid a spike per cycle (the p99 of the first version).
+const HOLD: Duration = Duration::from_secs(1);
 
 /// Exponentially weighted mean and variance (West's incremental form).
 #[derive(Debug, Default, Clone, Copy)]
@@ -117,6 +127,8 @@ struct Model {
     /// The probe in progress: (start, end).
     probe: Option<(Instant, Instant)>,
     saturated: bool,
+    /// When the top lane was last over the entry threshold (or in-flight bytes over theirs).
+    last_over: Option<Instant>,
 }
 
 impl Model {
@@ -138,6 +150,17 @@ impl Model {
         let beta = cfg.alpha * (1.0 + cv) * quiet.sd();
         let floor = (quiet.mean / 4.0).max(1.0);
         Some(quiet.mean + beta.max(floor))
+    }
+
+    /// Latency of `lane` below which a saturated shard may leave saturation, ms (module
+    /// constant `HOLD`).
+    fn exit_ms(&self, cfg: &GateConfig, lane: Lane) -> Option<f64> {
+        if let Some(ms) = cfg.static_threshold_ms {
+            return Some(ms * 0.75);
+        }
+        let enter = self.threshold_ms(cfg, lane)?;
+        let mean = self.quiet[lane.index()].mean;
+        Some(mean + (enter - mean) / 2.0)
     }
 
     fn active(&self, lane: Lane, now: Instant) -> bool {
@@ -299,7 +322,15 @@ impl PriorityGate {
         let over_latency = threshold.map(|t| (current / t).max(0.0));
         let by_latency = over_latency.is_some_and(|p| p > 1.0);
         let by_bytes = inflight_used > INFLIGHT_SATURATED;
-        m.saturated = competing && (by_latency || by_bytes);
+        let over = by_latency || by_bytes;
+        if competing && over {
+            m.last_over = Some(now);
+        }
+        let still_high = m.exit_ms(&self.cfg, top).is_some_and(|e| current >= e);
+        let held = m
+            .last_over
+            .is_some_and(|t| now.saturating_duration_since(t) < HOLD);
+        m.saturated = competing && (over || (m.saturated && (still_high || held)));
         self.metrics
             .saturated
             .set(if m.saturated { 1.0 } else { 0.0 });
@@ -431,6 +462,32 @@ mod tests {
         assert!(g.admit(Lane::Low, 0.0, then).throttle_ms > 0);
         let later = then + ACTIVE + Duration::from_millis(1);
         assert_eq!(g.admit(Lane::Low, 0.0, later).throttle_ms, 0);
+    }
+
+    #[test]
+    fn given_a_saturated_shard_when_latency_dips_under_the_threshold_then_held_until_below_exit() {
+        let g = gate(Some(10.0)); // enter at 10 ms, exit under 7.5 ms
+        let t0 = Instant::now();
+        feed(&g, Lane::Low, 5, 100.0, t0);
+        feed(&g, Lane::Critical, 30, 20.0, t0);
+        assert!(g.admit(Lane::Low, 0.0, t0).throttle_ms > 0, "saturated");
+        // Just under the entry threshold, within the hold: still throttled.
+        let dip = t0 + Duration::from_millis(200);
+        feed(&g, Lane::Critical, 40, 9.0, dip);
+        feed(&g, Lane::Low, 1, 100.0, dip);
+        assert!(g.admit(Lane::Low, 0.0, dip).throttle_ms > 0, "held");
+        // Past the hold but still above the exit threshold: still throttled.
+        // (The dip's first requests still saw the old latency: the hold counts from them.)
+        let later = dip + HOLD + Duration::from_millis(100);
+        let between = dip + HOLD / 2; // both lanes stay active
+        feed(&g, Lane::Critical, 1, 9.0, between);
+        feed(&g, Lane::Low, 1, 100.0, between);
+        feed(&g, Lane::Low, 1, 100.0, later);
+        feed(&g, Lane::Critical, 40, 8.0, later);
+        assert!(g.admit(Lane::Low, 0.0, later).throttle_ms > 0, "above exit");
+        // Below the exit threshold and past the hold: free.
+        feed(&g, Lane::Critical, 60, 3.0, later);
+        assert_eq!(g.admit(Lane::Low, 0.0, later).throttle_ms, 0, "released");
     }
 
     #[test]

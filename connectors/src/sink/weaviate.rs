@@ -522,8 +522,14 @@ impl WeaviateSink {
         k: usize,
     ) -> Result<Vec<(String, f64)>, SinkError> {
         let c = &self.class;
+        // A wide HNSW search, as the Chroma and Milvus sinks do: after a replay has upserted
+        // every id again the graph holds many replaced nodes, and a top-10 search missed 2 of
+        // 10 true neighbours (CI, Weaviate 1.35). Weaviate's dynamic ef grows with the limit
+        // (8 × limit, capped at 500), and the distances it returns are exact and sorted, so
+        // the first k of many candidates are the true top k whenever they are among them.
+        let wide = (k * 20).max(200);
         let near = format!(
-            "nearVector: {{vector: {}}}, limit: {k}",
+            "nearVector: {{vector: {}}}, limit: {wide}",
             Value::from(vector.to_vec())
         );
         let args = Self::tenant_arg(tenant, &near);
@@ -532,7 +538,7 @@ impl WeaviateSink {
                 "{{ Get {{ {c}{args} {{ _additional {{ id distance }} }} }} }}"
             ))
             .await?;
-        Ok(v["data"]["Get"][c]
+        let mut found: Vec<(String, f64)> = v["data"]["Get"][c]
             .as_array()
             .into_iter()
             .flatten()
@@ -543,7 +549,10 @@ impl WeaviateSink {
                     a["distance"].as_f64().unwrap_or(0.0),
                 ))
             })
-            .collect())
+            .collect();
+        found.sort_by(|a, b| a.1.total_cmp(&b.1));
+        found.truncate(k);
+        Ok(found)
     }
 
     /// Across every tenant: each tenant's top `k`, merged by distance.

@@ -17,8 +17,11 @@ use crate::coordinator::group::topic_regex::TopicRegex;
 use crate::coordinator::log;
 use crate::shard::ShardState;
 
-/// Kafka writes markers with the coordinator partition's leader epoch; a single node has one.
-const COORDINATOR_EPOCH: i32 = 0;
+/// The coordinator epoch of markers on a single node (no leader epochs there). In a cluster
+/// markers carry the `__transaction_state` partition's leader epoch the coordinator loaded
+/// it at, as Kafka's do, so a partition that has seen a newer coordinator's marker fences an
+/// older one that still believes it leads (TRANSACTION_COORDINATOR_FENCED).
+const SINGLE_NODE_EPOCH: i32 = 0;
 /// Backoff between attempts to write a marker that failed (a shard restarting, a full disk):
 /// Kafka retries markers until they succeed, because the transaction cannot complete without.
 const MARKER_RETRY: Duration = Duration::from_millis(500);
@@ -387,7 +390,11 @@ impl TxnShard {
         let marker = TxnMarker {
             producer_id: m.producer_id,
             producer_epoch: m.producer_epoch,
-            coordinator_epoch: COORDINATOR_EPOCH,
+            coordinator_epoch: self
+                .loaded
+                .epoch_of(txn_partition(id, self.partition_count()))
+                .flatten()
+                .unwrap_or(SINGLE_NODE_EPOCH),
             commit,
         };
         let writes = m.partitions.iter().map(|(topic, p)| {
