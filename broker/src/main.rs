@@ -221,10 +221,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             // The console's connectors page reads the same metrics the connectors' port serves.
             let metrics = strom_connectors::Metrics::new();
             server.connectors.set(metrics.clone());
+            // Their sink spans go out through this node's exporter, when it has one.
+            let tracer = server.ctx.otel.as_ref().map(|o| o.tracer());
             Some(strom_connectors::start(
                 file.connectors,
                 Some(file.admin_listen),
                 metrics,
+                tracer,
             )?)
         }
         None => None,

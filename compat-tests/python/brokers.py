@@ -175,10 +175,12 @@ def _spawn(name: str, argv: list[str], workdir: Path, port: int, env_extra: dict
 
 
 def start_strom(shards: int = 2, data_dir: Path | None = None, security: dict | None = None,
-                extra_args: list[str] | None = None) -> BrokerProcess:
+                extra_args: list[str] | None = None, config=None) -> BrokerProcess:
     """A Strom broker in a new temp workdir; its data in `data_dir` when given (e.g. a
     size-limited mount, or the dir of a previous run to restart on). `security` adds
-    listeners and their settings (`security_listeners`)."""
+    listeners and their settings (`security_listeners`). `config(port)`, when given, is the
+    text of its `--config` file, given its Kafka port (e.g. `[[connectors]]` that consume
+    from it)."""
     if not STROM_BIN.is_file():
         raise BrokerStartError(
             f"{STROM_BIN.relative_to(REPO_ROOT) if STROM_BIN.is_relative_to(REPO_ROOT) else STROM_BIN}"
@@ -203,6 +205,9 @@ def start_strom(shards: int = 2, data_dir: Path | None = None, security: dict | 
         "--set", "log_cleaner_backoff_ms=1000",
         *(extra_args or []),
     ]
+    if config is not None:
+        (workdir / "strom.toml").write_text(config(port))
+        argv += ["--config", str(workdir / "strom.toml")]
     # Retention checked every second (Kafka's fixture sets log.retention.check.interval.ms
     # the same way), so short-retention tests see segments go within seconds.
     env_extra = {"STROM_LOG_RETENTION_CHECK_INTERVAL_MS": "1000"}

@@ -20,6 +20,8 @@ class Span:
         self.kind = s.kind
         self.start_ns, self.end_ns = s.start_time_unix_nano, s.end_time_unix_nano
         self.resource = resource
+        self.status_code = s.status.code  # 2 = error
+        self.links = [(link.trace_id.hex(), link.span_id.hex()) for link in s.links]
         self.attributes = {}
         for kv in s.attributes:
             v = kv.value

@@ -311,6 +311,64 @@ def test_sse_stream_with_key_filter_and_last_event_id_resume(strom_broker):
     assert re.findall(r"^id: ?(\d+)$", out, re.M) == [str(i) for i in range(7)]
 
 
+def group_offset(bootstrap: str, group: str, topic: str) -> int:
+    """G's committed offset of partition 0 (OffsetFetch, as kafka-consumer-groups reads it)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])
+    [tp] = a.list_consumer_group_offsets([req])[group].result(timeout=TIMEOUT_S).topic_partitions
+    return tp.offset
+
+
+def wait_group_offset(bootstrap: str, group: str, topic: str, want: int) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while (got := group_offset(bootstrap, group, topic)) != want:
+        assert time.monotonic() < deadline, f"group {group} committed {got}, want {want}"
+        time.sleep(0.2)
+
+
+def test_sse_group_commits_delivered_offsets_and_resumes_from_them(strom_broker):
+    """`?group=G`: the stream commits what it delivered to G (seen by Kafka's own
+    kafka-consumer-groups --describe and a Kafka consumer of G), a new stream of G without an
+    offset starts there, and Last-Event-ID or a numeric offset still win."""
+    import kafka_tools as kt
+
+    b = strom_broker
+    topic, group = unique("tokens-g"), unique("sse-group")
+    create(b.bootstrap, topic, {})
+    produce_tokens(b.bootstrap, topic, "conv", ["a", "b", "c", "d", "e"])
+    base = f"{admin_url(b)}/v1/topics/{topic}/partitions/0/stream?group={group}"
+    # No committed offset: `earliest` is the reset policy.
+    assert [int(e["id"]) for e in sse_events(base + "&offset=earliest", 5)] == [0, 1, 2, 3, 4]
+    wait_group_offset(b.bootstrap, group, topic, 5)
+    produce_tokens(b.bootstrap, topic, "conv", ["f", "g", "h"], 5)
+    # No offset: from G's committed offset (`latest` would be nothing).
+    assert [int(e["id"]) for e in sse_events(base, 3)] == [5, 6, 7]
+    wait_group_offset(b.bootstrap, group, topic, 8)
+    # An explicit position wins over the group's (and the stream commits where it got to).
+    assert [int(e["id"]) for e in sse_events(base, 6, headers={"Last-Event-ID": "1"})] == [2, 3, 4, 5, 6, 7]
+    assert [int(e["id"]) for e in sse_events(base + "&offset=6", 2)] == [6, 7]
+    wait_group_offset(b.bootstrap, group, topic, 8)
+    # A Kafka consumer of G (assign, committed offset) carries on from the stream's commit.
+    produce_tokens(b.bootstrap, topic, "conv", ["i"], 8)
+    from confluent_kafka import TopicPartition
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        m = c.poll(TIMEOUT_S)
+        assert m is not None and not m.error() and m.offset() == 8, m
+    finally:
+        c.close()
+    # Kafka's own tool describes the group: no active member, the stream's position and lag.
+    kt.fetch()
+    r = kt.run("kafka-consumer-groups", b.bootstrap, "--describe", "--group", group)
+    assert r.rc == 0, r.err
+    [row] = [row for row in kt.table(r) if row.get("TOPIC") == topic]
+    assert (row["PARTITION"], row["CURRENT-OFFSET"], row["LOG-END-OFFSET"], row["LAG"]) == ("0", "8", "9", "1"), r.out
+    assert row["CONSUMER-ID"] == "-", r.out
+
+
 def test_sse_bad_requests_are_4xx(strom_broker):
     b = strom_broker
     topic = unique("tokens-bad")
@@ -319,7 +377,7 @@ def test_sse_bad_requests_are_4xx(strom_broker):
         (f"/v1/topics/{topic}/partitions/0/stream?offset=abc", 400),
         (f"/v1/topics/{topic}/partitions/7/stream", 404),
         ("/v1/topics/no-such-topic/partitions/0/stream", 404),
-        (f"/v1/topics/{topic}/partitions/0/stream?group=g1", 501),
+        (f"/v1/topics/{topic}/partitions/0/stream?group=", 400),
         (f"/v1/topics/{topic}/keys/k/records?last=5", 400),  # not a key-indexed topic
     ]:
         with pytest.raises(urllib.error.HTTPError) as e:

@@ -3,16 +3,22 @@ by real clients (confluent-kafka, kafka-python) with a W3C `traceparent` header,
 `x-trace-id` alias, give broker spans — one for the produce, one for each consumer fetch
 that delivers the record — as children of the record's context, received by a real OTLP/HTTP
 receiver (OpenTelemetry's own protobuf types) started by the test. Records without a header
-give none.
+give none. A `[[connectors]]` sink the broker runs (into a real Chroma server) continues the
+trace into the database write: `sink {collection}` spans through the broker's exporter.
 
 Strom only: Apache Kafka emits no spans for records.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import subprocess
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -27,16 +33,69 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+CHROMA = brokers.REPO_ROOT / "compat-tests" / ".venv-vector" / "bin" / "chroma"
+SUNK = unique_topic("sunk")
+
+
+def start_chroma(workdir: Path) -> tuple[subprocess.Popen, str]:
+    """A real Chroma server (the vector venv's, as the connector tests run it) on 127.0.0.1."""
+    port = brokers.free_port()
+    log = open(workdir / "chroma.log", "wb")
+    p = subprocess.Popen([str(CHROMA), "run", "--path", str(workdir / "chroma-data"),
+                          "--host", "127.0.0.1", "--port", str(port)],
+                         stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return p, f"http://127.0.0.1:{port}"
+        except OSError:
+            if p.poll() is not None or time.monotonic() > deadline:
+                p.kill()
+                raise AssertionError((workdir / "chroma.log").read_text(errors="replace")[-2000:])
+            time.sleep(0.2)
+
+
+def connectors_config(chroma_url: str):
+    """The serve config: one Chroma sink consuming SUNK from the broker itself."""
+    return lambda port: f"""
+[[connectors]]
+name = "traced-sink"
+[connectors.source]
+bootstrap = "127.0.0.1:{port}"
+topics = ["{SUNK}"]
+group_id = "traced-sink"
+[connectors.source.properties]
+"topic.metadata.refresh.interval.ms" = "500"
+[connectors.sink]
+type = "chroma"
+url = "{chroma_url}"
+collection = "traced"
+linger_ms = 200
+"""
+
+
 @pytest.fixture(scope="module")
 def traced():
-    """One receiver and one broker exporting to it, for the module."""
+    """One receiver, one Chroma server and one broker exporting to the receiver and running a
+    Chroma sink, for the module."""
+    if not CHROMA.is_file():
+        pytest.fail(f"{CHROMA} missing: scripts/test-all.sh's setup builds the vector venv")
     rx = OtlpReceiver()
-    b = brokers.start_strom(extra_args=["--set", f"otel_exporter_otlp_endpoint={rx.endpoint}"])
+    workdir = Path(tempfile.mkdtemp(prefix="strom-compat-chroma-"))
+    chroma, url = start_chroma(workdir)
     try:
-        yield b, rx
+        b = brokers.start_strom(extra_args=["--set", f"otel_exporter_otlp_endpoint={rx.endpoint}"],
+                                config=connectors_config(url))
+        try:
+            yield b, rx
+        finally:
+            b.cleanup()
     finally:
-        b.cleanup()
+        chroma.kill()
+        chroma.wait()
         rx.close()
+        subprocess.run(["rm", "-rf", str(workdir)], check=False)
 
 
 def traceparent() -> tuple[str, str, str]:
@@ -119,3 +178,52 @@ def test_kafka_python_traced_record_gets_a_produce_span(traced):
     [send] = [s for s in spans if s.trace_id == trace_id]
     assert send.name == f"send {topic}" and send.parent_span_id == parent
     assert send.attributes["messaging.client.id"].startswith("kafka-python")
+
+
+def test_sink_write_continues_the_records_traces(traced):
+    """Records of two traces (two of trace A with different parent spans, one of B) and an
+    untraced one, in one produce batch, through the Chroma sink the broker runs: one `sink
+    traced` span per trace, a CLIENT child of the trace's first record, linked to the trace's
+    other records, with the database and Kafka attributes."""
+    from confluent_kafka import Producer
+
+    b, rx = traced
+    assert admin.create_topic("confluent", b.bootstrap, SUNK, 1) == 0
+    tp_a1, trace_a, parent_a1 = traceparent()
+    parent_a2 = uuid.uuid4().hex[:16]
+    tp_a2 = f"00-{trace_a}-{parent_a2}-01"
+    tp_b, trace_b, parent_b = traceparent()
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 50})
+    for i, headers in enumerate([[("traceparent", tp_a1.encode())], [("traceparent", tp_a2.encode())],
+                                 [("traceparent", tp_b.encode())], []]):
+        doc = {"title": f"doc {i}", "embedding": [0.1 * i, 0.2, 0.3]}
+        p.produce(SUNK, value=json.dumps(doc).encode(), partition=0, headers=headers)
+    assert p.flush(30) == 0
+
+    def sink_spans(spans):
+        return [s for s in spans if s.name == "sink traced"]
+
+    spans = sink_spans(rx.wait_for(
+        lambda s: {x.trace_id for x in sink_spans(s)} >= {trace_a, trace_b}, timeout_s=90))
+    assert {s.trace_id for s in spans} == {trace_a, trace_b}, spans
+    [span_b] = [s for s in spans if s.trace_id == trace_b]
+    assert span_b.parent_span_id == parent_b, span_b
+    assert span_b.kind == 3  # SPAN_KIND_CLIENT
+    assert span_b.status_code != 2, span_b
+    assert span_b.attributes["db.system.name"] == "chroma"
+    assert span_b.attributes["db.system"] == "chroma"
+    assert span_b.attributes["db.collection.name"] == "traced"
+    assert span_b.attributes["messaging.destination.name"] == SUNK
+    assert span_b.attributes["messaging.destination.partition.id"] == "0"
+    assert span_b.attributes["messaging.kafka.offset"] == 2
+    assert span_b.attributes["messaging.consumer.group.name"] == "traced-sink"
+    assert 1 <= span_b.attributes["db.operation.batch.size"] <= 4
+    assert span_b.resource.get("service.name") == "strom"
+    assert span_b.end_ns >= span_b.start_ns > 0
+    # Trace A's records: a child of the first, linked to the second (or, had the connector
+    # split them into two writes, one child of each).
+    spans_a = [s for s in spans if s.trace_id == trace_a]
+    reached = {s.parent_span_id for s in spans_a} | {sid for s in spans_a for _, sid in s.links}
+    assert reached == {parent_a1, parent_a2}, spans_a
+    assert spans_a[0].parent_span_id == parent_a1
+    assert spans_a[0].attributes["messaging.kafka.offset"] == 0

@@ -35,6 +35,12 @@ pub struct ConnectFile {
     /// Admin HTTP listener (`/metrics`, `/health`). Default 127.0.0.1:9645.
     pub admin_listen: SocketAddr,
     pub connectors: Vec<ConnectorConfig>,
+    /// `otel_exporter_otlp_endpoint`: where the sinks' spans go (the broker's key and
+    /// meaning, `crate::trace`). Empty: no spans, no header read. `strom serve` ignores it
+    /// and hands the connectors the broker's own exporter.
+    pub otel_exporter_otlp_endpoint: String,
+    /// `otel_traces_sampler_ratio`: the share of traces (by trace id) that get spans.
+    pub otel_traces_sampler_ratio: f64,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -291,6 +297,9 @@ impl SourceConfig {
 #[serde(deny_unknown_fields)]
 struct RawFile {
     admin_listen: Option<SocketAddr>,
+    #[serde(default)]
+    otel_exporter_otlp_endpoint: String,
+    otel_traces_sampler_ratio: Option<f64>,
     name: Option<String>,
     source: Option<SourceConfig>,
     sink: Option<SinkConfig>,
@@ -337,11 +346,25 @@ pub fn parse(text: &str) -> Result<ConnectFile, ConfigError> {
         ));
     }
     validate_all(&mut connectors)?;
+    let otel_traces_sampler_ratio = raw.otel_traces_sampler_ratio.unwrap_or(1.0);
+    if !(0.0..=1.0).contains(&otel_traces_sampler_ratio) {
+        return Err(invalid(
+            "otel_traces_sampler_ratio",
+            format!("{otel_traces_sampler_ratio}: expected 0.0 to 1.0"),
+        ));
+    }
+    let otel_exporter_otlp_endpoint = raw.otel_exporter_otlp_endpoint.trim().to_string();
+    if !otel_exporter_otlp_endpoint.is_empty() {
+        crate::trace::traces_url(&otel_exporter_otlp_endpoint)
+            .map_err(|e| invalid("otel_exporter_otlp_endpoint", e.to_string()))?;
+    }
     Ok(ConnectFile {
         admin_listen: raw
             .admin_listen
             .unwrap_or_else(|| "127.0.0.1:9645".parse().expect("static address")),
         connectors,
+        otel_exporter_otlp_endpoint,
+        otel_traces_sampler_ratio,
     })
 }
 
@@ -369,6 +392,9 @@ pub fn from_serve_table(table: &toml::Table) -> Result<Option<ConnectFile>, Conf
     Ok(Some(ConnectFile {
         admin_listen,
         connectors,
+        // The broker's exporter serves them (`strom serve` passes its tracer to `start`).
+        otel_exporter_otlp_endpoint: String::new(),
+        otel_traces_sampler_ratio: 1.0,
     }))
 }
 
@@ -673,6 +699,33 @@ id = "offset"                # uuid5 of topic/partition/offset (default) | "key"
         assert_eq!(c.sink.linger_ms, 100);
         assert_eq!(c.source.dlq_topic_for("embeddings"), "embeddings-dlq");
         assert_eq!(f.admin_listen.port(), 9645);
+    }
+
+    #[test]
+    fn given_otel_keys_when_parsed_then_kept_or_refused_by_name() {
+        assert_eq!(
+            parse(ISSUE_EXAMPLE).unwrap().otel_exporter_otlp_endpoint,
+            ""
+        );
+        let with = |top: &str| format!("{top}\n{ISSUE_EXAMPLE}");
+        let f = parse(&with(
+            "otel_exporter_otlp_endpoint = \"http://127.0.0.1:4318\"\notel_traces_sampler_ratio = 0.5",
+        ))
+        .unwrap();
+        assert_eq!(f.otel_exporter_otlp_endpoint, "http://127.0.0.1:4318");
+        assert_eq!(f.otel_traces_sampler_ratio, 0.5);
+        for (top, key) in [
+            (
+                "otel_exporter_otlp_endpoint = \"127.0.0.1:4318\"",
+                "otel_exporter_otlp_endpoint",
+            ),
+            (
+                "otel_traces_sampler_ratio = 1.5",
+                "otel_traces_sampler_ratio",
+            ),
+        ] {
+            assert!(err(&with(top)).contains(key), "{}", err(&with(top)));
+        }
     }
 
     #[test]

@@ -7,6 +7,10 @@
 //! The crate consumes over the Kafka protocol like any client: it works against Strom or any
 //! Kafka cluster, and never links Strom's storage.
 //!
+//! A record whose headers carry a trace context (`traceparent`, `x-trace-id`) gets a
+//! `sink {collection}` span in its trace when a tracer is configured ([`trace`], shared with
+//! the broker, which parses the same headers).
+//!
 //! [`start`] runs connectors on a dedicated thread with its own tokio runtime, so when
 //! `strom serve` starts them they never run on a shard's thread.
 
@@ -20,10 +24,13 @@ pub mod registry;
 pub mod runner;
 pub mod sink;
 pub mod topic_configs;
+pub mod trace;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::trace::SdkTracer;
 use tokio::sync::watch;
 
 pub use config::{ConnectFile, ConnectorConfig};
@@ -61,13 +68,15 @@ impl Drop for Running {
 }
 
 /// Starts `connectors` on a dedicated thread (a two-worker tokio runtime), with `/metrics` on
-/// `admin` when given (`metrics` may be shared with another admin endpoint). A connector that
-/// fails is logged and restarted after [`RESTART_DELAY`]: inside `strom serve` nothing else
-/// would restart it.
+/// `admin` when given (`metrics` may be shared with another admin endpoint), their sink spans
+/// through `tracer` when given (`strom serve`'s own exporter). A connector that fails is
+/// logged and restarted after [`RESTART_DELAY`]: inside `strom serve` nothing else would
+/// restart it.
 pub fn start(
     connectors: Vec<ConnectorConfig>,
     admin: Option<SocketAddr>,
     metrics: Metrics,
+    tracer: Option<SdkTracer>,
 ) -> std::io::Result<Running> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -89,7 +98,10 @@ pub fn start(
                 }
                 let tasks: Vec<_> = connectors
                     .into_iter()
-                    .map(|cfg| tokio::spawn(supervise(cfg, metrics.clone(), rx.clone())))
+                    .map(|cfg| {
+                        let run = supervise(cfg, metrics.clone(), tracer.clone(), rx.clone());
+                        tokio::spawn(run)
+                    })
                     .collect();
                 futures::future::join_all(tasks).await;
             });
@@ -101,9 +113,14 @@ pub fn start(
     })
 }
 
-async fn supervise(cfg: ConnectorConfig, metrics: Metrics, mut shutdown: watch::Receiver<bool>) {
+async fn supervise(
+    cfg: ConnectorConfig,
+    metrics: Metrics,
+    tracer: Option<SdkTracer>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
-        let result = match Runner::start(cfg.clone(), metrics.clone()).await {
+        let result = match Runner::start(cfg.clone(), metrics.clone(), tracer.clone()).await {
             Ok(r) => r.run(shutdown.clone()).await,
             Err(e) => Err(e),
         };
@@ -135,7 +152,22 @@ pub fn run_connect(
         .enable_all()
         .build()
         .expect("tokio runtime");
-    rt.block_on(async move {
+    // Built outside the runtime: the exporter's blocking HTTP client must not be made (or
+    // dropped) on a tokio worker.
+    let provider = match trace::provider(
+        &file.otel_exporter_otlp_endpoint,
+        file.otel_traces_sampler_ratio,
+        "strom-connect",
+        0,
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "no OpenTelemetry exporter; sink spans off");
+            None
+        }
+    };
+    let tracer = provider.as_ref().map(|p| p.tracer("strom-connect"));
+    let result = rt.block_on(async move {
         let metrics = Metrics::new();
         match metrics::bind_admin(file.admin_listen).await {
             Ok(l) => {
@@ -148,7 +180,8 @@ pub fn run_connect(
         let mut tasks = tokio::task::JoinSet::new();
         for cfg in file.connectors {
             let (metrics, rx) = (metrics.clone(), rx.clone());
-            tasks.spawn(async move { Runner::start(cfg, metrics).await?.run(rx).await });
+            let tracer = tracer.clone();
+            tasks.spawn(async move { Runner::start(cfg, metrics, tracer).await?.run(rx).await });
         }
         tokio::pin!(shutdown);
         let mut first_error = None;
@@ -173,5 +206,11 @@ pub fn run_connect(
             }
         }
         first_error.map_or(Ok(()), Err)
-    })
+    });
+    drop(rt);
+    // Sends the spans the batch processor still holds.
+    if let Some(p) = provider {
+        let _ = p.shutdown();
+    }
+    result
 }

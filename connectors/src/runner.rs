@@ -16,10 +16,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use opentelemetry::trace::SpanContext;
+use opentelemetry_sdk::trace::SdkTracer;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Header, Message, OwnedHeaders};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 use tokio::sync::watch;
@@ -31,6 +33,7 @@ use crate::metrics::Metrics;
 use crate::record::{decode, tenant_of, FieldType, Op, RawRecord, RecordError, Schema};
 use crate::registry::{Failure, Registry};
 use crate::sink::{Offsets, Sink, SinkError};
+use crate::trace::sink::{Traced, Write};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectorError {
@@ -102,10 +105,16 @@ pub struct Runner {
     acknowledged: Offsets,
     /// The topics' `strom.embedding.*` rules (`topic_configs`), checked before a write.
     embedding: Arc<std::collections::HashMap<String, crate::embedding::EmbeddingSpec>>,
+    /// Spans for the writes of traced records (`crate::trace::sink`); None: no header read.
+    tracer: Option<SdkTracer>,
 }
 
 impl Runner {
-    pub async fn start(cfg: ConnectorConfig, metrics: Metrics) -> Result<Runner, ConnectorError> {
+    pub async fn start(
+        cfg: ConnectorConfig,
+        metrics: Metrics,
+        tracer: Option<SdkTracer>,
+    ) -> Result<Runner, ConnectorError> {
         let name = cfg.name.clone();
         let kafka = |source| ConnectorError::Kafka {
             name: name.clone(),
@@ -175,6 +184,7 @@ impl Runner {
             stored,
             acknowledged: Offsets::new(),
             embedding,
+            tracer,
         })
     }
 
@@ -196,6 +206,7 @@ impl Runner {
             cfg: self.cfg.clone(),
             metrics: self.metrics.clone(),
             embedding: self.embedding.clone(),
+            traced: self.tracer.is_some(),
         };
         // Aborted when the loop ends either way (it may be waiting on an idle topic).
         let _feeder = AbortOnDrop(tokio::spawn(feeder.run(tx, shutdown.clone())));
@@ -225,7 +236,14 @@ impl Runner {
         let mut dead: Vec<(usize, RecordError)> = Vec::new();
         let sink_cfg = self.cfg.sink.clone();
         let mut batch = Vec::with_capacity(decoded.len());
-        for (i, Decoded { rec, op, declared }) in decoded.into_iter().enumerate() {
+        let mut traced: Vec<Traced> = Vec::new();
+        for (i, d) in decoded.into_iter().enumerate() {
+            let Decoded {
+                rec,
+                op,
+                declared,
+                trace,
+            } = d;
             let key = (rec.topic.clone(), rec.partition);
             let next = offsets.entry(key.clone()).or_insert(rec.offset + 1);
             *next = (*next).max(rec.offset + 1);
@@ -265,11 +283,35 @@ impl Runner {
                     continue;
                 }
             }
+            if let Some(context) = trace {
+                let rec = &batch[i];
+                traced.push(Traced {
+                    context,
+                    topic: rec.topic.clone(),
+                    partition: rec.partition,
+                    offset: rec.offset,
+                });
+            }
             ops.push(op);
             op_record.push(i);
         }
         let started = Instant::now();
-        let rejected = self.write(&ops, &offsets).await?;
+        let wall = std::time::SystemTime::now();
+        let written = self.write(&ops, &offsets).await;
+        if let (Some(tracer), false) = (&self.tracer, traced.is_empty()) {
+            let write = Write {
+                system: self.sink.name(),
+                collection: &self.cfg.sink.collection,
+                connector: &self.cfg.name,
+                group: &self.cfg.source.group_id,
+                batch_size: ops.len(),
+                started: wall,
+                ended: std::time::SystemTime::now(),
+                error: written.as_ref().err().map(ToString::to_string),
+            };
+            crate::trace::sink::write_spans(tracer, &write, &traced);
+        }
+        let rejected = written?;
         self.metrics
             .sink_latency
             .with_label_values(&[&self.cfg.name])
@@ -526,6 +568,8 @@ struct Decoded {
     op: Result<Op, RecordError>,
     /// The rule of the record's registry schema (`schema_mapping = "registry"`).
     declared: Option<Arc<Declared>>,
+    /// The record's trace context, read from its headers only when tracing is on.
+    trace: Option<SpanContext>,
 }
 
 /// Consumes and decodes batches ahead of the loop that writes them.
@@ -534,6 +578,8 @@ struct Feeder {
     cfg: ConnectorConfig,
     metrics: Metrics,
     embedding: Arc<std::collections::HashMap<String, crate::embedding::EmbeddingSpec>>,
+    /// Whether to read records' trace headers (a tracer is configured).
+    traced: bool,
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -557,7 +603,7 @@ impl Feeder {
             (sink.schema_mapping == SchemaMapping::Registry).then(|| Registry::new(sink));
         while let Some(batch) = self.next_batch(&mut shutdown).await {
             let mut decoded = Vec::with_capacity(batch.len());
-            for rec in batch {
+            for (rec, trace) in batch {
                 let (mut op, declared) = match registry.as_mut() {
                     None => (decode(&rec, &sink.embedding_field, &id_mode), None),
                     Some(r) => match self.through_registry(r, &rec, &mut shutdown).await {
@@ -581,7 +627,12 @@ impl Feeder {
                         Err(e) => op = Err(e),
                     }
                 }
-                decoded.push(Decoded { rec, op, declared });
+                decoded.push(Decoded {
+                    rec,
+                    op,
+                    declared,
+                    trace,
+                });
             }
             if tx.send(decoded).await.is_err() {
                 return;
@@ -624,7 +675,10 @@ impl Feeder {
 
     /// Up to `batch_size` records: waits for the first, then at most `linger_ms` for more.
     /// None when shutting down.
-    async fn next_batch(&self, shutdown: &mut watch::Receiver<bool>) -> Option<Vec<RawRecord>> {
+    async fn next_batch(
+        &self,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<Vec<(RawRecord, Option<SpanContext>)>> {
         let max = self.cfg.sink.batch_size;
         let mut batch = Vec::with_capacity(max);
         let mut deadline: Option<tokio::time::Instant> = None;
@@ -642,14 +696,24 @@ impl Feeder {
             match got {
                 None => break, // linger elapsed
                 Some(Ok(m)) => {
-                    batch.push(RawRecord {
+                    let trace = if self.traced {
+                        m.headers().and_then(|h| {
+                            crate::trace::context::of_headers(
+                                h.iter().map(|h| (h.key.as_bytes(), h.value)),
+                            )
+                        })
+                    } else {
+                        None
+                    };
+                    let rec = RawRecord {
                         topic: m.topic().to_string(),
                         partition: m.partition(),
                         offset: m.offset(),
                         key: m.key().map(<[u8]>::to_vec),
                         value: m.payload().map(<[u8]>::to_vec),
                         timestamp_ms: m.timestamp().to_millis(),
-                    });
+                    };
+                    batch.push((rec, trace));
                     if deadline.is_none() {
                         deadline = Some(
                             tokio::time::Instant::now()

@@ -271,6 +271,7 @@ schema_registry_url = "{registry}"
         file.connectors.clone(),
         None,
         strom_connectors::Metrics::new(),
+        None,
     )
     .expect("connectors");
     eventually(300, "every connector caught up", || async {

@@ -14,34 +14,30 @@
 //! Without an endpoint nothing here runs: `BrokerContext::otel` is `None` and the handlers
 //! check that before looking at a single header. With one, each produced and fetched batch
 //! is scanned for the headers (decompressed when compressed — the cost of turning it on).
-
-pub mod context;
+//!
+//! The header parsing and the exporter's setup are `strom_connectors::trace`'s, shared with
+//! the vector sinks; when `strom serve` runs `[[connectors]]` they get this node's tracer
+//! ([`Otel::tracer`]), so their `sink {collection}` spans go out through the same exporter.
 
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt, Tracer as _};
+use opentelemetry::trace::{Span as _, SpanContext, SpanKind, TraceContextExt, Tracer as _};
 use opentelemetry::{Context, KeyValue};
-use opentelemetry_otlp::{Protocol, WithExportConfig};
-use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracer, SdkTracerProvider,
-};
-use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+pub use strom_connectors::trace::{context, OtelError};
 
 use crate::config::BrokerConfig;
 use crate::partition::record_view;
+use crate::partition::records::RecordFields;
 
-#[derive(Debug, thiserror::Error)]
-pub enum OtelError {
-    #[error("otel.exporter.otlp.endpoint `{0}` is not an http:// or https:// URL")]
-    Endpoint(String),
-    #[error("building the OTLP exporter: {0}")]
-    Exporter(String),
+/// The trace a record carries (its headers, read in place), `traceparent` first.
+pub fn of_record(r: &RecordFields<'_>) -> Option<SpanContext> {
+    if r.header_count() == 0 {
+        return None;
+    }
+    context::of_headers(r.headers())
 }
-
-/// How often the batch processor sends what it holds (the SDK's default is 5 s; traces of
-/// LLM calls are read while the call is still being debugged).
-const EXPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// One node's span exporter (module overview).
 pub struct Otel {
@@ -59,38 +55,22 @@ pub struct Place<'a> {
 impl Otel {
     /// The exporter `config` asks for; `None` without an endpoint.
     pub fn from_config(config: &BrokerConfig) -> Result<Option<Otel>, OtelError> {
-        let endpoint = config.otel_exporter_otlp_endpoint.trim();
-        if endpoint.is_empty() {
+        let Some(provider) = strom_connectors::trace::provider(
+            &config.otel_exporter_otlp_endpoint,
+            config.otel_traces_sampler_ratio,
+            "strom",
+            config.node_id as i64,
+        )?
+        else {
             return Ok(None);
-        }
-        let url = traces_url(endpoint)?;
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(url)
-            .with_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| OtelError::Exporter(e.to_string()))?;
-        let processor = BatchSpanProcessor::builder(exporter)
-            .with_batch_config(
-                BatchConfigBuilder::default()
-                    .with_scheduled_delay(EXPORT_INTERVAL)
-                    .build(),
-            )
-            .build();
-        let ratio = config.otel_traces_sampler_ratio.clamp(0.0, 1.0);
-        let provider = SdkTracerProvider::builder()
-            .with_span_processor(processor)
-            .with_sampler(Sampler::TraceIdRatioBased(ratio))
-            .with_resource(
-                Resource::builder()
-                    .with_service_name("strom")
-                    .with_attribute(KeyValue::new("service.instance.id", config.node_id as i64))
-                    .build(),
-            )
-            .build();
+        };
         let tracer = provider.tracer("strom");
         Ok(Some(Otel { provider, tracer }))
+    }
+
+    /// This node's tracer, for the connectors `strom serve` runs beside it.
+    pub fn tracer(&self) -> SdkTracer {
+        self.tracer.clone()
     }
 
     /// Spans for the traced records of one appended batch: `records` is the batch as
@@ -106,7 +86,7 @@ impl Otel {
     ) {
         let ended = SystemTime::now();
         let _ = record_view::for_each_record(records, 0, max_decompressed, |_h, rel, _ts, r| {
-            if let Some(parent) = context::of_record(r) {
+            if let Some(parent) = of_record(r) {
                 let size = r.value.map_or(0, <[u8]>::len) + r.key.map_or(0, <[u8]>::len);
                 self.span("send", at, parent, base_offset + rel, size, started, ended);
             }
@@ -125,7 +105,7 @@ impl Otel {
         let ended = SystemTime::now();
         for chunk in chunks {
             let _ = record_view::for_each_record(chunk, 0, max_decompressed, |_h, off, _ts, r| {
-                if let Some(parent) = context::of_record(r) {
+                if let Some(parent) = of_record(r) {
                     let size = r.value.map_or(0, <[u8]>::len) + r.key.map_or(0, <[u8]>::len);
                     self.span("receive", at, parent, off, size, started, ended);
                 }
@@ -176,46 +156,9 @@ impl Drop for Otel {
     }
 }
 
-/// The OTLP/HTTP traces URL of a base endpoint (`http://host:4318` → `…/v1/traces`), as
-/// OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT` is read; a URL with a path is used as is.
-fn traces_url(endpoint: &str) -> Result<String, OtelError> {
-    let rest = endpoint
-        .strip_prefix("http://")
-        .or_else(|| endpoint.strip_prefix("https://"))
-        .filter(|r| !r.is_empty() && !r.starts_with('/'))
-        .ok_or_else(|| OtelError::Endpoint(endpoint.to_string()))?;
-    Ok(match rest.split_once('/') {
-        Some((_, path)) if !path.is_empty() => endpoint.to_string(),
-        _ => format!("{}/v1/traces", endpoint.trim_end_matches('/')),
-    })
-}
-
 /// When a request read `elapsed` ago started, on the wall clock spans are stamped with.
 pub fn started_at(elapsed: Duration) -> SystemTime {
     SystemTime::now()
         .checked_sub(elapsed)
         .unwrap_or(SystemTime::UNIX_EPOCH)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn given_endpoints_when_resolved_then_traces_url_or_refused() {
-        assert_eq!(
-            traces_url("http://127.0.0.1:4318").unwrap(),
-            "http://127.0.0.1:4318/v1/traces"
-        );
-        assert_eq!(
-            traces_url("http://127.0.0.1:4318/").unwrap(),
-            "http://127.0.0.1:4318/v1/traces"
-        );
-        assert_eq!(
-            traces_url("https://collector/custom/traces").unwrap(),
-            "https://collector/custom/traces"
-        );
-        assert!(traces_url("127.0.0.1:4318").is_err());
-        assert!(traces_url("http://").is_err());
-    }
 }

@@ -25,6 +25,7 @@
 //! once.
 
 use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 
 use bytes::Bytes;
 use storage::batch::BatchHeader;
@@ -38,14 +39,22 @@ struct Seen {
     at_ms: i64,
 }
 
+/// An id as the window keeps it: one allocation shared by the map and the order queue.
+pub type Id = Rc<[u8]>;
+
+/// The ids come from clients, so the map's hasher is seeded per map (foldhash's quality
+/// variant: several times faster than std's SipHash on short ids, which was a third of the
+/// dedup cost per record, and still randomised).
+type IdMap<V> = HashMap<Id, V, foldhash::quality::RandomState>;
+
 /// The ids of one partition's dedup window.
 #[derive(Debug, Default)]
 pub struct DedupWindow {
     /// The header name the window was built for: another one starts a new window.
     header: String,
-    ids: HashMap<Box<[u8]>, Seen>,
+    ids: IdMap<Seen>,
     /// Insertion (= offset) order, for expiry, eviction and truncation.
-    order: VecDeque<(Box<[u8]>, Seen)>,
+    order: VecDeque<(Id, Seen)>,
 }
 
 /// What the window decided about one batch.
@@ -69,7 +78,7 @@ pub enum Verdict {
 }
 
 /// The ids a batch brings, to remember once its offset is known.
-pub type NewIds = Vec<(Box<[u8]>, i64)>;
+pub type NewIds = Vec<(Id, i64)>;
 
 impl DedupWindow {
     pub fn new(header: &str) -> DedupWindow {
@@ -114,7 +123,7 @@ impl DedupWindow {
 
     /// Remembers `id` at `offset`; returns how many ids were evicted to stay within
     /// `max_ids`.
-    pub fn insert(&mut self, id: Box<[u8]>, offset: i64, at_ms: i64, max_ids: usize) -> u64 {
+    pub fn insert(&mut self, id: Id, offset: i64, at_ms: i64, max_ids: usize) -> u64 {
         let seen = Seen { offset, at_ms };
         self.ids.insert(id.clone(), seen);
         self.order.push_back((id, seen));
@@ -157,7 +166,9 @@ impl DedupWindow {
         max_decompressed: usize,
     ) -> Result<(Verdict, NewIds), RecordsError> {
         let mut new_ids: NewIds = Vec::new();
-        let mut kept = Vec::new();
+        // Per record, whether it is kept: the records are copied into a rebuilt batch only
+        // when a duplicate was found (a second pass), not for every batch.
+        let mut keep = Vec::with_capacity(header.records_count.max(0) as usize);
         let mut kept_count = 0i32;
         let mut max_ts = -1i64;
         let mut duplicates = 0u32;
@@ -165,7 +176,7 @@ impl DedupWindow {
         let mut first = true;
         // Records are visited from a buffer that may be a decompressed copy: ids are copied
         // out as owned keys; `in_batch` maps this batch's new ids to their offset deltas.
-        let mut in_batch: HashMap<Box<[u8]>, i64> = HashMap::new();
+        let mut in_batch: IdMap<i64> = IdMap::default();
         records::for_each_record(batch, max_decompressed, |r| {
             let id = r.header(&settings.header).flatten();
             let original = id.and_then(|id| {
@@ -181,14 +192,15 @@ impl DedupWindow {
                 }
                 None => {
                     if let Some(id) = id {
-                        in_batch.insert(id.into(), r.offset_delta);
-                        new_ids.push((id.into(), r.offset_delta));
+                        let id = Id::from(id);
+                        in_batch.insert(id.clone(), r.offset_delta);
+                        new_ids.push((id, r.offset_delta));
                     }
-                    kept.extend_from_slice(r.raw);
                     kept_count += 1;
                     max_ts = max_ts.max(header.base_timestamp.saturating_add(r.timestamp_delta));
                 }
             }
+            keep.push(original.is_none());
             first = false;
         })?;
         if duplicates == 0 {
@@ -209,6 +221,14 @@ impl DedupWindow {
         } else {
             max_ts
         };
+        let mut kept = Vec::new();
+        let mut index = 0;
+        records::for_each_record(batch, max_decompressed, |r| {
+            if keep.get(index).copied().unwrap_or(false) {
+                kept.extend_from_slice(r.raw);
+            }
+            index += 1;
+        })?;
         let rebuilt = records::rebuild(batch, &kept, kept_count, max_ts)?;
         let new_header = BatchHeader::parse(&rebuilt).map_err(|_| RecordsError::Malformed {
             index: 0,
@@ -263,7 +283,7 @@ impl DedupWindow {
                 } else {
                     h.base_timestamp.saturating_add(r.timestamp_delta)
                 };
-                found.push((Box::<[u8]>::from(id), h.base_offset + r.offset_delta, ts));
+                found.push((Id::from(id), h.base_offset + r.offset_delta, ts));
             }
         })?;
         for (id, offset, ts) in found {

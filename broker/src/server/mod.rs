@@ -14,6 +14,7 @@ pub mod listener;
 pub mod sasl;
 pub mod sessions;
 pub mod steering;
+pub mod stream_group;
 pub mod streams;
 pub mod tls;
 

@@ -13,7 +13,9 @@
 //! Streams do not count against the admin port's request limit; they have their own
 //! (`MAX_STREAMS`, then 503).
 //!
-//! Not built yet: `?group=G` (consuming as a group member) answers 501.
+//! `?group=G` consumes for consumer group G: its committed offset is where the stream starts
+//! without `Last-Event-ID` or a numeric offset, and the delivered position is committed to it
+//! (`stream_group`, which says how and when).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -32,6 +34,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::partition::record_view;
 use crate::partition::records::RecordFields;
+use crate::server::stream_group::{self, GroupCursor};
 use crate::shard::{frontend, BrokerContext};
 
 /// SSE streams open at once over the admin port.
@@ -75,6 +78,7 @@ pub struct StreamQuery {
     offset: Option<String>,
     /// Only records with this key (UTF-8), e.g. one conversation's tokens.
     key: Option<String>,
+    /// Consume for this consumer group (`stream_group`).
     group: Option<String>,
 }
 
@@ -107,11 +111,8 @@ pub async fn stream(
     Query(q): Query<StreamQuery>,
     headers: HeaderMap,
 ) -> Response {
-    if q.group.is_some() {
-        return error(
-            StatusCode::NOT_IMPLEMENTED,
-            "consuming as a group member (?group=) over SSE is not built yet; use ?offset=",
-        );
+    if q.group.as_deref().is_some_and(|g| g.trim().is_empty()) {
+        return error(StatusCode::BAD_REQUEST, "group must not be empty");
     }
     let max_decompressed = match lookup(&s.ctx, &topic, partition) {
         Ok(m) => m,
@@ -122,7 +123,7 @@ pub async fn stream(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.trim().is_empty());
-    let start = match (resume, q.offset.as_deref()) {
+    let mut start = match (resume, q.offset.as_deref()) {
         (Some(id), _) => match id.trim().parse::<i64>() {
             Ok(o) if o >= -1 => Start::At(o + 1),
             _ => return error(StatusCode::BAD_REQUEST, "Last-Event-ID must be an offset"),
@@ -145,6 +146,20 @@ pub async fn stream(
             format!("{MAX_STREAMS} streams are open already"),
         );
     };
+    // A group's committed offset comes before `earliest`/`latest`, which are then only the
+    // reset policy (Kafka's auto.offset.reset); an explicit offset or Last-Event-ID wins.
+    if let (Some(g), Start::Latest | Start::Earliest) = (q.group.as_deref(), &start) {
+        match stream_group::committed(&s.ctx, g, &topic, partition).await {
+            Ok(Some(o)) => start = Start::At(o),
+            Ok(None) => {}
+            Err(e) => {
+                return error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("group {g}'s offsets: {e}"),
+                )
+            }
+        }
+    }
     let topic: Arc<str> = topic.into();
     let Some((log_start, hw)) = offsets_when_online(&s.ctx, &topic, partition).await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "partition not online");
@@ -154,6 +169,9 @@ pub async fn stream(
         Start::Earliest => log_start,
         Start::At(o) => o.max(log_start),
     };
+    let group = q
+        .group
+        .map(|g| GroupCursor::new(s.ctx.clone(), g, topic.clone(), partition, next));
     let tail = Tail {
         ctx: s.ctx.clone(),
         topic,
@@ -162,9 +180,10 @@ pub async fn stream(
         key: q.key.map(Bytes::from),
         max_decompressed,
         // Browsers retry after ~3 s by default; a restarted broker is back sooner.
-        pending: VecDeque::from([Event::default().retry(RETRY)]),
+        pending: VecDeque::from([(next, Event::default().retry(RETRY))]),
         watch: None,
         shutdown: s.shutdown.clone(),
+        group,
         _permit: permit,
     };
     let events = futures::stream::unfold(tail, |mut t| async move {
@@ -224,9 +243,12 @@ struct Tail {
     next: i64,
     key: Option<Bytes>,
     max_decompressed: usize,
-    pending: VecDeque<Event>,
+    /// Events read but not sent, each with the offset it is about.
+    pending: VecDeque<(i64, Event)>,
     watch: Option<watch::Receiver<i64>>,
     shutdown: watch::Receiver<bool>,
+    /// `?group=`: the delivered position and its commits.
+    group: Option<GroupCursor>,
     _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
@@ -242,7 +264,13 @@ impl Tail {
     /// The next event; `None` ends the stream (shutdown, partition gone).
     async fn next_event(&mut self) -> Option<Event> {
         loop {
-            if let Some(e) = self.pending.pop_front() {
+            if let Some((_, e)) = self.pending.pop_front() {
+                if let Some(g) = self.group.as_mut() {
+                    // Everything before the next unsent event (or the read position) is out.
+                    let position = self.pending.front().map_or(self.next, |(o, _)| *o);
+                    g.delivered(position);
+                    g.commit_if_due().await;
+                }
                 return Some(e);
             }
             if *self.shutdown.borrow() {
@@ -262,9 +290,22 @@ impl Tail {
             // Caught up: wait for the high watermark to pass us (or shutdown).
             let mut watch = self.watch.take().unwrap_or(step.watch);
             if *watch.borrow_and_update() <= self.next {
+                // A group's delivered position is committed while the stream waits.
+                let due = self.group.as_ref().and_then(GroupCursor::due_at);
+                let commit_due = async {
+                    match due {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     changed = watch.changed() => changed.ok()?,
                     _ = self.shutdown.changed() => return None,
+                    _ = commit_due => {
+                        if let Some(g) = self.group.as_mut() {
+                            g.commit_if_due().await;
+                        }
+                    }
                 }
             } else if step.high_watermark > self.next {
                 // Data below the high watermark that read nothing (never expected): do not
@@ -315,11 +356,12 @@ impl Tail {
                         return;
                     }
                     let json = record_json(&self.topic, self.partition, offset, ts, r);
-                    self.pending.push_back(
+                    self.pending.push_back((
+                        offset,
                         Event::default()
                             .id(offset.to_string())
                             .data(json.to_string()),
-                    );
+                    ));
                 },
             );
             if let Err(e) = r {

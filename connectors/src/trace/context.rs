@@ -5,8 +5,6 @@
 
 use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
 
-use crate::partition::records::RecordFields;
-
 pub const TRACEPARENT: &str = "traceparent";
 pub const TRACESTATE: &str = "tracestate";
 pub const X_TRACE_ID: &str = "x-trace-id";
@@ -81,13 +79,13 @@ pub fn parse_x_trace_id(v: &[u8]) -> Option<SpanContext> {
     ))
 }
 
-/// The trace a record carries, `traceparent` first.
-pub fn of_record(r: &RecordFields<'_>) -> Option<SpanContext> {
-    if r.header_count() == 0 {
-        return None;
-    }
+/// The trace a record's headers carry, `traceparent` first (the broker reads them from the
+/// batch in place, the sinks from librdkafka's headers).
+pub fn of_headers<'a>(
+    headers: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+) -> Option<SpanContext> {
     let (mut parent, mut state, mut alias) = (None, None, None);
-    for (k, v) in r.headers() {
+    for (k, v) in headers {
         match k {
             b"traceparent" => parent = parent.or(v),
             b"tracestate" => state = state.or(v),
@@ -145,6 +143,21 @@ mod tests {
         assert_eq!(c.trace_id().to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
         assert_eq!(c.span_id().to_string(), "a3ce929d0e0e4736");
         assert!(parse_x_trace_id(b"not-a-trace").is_none());
+    }
+
+    #[test]
+    fn given_both_headers_when_read_then_traceparent_wins_and_the_alias_is_a_fallback() {
+        let tp = &b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"[..];
+        let alias = &b"11111111111111111111111111111111"[..];
+        let both = [
+            (&b"x-trace-id"[..], Some(alias)),
+            (&b"traceparent"[..], Some(tp)),
+        ];
+        let c = of_headers(both).expect("traced");
+        assert_eq!(c.span_id().to_string(), "00f067aa0ba902b7");
+        let c = of_headers([(&b"x-trace-id"[..], Some(alias))]).expect("alias");
+        assert_eq!(c.trace_id().to_string(), "11111111111111111111111111111111");
+        assert!(of_headers([(&b"other"[..], Some(tp))]).is_none());
     }
 
     proptest! {
