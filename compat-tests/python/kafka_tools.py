@@ -29,6 +29,8 @@ CLASSES = {
     "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-share-groups": "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+    "kafka-console-share-consumer": "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
 }
 
 
@@ -56,6 +58,15 @@ def run(tool: str, bootstrap: str | None, *args: str, stdin: str | None = None) 
         capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, input=stdin,
     )
     return Run(r.returncode, r.stdout, r.stderr)
+
+
+def spawn(tool: str, bootstrap: str, *args: str) -> subprocess.Popen:
+    """One tool in the background (a console consumer that runs until stopped); the
+    caller terminates it and waits."""
+    return subprocess.Popen(
+        ["bash", str(TOOLS_SH), "run", CLASSES[tool], "--bootstrap-server", bootstrap, *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
 
 
 def table(r: Run) -> list[dict[str, str]]:

@@ -133,4 +133,4 @@ def test_broker_api_versions_lists_the_new_apis_at_kafkas_versions(broker):
         assert got.get(api) == want, (api, got.get(api))
     # Strom's count is FINDINGS.md #7's (its api_table!); Kafka 4.4 advertises 77 (telemetry off).
     served = [api for api, v in got.items() if v != "UNSUPPORTED"]
-    assert len(served) == (55 if broker.name == "strom" else 77), served
+    assert len(served) == (57 if broker.name == "strom" else 77), served

@@ -417,6 +417,18 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                     let r: DescribeShareGroupOffsetsResponse = h.call(key, v, req);
                     assert_eq!(r.groups[0].error_code, 0, "{ctx}");
                 }
+                ApiKey::AlterShareGroupOffsets => {
+                    let req = AlterShareGroupOffsetsRequest::default()
+                        .with_group_id(GroupId("none".into()));
+                    let r: AlterShareGroupOffsetsResponse = h.call(key, v, req);
+                    assert_eq!(r.error_code, 69, "{ctx}: no such share group");
+                }
+                ApiKey::DeleteShareGroupOffsets => {
+                    let req = DeleteShareGroupOffsetsRequest::default()
+                        .with_group_id(GroupId("none".into()));
+                    let r: DeleteShareGroupOffsetsResponse = h.call(key, v, req);
+                    assert_eq!(r.error_code, 69, "{ctx}: no such share group");
+                }
                 ApiKey::DescribeClientQuotas => {
                     let r: DescribeClientQuotasResponse =
                         h.call(key, v, DescribeClientQuotasRequest::default());

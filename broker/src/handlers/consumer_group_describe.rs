@@ -1,5 +1,6 @@
 //! ConsumerGroupDescribe (key 69, KIP-848): epochs, assignor, members with their current and
-//! target assignments. Classic groups and unknown ids answer GROUP_ID_NOT_FOUND, as Kafka does.
+//! target assignments. Classic and share groups and unknown ids answer GROUP_ID_NOT_FOUND, as
+//! Kafka does ("Group X is not a consumer group." for a group of another type).
 
 use kafka_protocol::messages::consumer_group_describe_response::{
     Assignment, DescribedGroup, Member, TopicPartitions,
@@ -12,6 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::RequestContext;
 use crate::coordinator::group::assignor::Assignment as Parts;
 use crate::coordinator::group::{self, GroupError};
+use crate::coordinator::share::group::ShareGroups;
 use crate::metadata::catalog::Catalog;
 
 pub const MIN_VERSION: i16 = 0;
@@ -85,10 +87,14 @@ pub async fn handle(
         let key = id.clone();
         let c2 = catalog.clone();
         let r = group::on_coordinator(ctx.ctx(), &id, move |gs, _| async move {
+            // None: a group of another type has the id (Kafka's "is not a consumer group").
+            if ShareGroups::here().groups.borrow().contains_key(&key) {
+                return Ok(None);
+            }
             let groups = gs.groups.borrow();
             let g = groups.get(&key).ok_or(GroupError::GroupIdNotFound)?;
             let Some(c) = g.consumer.as_ref().filter(|_| g.members.is_empty()) else {
-                return Err(GroupError::GroupIdNotFound);
+                return Ok(None);
             };
             let empty = Parts::new();
             let members = c
@@ -117,16 +123,24 @@ pub async fn handle(
                         .with_member_type(if version >= 1 { 1 } else { -1 })
                 })
                 .collect::<Vec<_>>();
-            Ok(DescribedGroup::default()
-                .with_group_state(StrBytes::from_static_str(c.state_name()))
-                .with_group_epoch(c.group_epoch)
-                .with_assignment_epoch(c.assignment_epoch)
-                .with_assignor_name(StrBytes::from_static_str(c.assignor.name()))
-                .with_members(members))
+            Ok(Some(
+                DescribedGroup::default()
+                    .with_group_state(StrBytes::from_static_str(c.state_name()))
+                    .with_group_epoch(c.group_epoch)
+                    .with_assignment_epoch(c.assignment_epoch)
+                    .with_assignor_name(StrBytes::from_static_str(c.assignor.name()))
+                    .with_members(members),
+            ))
         })
         .await;
         let d = match r {
-            Ok(d) => d.with_authorized_operations(ops),
+            Ok(Some(d)) => d.with_authorized_operations(ops),
+            Ok(None) => DescribedGroup::default()
+                .with_error_code(super::errors::group_code(&GroupError::GroupIdNotFound))
+                .with_error_message(Some(StrBytes::from_string(format!(
+                    "Group {id} is not a consumer group."
+                ))))
+                .with_authorized_operations(i32::MIN),
             Err(e) => DescribedGroup::default()
                 .with_error_code(super::errors::group_code(&e))
                 .with_error_message(Some(StrBytes::from_string(e.to_string())))

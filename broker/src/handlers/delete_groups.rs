@@ -1,5 +1,6 @@
 //! DeleteGroups (key 42): an empty group's metadata and offsets are tombstoned in
-//! `__consumer_offsets`; a group with members gets NON_EMPTY_GROUP.
+//! `__consumer_offsets`, an empty share group's state in `__share_group_state`; a group with
+//! members gets NON_EMPTY_GROUP.
 
 use kafka_protocol::messages::DeleteGroupsRequest;
 use kafka_protocol::protocol::StrBytes;
@@ -8,6 +9,7 @@ use super::RequestContext;
 use crate::codec::delete_groups::{DeletableGroupResult, DeleteGroupsResponse};
 use crate::codec::Capped;
 use crate::coordinator::group::{self};
+use crate::coordinator::share;
 use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
@@ -36,17 +38,23 @@ pub async fn handle(
             });
             continue;
         }
-        let key = id.clone();
-        let r = group::on_coordinator(ctx.ctx(), &id, move |gs, _| async move {
-            gs.delete_group(&key).await
-        })
-        .await;
+        // Kafka chains the group types: a share group is deleted (its share state
+        // tombstoned) first, any other id goes on to the classic/consumer groups.
+        let r = match share::admin::delete_group(ctx.ctx(), &id).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                let key = id.clone();
+                group::on_coordinator(ctx.ctx(), &id, move |gs, _| async move {
+                    gs.delete_group(&key).await
+                })
+                .await
+                .map_err(|e| (super::errors::group_code(&e), e.to_string()))
+            }
+            Err(e) => Err((super::share_common::share_code(&e), e.to_string())),
+        };
         let (error_code, error_message) = match r {
             Ok(()) => (0, None),
-            Err(e) => (
-                super::errors::group_code(&e),
-                Some(StrBytes::from_string(e.to_string())),
-            ),
+            Err((code, msg)) => (code, Some(StrBytes::from_string(msg))),
         };
         results.push(DeletableGroupResult {
             group_id: gid.0,

@@ -1,6 +1,7 @@
 //! DescribeShareGroupOffsets (key 90, KIP-932): each share partition's start offset (SPSO),
-//! -1 for a partition the group has no state for; with no topics named, those the group's
-//! members subscribe to.
+//! -1 for a partition the group has no state for; with no topics named, every partition
+//! it has state for (of the topics its members subscribe to or it ever had; Kafka's
+//! initialized share partitions).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_share_group_offsets_response::{
@@ -43,6 +44,7 @@ pub async fn handle(
             groups.push(base.with_error_code(ResponseError::GroupAuthorizationFailed.code()));
             continue;
         }
+        let all = g.topics.is_none();
         let wanted: Vec<(String, Vec<i32>)> = match g.topics {
             Some(ts) => ts
                 .into_iter()
@@ -56,7 +58,11 @@ pub async fn handle(
                             .groups
                             .borrow()
                             .get(&id)
-                            .map(|g| g.subscribed_topics())
+                            .map(|g| {
+                                let mut t = g.subscribed_topics();
+                                t.extend(g.topics_seen.iter().cloned());
+                                t
+                            })
                             .unwrap_or_default())
                     })
                     .await
@@ -92,6 +98,7 @@ pub async fn handle(
                 };
                 out.push(
                     match store::start_offset(ctx.ctx(), key, name.clone()).await {
+                        Ok(-1) if all => continue,
                         Ok(o) => pd.with_start_offset(o),
                         Err(e) => pd
                             .with_start_offset(-1)
@@ -99,6 +106,9 @@ pub async fn handle(
                             .with_error_message(Some(StrBytes::from_string(e.to_string()))),
                     },
                 );
+            }
+            if all && out.is_empty() {
+                continue;
             }
             topics.push(
                 DescribeShareGroupOffsetsResponseTopic::default()

@@ -25,6 +25,7 @@ pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_client_quotas;
 pub mod alter_configs;
+pub mod alter_share_group_offsets;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod broker_logger;
@@ -38,6 +39,7 @@ pub mod create_topics;
 pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
+pub mod delete_share_group_offsets;
 pub mod delete_topics;
 pub mod describe_acls;
 pub mod describe_client_quotas;
@@ -93,6 +95,8 @@ mod all_versions_tests;
 mod group_tests;
 #[cfg(test)]
 mod quota_tests;
+#[cfg(test)]
+mod share_admin_tests;
 #[cfg(test)]
 mod share_tests;
 #[cfg(test)]
@@ -433,6 +437,8 @@ api_table! {
     ShareFetch => share_fetch;
     ShareAcknowledge => share_acknowledge;
     DescribeShareGroupOffsets => describe_share_group_offsets;
+    AlterShareGroupOffsets => alter_share_group_offsets;
+    DeleteShareGroupOffsets => delete_share_group_offsets;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {

@@ -14,6 +14,7 @@ use crate::security::acl::{Operation, ResourceType};
 /// The one place share-group failures become Kafka error codes.
 pub fn share_code(e: &ShareError) -> i16 {
     match e {
+        ShareError::Coordinator(g) => return super::errors::group_code(g),
         ShareError::CoordinatorNotAvailable(_) => ResponseError::CoordinatorNotAvailable,
         ShareError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
         ShareError::UnknownMemberId => ResponseError::UnknownMemberId,
@@ -69,6 +70,7 @@ pub fn admit_member(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coordinator::group::GroupError;
 
     #[test]
     fn given_each_share_error_when_mapped_then_kafka_code() {
@@ -84,6 +86,7 @@ mod tests {
             (ShareError::ShareSessionNotFound, 122),
             (ShareError::InvalidShareSessionEpoch, 123),
             (ShareError::InvalidRecordState(String::new()), 121),
+            (ShareError::Coordinator(GroupError::NotCoordinator), 16),
         ];
         for (e, code) in table {
             assert_eq!(share_code(&e), code, "{e:?}");

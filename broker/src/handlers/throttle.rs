@@ -86,6 +86,8 @@ throttled!(
     ShareFetchResponse,
     ShareAcknowledgeResponse,
     DescribeShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsResponse,
 );
 
 // No `throttle_time_ms` in these responses (the connection is still muted).

@@ -31,6 +31,9 @@ pub struct ShareGroup {
     pub members: BTreeMap<String, Member>,
     /// Partition counts of the subscribed topics the assignment was computed with.
     pub partitions: BTreeMap<String, i32>,
+    /// Every topic the group was ever assigned or had offsets altered on: where it may have
+    /// share state (Kafka's `ShareGroupStatePartitionMetadata`), which DeleteGroups deletes.
+    pub topics_seen: BTreeSet<String>,
 }
 
 impl ShareGroup {
@@ -205,6 +208,7 @@ impl ShareGroup {
             .iter()
             .filter_map(|t| Some((t.clone(), counts(t)?)))
             .collect();
+        self.topics_seen.extend(self.partitions.keys().cloned());
         let target = assign(&self.members, &self.partitions);
         for (id, a) in target {
             if let Some(m) = self.members.get_mut(&id) {

@@ -10,6 +10,7 @@
 //! `__share_group_state` and waits for its fsync before the answer leaves. The first touch
 //! of a share partition after a start replays its newest snapshot.
 
+pub mod admin;
 pub mod group;
 pub mod inflight;
 pub mod records;
@@ -32,7 +33,8 @@ pub const SHARE_STATE_SEGMENT_BYTES: &str = "104857600";
 pub enum ShareError {
     #[error("the share state is not available: {0}")]
     CoordinatorNotAvailable(String),
-    #[error("unknown topic or partition")]
+    // Kafka's message for UNKNOWN_TOPIC_OR_PARTITION, which its tools print.
+    #[error("This server does not host this topic-partition.")]
     UnknownTopicOrPartition,
     #[error("the member id is not known to the share group")]
     UnknownMemberId,
@@ -52,6 +54,9 @@ pub enum ShareError {
     InvalidShareSessionEpoch,
     #[error("{0}")]
     InvalidRecordState(String),
+    /// The group's coordinator shard could not run the operation (not here, loading, ...).
+    #[error(transparent)]
+    Coordinator(#[from] crate::coordinator::group::GroupError),
 }
 
 impl From<CoordinatorLogError> for ShareError {

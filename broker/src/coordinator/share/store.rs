@@ -240,6 +240,54 @@ pub async fn start_offset(
     .map_err(|e| ShareError::CoordinatorNotAvailable(e.to_string()))?
 }
 
+/// Sets (`Some(start)`) or deletes (`None`) the state of a share partition:
+/// AlterShareGroupOffsets writes a snapshot with the new start offset and nothing in flight,
+/// DeleteShareGroupOffsets and DeleteGroups a tombstone, so the next touch starts from
+/// `share.auto.offset.reset` again. The caller has checked that the group is empty: with
+/// no member there is no ShareFetch that could race the write.
+pub async fn reset(
+    ctx: &BrokerContext,
+    key: StateKey,
+    topic: String,
+    start: Option<i64>,
+) -> Result<(), ShareError> {
+    let shard = home_shard(&topic, key.partition, ctx.shard_count());
+    frontend::invoke_on(ctx, shard, move |state| async move {
+        let store = ShareStore::of(&state);
+        let held = store
+            .parts
+            .borrow()
+            .get(&key)
+            .map(|e| (e.snapshot_epoch, e.create_ms));
+        let known = match held {
+            Some(h) => Some(h),
+            None => load(&state.ctx, &key)
+                .await?
+                .map(|s| (s.snapshot_epoch, s.create_ms)),
+        };
+        let now = crate::now_ms();
+        let value = match start {
+            // A newer snapshot epoch than any before it: `load` keeps the newest.
+            Some(start_offset) => Some(records::encode_snapshot(&Snapshot {
+                snapshot_epoch: known.map_or(0, |(e, _)| e + 1),
+                state_epoch: 0,
+                leader_epoch: 0,
+                start_offset,
+                create_ms: known.map_or(now, |(_, c)| c),
+                write_ms: now,
+                batches: Vec::new(),
+            })),
+            None if known.is_none() => return Ok(()),
+            None => None,
+        };
+        persist_record(&state.ctx, &key, value).await?;
+        store.parts.borrow_mut().remove(&key);
+        Ok(())
+    })
+    .await
+    .map_err(|e| ShareError::CoordinatorNotAvailable(e.to_string()))?
+}
+
 async fn state_partition(ctx: &BrokerContext, key: &StateKey) -> Result<i32, ShareError> {
     // One replica: share state does not follow partition leadership across a cluster yet
     // (docs/queues.md, "What is not there yet"); Kafka's
@@ -257,11 +305,17 @@ async fn state_partition(ctx: &BrokerContext, key: &StateKey) -> Result<i32, Sha
 }
 
 async fn persist(ctx: &BrokerContext, key: &StateKey, snap: &Snapshot) -> Result<(), ShareError> {
+    persist_record(ctx, key, Some(records::encode_snapshot(snap))).await
+}
+
+/// Appends one `__share_group_state` record for `key` (a tombstone when `value` is None).
+async fn persist_record(
+    ctx: &BrokerContext,
+    key: &StateKey,
+    value: Option<Bytes>,
+) -> Result<(), ShareError> {
     let p = state_partition(ctx, key).await?;
-    let record = (
-        records::encode_key(key),
-        Some(records::encode_snapshot(snap)),
-    );
+    let record = (records::encode_key(key), value);
     let shard = home_shard(SHARE_STATE_TOPIC, p, ctx.shard_count());
     frontend::invoke_on(ctx, shard, move |state| async move {
         let part = log::partition_on_shard(&state, SHARE_STATE_TOPIC, p).ok_or_else(|| {

@@ -1,6 +1,8 @@
 package dev.strom.compat;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
@@ -27,6 +29,10 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.FeatureUpdate;
 import org.apache.kafka.clients.admin.FinalizedVersionRange;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -35,7 +41,9 @@ import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.GroupNotEmptyException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterAll;
@@ -102,6 +110,7 @@ class ShareGroupsCompatTest {
         start("releaseRedeliversAndRejectArchives", () -> { releaseRedeliversAndRejectArchivesScenario(); return null; });
         start("recordsHeldWithoutAcknowledgementComeBackAfterTheLock", () -> { recordsHeldWithoutAcknowledgementComeBackAfterTheLockScenario(); return null; });
         start("deliveryCountLimitArchivesARecordReleasedOverAndOver", () -> { deliveryCountLimitArchivesARecordReleasedOverAndOverScenario(); return null; });
+        start("adminAltersReplaysAndDeletesShareGroupOffsets", () -> { adminAltersReplaysAndDeletesShareGroupOffsetsScenario(); return null; });
     }
 
     @Test
@@ -122,6 +131,11 @@ class ShareGroupsCompatTest {
     @Test
     void deliveryCountLimitArchivesARecordReleasedOverAndOver() throws Throwable {
         await("deliveryCountLimitArchivesARecordReleasedOverAndOver");
+    }
+
+    @Test
+    void adminAltersReplaysAndDeletesShareGroupOffsets() throws Throwable {
+        await("adminAltersReplaysAndDeletesShareGroupOffsets");
     }
 
     @AfterAll
@@ -322,5 +336,74 @@ class ShareGroupsCompatTest {
             assertTrue(pollFor(c, Duration.ofMillis(2500)).isEmpty(), "archived at the delivery limit");
         }
         assertEquals(Map.of(0L, DELIVERY_LIMIT, 1L, DELIVERY_LIMIT, 2L, DELIVERY_LIMIT), count);
+    }
+
+    /**
+     * Accepts records until `n` came (or 60 s passed): their offsets, in delivery order;
+     * `fresh`: each must be a first delivery.
+     */
+    static List<Long> acceptAll(String group, String topic, int n, boolean fresh) {
+        List<Long> got = new ArrayList<>();
+        try (KafkaShareConsumer<String, String> c = consumer(group, topic, true)) {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (got.size() < n && System.nanoTime() < deadline) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(300))) {
+                    if (fresh) {
+                        assertEquals(1, deliveries(r), "first delivery of offset " + r.offset());
+                    }
+                    got.add(r.offset());
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync(Duration.ofSeconds(10));
+            }
+        }
+        return got;
+    }
+
+    static SharePartitionOffsetInfo offsetOf(String group, TopicPartition tp) throws Exception {
+        return admin.listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec().topicPartitions(List.of(tp))))
+                .partitionsToOffsetInfo(group).get(30, TimeUnit.SECONDS).get(tp);
+    }
+
+    /**
+     * The Admin share group calls (what kafka-share-groups.sh uses): an alter is refused while
+     * a member is in the group; once it is empty, altering the start offset makes the next
+     * member get the records from there afresh, deleting the offsets makes it start from
+     * share.auto.offset.reset (earliest) again, and deleting the group drops it.
+     */
+    static void adminAltersReplaysAndDeletesShareGroupOffsetsScenario() throws Exception {
+        String topic = topicWith(20);
+        String group = group();
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (KafkaShareConsumer<String, String> member = consumer(group, topic, true)) {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            boolean joined = false;
+            while (!joined && System.nanoTime() < deadline) {
+                member.poll(Duration.ofMillis(300)).forEach(r -> member.acknowledge(r, AcknowledgeType.RELEASE));
+                member.commitSync(Duration.ofSeconds(10));
+                joined = !admin.describeShareGroups(List.of(group)).describedGroups().get(group)
+                        .get(30, TimeUnit.SECONDS).members().isEmpty();
+            }
+            assertTrue(joined, "the member shows in describeShareGroups");
+            ExecutionException e = assertThrows(ExecutionException.class,
+                    () -> admin.alterShareGroupOffsets(group, Map.of(tp, 0L)).all().get(30, TimeUnit.SECONDS));
+            assertTrue(e.getCause() instanceof GroupNotEmptyException, e.toString());
+        }
+        assertEquals(20, acceptAll(group, topic, 20, false).size(), "every record once (released ones again)");
+
+        admin.alterShareGroupOffsets(group, Map.of(tp, 5L)).all().get(30, TimeUnit.SECONDS);
+        assertEquals(5L, offsetOf(group, tp).startOffset());
+        List<Long> replayed = acceptAll(group, topic, 15, true);
+        assertEquals(15, replayed.size(), "offsets 5..19 again: " + replayed);
+        assertEquals(5L, (long) replayed.stream().min(Long::compare).orElseThrow());
+
+        admin.deleteShareGroupOffsets(group, Set.of(topic)).all().get(30, TimeUnit.SECONDS);
+        SharePartitionOffsetInfo gone = offsetOf(group, tp);
+        assertTrue(gone == null || gone.startOffset() == -1, "no start offset after the delete: " + gone);
+        assertEquals(20, acceptAll(group, topic, 20, true).size(), "from the log start again");
+
+        admin.deleteShareGroups(List.of(group)).all().get(30, TimeUnit.SECONDS);
+        Collection<GroupListing> share = admin.listGroups(ListGroupsOptions.forShareGroups()).all().get(30, TimeUnit.SECONDS);
+        assertFalse(share.stream().anyMatch(g -> g.groupId().equals(group)), "deleted: " + share);
     }
 }

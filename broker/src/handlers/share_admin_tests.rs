@@ -1,0 +1,209 @@
+//! In-process tests of share group administration through the wire codec:
+//! Alter/DeleteShareGroupOffsets (only on an empty group, the new start offset is where
+//! the next member starts, deleted offsets start over from `share.auto.offset.reset`),
+//! DeleteGroups of a share group, and the other group APIs' view of a share group.
+
+use kafka_protocol::messages::alter_share_group_offsets_request::{
+    AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+};
+use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
+use kafka_protocol::messages::describe_share_group_offsets_request::{
+    DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic,
+};
+use kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::*;
+
+use super::group_tests::s;
+use super::testing::{create, produce_req, Harness};
+
+fn join(h: &Harness, member: &str, epoch: i32) -> ShareGroupHeartbeatResponse {
+    let req = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("sg")))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_subscribed_topic_names((epoch == 0).then(|| vec![TopicName(s("t"))]));
+    h.call(ApiKey::ShareGroupHeartbeat, 1, req)
+}
+
+/// One fetch of a fresh share session of `member` (epoch 0): what it acquired of t-0.
+fn acquire(h: &Harness, member: &str) -> Vec<(i64, i64, i16)> {
+    let id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
+    let req = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(s("sg"))))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(0)
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_max_records(100)
+        .with_batch_size(100)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(id)
+            .with_partitions(vec![
+                FetchPartition::default().with_partition_index(0)
+            ])]);
+    let r: ShareFetchResponse = h.call(ApiKey::ShareFetch, 1, req);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!((r.error_code, p.error_code), (0, 0), "{r:?}");
+    p.acquired_records
+        .iter()
+        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
+        .collect()
+}
+
+fn produce(h: &Harness, n: usize) {
+    let batch = crate::test_support::TestBatch::new(n).encode();
+    let r: ProduceResponse = h.call(ApiKey::Produce, 9, produce_req("t", 0, -1, batch));
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+}
+
+fn alter(h: &Harness, group: &str, topic: &str, p: i32, o: i64) -> AlterShareGroupOffsetsResponse {
+    let req = AlterShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+            .with_topic_name(TopicName(s(topic)))
+            .with_partitions(vec![
+                AlterShareGroupOffsetsRequestPartition::default()
+                    .with_partition_index(p)
+                    .with_start_offset(o),
+            ])]);
+    h.call(ApiKey::AlterShareGroupOffsets, 0, req)
+}
+
+fn delete_offsets(h: &Harness, topic: &str) -> DeleteShareGroupOffsetsResponse {
+    delete_offsets_of(h, "sg", topic)
+}
+
+fn delete_offsets_of(h: &Harness, group: &str, topic: &str) -> DeleteShareGroupOffsetsResponse {
+    let req = DeleteShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(vec![
+            DeleteShareGroupOffsetsRequestTopic::default().with_topic_name(TopicName(s(topic)))
+        ]);
+    h.call(ApiKey::DeleteShareGroupOffsets, 0, req)
+}
+
+fn start_offset(h: &Harness) -> i64 {
+    let r: DescribeShareGroupOffsetsResponse = h.call(
+        ApiKey::DescribeShareGroupOffsets,
+        0,
+        DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(s("sg")))
+                .with_topics(Some(vec![DescribeShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(TopicName(s("t")))
+                    .with_partitions(vec![0])])),
+        ]),
+    );
+    r.groups[0].topics[0].partitions[0].start_offset
+}
+
+fn delete_group(h: &Harness, group: &str) -> i16 {
+    let req = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(group))]);
+    let r: DeleteGroupsResponse = h.call(ApiKey::DeleteGroups, 2, req);
+    r.results[0].error_code
+}
+
+#[test]
+fn given_a_share_group_when_altering_and_deleting_offsets_then_kafka_admin_semantics() {
+    let h = Harness::new();
+    create(&h, "t", 1);
+    produce(&h, 10);
+    assert_eq!(join(&h, "m1", 0).error_code, 0);
+    // share.auto.offset.reset=latest: the share partition starts at 10.
+    assert!(acquire(&h, "m1").is_empty());
+    produce(&h, 5);
+    assert_eq!(acquire(&h, "m1"), vec![(10, 14, 1)]);
+
+    // A group with a member: NON_EMPTY_GROUP for every change; no such group: 69.
+    assert_eq!(alter(&h, "sg", "t", 0, 0).error_code, 68);
+    assert_eq!(delete_offsets(&h, "t").error_code, 68);
+    assert_eq!(delete_group(&h, "sg"), 68);
+    assert_eq!(delete_offsets_of(&h, "nope", "t").error_code, 69);
+    assert_eq!(delete_group(&h, "nope"), 69);
+    // Kafka's alter makes an empty share group of an id no group has, not of a consumer
+    // group's.
+    assert_eq!(alter(&h, "nope", "t", 0, 0).error_code, 0);
+    assert_eq!(delete_group(&h, "nope"), 0);
+    let c: ConsumerGroupHeartbeatResponse = h.call(
+        ApiKey::ConsumerGroupHeartbeat,
+        0,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("cg")))
+            .with_member_id(s("c1"))
+            .with_rebalance_timeout_ms(10_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(c.error_code, 0);
+    assert_eq!(alter(&h, "cg", "t", 0, 0).error_code, 69);
+
+    // The other group APIs do not describe a share group (Kafka: GROUP_ID_NOT_FOUND).
+    let d: DescribeGroupsResponse = h.call(
+        ApiKey::DescribeGroups,
+        6,
+        DescribeGroupsRequest::default().with_groups(vec![GroupId(s("sg"))]),
+    );
+    assert_eq!(d.groups[0].error_code, 69);
+    let c: ConsumerGroupDescribeResponse = h.call(
+        ApiKey::ConsumerGroupDescribe,
+        1,
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("sg"))]),
+    );
+    assert_eq!(c.groups[0].error_code, 69);
+    assert_eq!(
+        c.groups[0].error_message.as_deref(),
+        Some("Group sg is not a consumer group.")
+    );
+
+    // Empty now: the start offset moves back to 2, and records 2.. (the 10..14 ones the
+    // member held too) are delivered afresh to the next member.
+    assert_eq!(join(&h, "m1", -1).member_epoch, -1);
+    let r = alter(&h, "sg", "t", 0, 2);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    assert_eq!(start_offset(&h), 2);
+    // No topics named: the partitions the group has state for.
+    let r: DescribeShareGroupOffsetsResponse = h.call(
+        ApiKey::DescribeShareGroupOffsets,
+        0,
+        DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(s("sg")))
+                .with_topics(None),
+        ]),
+    );
+    let t = &r.groups[0].topics;
+    assert_eq!((t.len(), t[0].partitions.len()), (1, 1), "{r:?}");
+    assert_eq!(t[0].partitions[0].start_offset, 2);
+    // Unknown partitions and topics fail only themselves.
+    let r = alter(&h, "sg", "t", 7, 0);
+    assert_eq!(
+        (r.error_code, r.responses[0].partitions[0].error_code),
+        (0, 3)
+    );
+    let r = alter(&h, "sg", "zz", 0, 0);
+    assert_eq!(
+        (r.error_code, r.responses[0].partitions[0].error_code),
+        (0, 3)
+    );
+    assert_eq!(join(&h, "m2", 0).error_code, 0);
+    assert_eq!(acquire(&h, "m2"), vec![(2, 9, 1), (10, 14, 1)]);
+    assert_eq!(join(&h, "m2", -1).member_epoch, -1);
+
+    // Deleting the offsets: no state, and the next member starts at the log end again.
+    let r = delete_offsets(&h, "t");
+    assert_eq!((r.error_code, r.responses[0].error_code), (0, 0), "{r:?}");
+    assert_eq!(start_offset(&h), -1);
+    assert_eq!(delete_offsets(&h, "zz").responses[0].error_code, 3);
+    assert_eq!(join(&h, "m3", 0).error_code, 0);
+    assert!(acquire(&h, "m3").is_empty());
+    assert_eq!(start_offset(&h), 15);
+    assert_eq!(join(&h, "m3", -1).member_epoch, -1);
+
+    // DeleteGroups of the empty share group: gone from ListGroups, its state deleted.
+    assert_eq!(delete_group(&h, "sg"), 0);
+    let l: ListGroupsResponse = h.call(ApiKey::ListGroups, 5, ListGroupsRequest::default());
+    assert!(!l.groups.iter().any(|g| g.group_id.as_str() == "sg"));
+    assert_eq!(start_offset(&h), -1);
+    assert_eq!(delete_group(&h, "sg"), 69);
+}
