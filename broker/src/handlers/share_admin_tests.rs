@@ -14,6 +14,7 @@ use kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::*;
 
 use super::group_tests::s;
+use super::share_tests::consumer_group_member;
 use super::testing::{create, produce_req, Harness};
 
 fn join(h: &Harness, member: &str, epoch: i32) -> ShareGroupHeartbeatResponse {
@@ -124,17 +125,7 @@ fn given_a_share_group_when_altering_and_deleting_offsets_then_kafka_admin_seman
     // group's.
     assert_eq!(alter(&h, "nope", "t", 0, 0).error_code, 0);
     assert_eq!(delete_group(&h, "nope"), 0);
-    let c: ConsumerGroupHeartbeatResponse = h.call(
-        ApiKey::ConsumerGroupHeartbeat,
-        0,
-        ConsumerGroupHeartbeatRequest::default()
-            .with_group_id(GroupId(s("cg")))
-            .with_member_id(s("c1"))
-            .with_rebalance_timeout_ms(10_000)
-            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
-            .with_topic_partitions(Some(vec![])),
-    );
-    assert_eq!(c.error_code, 0);
+    assert_eq!(consumer_group_member(&h, "cg", "c1").error_code, 0);
     assert_eq!(alter(&h, "cg", "t", 0, 0).error_code, 69);
 
     // The other group APIs do not describe a share group (Kafka: GROUP_ID_NOT_FOUND).

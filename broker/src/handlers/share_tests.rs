@@ -17,6 +17,24 @@ use kafka_protocol::messages::*;
 use super::group_tests::s;
 use super::testing::{create, produce_req, Harness};
 
+/// Joins `member` to consumer group `group` (KIP-848) subscribed to topic `t`.
+pub(super) fn consumer_group_member(
+    h: &Harness,
+    group: &str,
+    member: &str,
+) -> ConsumerGroupHeartbeatResponse {
+    h.call(
+        ApiKey::ConsumerGroupHeartbeat,
+        0,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_member_id(s(member))
+            .with_rebalance_timeout_ms(10_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(vec![])),
+    )
+}
+
 fn heartbeat(h: &Harness, member: &str, epoch: i32) -> ShareGroupHeartbeatResponse {
     let req = ShareGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s("sg")))
@@ -154,17 +172,7 @@ fn given_a_share_member_when_fetching_and_acknowledging_then_kafka_share_semanti
         .any(|g| g.group_id.as_str() == "sg" && g.group_type.as_str() == "share"));
 
     // A consumer group's id is not a share group's (Kafka: GROUP_ID_NOT_FOUND).
-    let c: ConsumerGroupHeartbeatResponse = h.call(
-        ApiKey::ConsumerGroupHeartbeat,
-        0,
-        ConsumerGroupHeartbeatRequest::default()
-            .with_group_id(GroupId(s("cg")))
-            .with_member_id(s("c1"))
-            .with_rebalance_timeout_ms(10_000)
-            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
-            .with_topic_partitions(Some(vec![])),
-    );
-    assert_eq!(c.error_code, 0);
+    assert_eq!(consumer_group_member(&h, "cg", "c1").error_code, 0);
     let req = ShareGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s("cg")))
         .with_member_id(s("m9"))
