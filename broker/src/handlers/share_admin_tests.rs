@@ -7,48 +7,18 @@ use kafka_protocol::messages::alter_share_group_offsets_request::{
     AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
 };
 use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
-use kafka_protocol::messages::describe_share_group_offsets_request::{
-    DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic,
-};
-use kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::*;
 
 use super::group_tests::s;
-use super::share_tests::consumer_group_member;
+use super::share_tests::{acquired, consumer_group_member, fetch_as, heartbeat, start_offset};
 use super::testing::{create, produce_req, Harness};
-
-fn join(h: &Harness, member: &str, epoch: i32) -> ShareGroupHeartbeatResponse {
-    let req = ShareGroupHeartbeatRequest::default()
-        .with_group_id(GroupId(s("sg")))
-        .with_member_id(s(member))
-        .with_member_epoch(epoch)
-        .with_subscribed_topic_names((epoch == 0).then(|| vec![TopicName(s("t"))]));
-    h.call(ApiKey::ShareGroupHeartbeat, 1, req)
-}
 
 /// One fetch of a fresh share session of `member` (epoch 0): what it acquired of t-0.
 fn acquire(h: &Harness, member: &str) -> Vec<(i64, i64, i16)> {
-    let id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
-    let req = ShareFetchRequest::default()
-        .with_group_id(Some(GroupId(s("sg"))))
-        .with_member_id(Some(s(member)))
-        .with_share_session_epoch(0)
-        .with_max_wait_ms(0)
-        .with_max_bytes(1 << 20)
-        .with_max_records(100)
-        .with_batch_size(100)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic_id(id)
-            .with_partitions(vec![
-                FetchPartition::default().with_partition_index(0)
-            ])]);
-    let r: ShareFetchResponse = h.call(ApiKey::ShareFetch, 1, req);
-    let p = &r.responses[0].partitions[0];
-    assert_eq!((r.error_code, p.error_code), (0, 0), "{r:?}");
-    p.acquired_records
-        .iter()
-        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
-        .collect()
+    let r = fetch_as(h, member, 0, vec![]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    acquired(&r)
 }
 
 fn produce(h: &Harness, n: usize) {
@@ -83,21 +53,6 @@ fn delete_offsets_of(h: &Harness, group: &str, topic: &str) -> DeleteShareGroupO
     h.call(ApiKey::DeleteShareGroupOffsets, 0, req)
 }
 
-fn start_offset(h: &Harness) -> i64 {
-    let r: DescribeShareGroupOffsetsResponse = h.call(
-        ApiKey::DescribeShareGroupOffsets,
-        0,
-        DescribeShareGroupOffsetsRequest::default().with_groups(vec![
-            DescribeShareGroupOffsetsRequestGroup::default()
-                .with_group_id(GroupId(s("sg")))
-                .with_topics(Some(vec![DescribeShareGroupOffsetsRequestTopic::default()
-                    .with_topic_name(TopicName(s("t")))
-                    .with_partitions(vec![0])])),
-        ]),
-    );
-    r.groups[0].topics[0].partitions[0].start_offset
-}
-
 fn delete_group(h: &Harness, group: &str) -> i16 {
     let req = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(group))]);
     let r: DeleteGroupsResponse = h.call(ApiKey::DeleteGroups, 2, req);
@@ -109,7 +64,7 @@ fn given_a_share_group_when_altering_and_deleting_offsets_then_kafka_admin_seman
     let h = Harness::new();
     create(&h, "t", 1);
     produce(&h, 10);
-    assert_eq!(join(&h, "m1", 0).error_code, 0);
+    assert_eq!(heartbeat(&h, "m1", 0).error_code, 0);
     // share.auto.offset.reset=latest: the share partition starts at 10.
     assert!(acquire(&h, "m1").is_empty());
     produce(&h, 5);
@@ -148,7 +103,7 @@ fn given_a_share_group_when_altering_and_deleting_offsets_then_kafka_admin_seman
 
     // Empty now: the start offset moves back to 2, and records 2.. (the 10..14 ones the
     // member held too) are delivered afresh to the next member.
-    assert_eq!(join(&h, "m1", -1).member_epoch, -1);
+    assert_eq!(heartbeat(&h, "m1", -1).member_epoch, -1);
     let r = alter(&h, "sg", "t", 0, 2);
     assert_eq!(r.error_code, 0, "{r:?}");
     assert_eq!(r.responses[0].partitions[0].error_code, 0);
@@ -177,19 +132,19 @@ fn given_a_share_group_when_altering_and_deleting_offsets_then_kafka_admin_seman
         (r.error_code, r.responses[0].partitions[0].error_code),
         (0, 3)
     );
-    assert_eq!(join(&h, "m2", 0).error_code, 0);
+    assert_eq!(heartbeat(&h, "m2", 0).error_code, 0);
     assert_eq!(acquire(&h, "m2"), vec![(2, 9, 1), (10, 14, 1)]);
-    assert_eq!(join(&h, "m2", -1).member_epoch, -1);
+    assert_eq!(heartbeat(&h, "m2", -1).member_epoch, -1);
 
     // Deleting the offsets: no state, and the next member starts at the log end again.
     let r = delete_offsets(&h, "t");
     assert_eq!((r.error_code, r.responses[0].error_code), (0, 0), "{r:?}");
     assert_eq!(start_offset(&h), -1);
     assert_eq!(delete_offsets(&h, "zz").responses[0].error_code, 3);
-    assert_eq!(join(&h, "m3", 0).error_code, 0);
+    assert_eq!(heartbeat(&h, "m3", 0).error_code, 0);
     assert!(acquire(&h, "m3").is_empty());
     assert_eq!(start_offset(&h), 15);
-    assert_eq!(join(&h, "m3", -1).member_epoch, -1);
+    assert_eq!(heartbeat(&h, "m3", -1).member_epoch, -1);
 
     // DeleteGroups of the empty share group: gone from ListGroups, its state deleted.
     assert_eq!(delete_group(&h, "sg"), 0);

@@ -35,7 +35,7 @@ pub(super) fn consumer_group_member(
     )
 }
 
-fn heartbeat(h: &Harness, member: &str, epoch: i32) -> ShareGroupHeartbeatResponse {
+pub(super) fn heartbeat(h: &Harness, member: &str, epoch: i32) -> ShareGroupHeartbeatResponse {
     let req = ShareGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s("sg")))
         .with_member_id(s(member))
@@ -45,10 +45,20 @@ fn heartbeat(h: &Harness, member: &str, epoch: i32) -> ShareGroupHeartbeatRespon
 }
 
 fn fetch(h: &Harness, epoch: i32, acks: Vec<(i64, i64, i8)>) -> ShareFetchResponse {
+    fetch_as(h, "m1", epoch, acks)
+}
+
+/// A ShareFetch of t-0 by `member` of group `sg`, acknowledging `acks` (first, last, type).
+pub(super) fn fetch_as(
+    h: &Harness,
+    member: &str,
+    epoch: i32,
+    acks: Vec<(i64, i64, i8)>,
+) -> ShareFetchResponse {
     let id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
     let req = ShareFetchRequest::default()
         .with_group_id(Some(GroupId(s("sg"))))
-        .with_member_id(Some(s("m1")))
+        .with_member_id(Some(s(member)))
         .with_share_session_epoch(epoch)
         .with_max_wait_ms(0)
         .with_max_bytes(1 << 20)
@@ -94,7 +104,23 @@ fn acknowledge(
     h.call(ApiKey::ShareAcknowledge, 1, req)
 }
 
-fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
+/// The share-partition start offset of `sg` on t-0 (DescribeShareGroupOffsets).
+pub(super) fn start_offset(h: &Harness) -> i64 {
+    let r: DescribeShareGroupOffsetsResponse = h.call(
+        ApiKey::DescribeShareGroupOffsets,
+        0,
+        DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(s("sg")))
+                .with_topics(Some(vec![DescribeShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(TopicName(s("t")))
+                    .with_partitions(vec![0])])),
+        ]),
+    );
+    r.groups[0].topics[0].partitions[0].start_offset
+}
+
+pub(super) fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
     let p = &r.responses[0].partitions[0];
     assert_eq!((p.error_code, p.acknowledge_error_code), (0, 0), "{p:?}");
     p.acquired_records
@@ -143,18 +169,7 @@ fn given_a_share_member_when_fetching_and_acknowledging_then_kafka_share_semanti
     assert_eq!(fetch(&h, 9, vec![]).error_code, 123);
     assert!(acquired(&fetch(&h, 5, vec![])).is_empty());
 
-    let offsets: DescribeShareGroupOffsetsResponse = h.call(
-        ApiKey::DescribeShareGroupOffsets,
-        0,
-        DescribeShareGroupOffsetsRequest::default().with_groups(vec![
-            DescribeShareGroupOffsetsRequestGroup::default()
-                .with_group_id(GroupId(s("sg")))
-                .with_topics(Some(vec![DescribeShareGroupOffsetsRequestTopic::default()
-                    .with_topic_name(TopicName(s("t")))
-                    .with_partitions(vec![0])])),
-        ]),
-    );
-    assert_eq!(offsets.groups[0].topics[0].partitions[0].start_offset, 13);
+    assert_eq!(start_offset(&h), 13);
 
     let d: ShareGroupDescribeResponse = h.call(
         ApiKey::ShareGroupDescribe,
