@@ -143,10 +143,11 @@ struct Model {
 impl Model {
     /// `lane`'s throttle after one more of its requests (module constant `RELEASE`): doubled
     /// from at least `start` while saturated, else released by the time since its last change.
-    fn penalty(&mut self, lane: Lane, saturated: bool, start: f64, now: Instant) -> f64 {
+    /// Kept at most `cap`, so a release starts from the cap, not from above it.
+    fn penalty(&mut self, lane: Lane, saturated: bool, start: f64, cap: f64, now: Instant) -> f64 {
         let (ms, at) = &mut self.penalty[lane.index()];
         if saturated {
-            *ms = (*ms * 2.0).max(start);
+            *ms = (*ms * 2.0).max(start).min(cap);
             *at = Some(now);
         } else if *ms > 0.0 {
             let since = at.map_or(RELEASE, |t| now.saturating_duration_since(t));
@@ -373,13 +374,9 @@ impl PriorityGate {
                 .max(inflight_used / INFLIGHT_SATURATED)
                 .max(1.0);
             let saturated = m.saturated;
-            m.penalty(lane, saturated, steps * current.max(1.0) * pressure, now)
-                .min(self.cfg.max_throttle_ms)
+            let start = steps * current.max(1.0) * pressure;
+            m.penalty(lane, saturated, start, self.cfg.max_throttle_ms, now)
         };
-        if lane < top {
-            // Capped where it is kept, so a release starts from the cap, not from above it.
-            m.penalty[lane.index()].0 = m.penalty[lane.index()].0.min(self.cfg.max_throttle_ms);
-        }
         drop(m);
         let ms = ms.min(self.cfg.max_throttle_ms).ceil() as i64;
         if ms > 0 {
