@@ -186,6 +186,75 @@ def test_console_pages_messages_lag_and_offset_reset(strom_broker, browser):
     assert d.find_element(By.CSS_SELECTOR, "[data-test=healthy]").text == "healthy"
 
 
+def messages_api(b, topic: str) -> list[dict]:
+    with urllib.request.urlopen(f"{base(b)}/api/v1/topics/{topic}/messages?partition=0&offset=start", timeout=10) as r:
+        return json.loads(r.read())["messages"]
+
+
+def test_console_decodes_records_through_the_schema_registry(strom_broker, browser):
+    """Keys and values in the registry's wire format are shown as their schema reads them:
+    Avro (in the browser), Protobuf with a reference, JSON Schema; an unknown id and a payload
+    its schema cannot read are named, and plain records stay text."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from selenium.webdriver.common.by import By
+
+    from test_schema_registry import USER_V1, build_protobuf_classes
+
+    b, d = strom_broker, browser
+    client = SchemaRegistryClient({"url": f"http://127.0.0.1:{b.extra['schema_registry_port']}"})
+    run = uuid.uuid4().hex[:6]
+    avro_t, proto_t, json_t = f"console-avro-{run}", f"console-proto-{run}", f"console-json-{run}"
+    for t in (avro_t, proto_t, json_t):
+        create(b, t, 1)
+    value = lambda t: SerializationContext(t, MessageField.VALUE)  # noqa: E731
+    key_ser = AvroSerializer(client, json.dumps({"type": "string"}))
+    avro = AvroSerializer(client, json.dumps(USER_V1))
+    Order = build_protobuf_classes()
+    proto = ProtobufSerializer(Order, client, {"use.deprecated.format": False})
+    doc_schema = {"type": "object", "title": "Doc", "properties": {"text": {"type": "string"}, "n": {"type": "integer"}}}
+    jser = JSONSerializer(json.dumps(doc_schema), client)
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(3):
+        p.produce(avro_t, partition=0, key=key_ser(f"user-{i}", SerializationContext(avro_t, MessageField.KEY)),
+                  value=avro({"id": i, "name": f"user {i}"}, value(avro_t)))
+    avro_id = client.get_latest_version(f"{avro_t}-value").schema_id
+    # A wire-format header with an id nobody registered, and a known id with a torn payload.
+    p.produce(avro_t, partition=0, value=b"\x00" + (10_000_000).to_bytes(4, "big") + b"junk")
+    p.produce(avro_t, partition=0, value=b"\x00" + avro_id.to_bytes(4, "big") + b"\xff")
+    p.produce(avro_t, partition=0, value=b"plain text")
+    p.produce(proto_t, partition=0, value=proto(Order(id="o1", price={"units": 5, "currency": "EUR"}, tags=["a", "b"]), value(proto_t)))
+    p.produce(json_t, partition=0, value=jser({"text": "hello", "n": 3}, value(json_t)))
+    assert p.flush(30) == 0
+
+    got = messages_api(b, avro_t)
+    assert [m["value_schema"]["json"] for m in got[:3]] == [{"id": i, "name": f"user {i}"} for i in range(3)]
+    assert {m["value_schema"]["schema_type"] for m in got[:3]} == {"AVRO"}
+    assert got[0]["value_schema"]["schema_id"] == avro_id and got[0]["value_schema"]["error"] is None
+    assert got[1]["key_schema"]["json"] == "user-1"
+    unknown, torn, plain = got[3]["value_schema"], got[4]["value_schema"], got[5]
+    assert unknown["schema_type"] is None and unknown["json"] is None and "not registered" in unknown["error"], unknown
+    assert torn["schema_type"] == "AVRO" and torn["json"] is None and torn["error"], torn
+    assert "value_schema" not in plain and plain["value"] == "plain text"
+    order = messages_api(b, proto_t)[0]["value_schema"]
+    assert order["schema_type"] == "PROTOBUF", order
+    assert order["json"]["id"] == "o1" and order["json"]["price"]["currency"] == "EUR" and order["json"]["tags"] == ["a", "b"]
+    doc = messages_api(b, json_t)[0]["value_schema"]
+    assert (doc["schema_type"], doc["json"]) == ("JSON", {"text": "hello", "n": 3}), doc
+
+    # In the browser: the schema's type and id beside the decoded record.
+    open_page(d, b, f"/topics/{avro_t}", "13-topic-messages-registry")
+    until(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#mb-results tr[data-offset]")) == 6, "the registry topic's records")
+    row = d.find_element(By.CSS_SELECTOR, "#mb-results tr[data-offset='1']")
+    assert f"AVRO · id {avro_id}" in row.text and '"name": "user 1"' in row.text and '"user-1"' in row.text, row.text
+    assert "not registered" in d.find_element(By.CSS_SELECTOR, "#mb-results tr[data-offset='3']").text
+    d.save_screenshot(str(SHOTS / "13-topic-messages-registry.png"))
+
+
 def test_console_api_errors_are_json_with_kafka_codes(strom_broker):
     import urllib.error
 
@@ -214,7 +283,6 @@ def secured_strom():
     b = brokers.start_strom(security={
         "listeners": ["SASL_PLAINTEXT"],
         "settings": {
-            # PLAIN for produce/consume: this build's librdkafka has no SCRAM (no OpenSSL).
             "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:admin",

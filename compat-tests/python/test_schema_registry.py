@@ -491,3 +491,41 @@ def test_existing_schemas_topic_is_replayed_with_its_ids():
             b2.cleanup()
     finally:
         b.cleanup()
+
+
+def test_registry_honours_the_admin_ports_authentication():
+    """With `admin_authentication=basic`, the registry's port asks what the admin port asks:
+    HTTP Basic against the SCRAM users, `admin_principals` deciding who may come in. Refusals
+    carry Confluent's error body, which SchemaRegistryClient reads (401, 403)."""
+    from conftest import _ready_check
+
+    users = {"alice": "alice-secret", "bob": "bob-secret"}
+    b = brokers.start_strom(security={
+        "listeners": ["SASL_PLAINTEXT"],
+        "settings": {"sasl.enabled.mechanisms": "SCRAM-SHA-512", "admin_authentication": "basic",
+                     "admin_principals": "User:alice"},
+        "users": [(u, p, "SCRAM-SHA-512") for u, p in users.items()],
+    })
+    try:
+        _ready_check(b)
+        url = f"http://127.0.0.1:{b.extra['schema_registry_port']}"
+
+        def as_user(info: str | None) -> SchemaRegistryClient:
+            conf = {"url": url}
+            if info is not None:
+                conf["basic.auth.user.info"] = info
+            return SchemaRegistryClient(conf)
+
+        subject = unique("secured")
+        alice = as_user("alice:alice-secret")
+        sid = alice.register_schema(subject, Schema(json.dumps(USER_V1), "AVRO"))
+        assert alice.get_schema(sid).schema_str and subject in alice.get_subjects()
+        for who, status in [(None, 401), ("alice:wrong", 401), ("bob:bob-secret", 403)]:
+            with pytest.raises(SchemaRegistryError) as e:
+                as_user(who).get_subjects()
+            assert (e.value.http_status_code, e.value.error_code) == (status, status), (who, e.value)
+        r = requests.get(f"{url}/subjects", timeout=10)
+        assert r.status_code == 401 and r.json() == {"error_code": 401, "message": "Unauthorized"}
+        assert r.headers["WWW-Authenticate"].startswith("Basic")
+    finally:
+        b.cleanup()

@@ -35,6 +35,8 @@ pytestmark = pytest.mark.skipif(
 
 CHROMA = brokers.REPO_ROOT / "compat-tests" / ".venv-vector" / "bin" / "chroma"
 SUNK = unique_topic("sunk")
+# The connectors' admin port (`strom connect status` reads it); its default 9645 may be taken.
+CONNECT_ADMIN = f"127.0.0.1:{brokers.free_port()}"
 
 
 def start_chroma(workdir: Path) -> tuple[subprocess.Popen, str]:
@@ -59,6 +61,7 @@ def start_chroma(workdir: Path) -> tuple[subprocess.Popen, str]:
 def connectors_config(chroma_url: str):
     """The serve config: one Chroma sink consuming SUNK from the broker itself."""
     return lambda port: f"""
+connectors_admin_listen = "{CONNECT_ADMIN}"
 [[connectors]]
 name = "traced-sink"
 [connectors.source]
@@ -227,3 +230,55 @@ def test_sink_write_continues_the_records_traces(traced):
     assert reached == {parent_a1, parent_a2}, spans_a
     assert spans_a[0].parent_span_id == parent_a1
     assert spans_a[0].attributes["messaging.kafka.offset"] == 0
+
+
+def connect_status(fmt: str = "json"):
+    r = subprocess.run([str(brokers.STROM_BIN), "connect", "status", "--admin", CONNECT_ADMIN, "--format", fmt],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout) if fmt == "json" else r.stdout
+
+
+def test_connect_status_and_the_console_count_written_and_dead_lettered_records(traced):
+    """`strom connect status` (table and JSON) and the console's connectors page read the
+    running sink's figures: records written, records sent to the DLQ (a document without its
+    embedding), lag back at 0."""
+    from confluent_kafka import Producer
+
+    b, _ = traced
+    assert admin.create_topic("confluent", b.bootstrap, SUNK, 1) in (0, 36)  # 36: made by another test
+
+    def sink():
+        return {c["connector"]: c for c in connect_status()}.get("traced-sink")
+
+    # The figures exist once the connector has started (its lag gauge first).
+    deadline = time.monotonic() + 60
+    while (before := sink()) is None:
+        assert time.monotonic() < deadline, "the connector is not listed"
+        time.sleep(0.5)
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
+    for doc in [{"title": "a", "embedding": [0.1, 0.2, 0.3]}, {"title": "b", "embedding": [0.3, 0.2, 0.1]},
+                {"title": "no vector"}]:
+        p.produce(SUNK, value=json.dumps(doc).encode(), partition=0)
+    assert p.flush(30) == 0
+    deadline = time.monotonic() + 90
+    while True:
+        now = sink()
+        if (now["records_written"] >= before["records_written"] + 2
+                and now["dlq_records"] >= before["dlq_records"] + 1 and now["lag"] == 0):
+            break
+        assert time.monotonic() < deadline, (before, now)
+        time.sleep(0.5)
+    assert now["batches_written"] >= 1, now
+    table = [line.split() for line in connect_status("table").splitlines()]
+    assert table[0] == ["CONNECTOR", "RECORDS-WRITTEN", "BATCHES", "DLQ-RECORDS", "ERRORS", "LAG"]
+    row = next(r for r in table if r[0] == "traced-sink")
+    assert int(row[1]) >= now["records_written"] and int(row[3]) >= now["dlq_records"] and row[5] == "0", row
+    # The console's page reads the same metrics, in the broker that runs the connector.
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{b.extra['metrics_port']}/api/v1/connectors", timeout=10) as r:
+        view = json.loads(r.read())
+    assert view["running"] is True
+    [c] = [c for c in view["connectors"] if c["connector"] == "traced-sink"]
+    assert c["records_written"] >= now["records_written"] and c["dlq_records"] >= now["dlq_records"], c

@@ -1,5 +1,7 @@
 //! A page of records of one partition, by Fetch: the console's message browser (offset or
-//! timestamp seek, search by key). Records are decoded (any codec) and shown as text.
+//! timestamp seek, search by key). Records are decoded (any codec) and shown as text, and
+//! keys and values in the schema registry's wire format also as the JSON their schema reads
+//! (`decode_schemas`).
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
@@ -13,6 +15,7 @@ use super::client::Client;
 use super::error::CliError;
 use super::offsets::{self, OffsetSpec};
 use super::topic_name;
+use crate::partition::schema_ids::{Decoded, SchemaView};
 
 /// Bytes asked per fetch: enough for a page of ordinary records, bounded for a browser.
 const FETCH_BYTES: i32 = 1 << 20;
@@ -37,6 +40,64 @@ pub struct MessageView {
     pub value_size: usize,
     pub truncated: bool,
     pub headers: Vec<Header>,
+    /// The key / value read through the schema registry (`decode_schemas`), when they are in
+    /// its wire format.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_schema: Option<SchemaDecoded>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_schema: Option<SchemaDecoded>,
+    /// The whole key and value, for `decode_schemas` (not part of the answer).
+    #[serde(skip)]
+    raw: (Option<Bytes>, Option<Bytes>),
+}
+
+/// A key or value in the wire format, as its schema reads it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SchemaDecoded {
+    pub schema_id: i32,
+    /// AVRO, PROTOBUF or JSON; null when the registry does not know the id.
+    pub schema_type: Option<&'static str>,
+    pub json: Option<serde_json::Value>,
+    /// Why the payload could not be read through its schema.
+    pub error: Option<String>,
+}
+
+impl SchemaDecoded {
+    fn of(d: Decoded) -> SchemaDecoded {
+        let (json, error) = match d.json {
+            Ok(v) => (Some(v), None),
+            Err(e) => (None, Some(e)),
+        };
+        SchemaDecoded {
+            schema_id: d.schema_id,
+            schema_type: d.schema_type,
+            json,
+            error,
+        }
+    }
+}
+
+/// Reads each key and value of `page` in the wire format through `view` (the broker's
+/// registry). A value larger than the page shows is not decoded: its JSON would be cut too.
+pub fn decode_schemas(page: &mut Page, view: &dyn SchemaView) {
+    for m in &mut page.messages {
+        let (key, value) = std::mem::take(&mut m.raw);
+        m.key_schema = key.and_then(|k| view.decode(&k)).map(SchemaDecoded::of);
+        m.value_schema = value.and_then(|v| {
+            let d = view.decode(&v)?;
+            Some(SchemaDecoded::of(if m.truncated {
+                Decoded {
+                    json: Err(format!(
+                        "{} bytes, more than the {MAX_SHOWN} the browser decodes",
+                        v.len()
+                    )),
+                    ..d
+                }
+            } else {
+                d
+            }))
+        });
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -172,6 +233,9 @@ pub async fn browse(
                                 value: text(v),
                             })
                             .collect(),
+                        key_schema: None,
+                        value_schema: None,
+                        raw: (r.key.clone(), r.value.clone()),
                     });
                     page.next_offset = r.offset + 1;
                 }

@@ -15,6 +15,7 @@ pub mod connect;
 pub mod consume;
 pub mod error;
 mod exchange;
+mod fail_fast;
 pub mod group;
 pub mod messages;
 pub mod offsets;

@@ -15,6 +15,7 @@ use rdkafka::util::Timeout;
 use serde::Serialize;
 
 use super::error::{kafka_error_name, CliError};
+use super::fail_fast::FailFast;
 use super::template::{Rec, Template};
 use super::{split_kv, ConnArgs};
 
@@ -220,8 +221,10 @@ pub async fn run(conn: &ConnArgs, args: ProduceArgs) -> Result<(), CliError> {
         let (k, v) = split_kv(p)?;
         config.set(k, v);
     }
-    let producer: FutureProducer = config
-        .create()
+    let fail_fast = FailFast::new(&conn.brokers);
+    let mut unrecoverable = fail_fast.watch();
+    let producer: FutureProducer<FailFast> = config
+        .create_with_context(fail_fast.clone())
         .map_err(|e| CliError::Client(format!("creating the producer: {e}")))?;
 
     let progress = progress_bar();
@@ -269,6 +272,12 @@ pub async fn run(conn: &ConnArgs, args: ProduceArgs) -> Result<(), CliError> {
     loop {
         tokio::select! {
             biased;
+            // Guarded like the others, or `else` (all done) would never be reached.
+            Ok(()) = unrecoverable.changed(), if !input_done || !pending.is_empty() => {
+                if let Some(e) = fail_fast.take() {
+                    return Err(e);
+                }
+            }
             Some((topic, done)) = pending.next(), if !pending.is_empty() => {
                 report(&topic, done, &mut ok, &mut failed);
                 if let Some(p) = &progress { p.inc(1); }

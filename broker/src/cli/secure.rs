@@ -4,8 +4,8 @@
 //! The admin client (`client::Client`) runs each new connection through `Security::open`:
 //! TCP, then the TLS handshake (rustls, the broker's own TLS stack), then SaslHandshake v1 and
 //! SaslAuthenticate v1 with the mechanism's tokens, before its first request. Produce and
-//! consume go through librdkafka, which is given the same settings by `librdkafka_config`;
-//! this binary's librdkafka has no OpenSSL, so for them only SASL PLAIN without TLS works.
+//! consume go through librdkafka, which is given the same settings by `librdkafka_config`
+//! (its TLS and SCRAM run on OpenSSL: broker/Cargo.toml builds rdkafka with `ssl`).
 //!
 //! The SCRAM client (RFC 5802, Kafka's dialect: no channel binding, `n,,` GS2 header) shares
 //! its crypto with the broker's server side (`security::scram`), and checks the server's
@@ -190,20 +190,6 @@ impl SecurityArgs {
     /// may override them.
     pub fn librdkafka_config(&self, c: &mut rdkafka::config::ClientConfig) -> Result<(), CliError> {
         let sasl = self.sasl()?;
-        // The binary's librdkafka is built without OpenSSL (broker/Cargo.toml: rdkafka without
-        // its `ssl` feature; the broker's TLS is rustls), and librdkafka takes TLS and SCRAM's
-        // crypto from OpenSSL only. Say so before librdkafka does in its own words.
-        let scram = sasl
-            .as_ref()
-            .is_some_and(|s| matches!(s.mechanism, Mechanism::Scram(_)));
-        if self.tls_on() || scram {
-            return Err(CliError::Usage(format!(
-                "produce and consume go through librdkafka, built here without OpenSSL: no {} \
-                 for them yet; use SASL PLAIN on a SASL_PLAINTEXT listener, or another client \
-                 (the admin commands speak TLS and SCRAM themselves)",
-                if self.tls_on() { "TLS" } else { "SCRAM" }
-            )));
-        }
         let protocol = match (self.tls_on(), sasl.is_some()) {
             (false, false) => return Ok(()),
             (true, false) => "ssl",

@@ -18,6 +18,21 @@ pub trait SchemaView: Send + Sync {
     /// The fully-qualified record name of schema `id` (Avro's named type, Protobuf's first
     /// message, JSON's `title`), for the record-name strategies.
     fn record_name(&self, id: i32) -> Option<String>;
+    /// `payload` read through its schema, when it is in the wire format (None otherwise):
+    /// the console's message browser shows records so.
+    fn decode(&self, _payload: &[u8]) -> Option<Decoded> {
+        None
+    }
+}
+
+/// A wire-format payload read through the schema its id names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    pub schema_id: i32,
+    /// AVRO, PROTOBUF or JSON; None when the registry does not know the id.
+    pub schema_type: Option<&'static str>,
+    /// The payload as JSON, or why it could not be read.
+    pub json: Result<serde_json::Value, String>,
 }
 
 /// Why one record was rejected: its index in the batch and the message for KIP-467's

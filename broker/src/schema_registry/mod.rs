@@ -148,6 +148,17 @@ impl Service {
     }
 }
 
+/// How the registry's router is served on its listener until the stop future ends: given by
+/// the caller (`server`), which puts it behind the admin port's TLS and authentication.
+pub type Serve = Box<
+    dyn FnOnce(
+            tokio::net::TcpListener,
+            axum::Router,
+            std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>>>>
+        + Send,
+>;
+
 /// Starts the registry on its own thread (a current-thread runtime: axum's tasks need
 /// `Send` futures, and the shards are reached by message). `listener` is bound already so
 /// the caller knows the address; requests are served once `_schemas` has been replayed.
@@ -155,6 +166,7 @@ pub fn spawn(
     ctx: Arc<BrokerContext>,
     listener: std::net::TcpListener,
     shutdown: watch::Receiver<bool>,
+    serve: Serve,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     listener.set_nonblocking(true)?;
     std::thread::Builder::new()
@@ -170,7 +182,7 @@ pub fn spawn(
                     return;
                 }
             };
-            rt.block_on(run(ctx, listener, shutdown));
+            rt.block_on(run(ctx, listener, shutdown, serve));
         })
 }
 
@@ -178,6 +190,7 @@ async fn run(
     ctx: Arc<BrokerContext>,
     listener: std::net::TcpListener,
     mut shutdown: watch::Receiver<bool>,
+    serve: Serve,
 ) {
     let service = Service::new(ctx.clone());
     let _ = ctx.schema_view.set(service.clone());
@@ -198,10 +211,7 @@ async fn run(
     let stop = async move {
         let _ = shutdown.changed().await;
     };
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await
-    {
+    if let Err(e) = serve(listener, app, Box::pin(stop)).await {
         tracing::error!(error = %e, "schema registry server stopped");
     }
 }

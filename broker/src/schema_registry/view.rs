@@ -1,7 +1,12 @@
 //! The registry as the produce path sees it (`partition::schema_ids::SchemaView`): which
 //! subjects a schema id is registered under, and a schema's record name.
 
-use crate::partition::schema_ids::SchemaView;
+use std::sync::Arc;
+
+use strom_connectors::registry::{avro, protobuf, wire};
+
+use super::types::Parsed;
+use crate::partition::schema_ids::{Decoded, SchemaView};
 
 /// The view over the registry's store.
 impl SchemaView for super::store::Store {
@@ -58,6 +63,42 @@ impl SchemaView for super::Service {
 
     fn record_name(&self, id: i32) -> Option<String> {
         self.read(|r| Ok(r.store.record_name(id))).ok().flatten()
+    }
+
+    fn decode(&self, payload: &[u8]) -> Option<Decoded> {
+        let (id, rest) = wire::header(payload).ok()?;
+        let id = i32::try_from(id).ok()?;
+        // The parsed schema is shared (cached per id): decoding runs outside the lock.
+        let parsed = self.read(|r| Ok(r.parsed_by_id(id))).ok().flatten();
+        Some(decode_with(id, parsed, rest))
+    }
+}
+
+/// The rest of a wire-format payload (after magic byte and id) read through `parsed`, the
+/// schema of `id`: the connectors' decoders (`strom_connectors::registry`) on the registry's
+/// own parsed schemas, so the sinks and the console read a record alike.
+fn decode_with(id: i32, parsed: Option<Arc<Parsed>>, rest: &[u8]) -> Decoded {
+    let Some(parsed) = parsed else {
+        return Decoded {
+            schema_id: id,
+            schema_type: None,
+            json: Err(format!("schema id {id} is not registered")),
+        };
+    };
+    let json = match &*parsed {
+        Parsed::Avro(s) => avro::decode(&s.resolved, rest),
+        Parsed::Json(_) => serde_json::from_slice(rest).map_err(|e| format!("not JSON: {e}")),
+        Parsed::Protobuf(s) => wire::message_indexes(rest).and_then(|(path, payload)| {
+            let m = s
+                .message(&path)
+                .ok_or_else(|| format!("no message at index path {path:?} in schema {id}"))?;
+            protobuf::decode(m, payload)
+        }),
+    };
+    Decoded {
+        schema_id: id,
+        schema_type: Some(parsed.schema_type().as_str()),
+        json,
     }
 }
 

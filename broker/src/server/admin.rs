@@ -7,8 +7,8 @@
 //!
 //! Each service is a function returning a `Router` (`probes`, `console::router`), merged in
 //! `broker_router`; `strom migrate` serves its own metrics router on the same thread shape
-//! with `spawn_thread`. Another service (an HTTP proxy, the schema registry) mounts the same
-//! way.
+//! with `spawn_thread`. The schema registry, on its own port, is served by `serve` too, so
+//! it is behind the same TLS and authentication.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,6 +21,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use super::admin_auth::{Guard, RefusalBody};
 use crate::shard::BrokerContext;
 
 /// Requests handled at once over all routes: each holds a socket and, for /metrics, a
@@ -96,18 +97,12 @@ pub fn spawn_thread_with(
     listener.set_nonblocking(true)?;
     // One request per connection, as this port always answered (`connection: close`):
     // scrapers and probes open one each, and nothing idles on the admin thread.
-    let mut router = router
+    let router = router
         .layer(axum::middleware::map_response(close_connection))
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
             MAX_CONCURRENT,
         ))
         .merge(long_lived.layer(axum::middleware::map_response(close_connection)));
-    if let Some(sec) = &security {
-        router = router.layer(axum::middleware::from_fn_with_state(
-            sec.clone(),
-            super::admin_auth::guard,
-        ));
-    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -125,35 +120,38 @@ pub fn spawn_thread_with(
                 let stop = async move {
                     let _ = shutdown.changed().await;
                 };
-                let served = match security {
-                    None => {
-                        axum::serve(listener, router)
-                            .with_graceful_shutdown(stop)
-                            .await
-                    }
-                    Some(sec) => {
-                        let secured = match super::admin_auth::AdminListener::new(
-                            listener,
-                            sec.tls.clone(),
-                        ) {
-                            Ok(l) => l,
-                            Err(e) => {
-                                tracing::error!(error = %e, "admin listener");
-                                return;
-                            }
-                        };
-                        let service = router
-                            .into_make_service_with_connect_info::<super::admin_auth::AdminPeer>();
-                        axum::serve(secured, service)
-                            .with_graceful_shutdown(stop)
-                            .await
-                    }
-                };
-                if let Err(e) = served {
+                let guard = security.map(|s| Guard::new(s, RefusalBody::Text));
+                if let Err(e) = serve(listener, router, guard, stop).await {
                     tracing::error!(error = %e, "admin server");
                 }
             });
         })
+}
+
+/// Serves `router` on `listener` until `stop`: plain, or behind `guard`'s TLS and
+/// authentication (`server::admin_auth`). The admin port and the schema registry share it,
+/// so both honour the same `admin_*` settings.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    guard: Option<Guard>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let Some(guard) = guard else {
+        return axum::serve(listener, router)
+            .with_graceful_shutdown(stop)
+            .await;
+    };
+    let secured = super::admin_auth::AdminListener::new(listener, guard.security.tls.clone())?;
+    let service = router
+        .layer(axum::middleware::from_fn_with_state(
+            guard,
+            super::admin_auth::guard,
+        ))
+        .into_make_service_with_connect_info::<super::admin_auth::AdminPeer>();
+    axum::serve(secured, service)
+        .with_graceful_shutdown(stop)
+        .await
 }
 
 async fn close_connection(mut r: Response) -> Response {

@@ -270,8 +270,31 @@ impl AdminSecurity {
     }
 }
 
+/// How a refusal is written: the admin port's plain text, or the error body Confluent's
+/// schema registry answers (`{"error_code": 401, "message": "Unauthorized"}`), which its
+/// clients parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalBody {
+    Text,
+    Confluent,
+}
+
+/// The middleware's state: who may come in, and how a refusal reads.
+#[derive(Clone)]
+pub struct Guard {
+    pub security: Arc<AdminSecurity>,
+    body: RefusalBody,
+}
+
+impl Guard {
+    pub fn new(security: Arc<AdminSecurity>, body: RefusalBody) -> Guard {
+        Guard { security, body }
+    }
+}
+
 /// The middleware: `/health` open, everything else authenticated as configured.
-pub async fn guard(State(sec): State<Arc<AdminSecurity>>, req: Request, next: Next) -> Response {
+pub async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
+    let sec = &g.security;
     if req.uri().path() == "/health" {
         return next.run(req).await;
     }
@@ -287,21 +310,41 @@ pub async fn guard(State(sec): State<Arc<AdminSecurity>>, req: Request, next: Ne
             match refusal {
                 Refusal::NotAllowed(p) => {
                     tracing::info!(%client, %path, principal = %p, "admin port: principal not in admin_principals");
-                    (StatusCode::FORBIDDEN, "forbidden\n").into_response()
+                    refused(g.body, StatusCode::FORBIDDEN, "forbidden", "Forbidden")
                 }
                 Refusal::WrongCredentials(reason) => {
                     tracing::info!(%client, %path, "admin port: failed authentication: {reason}");
                     tokio::time::sleep(sec.failure_delay).await;
-                    unauthorized(sec.basic)
+                    unauthorized(g.body, sec.basic)
                 }
-                Refusal::Unauthenticated => unauthorized(sec.basic),
+                Refusal::Unauthenticated => unauthorized(g.body, sec.basic),
             }
         }
     }
 }
 
-fn unauthorized(basic: bool) -> Response {
-    let mut r = (StatusCode::UNAUTHORIZED, "authentication required\n").into_response();
+fn refused(body: RefusalBody, status: StatusCode, text: &str, confluent: &str) -> Response {
+    match body {
+        RefusalBody::Text => (status, format!("{text}\n")).into_response(),
+        RefusalBody::Confluent => (
+            status,
+            [(
+                header::CONTENT_TYPE,
+                "application/vnd.schemaregistry.v1+json",
+            )],
+            serde_json::json!({ "error_code": status.as_u16(), "message": confluent }).to_string(),
+        )
+            .into_response(),
+    }
+}
+
+fn unauthorized(body: RefusalBody, basic: bool) -> Response {
+    let mut r = refused(
+        body,
+        StatusCode::UNAUTHORIZED,
+        "authentication required",
+        "Unauthorized",
+    );
     if basic {
         r.headers_mut().insert(
             header::WWW_AUTHENTICATE,

@@ -199,6 +199,8 @@ impl Server {
         let ready_flag = Arc::new(AtomicBool::new(false));
         let connectors = Arc::new(console::Connectors::default());
         let admin_reloader;
+        // The schema registry's port is behind the same TLS and authentication.
+        let admin_security;
         let admin = {
             let ready = ready_flag.clone();
             let ctx = ctx.clone();
@@ -217,6 +219,7 @@ impl Server {
                 )?),
                 None => None,
             };
+            admin_security = security.clone();
             admin::spawn_thread_with("admin", metrics_std, router, streams, shutdown, security)?
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
@@ -288,8 +291,12 @@ impl Server {
             }
         }
         // After the shards: the registry replays `_schemas` through them before it answers.
-        let (schema_registry, schema_registry_addr) =
-            start_schema_registry(&ctx, registry_listen_set, shutdown_rx.clone())?;
+        let (schema_registry, schema_registry_addr) = start_schema_registry(
+            &ctx,
+            registry_listen_set,
+            shutdown_rx.clone(),
+            admin_security,
+        )?;
         ready_flag.store(true, std::sync::atomic::Ordering::Release);
         let listeners = infos
             .iter()
@@ -391,6 +398,7 @@ fn start_schema_registry(
     ctx: &Arc<BrokerContext>,
     listen_set_explicitly: bool,
     shutdown: watch::Receiver<bool>,
+    security: Option<Arc<admin_auth::AdminSecurity>>,
 ) -> anyhow::Result<(Option<JoinHandle<()>>, Option<SocketAddr>)> {
     let config = &ctx.config;
     if !config.schema_registry_enable {
@@ -413,6 +421,10 @@ fn start_schema_registry(
         }
     };
     let addr = listener.local_addr()?;
-    let handle = crate::schema_registry::spawn(ctx.clone(), listener, shutdown)?;
+    let guard = security.map(|s| admin_auth::Guard::new(s, admin_auth::RefusalBody::Confluent));
+    let serve: crate::schema_registry::Serve = Box::new(move |listener, router, stop| {
+        Box::pin(admin::serve(listener, router, guard, stop))
+    });
+    let handle = crate::schema_registry::spawn(ctx.clone(), listener, shutdown, serve)?;
     Ok((Some(handle), Some(addr)))
 }

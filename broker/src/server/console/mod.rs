@@ -239,9 +239,12 @@ async fn topic_messages(
     let from = OffsetSpec::parse(q.offset.as_deref().unwrap_or("end"))?;
     let limit = q.limit.unwrap_or(50).clamp(1, MAX_PAGE);
     let key = q.key.as_deref().filter(|k| !k.is_empty());
-    Ok(Json(
-        messages::browse(&mut c.client(&who), &name, q.partition, from, limit, key).await?,
-    ))
+    let mut page =
+        messages::browse(&mut c.client(&who), &name, q.partition, from, limit, key).await?;
+    if let Some(view) = c.ctx.schema_view.get() {
+        messages::decode_schemas(&mut page, view.as_ref());
+    }
+    Ok(Json(page))
 }
 
 async fn groups(State(c): State<Console>, who: Caller) -> ApiResult<group::GroupList> {

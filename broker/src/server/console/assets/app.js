@@ -220,11 +220,21 @@ function shown(v, mode) {
   return h("pre", {}, v);
 }
 
+// A key or value in the schema registry's wire format is shown as the JSON its schema reads
+// (decoded by the broker, `value_schema`), whatever the mode: as text it is binary noise.
+function viaSchema(raw, decoded, mode) {
+  if (!decoded) return shown(raw, mode);
+  const pill = h("span", { class: decoded.error ? "pill warn" : "pill", "data-test": "schema" },
+    `${decoded.schema_type || "unknown schema"} · id ${decoded.schema_id}`);
+  if (decoded.error) return h("div", {}, pill, h("div", { class: "muted", "data-test": "schema-error" }, decoded.error));
+  return h("div", {}, pill, h("pre", { "data-test": "schema-json" }, JSON.stringify(decoded.json, null, 2)));
+}
+
 function renderPage(page, mode) {
   if (!page.messages.length) return h("p", { class: "muted", "data-test": "no-messages" }, "No records here.");
   return table(["Offset", "Timestamp", "Key", "Value", "Headers"], page.messages.map((m) => h("tr", { "data-offset": m.offset },
-    tdn(m.offset), td(new Date(m.timestamp).toISOString()), td(shown(m.key, "text")),
-    td(shown(m.value, mode), m.truncated ? "truncated" : null),
+    tdn(m.offset), td(new Date(m.timestamp).toISOString()), td(viaSchema(m.key, m.key_schema, "text")),
+    td(viaSchema(m.value, m.value_schema, mode), m.truncated ? "truncated" : null),
     td(m.headers.map((x) => h("div", {}, `${x.key}=${x.value === null ? "null" : x.value}`))))), { "data-test": "messages" });
 }
 
