@@ -422,6 +422,43 @@ def test_broker_side_validation_refuses_records_without_a_valid_schema_id(strom_
         c.close()
 
 
+def test_deep_validation_refuses_payloads_their_schema_cannot_read(strom_broker, client):
+    """`strom.schema.validation.deep`: a registered id is not enough; the payload must decode
+    with that schema (Avro), and a JSON document must satisfy its JSON Schema. Without the
+    flag the same records are accepted (only the id is checked)."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = strom_broker
+    deep, shallow, docs = unique("deep"), unique("shallow"), unique("deep-json")
+    on = {"confluent.value.schema.validation": "true"}
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    futures = a.create_topics([NewTopic(deep, 1, config={**on, "strom.schema.validation.deep": "true"}),
+                               NewTopic(shallow, 1, config=on),
+                               NewTopic(docs, 1, config={**on, "strom.schema.validation.deep": "true"})])
+    for f in futures.values():
+        f.result(timeout=TIMEOUT_S)
+
+    def avro_records(topic):
+        ser = AvroSerializer(client, json.dumps(USER_V1))
+        good = ser({"id": 1, "name": "ok"}, SerializationContext(topic, MessageField.VALUE))
+        # The right id, a payload cut inside the name's bytes.
+        return [(None, good), (None, good[:-2]), (None, good + b"\x00")]
+
+    codes = [e.code() if e else None for e in deliveries(b.bootstrap, deep, avro_records(deep), one_batch=False)]
+    assert codes == [None, KafkaError.INVALID_RECORD, KafkaError.INVALID_RECORD], codes
+    codes = [e.code() if e else None for e in deliveries(b.bootstrap, shallow, avro_records(shallow), one_batch=False)]
+    assert codes == [None, None, None], codes
+
+    doc_schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}, "required": ["n"]}
+    jser = JSONSerializer(json.dumps(doc_schema), client)
+    good = jser({"n": 1}, SerializationContext(docs, MessageField.VALUE))
+    frame = good[:5]
+    records = [(None, good), (None, frame + b'{"n": -1}'), (None, frame + b'{"m": 1}'), (None, frame + b"not json")]
+    codes = [e.code() if e else None for e in deliveries(b.bootstrap, docs, records, one_batch=False)]
+    assert codes == [None] + [KafkaError.INVALID_RECORD] * 3, codes
+
+
 def produce_consume_existing(bootstrap: str, topic: str, want: int, wait_s: float = TIMEOUT_S) -> list[bytes]:
     """The first `want` values of `topic` (fewer if `wait_s` passes first)."""
     import time

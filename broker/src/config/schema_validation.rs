@@ -30,6 +30,9 @@ impl Strategy {
     }
 }
 
+/// Strom's topic config for deep validation (the payload decoded with its schema).
+pub const DEEP: &str = "strom.schema.validation.deep";
+
 /// What to validate on one topic, read from its configs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TopicValidation {
@@ -37,6 +40,8 @@ pub struct TopicValidation {
     pub value: bool,
     pub key_strategy: Strategy,
     pub value_strategy: Strategy,
+    /// `strom.schema.validation.deep`: also decode each validated key/value with its schema.
+    pub deep: bool,
 }
 
 impl TopicValidation {
@@ -72,6 +77,7 @@ impl TopicValidation {
                 "confluent.value.subject.name.strategy",
                 "redpanda.value.subject.name.strategy",
             ]),
+            deep: on(&[DEEP]),
         }
     }
 

@@ -359,6 +359,13 @@ pub static EXTENSION_CONFIGS: &[TopicConfigDef] = &[
         "Redpanda's name for confluent.value.subject.name.strategy",
     ),
     def(
+        "strom.schema.validation.deep",
+        Boolean,
+        None,
+        "false",
+        "with key or value schema validation on, also decode the payload with its schema: records that do not decode, or JSON that breaks its JSON Schema, are rejected",
+    ),
+    def(
         "strom.redact.rules",
         List,
         None,

@@ -23,6 +23,11 @@ pub trait SchemaView: Send + Sync {
     fn decode(&self, _payload: &[u8]) -> Option<Decoded> {
         None
     }
+    /// Deep validation (`strom.schema.validation.deep`): why the wire-format `payload` is not
+    /// what its schema describes (it does not decode, or a JSON document breaks its schema).
+    fn conforms(&self, _payload: &[u8]) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A wire-format payload read through the schema its id names.
@@ -67,7 +72,7 @@ fn check(
     topic: &str,
     part: &str,
     payload: Option<&[u8]>,
-    strategy: Strategy,
+    (strategy, deep): (Strategy, bool),
     view: &(impl SchemaView + ?Sized),
 ) -> Result<(), String> {
     let payload = payload.ok_or_else(|| format!("the record has no {part}"))?;
@@ -87,13 +92,16 @@ fn check(
             }
         }
     };
-    if view.id_in_subject(id, &subject) {
-        Ok(())
-    } else {
-        Err(format!(
+    if !view.id_in_subject(id, &subject) {
+        return Err(format!(
             "schema id {id} of the record's {part} is not registered under subject {subject}"
-        ))
+        ));
     }
+    if deep {
+        view.conforms(payload)
+            .map_err(|e| format!("the record's {part} does not match schema id {id}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// One record's check: `Err` with the message for KIP-467's `record_errors`.
@@ -105,10 +113,22 @@ pub fn check_record(
     view: &(impl SchemaView + ?Sized),
 ) -> Result<(), String> {
     if settings.key {
-        check(topic, "key", key, settings.key_strategy, view)?;
+        check(
+            topic,
+            "key",
+            key,
+            (settings.key_strategy, settings.deep),
+            view,
+        )?;
     }
     if settings.value {
-        check(topic, "value", value, settings.value_strategy, view)?;
+        check(
+            topic,
+            "value",
+            value,
+            (settings.value_strategy, settings.deep),
+            view,
+        )?;
     }
     Ok(())
 }
@@ -211,6 +231,48 @@ mod tests {
             errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(),
             vec![0]
         );
+    }
+
+    /// A view whose schema reads only payloads that end in "ok".
+    struct Picky(View);
+
+    impl SchemaView for Picky {
+        fn id_in_subject(&self, id: i32, subject: &str) -> bool {
+            self.0.id_in_subject(id, subject)
+        }
+        fn record_name(&self, id: i32) -> Option<String> {
+            self.0.record_name(id)
+        }
+        fn conforms(&self, payload: &[u8]) -> Result<(), String> {
+            payload
+                .ends_with(b"ok")
+                .then_some(())
+                .ok_or_else(|| "unreadable".into())
+        }
+    }
+
+    #[test]
+    fn given_deep_validation_when_a_payload_does_not_decode_then_only_it_is_rejected() {
+        let view = Picky(View(HashMap::from([(1, ("orders-value", "shop.Order"))])));
+        let mut settings = TopicValidation::from_configs(&BTreeMap::from([
+            ("confluent.value.schema.validation".into(), "true".into()),
+            (crate::config::schema_validation::DEEP.into(), "true".into()),
+        ]));
+        assert!(settings.deep);
+        let (mut good, bad) = (framed(1), framed(1));
+        good.extend(b"ok");
+        let batch = || -> Vec<KeyValue> { vec![(None, Some(&good)), (None, Some(&bad))] };
+        let errors = validate("orders", &settings, batch(), &view);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].batch_index, 1);
+        assert!(
+            errors[0]
+                .message
+                .contains("does not match schema id 1: unreadable"),
+            "{errors:?}"
+        );
+        settings.deep = false;
+        assert!(validate("orders", &settings, batch(), &view).is_empty());
     }
 
     #[test]

@@ -72,6 +72,25 @@ impl SchemaView for super::Service {
         let parsed = self.read(|r| Ok(r.parsed_by_id(id))).ok().flatten();
         Some(decode_with(id, parsed, rest))
     }
+
+    fn conforms(&self, payload: &[u8]) -> Result<(), String> {
+        let (id, rest) = wire::header(payload)?;
+        let id = i32::try_from(id).map_err(|_| format!("schema id {id} is out of range"))?;
+        let parsed = self.read(|r| Ok(r.parsed_by_id(id))).ok().flatten();
+        conforms_with(id, parsed, rest)
+    }
+}
+
+/// Deep validation of the rest of a wire-format payload against `parsed`, the schema of `id`.
+fn conforms_with(id: i32, parsed: Option<Arc<Parsed>>, rest: &[u8]) -> Result<(), String> {
+    let parsed = parsed.ok_or_else(|| format!("schema id {id} is not registered"))?;
+    let json = decode_with(id, Some(parsed.clone()), rest).json?;
+    // Avro and Protobuf payloads that decode are what their schema says; a JSON document is
+    // only JSON until it is validated against its schema.
+    match &*parsed {
+        Parsed::Json(s) => s.violation(&json).map_or(Ok(()), Err),
+        Parsed::Avro(_) | Parsed::Protobuf(_) => Ok(()),
+    }
 }
 
 /// The rest of a wire-format payload (after magic byte and id) read through `parsed`, the
@@ -105,6 +124,56 @@ fn decode_with(id: i32, parsed: Option<Arc<Parsed>>, rest: &[u8]) -> Decoded {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema_registry::types::{parse, SchemaType};
+
+    fn schema(kind: SchemaType, text: &str) -> Option<Arc<Parsed>> {
+        Some(Arc::new(parse(kind, text, &[], false).expect("parses")))
+    }
+
+    #[test]
+    fn given_payloads_when_deeply_validated_then_only_what_the_schema_reads_passes() {
+        let json = schema(
+            SchemaType::Json,
+            r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#,
+        );
+        assert_eq!(conforms_with(1, json.clone(), br#"{"n": 3}"#), Ok(()));
+        let missing = conforms_with(1, json.clone(), br#"{"m": 3}"#).unwrap_err();
+        assert!(
+            missing.contains("\"n\" is a required property"),
+            "{missing}"
+        );
+        let wrong = conforms_with(1, json.clone(), br#"{"n": "three"}"#).unwrap_err();
+        assert!(wrong.contains("/n"), "the path is named: {wrong}");
+        assert!(conforms_with(1, json, b"not json").is_err());
+
+        let avro = schema(
+            SchemaType::Avro,
+            r#"{"type":"record","name":"U","fields":[{"name":"id","type":"long"}]}"#,
+        );
+        assert_eq!(conforms_with(2, avro.clone(), &[0x04]), Ok(())); // id = 2 (zigzag)
+        assert!(
+            conforms_with(2, avro.clone(), &[0xff]).is_err(),
+            "a torn varint"
+        );
+        let named = schema(
+            SchemaType::Avro,
+            r#"{"type":"record","name":"U","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}"#,
+        );
+        assert_eq!(
+            conforms_with(2, named.clone(), &[0x02, 0x04, b'o', b'k']),
+            Ok(())
+        );
+        assert!(
+            conforms_with(2, named, &[0x02, 0x04]).is_err(),
+            "a string cut short"
+        );
+        assert!(
+            conforms_with(2, avro, &[0x04, 0x00]).is_err(),
+            "trailing bytes"
+        );
+        let unknown = conforms_with(9, None, b"x").unwrap_err();
+        assert!(unknown.contains("not registered"), "{unknown}");
+    }
 
     #[test]
     fn given_canonical_schemas_then_record_names() {

@@ -129,6 +129,11 @@ pub fn decode(schema: &Schema, mut payload: &[u8]) -> Result<Value, String> {
     if !payload.is_empty() {
         return Err(format!("{} bytes after the AVRO datum", payload.len()));
     }
+    // apache-avro reads a string or bytes cut short by the end of the payload as a null
+    // instead of failing; the datum then no longer matches its schema.
+    if !v.validate(schema) {
+        return Err("not an AVRO datum of its schema: it ends inside a value".into());
+    }
     Ok(to_json(v))
 }
 
@@ -250,6 +255,12 @@ mod tests {
         long.push(0);
         assert!(decode(&s, &long).unwrap_err().contains("1 bytes after"));
         assert!(decode(&s, &bytes[..3]).is_err());
+        // Cut inside a last string's bytes: apache-avro alone reads it as null.
+        let last = parse(r#"{"type":"record","name":"T","fields":[{"name":"t","type":"string"}]}"#)
+            .unwrap();
+        assert_eq!(decode(&last, &[4, b'o', b'k']).unwrap(), json!({"t": "ok"}));
+        let cut = decode(&last, &[4, b'o']).unwrap_err();
+        assert!(cut.contains("ends inside a value"), "{cut}");
     }
 
     proptest::proptest! {

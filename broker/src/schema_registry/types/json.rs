@@ -12,6 +12,7 @@
 //! a pair of schemas already being compared counts as compatible, which ends cycles.
 
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -23,6 +24,46 @@ pub struct JsonSchema {
     pub root: Value,
     /// Referenced documents by the name the schema's `$ref`s use.
     pub refs: HashMap<String, Value>,
+    /// The compiled validator, built on first use by deep validation at produce.
+    validator: OnceLock<Result<jsonschema::Validator, String>>,
+}
+
+impl JsonSchema {
+    /// Why `doc` is not valid under this schema (None: it is).
+    pub fn violation(&self, doc: &Value) -> Option<String> {
+        let validator = self.validator.get_or_init(|| {
+            jsonschema::options()
+                .with_retriever(References(Arc::new(self.refs.clone())))
+                .build(&self.root)
+                .map_err(|e| format!("the schema does not compile: {e}"))
+        });
+        match validator {
+            Ok(v) => v.validate(doc).err().map(|e| {
+                let at = e.instance_path().to_string();
+                format!("{e} at {}", if at.is_empty() { "/" } else { &at })
+            }),
+            Err(e) => Some(e.clone()),
+        }
+    }
+}
+
+/// `$ref`s to other subjects' schemas: Confluent's references name them (`other.json`), and
+/// a relative `$ref` resolves against the validator's default base, so the name is the URI's
+/// last path segments. Nothing is fetched from the network.
+struct References(Arc<HashMap<String, Value>>);
+
+impl jsonschema::Retrieve for References {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        let path = uri.path().as_str().trim_start_matches('/');
+        self.0
+            .iter()
+            .find(|(name, _)| path == name.as_str() || path.ends_with(&format!("/{name}")))
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| format!("no reference named {path}").into())
+    }
 }
 
 const KNOWN_DRAFTS: &[&str] = &[
@@ -46,6 +87,7 @@ pub fn parse(
         canonical: minify(schema),
         root,
         refs,
+        validator: OnceLock::new(),
     })
 }
 
