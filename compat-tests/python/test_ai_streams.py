@@ -387,6 +387,70 @@ def test_sse_bad_requests_are_4xx(strom_broker):
     assert metrics(b)  # still up
 
 
+def test_sse_and_key_reads_follow_the_acls():
+    """With Kafka's StandardAuthorizer, a stream or a key read needs what a consumer needs:
+    READ on the topic (checked before its existence), READ on the group it commits for. The
+    caller signs in with HTTP Basic (a SCRAM user), else it is User:ANONYMOUS."""
+    import base64
+
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    from conftest import _ready_check
+
+    users = {"admin": "admin-secret", "alice": "alice-secret"}
+    b = brokers.start_strom(security={
+        "listeners": ["SASL_PLAINTEXT"],
+        "settings": {"sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                     "super.users": "User:admin"},
+        "users": [(u, p, "SCRAM-SHA-512") for u, p in users.items()],
+    })
+    try:
+        _ready_check(b)
+        sasl = {"bootstrap.servers": f"127.0.0.1:{b.extra['ports']['SASL_PLAINTEXT']}", "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin", "sasl.password": users["admin"]}
+        granted, denied, group = unique("acl-granted"), unique("acl-denied"), unique("acl-g")
+        a = AdminClient(sasl)
+        for f in a.create_topics([NewTopic(t, 1, config={"strom.key.index": "true"}) for t in (granted, denied)]).values():
+            f.result(timeout=TIMEOUT_S)
+        acls = [AclBinding(ResourceType.TOPIC, granted, ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.READ, AclPermissionType.ALLOW),
+                AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.READ, AclPermissionType.ALLOW)]
+        for f in a.create_acls(acls).values():
+            f.result(timeout=TIMEOUT_S)
+        p = Producer({**sasl, "linger.ms": 0})
+        for t in (granted, denied):
+            p.produce(t, key="conv", value=json.dumps({"token": "hi", "chunk_token_offset": 0}))
+        assert p.flush(TIMEOUT_S) == 0
+
+        def basic(user, password):
+            return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+        alice = basic("alice", users["alice"])
+        stream = f"{admin_url(b)}/v1/topics/{{}}/partitions/0/stream?offset=earliest"
+        assert [json.loads(json.loads(e["data"])["value"])["token"] for e in sse_events(stream.format(granted), 1, alice)] == ["hi"]
+        assert sse_events(stream.format(granted) + f"&group={group}", 1, alice)
+        keys = f"{admin_url(b)}/v1/topics/{{}}/keys/conv/records?last=1"
+        with urllib.request.urlopen(urllib.request.Request(keys.format(granted), headers=alice), timeout=TIMEOUT_S) as r:
+            assert len(json.loads(r.read())["records"]) == 1
+        for url, headers, status, name in [
+            (stream.format(denied), alice, 403, "TOPIC_AUTHORIZATION_FAILED"),
+            (stream.format("no-such-topic"), alice, 403, "TOPIC_AUTHORIZATION_FAILED"),
+            (stream.format(granted) + "&group=not-hers", alice, 403, "GROUP_AUTHORIZATION_FAILED"),
+            (stream.format(granted), {}, 403, "TOPIC_AUTHORIZATION_FAILED"),  # User:ANONYMOUS
+            (keys.format(denied), alice, 403, "TOPIC_AUTHORIZATION_FAILED"),
+            (keys.format(granted), {}, 403, "TOPIC_AUTHORIZATION_FAILED"),
+            (stream.format(granted), basic("alice", "wrong"), 401, "wrong user or password"),
+        ]:
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=TIMEOUT_S)
+            body = json.loads(e.value.read())
+            assert (e.value.code, name in body["message"]) == (status, True), (url, headers, body)
+    finally:
+        b.cleanup()
+
+
 # --- a broker of our own: named rule sets, session reads and the browser across restarts ---
 
 CONFIG = """

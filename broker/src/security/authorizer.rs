@@ -271,11 +271,23 @@ impl Access {
     }
 
     pub fn new(authorizer: &Option<Arc<Authorizer>>, session: &super::Session) -> Access {
+        Access::for_principal(
+            authorizer,
+            &session.principal().to_string(),
+            session.client_host.trim_start_matches('/'),
+        )
+    }
+
+    /// For a caller that is not a Kafka connection (the admin port's HTTP APIs).
+    pub fn for_principal(
+        authorizer: &Option<Arc<Authorizer>>,
+        principal: &str,
+        host: &str,
+    ) -> Access {
         Access {
-            inner: authorizer.as_ref().map(|a| {
-                let host = session.client_host.trim_start_matches('/').to_string();
-                (a.clone(), session.principal().to_string(), host)
-            }),
+            inner: authorizer
+                .as_ref()
+                .map(|a| (a.clone(), principal.to_string(), host.to_string())),
         }
     }
 

@@ -138,7 +138,9 @@ pub async fn serve(
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let Some(guard) = guard else {
-        return axum::serve(listener, router)
+        // The peer's address reaches the handlers (`http_access`: ACL host checks).
+        let service = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+        return axum::serve(listener, service)
             .with_graceful_shutdown(stop)
             .await;
     };

@@ -28,8 +28,10 @@ pub fn router(ctx: Arc<BrokerContext>, shutdown: watch::Receiver<bool>) -> Route
         .with_state(Streams::new(ctx, shutdown))
 }
 
-/// Pages of other origins (a chat front end) read the streams: the data is what any Kafka
-/// client of the broker may read, and the admin port carries no cookies or credentials.
+/// Pages of other origins (a chat front end) read the streams: the data is what a Kafka
+/// client of the same principal may read (`http_access`: READ ACLs), and no credentials are
+/// allowed cross-origin (no `Access-Control-Allow-Credentials`), so such a page reads as
+/// `User:ANONYMOUS`.
 async fn allow_any_origin(mut r: Response) -> Response {
     r.headers_mut().insert(
         header::ACCESS_CONTROL_ALLOW_ORIGIN,

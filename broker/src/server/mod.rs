@@ -10,6 +10,7 @@ pub mod admin_auth;
 pub mod ai_http;
 pub mod connection;
 pub mod console;
+pub mod http_access;
 pub mod listener;
 pub mod sasl;
 pub mod sessions;

@@ -2,17 +2,20 @@
 //! N records of `key` (oldest first) from every partition of a `strom.key.index=true` topic,
 //! read through each partition's key index (`partition::key_index`) without a scan. Kafka's
 //! protocol cannot express this (ListOffsets knows times, not keys), so it is HTTP only.
+//! With an authorizer the caller needs READ on the topic (`http_access`), as Fetch does.
 
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{Extensions, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use serde::Deserialize;
 
+use super::http_access;
 use super::streams::{error, record_json, Streams};
 use crate::partition::key_index::PER_KEY;
 use crate::partition::record_view;
+use crate::security::acl::ResourceType;
 use crate::shard::frontend;
 
 #[derive(Debug, Deserialize)]
@@ -24,8 +27,15 @@ pub async fn key_records(
     State(s): State<Streams>,
     Path((topic, key)): Path<(String, String)>,
     Query(q): Query<KeyQuery>,
+    headers: HeaderMap,
+    extensions: Extensions,
 ) -> Response {
     let ctx = s.ctx().clone();
+    let allowed = http_access::reader(&ctx, &headers, &extensions)
+        .and_then(|a| http_access::require_read(&a, ResourceType::Topic, &topic));
+    if let Err(r) = allowed {
+        return *r;
+    }
     let n = q.last.unwrap_or(10);
     if n == 0 || n > PER_KEY {
         return error(

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{Extensions, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -32,8 +32,10 @@ use bytes::Bytes;
 use serde::Deserialize;
 use tokio::sync::{watch, Semaphore};
 
+use super::http_access;
 use crate::partition::record_view;
 use crate::partition::records::RecordFields;
+use crate::security::acl::ResourceType;
 use crate::server::stream_group::{self, GroupCursor};
 use crate::shard::{frontend, BrokerContext};
 
@@ -110,9 +112,23 @@ pub async fn stream(
     Path((topic, partition)): Path<(String, i32)>,
     Query(q): Query<StreamQuery>,
     headers: HeaderMap,
+    extensions: Extensions,
 ) -> Response {
     if q.group.as_deref().is_some_and(|g| g.trim().is_empty()) {
         return error(StatusCode::BAD_REQUEST, "group must not be empty");
+    }
+    // What a consumer needs: READ on the topic, and on the group it commits for.
+    let access = match http_access::reader(&s.ctx, &headers, &extensions) {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
+    let allowed = http_access::require_read(&access, ResourceType::Topic, &topic).and_then(|()| {
+        q.group.as_deref().map_or(Ok(()), |g| {
+            http_access::require_read(&access, ResourceType::Group, g)
+        })
+    });
+    if let Err(r) = allowed {
+        return *r;
     }
     let max_decompressed = match lookup(&s.ctx, &topic, partition) {
         Ok(m) => m,

@@ -11,7 +11,7 @@
 //! (a SCRAM user's name and password) and run as that user, else as User:ANONYMOUS; with an
 //! authorizer the broker's ACLs decide, as for any Kafka client.
 
-mod auth;
+pub(crate) mod auth;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
