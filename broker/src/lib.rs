@@ -25,6 +25,7 @@ pub mod otel;
 pub mod partition;
 pub mod quota;
 pub mod redact;
+pub mod http_proxy;
 pub mod schema_registry;
 pub mod security;
 pub mod server;
