@@ -177,10 +177,17 @@ pub async fn join(
         let members: Vec<(String, Vec<String>)> = joined
             .members
             .iter()
-            .map(|x| (x.member_id.to_string(), decode_subscription(x.metadata.clone())))
+            .map(|x| {
+                (
+                    x.member_id.to_string(),
+                    decode_subscription(x.metadata.clone()),
+                )
+            })
             .collect();
         let all: BTreeSet<String> = members.iter().flat_map(|(_, t)| t.clone()).collect();
-        let md = client.metadata(Some(&all.iter().cloned().collect::<Vec<_>>())).await?;
+        let md = client
+            .metadata(Some(&all.iter().cloned().collect::<Vec<_>>()))
+            .await?;
         let counts: BTreeMap<String, i32> = md
             .topics
             .iter()
@@ -249,11 +256,17 @@ pub async fn leave(client: &mut Client, group: &str, m: &mut Membership) {
     if m.member_id.is_empty() {
         return;
     }
-    let req = LeaveGroupRequest::default()
-        .with_group_id(gid(group))
-        .with_member_id(StrBytes::from_string(m.member_id.clone()))
-        .with_members(vec![MemberIdentity::default()
-            .with_member_id(StrBytes::from_string(m.member_id.clone()))]);
+    // v3+ names members in a list, v0-2 by one id: the codec refuses the other field.
+    let id = StrBytes::from_string(m.member_id.clone());
+    let req = if client.supports(kafka_protocol::messages::ApiKey::LeaveGroup, 3) {
+        LeaveGroupRequest::default()
+            .with_group_id(gid(group))
+            .with_members(vec![MemberIdentity::default().with_member_id(id)])
+    } else {
+        LeaveGroupRequest::default()
+            .with_group_id(gid(group))
+            .with_member_id(id)
+    };
     if let Err(e) = client.call(ANY, &req, 4).await {
         tracing::debug!(group, error = %e, "http proxy: LeaveGroup");
     }
@@ -331,8 +344,9 @@ mod tests {
         assert_eq!(a["b"]["u"], vec![0, 1]);
         assert!(!a["a"].contains_key("u"));
         // More members than partitions: the last ones get none.
-        let many: Vec<(String, Vec<String>)> =
-            (0..4).map(|i| (format!("m{i}"), vec!["u".to_string()])).collect();
+        let many: Vec<(String, Vec<String>)> = (0..4)
+            .map(|i| (format!("m{i}"), vec!["u".to_string()]))
+            .collect();
         let a = range_assign(&many, &counts);
         assert_eq!(a["m0"]["u"], vec![0]);
         assert_eq!(a["m1"]["u"], vec![1]);
@@ -342,7 +356,10 @@ mod tests {
     #[test]
     fn given_a_subscription_when_encoded_then_decodes_back() {
         let b = encode_subscription(&["a".into(), "b".into()]);
-        assert_eq!(decode_subscription(b), vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(
+            decode_subscription(b),
+            vec!["a".to_string(), "b".to_string()]
+        );
         let parts = BTreeMap::from([("a".to_string(), vec![0, 2])]);
         let got = crate::cli::group::decode_assignment(encode_assignment(&parts));
         assert_eq!(got.len(), 1);

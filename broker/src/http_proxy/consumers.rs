@@ -36,7 +36,6 @@ use super::{json_response, read_json, Caller, Proxy, V2_BODY, V2_JSON};
 use crate::cli::client::{Client, ANY};
 use crate::cli::offsets::OffsetSpec;
 use crate::security::Principal;
-use crate::shard::BrokerContext;
 
 /// Instances at once over the proxy.
 pub const MAX_INSTANCES: usize = 1000;
@@ -77,15 +76,13 @@ pub struct Instance {
 type Shared = Arc<Mutex<Instance>>;
 
 pub struct Instances {
-    ctx: Arc<BrokerContext>,
     map: std::sync::Mutex<HashMap<(String, String), Shared>>,
     shutdown: watch::Receiver<bool>,
 }
 
 impl Instances {
-    pub fn new(ctx: Arc<BrokerContext>, shutdown: watch::Receiver<bool>) -> Arc<Instances> {
+    pub fn new(shutdown: watch::Receiver<bool>) -> Arc<Instances> {
         Arc::new(Instances {
-            ctx,
             map: Default::default(),
             shutdown,
         })
@@ -176,7 +173,9 @@ async fn create_inner(
             "name" => name = Some(s),
             "format" => {
                 format = Format::parse(&s).ok_or_else(|| {
-                    ProxyError::InvalidConsumerConfig(format!("format {s:?} is not one of binary, json, avro, protobuf, jsonschema"))
+                    ProxyError::InvalidConsumerConfig(format!(
+                        "format {s:?} is not one of binary, json, avro, protobuf, jsonschema"
+                    ))
                 })?
             }
             "auto.offset.reset" => {
@@ -315,7 +314,8 @@ async fn keep_alive(all: Arc<Instances>, group: String, name: String, shared: Sh
 async fn rejoin(i: &mut Instance, topics: &[String]) -> ProxyResult<()> {
     consumer_group::join(&mut i.client, &i.group, topics, &mut i.membership).await?;
     // Positions of partitions we lost are no longer ours; new ones start from the commit.
-    i.positions.retain(|tp, _| i.membership.assigned.contains(tp));
+    i.positions
+        .retain(|tp, _| i.membership.assigned.contains(tp));
     Ok(())
 }
 
@@ -334,13 +334,15 @@ pub async fn delete(
     who: Caller,
     Path((group, name)): Path<(String, String)>,
 ) -> Response {
-    done(async {
-        let mut i = instance(&p, &group, &name, &who).await?;
-        close(&mut i).await;
-        p.consumers.remove(&group, &name);
-        Ok(no_content())
-    }
-    .await)
+    done(
+        async {
+            let mut i = instance(&p, &group, &name, &who).await?;
+            close(&mut i).await;
+            p.consumers.remove(&group, &name);
+            Ok(no_content())
+        }
+        .await,
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -358,46 +360,50 @@ pub async fn subscribe(
     req: Request,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    done(async {
-        let b: SubscribeBody = read_json(&parts.headers, body, V2_BODY).await?;
-        let mut i = instance(&p, &group, &name, &who).await?;
-        if !i.manual.is_empty() {
-            return Err(ProxyError::IllegalState(
-                "Subscription to topics, partitions and pattern are mutually exclusive".into(),
-            ));
-        }
-        let mut topics = b.topics;
-        if let Some(pattern) = b.topic_pattern {
-            if !topics.is_empty() {
-                return Err(ProxyError::BadRequest("topics and topic_pattern are exclusive".into()));
+    done(
+        async {
+            let b: SubscribeBody = read_json(&parts.headers, body, V2_BODY).await?;
+            let mut i = instance(&p, &group, &name, &who).await?;
+            if !i.manual.is_empty() {
+                return Err(ProxyError::IllegalState(
+                    "Subscription to topics, partitions and pattern are mutually exclusive".into(),
+                ));
             }
-            let re = regex::Regex::new(&format!("^(?:{pattern})$"))
-                .map_err(|e| ProxyError::BadRequest(format!("topic_pattern: {e}")))?;
-            let md = i.client.metadata(None).await?;
-            topics = md
-                .topics
-                .iter()
-                .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
-                .filter(|n| re.is_match(n))
-                .collect();
+            let mut topics = b.topics;
+            if let Some(pattern) = b.topic_pattern {
+                if !topics.is_empty() {
+                    return Err(ProxyError::BadRequest(
+                        "topics and topic_pattern are exclusive".into(),
+                    ));
+                }
+                let re = regex::Regex::new(&format!("^(?:{pattern})$"))
+                    .map_err(|e| ProxyError::BadRequest(format!("topic_pattern: {e}")))?;
+                let md = i.client.metadata(None).await?;
+                topics = md
+                    .topics
+                    .iter()
+                    .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+                    .filter(|n| re.is_match(n))
+                    .collect();
+            }
+            if topics.is_empty() {
+                return Err(ProxyError::BadRequest("no topics to subscribe to".into()));
+            }
+            topics.sort();
+            topics.dedup();
+            if !i.subscription.is_empty() && i.subscription != topics {
+                // Java's consumer replaces the subscription; so does the proxy (a rejoin).
+                let group = i.group.clone();
+                let inst = &mut *i;
+                consumer_group::leave(&mut inst.client, &group, &mut inst.membership).await;
+                inst.positions.clear();
+            }
+            i.subscription = topics;
+            i.membership.needs_join = true;
+            Ok(no_content())
         }
-        if topics.is_empty() {
-            return Err(ProxyError::BadRequest("no topics to subscribe to".into()));
-        }
-        topics.sort();
-        topics.dedup();
-        if !i.subscription.is_empty() && i.subscription != topics {
-            // Java's consumer replaces the subscription; so does the proxy (a rejoin).
-            let group = i.group.clone();
-            let inst = &mut *i;
-            consumer_group::leave(&mut inst.client, &group, &mut inst.membership).await;
-            inst.positions.clear();
-        }
-        i.subscription = topics;
-        i.membership.needs_join = true;
-        Ok(no_content())
-    }
-    .await)
+        .await,
+    )
 }
 
 pub async fn subscription(
@@ -405,11 +411,13 @@ pub async fn subscription(
     who: Caller,
     Path((group, name)): Path<(String, String)>,
 ) -> Response {
-    done(async {
-        let i = instance(&p, &group, &name, &who).await?;
-        Ok(v2(&json!({ "topics": i.subscription })))
-    }
-    .await)
+    done(
+        async {
+            let i = instance(&p, &group, &name, &who).await?;
+            Ok(v2(&json!({ "topics": i.subscription })))
+        }
+        .await,
+    )
 }
 
 pub async fn unsubscribe(
@@ -417,18 +425,20 @@ pub async fn unsubscribe(
     who: Caller,
     Path((group, name)): Path<(String, String)>,
 ) -> Response {
-    done(async {
-        let mut i = instance(&p, &group, &name, &who).await?;
-        let inst = &mut *i;
-        if inst.auto_commit {
-            let _ = commit_positions(inst).await;
+    done(
+        async {
+            let mut i = instance(&p, &group, &name, &who).await?;
+            let inst = &mut *i;
+            if inst.auto_commit {
+                let _ = commit_positions(inst).await;
+            }
+            consumer_group::leave(&mut inst.client, &group, &mut inst.membership).await;
+            inst.subscription.clear();
+            inst.positions.clear();
+            Ok(no_content())
         }
-        consumer_group::leave(&mut inst.client, &group, &mut inst.membership).await;
-        inst.subscription.clear();
-        inst.positions.clear();
-        Ok(no_content())
-    }
-    .await)
+        .await,
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -452,20 +462,26 @@ pub async fn assign(
     req: Request,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    done(async {
-        let b: PartitionsBody = read_json(&parts.headers, body, V2_BODY).await?;
-        let mut i = instance(&p, &group, &name, &who).await?;
-        if !i.subscription.is_empty() {
-            return Err(ProxyError::IllegalState(
-                "Subscription to topics, partitions and pattern are mutually exclusive".into(),
-            ));
+    done(
+        async {
+            let b: PartitionsBody = read_json(&parts.headers, body, V2_BODY).await?;
+            let mut i = instance(&p, &group, &name, &who).await?;
+            if !i.subscription.is_empty() {
+                return Err(ProxyError::IllegalState(
+                    "Subscription to topics, partitions and pattern are mutually exclusive".into(),
+                ));
+            }
+            i.manual = b
+                .partitions
+                .into_iter()
+                .map(|t| (t.topic, t.partition))
+                .collect();
+            let manual = i.manual.clone();
+            i.positions.retain(|tp, _| manual.contains(tp));
+            Ok(no_content())
         }
-        i.manual = b.partitions.into_iter().map(|t| (t.topic, t.partition)).collect();
-        let manual = i.manual.clone();
-        i.positions.retain(|tp, _| manual.contains(tp));
-        Ok(no_content())
-    }
-    .await)
+        .await,
+    )
 }
 
 fn assigned(i: &Instance) -> BTreeSet<Tp> {
@@ -489,11 +505,13 @@ pub async fn assignments(
     who: Caller,
     Path((group, name)): Path<(String, String)>,
 ) -> Response {
-    done(async {
-        let i = instance(&p, &group, &name, &who).await?;
-        Ok(v2(&json!({ "partitions": tps_json(assigned(&i)) })))
-    }
-    .await)
+    done(
+        async {
+            let i = instance(&p, &group, &name, &who).await?;
+            Ok(v2(&json!({ "partitions": tps_json(assigned(&i)) })))
+        }
+        .await,
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -530,18 +548,20 @@ pub async fn seek(
     req: Request,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    done(async {
-        let b: OffsetsBody = read_json(&parts.headers, body, V2_BODY).await?;
-        let mut i = instance(&p, &group, &name, &who).await?;
-        for o in &b.offsets {
-            check_assigned(&i, &(o.topic.clone(), o.partition))?;
+    done(
+        async {
+            let b: OffsetsBody = read_json(&parts.headers, body, V2_BODY).await?;
+            let mut i = instance(&p, &group, &name, &who).await?;
+            for o in &b.offsets {
+                check_assigned(&i, &(o.topic.clone(), o.partition))?;
+            }
+            for o in b.offsets {
+                i.positions.insert((o.topic, o.partition), o.offset.max(0));
+            }
+            Ok(no_content())
         }
-        for o in b.offsets {
-            i.positions.insert((o.topic, o.partition), o.offset.max(0));
-        }
-        Ok(no_content())
-    }
-    .await)
+        .await,
+    )
 }
 
 pub async fn seek_beginning(
@@ -570,18 +590,24 @@ async fn seek_to(
     spec: OffsetSpec,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    done(async {
-        let b: PartitionsBody = read_json(&parts.headers, body, V2_BODY).await?;
-        let mut i = instance(&p, &group, &name, &who).await?;
-        let tps: Vec<Tp> = b.partitions.into_iter().map(|t| (t.topic, t.partition)).collect();
-        for tp in &tps {
-            check_assigned(&i, tp)?;
+    done(
+        async {
+            let b: PartitionsBody = read_json(&parts.headers, body, V2_BODY).await?;
+            let mut i = instance(&p, &group, &name, &who).await?;
+            let tps: Vec<Tp> = b
+                .partitions
+                .into_iter()
+                .map(|t| (t.topic, t.partition))
+                .collect();
+            for tp in &tps {
+                check_assigned(&i, tp)?;
+            }
+            let found = list_offsets(&mut i.client, &tps, spec).await?;
+            i.positions.extend(found);
+            Ok(no_content())
         }
-        let found = list_offsets(&mut i.client, &tps, spec).await?;
-        i.positions.extend(found);
-        Ok(no_content())
-    }
-    .await)
+        .await,
+    )
 }
 
 /// ListOffsets for `tps` at `spec` (start or end).
@@ -629,36 +655,41 @@ pub async fn commit(
     req: Request,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    done(async {
-        let bytes = axum::body::to_bytes(body, super::MAX_BODY)
-            .await
-            .map_err(|_| ProxyError::TooLarge(super::MAX_BODY))?;
-        let b: Option<OffsetsBody> = if bytes.iter().all(u8::is_ascii_whitespace) {
-            None
-        } else {
-            if !super::content_type_is(&parts.headers, V2_BODY) {
-                return Err(ProxyError::UnsupportedMediaType);
+    done(
+        async {
+            let bytes = axum::body::to_bytes(body, super::MAX_BODY)
+                .await
+                .map_err(|_| ProxyError::TooLarge(super::MAX_BODY))?;
+            let b: Option<OffsetsBody> = if bytes.iter().all(u8::is_ascii_whitespace) {
+                None
+            } else {
+                if !super::content_type_is(&parts.headers, V2_BODY) {
+                    return Err(ProxyError::UnsupportedMediaType);
+                }
+                Some(
+                    serde_json::from_slice(&bytes)
+                        .map_err(|e| ProxyError::BadRequest(e.to_string()))?,
+                )
+            };
+            let mut i = instance(&p, &group, &name, &who).await?;
+            match b {
+                Some(b) if !b.offsets.is_empty() => {
+                    // Confluent commits the offset after the one named (the last one consumed).
+                    let offsets = b
+                        .offsets
+                        .into_iter()
+                        .map(|o| ((o.topic, o.partition), (o.offset + 1, o.metadata)))
+                        .collect();
+                    let inst = &mut *i;
+                    let member = inst.manual.is_empty().then_some(&inst.membership);
+                    consumer_group::commit(&mut inst.client, &group, member, &offsets).await?;
+                }
+                _ => commit_positions(&mut i).await?,
             }
-            Some(serde_json::from_slice(&bytes).map_err(|e| ProxyError::BadRequest(e.to_string()))?)
-        };
-        let mut i = instance(&p, &group, &name, &who).await?;
-        match b {
-            Some(b) if !b.offsets.is_empty() => {
-                // Confluent commits the offset after the one named (the last one consumed).
-                let offsets = b
-                    .offsets
-                    .into_iter()
-                    .map(|o| ((o.topic, o.partition), (o.offset + 1, o.metadata)))
-                    .collect();
-                let inst = &mut *i;
-                let member = inst.manual.is_empty().then_some(&inst.membership);
-                consumer_group::commit(&mut inst.client, &group, member, &offsets).await?;
-            }
-            _ => commit_positions(&mut i).await?,
+            Ok((StatusCode::OK, [(header::CONTENT_TYPE, V2_JSON)]).into_response())
         }
-        Ok((StatusCode::OK, [(header::CONTENT_TYPE, V2_JSON)]).into_response())
-    }
-    .await)
+        .await,
+    )
 }
 
 pub async fn committed(
@@ -667,31 +698,38 @@ pub async fn committed(
     Path((group, name)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    let (parts, body) = req.into_parts();
-    done(async {
-        let bytes = axum::body::to_bytes(body, super::MAX_BODY)
-            .await
-            .map_err(|_| ProxyError::TooLarge(super::MAX_BODY))?;
-        let wanted: Option<Vec<Tp>> = if bytes.iter().all(u8::is_ascii_whitespace) {
-            None
-        } else {
-            let b: PartitionsBody = serde_json::from_slice(&bytes)
-                .map_err(|e| ProxyError::BadRequest(e.to_string()))?;
-            Some(b.partitions.into_iter().map(|t| (t.topic, t.partition)).collect())
-        };
-        let mut i = instance(&p, &group, &name, &who).await?;
-        let all = crate::cli::group::committed(&mut i.client, ANY, &group).await?;
-        let wanted = wanted.unwrap_or_else(|| assigned(&i).into_iter().collect());
-        let offsets: Vec<Value> = wanted
-            .into_iter()
-            .filter_map(|(t, p)| {
-                let o = all.get(&t)?.get(&p)?;
-                Some(json!({ "topic": t, "partition": p, "offset": o, "metadata": "" }))
-            })
-            .collect();
-        Ok(v2(&json!({ "offsets": offsets })))
-    }
-    .await)
+    let (_, body) = req.into_parts();
+    done(
+        async {
+            let bytes = axum::body::to_bytes(body, super::MAX_BODY)
+                .await
+                .map_err(|_| ProxyError::TooLarge(super::MAX_BODY))?;
+            let wanted: Option<Vec<Tp>> = if bytes.iter().all(u8::is_ascii_whitespace) {
+                None
+            } else {
+                let b: PartitionsBody = serde_json::from_slice(&bytes)
+                    .map_err(|e| ProxyError::BadRequest(e.to_string()))?;
+                Some(
+                    b.partitions
+                        .into_iter()
+                        .map(|t| (t.topic, t.partition))
+                        .collect(),
+                )
+            };
+            let mut i = instance(&p, &group, &name, &who).await?;
+            let all = crate::cli::group::committed(&mut i.client, ANY, &group).await?;
+            let wanted = wanted.unwrap_or_else(|| assigned(&i).into_iter().collect());
+            let offsets: Vec<Value> = wanted
+                .into_iter()
+                .filter_map(|(t, p)| {
+                    let o = all.get(&t)?.get(&p)?;
+                    Some(json!({ "topic": t, "partition": p, "offset": o, "metadata": "" }))
+                })
+                .collect();
+            Ok(v2(&json!({ "offsets": offsets })))
+        }
+        .await,
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -734,23 +772,25 @@ pub async fn records(
     Query(q): Query<RecordsQuery>,
     headers: HeaderMap,
 ) -> Response {
-    done(async {
-        let mut i = instance(&p, &group, &name, &who).await?;
-        check_accept(&headers, i.format)?;
-        let max_bytes = q
-            .max_bytes
-            .map_or(MAX_POLL_BYTES, |b| (b.max(1) as usize).min(MAX_POLL_BYTES));
-        let wait = q.timeout.unwrap_or(1000).clamp(0, MAX_POLL_WAIT_MS as i64) as i32;
-        let registry = p.ctx.registry.get().cloned();
-        let records = poll(&mut i, wait, max_bytes, registry.as_ref()).await?;
-        let format = i.format;
-        Ok(json_response(
-            StatusCode::OK,
-            format.media_type(),
-            &Value::Array(records),
-        ))
-    }
-    .await)
+    done(
+        async {
+            let mut i = instance(&p, &group, &name, &who).await?;
+            check_accept(&headers, i.format)?;
+            let max_bytes = q
+                .max_bytes
+                .map_or(MAX_POLL_BYTES, |b| (b.max(1) as usize).min(MAX_POLL_BYTES));
+            let wait = q.timeout.unwrap_or(1000).clamp(0, MAX_POLL_WAIT_MS as i64) as i32;
+            let registry = p.ctx.registry.get().cloned();
+            let records = poll(&mut i, wait, max_bytes, registry.as_ref()).await?;
+            let format = i.format;
+            Ok(json_response(
+                StatusCode::OK,
+                format.media_type(),
+                &Value::Array(records),
+            ))
+        }
+        .await,
+    )
 }
 
 async fn poll(
@@ -939,8 +979,11 @@ mod tests {
         assert!(check_accept(&HeaderMap::new(), Format::Json).is_ok());
         assert!(check_accept(&accept("application/vnd.kafka.json.v2+json"), Format::Json).is_ok());
         assert!(check_accept(&accept("*/*"), Format::Binary).is_ok());
-        let e = check_accept(&accept("application/vnd.kafka.binary.v2+json"), Format::Json)
-            .unwrap_err();
+        let e = check_accept(
+            &accept("application/vnd.kafka.binary.v2+json"),
+            Format::Json,
+        )
+        .unwrap_err();
         assert_eq!(e.status_and_code(), (StatusCode::NOT_ACCEPTABLE, 40601));
         let e = check_accept(&accept("text/html"), Format::Json).unwrap_err();
         assert_eq!(e.status_and_code(), (StatusCode::NOT_ACCEPTABLE, 406));

@@ -204,10 +204,26 @@ mod tests {
             (ProxyError::InstanceNotFound, StatusCode::NOT_FOUND, 40403),
             (ProxyError::TopicNotFound, StatusCode::NOT_FOUND, 40401),
             (ProxyError::PartitionNotFound, StatusCode::NOT_FOUND, 40402),
-            (ProxyError::FormatMismatch, StatusCode::NOT_ACCEPTABLE, 40601),
-            (ProxyError::UnsupportedMediaType, StatusCode::UNSUPPORTED_MEDIA_TYPE, 415),
-            (ProxyError::BadRequest("x".into()), StatusCode::BAD_REQUEST, 400),
-            (ProxyError::ValueSchemaMissing, StatusCode::UNPROCESSABLE_ENTITY, 42202),
+            (
+                ProxyError::FormatMismatch,
+                StatusCode::NOT_ACCEPTABLE,
+                40601,
+            ),
+            (
+                ProxyError::UnsupportedMediaType,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                415,
+            ),
+            (
+                ProxyError::BadRequest("x".into()),
+                StatusCode::BAD_REQUEST,
+                400,
+            ),
+            (
+                ProxyError::ValueSchemaMissing,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                42202,
+            ),
             (ProxyError::TooLarge(1), StatusCode::PAYLOAD_TOO_LARGE, 413),
         ];
         for (e, status, code) in cases {
@@ -217,7 +233,11 @@ mod tests {
             assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()));
         }
         assert_eq!(
-            ProxyError::Kafka { code: 3, message: None }.body()["error_code"],
+            ProxyError::Kafka {
+                code: 3,
+                message: None
+            }
+            .body()["error_code"],
             40403
         );
     }

@@ -188,8 +188,9 @@ pub fn encode(
     }
     let payload = match parsed.as_ref() {
         Parsed::Avro(a) => avro_encode(&a.resolved, &data.data)?,
-        Parsed::Json(_) => serde_json::to_vec(&data.data)
-            .map_err(|e| ProxyError::BadRequest(e.to_string()))?,
+        Parsed::Json(_) => {
+            serde_json::to_vec(&data.data).map_err(|e| ProxyError::BadRequest(e.to_string()))?
+        }
         Parsed::Protobuf(_) => {
             return Err(ProxyError::Conversion {
                 kind: "Protobuf",
@@ -215,12 +216,13 @@ pub fn plain_bytes(t: DataType, data: &Value) -> ProxyResult<Option<Bytes>> {
     }
     Ok(Some(match t {
         DataType::Binary => {
-            let s = data
-                .as_str()
-                .ok_or_else(|| ProxyError::BadRequest("BINARY data must be a base64 string".into()))?;
+            let s = data.as_str().ok_or_else(|| {
+                ProxyError::BadRequest("BINARY data must be a base64 string".into())
+            })?;
             Bytes::from(
-                B64.decode(s)
-                    .map_err(|e| ProxyError::BadRequest(format!("BINARY data is not base64: {e}")))?,
+                B64.decode(s).map_err(|e| {
+                    ProxyError::BadRequest(format!("BINARY data is not base64: {e}"))
+                })?,
             )
         }
         DataType::String => {
@@ -229,7 +231,9 @@ pub fn plain_bytes(t: DataType, data: &Value) -> ProxyResult<Option<Bytes>> {
                 .ok_or_else(|| ProxyError::BadRequest("STRING data must be a string".into()))?;
             Bytes::copy_from_slice(s.as_bytes())
         }
-        _ => Bytes::from(serde_json::to_vec(data).map_err(|e| ProxyError::BadRequest(e.to_string()))?),
+        _ => Bytes::from(
+            serde_json::to_vec(data).map_err(|e| ProxyError::BadRequest(e.to_string()))?,
+        ),
     }))
 }
 
@@ -246,10 +250,15 @@ fn pick_schema(
     registry
         .read(|r| {
             let (id, subject, version) = if let Some(id) = data.schema_id {
-                let v = r.store.keys_of_id(id).find(|v| {
-                    data.subject.as_ref().is_none_or(|s| &v.value.subject == s)
-                });
-                (id, v.map(|v| v.value.subject.clone()), v.map(|v| v.value.version))
+                let v = r
+                    .store
+                    .keys_of_id(id)
+                    .find(|v| data.subject.as_ref().is_none_or(|s| &v.value.subject == s));
+                (
+                    id,
+                    v.map(|v| v.value.subject.clone()),
+                    v.map(|v| v.value.version),
+                )
             } else {
                 if let Some(s) = data.subject_name_strategy.as_deref() {
                     if !s.eq_ignore_ascii_case("TOPIC_NAME") {
@@ -271,7 +280,15 @@ fn pick_schema(
                 return Ok(None);
             };
             let schema_type = parsed.schema_type().as_str().to_string();
-            Ok(Some((SchemaRef { subject, id, version }, schema_type, parsed)))
+            Ok(Some((
+                SchemaRef {
+                    subject,
+                    id,
+                    version,
+                },
+                schema_type,
+                parsed,
+            )))
         })
         .map_err(|e| ProxyError::Internal(e.to_string()))?
         .ok_or_else(missing)
@@ -384,20 +401,29 @@ impl Format {
 /// Record bytes as the JSON of `format`: base64 for binary, parsed JSON for json, the
 /// decoded schema'd payload for avro/jsonschema. A record that does not decode is an error
 /// of the whole poll (Confluent's proxy fails the request with the deserializer's error).
-pub fn decode(registry: Option<&Arc<Service>>, format: Format, bytes: Option<&[u8]>) -> ProxyResult<Value> {
-    let Some(b) = bytes else { return Ok(Value::Null) };
+pub fn decode(
+    registry: Option<&Arc<Service>>,
+    format: Format,
+    bytes: Option<&[u8]>,
+) -> ProxyResult<Value> {
+    let Some(b) = bytes else {
+        return Ok(Value::Null);
+    };
     match format {
         Format::Binary => Ok(Value::String(B64.encode(b))),
-        Format::Json => serde_json::from_slice(b).map_err(|e| ProxyError::Internal(format!(
-            "a record is not JSON (consume with format binary): {e}"
-        ))),
+        Format::Json => serde_json::from_slice(b).map_err(|e| {
+            ProxyError::Internal(format!(
+                "a record is not JSON (consume with format binary): {e}"
+            ))
+        }),
         Format::Avro | Format::Jsonschema | Format::Protobuf => {
             let (id, payload) = split_wire(b).ok_or_else(|| {
-                ProxyError::Internal("a record does not start with the schema registry's magic byte".into())
+                ProxyError::Internal(
+                    "a record does not start with the schema registry's magic byte".into(),
+                )
             })?;
-            let registry = registry.ok_or_else(|| {
-                ProxyError::Internal("the schema registry is not running".into())
-            })?;
+            let registry = registry
+                .ok_or_else(|| ProxyError::Internal("the schema registry is not running".into()))?;
             let parsed = registry
                 .read(|r| Ok(r.parsed_by_id(id)))
                 .ok()
@@ -428,9 +454,9 @@ fn avro_decode(schema: &Schema, mut payload: &[u8]) -> ProxyResult<Value> {
     let reader = apache_avro::reader::datum::GenericDatumReader::builder(schema)
         .build()
         .map_err(|e| ProxyError::Internal(e.to_string()))?;
-    let v = reader
-        .read_value(&mut payload)
-        .map_err(|e| ProxyError::Internal(format!("a record does not decode with its schema: {e}")))?;
+    let v = reader.read_value(&mut payload).map_err(|e| {
+        ProxyError::Internal(format!("a record does not decode with its schema: {e}"))
+    })?;
     Value::try_from(v).map_err(|e| ProxyError::Internal(e.to_string()))
 }
 
@@ -452,7 +478,10 @@ mod tests {
         let s = schema();
         let wrapped = serde_json::json!({"id": 7, "note": {"string": "hi"}});
         let bytes = avro_encode(&s, &wrapped).unwrap();
-        assert_eq!(avro_decode(&s, &bytes).unwrap(), serde_json::json!({"id": 7, "note": "hi"}));
+        assert_eq!(
+            avro_decode(&s, &bytes).unwrap(),
+            serde_json::json!({"id": 7, "note": "hi"})
+        );
         let bare = serde_json::json!({"id": 7, "note": "hi"});
         assert_eq!(avro_encode(&s, &bare).unwrap(), bytes);
         let null = serde_json::json!({"id": 1, "note": null});
@@ -470,7 +499,10 @@ mod tests {
         let b = |t, v: Value| plain_bytes(t, &v).unwrap().map(|b| b.to_vec());
         assert_eq!(b(DataType::Binary, "aGk=".into()), Some(b"hi".to_vec()));
         assert_eq!(b(DataType::String, "hi".into()), Some(b"hi".to_vec()));
-        assert_eq!(b(DataType::Json, serde_json::json!({"a": 1})), Some(br#"{"a":1}"#.to_vec()));
+        assert_eq!(
+            b(DataType::Json, serde_json::json!({"a": 1})),
+            Some(br#"{"a":1}"#.to_vec())
+        );
         assert_eq!(b(DataType::Json, Value::Null), None);
         assert!(plain_bytes(DataType::Binary, &"!!".into()).is_err());
         assert!(plain_bytes(DataType::String, &serde_json::json!(1)).is_err());
@@ -481,7 +513,10 @@ mod tests {
         assert_eq!(split_wire(&[0, 0, 0, 1, 2, 9]), Some((258, &[9u8][..])));
         assert_eq!(split_wire(&[1, 0, 0, 0, 1]), None);
         assert_eq!(split_wire(&[0, 0]), None);
-        assert_eq!(decode(None, Format::Binary, Some(b"hi")).unwrap(), Value::String("aGk=".into()));
+        assert_eq!(
+            decode(None, Format::Binary, Some(b"hi")).unwrap(),
+            Value::String("aGk=".into())
+        );
         assert_eq!(decode(None, Format::Json, None).unwrap(), Value::Null);
     }
 }

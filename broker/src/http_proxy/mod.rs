@@ -95,7 +95,7 @@ impl FromRequestParts<Proxy> for Caller {
 }
 
 pub fn router(ctx: Arc<BrokerContext>, shutdown: watch::Receiver<bool>) -> Router {
-    let consumers = consumers::Instances::new(ctx.clone(), shutdown);
+    let consumers = consumers::Instances::new(shutdown);
     let proxy = Proxy { ctx, consumers };
     Router::new()
         .route("/v3/clusters", get(topics::clusters))
@@ -171,7 +171,10 @@ async fn produce_route(
 /// Whether the request's Content-Type is one of `accepted` (parameters such as charset
 /// ignored).
 pub fn content_type_is(headers: &HeaderMap, accepted: &[&str]) -> bool {
-    let Some(ct) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+    let Some(ct) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
         return false;
     };
     let essence = ct.split(';').next().unwrap_or("").trim();

@@ -22,7 +22,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use indexmap::IndexMap;
+use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::ProduceRequest;
 use kafka_protocol::protocol::StrBytes;
@@ -197,8 +197,11 @@ impl Producer {
             None => choose_partition(key.bytes.as_deref(), self.partitions),
         };
         let timestamp = match &rec.timestamp {
-            Some(t) => parse_iso8601(t)
-                .ok_or_else(|| ProxyError::BadRequest(format!("timestamp {t:?} is not ISO 8601 (2024-01-31T12:00:00.000Z)")))?,
+            Some(t) => parse_iso8601(t).ok_or_else(|| {
+                ProxyError::BadRequest(format!(
+                    "timestamp {t:?} is not ISO 8601 (2024-01-31T12:00:00.000Z)"
+                ))
+            })?,
             None => crate::now_ms(),
         };
         let mut headers = IndexMap::new();
@@ -211,8 +214,9 @@ impl Producer {
             };
             headers.insert(StrBytes::from_string(h.name.clone()), v);
         }
-        let (offset, appended_at) =
-            self.send(partition, timestamp, &key, &value, headers).await?;
+        let (offset, appended_at) = self
+            .send(partition, timestamp, &key, &value, headers)
+            .await?;
         Ok(serde_json::json!({
             "error_code": 200,
             "cluster_id": self.cluster,
@@ -429,7 +433,10 @@ mod tests {
         assert_eq!(murmur2(b"foobar"), -790332482);
         assert_eq!(murmur2(b"a-little-bit-long-string"), -985981536);
         assert_eq!(murmur2(b"a-little-bit-longer-string"), -1486304829);
-        assert_eq!(murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8"), -58897971);
+        assert_eq!(
+            murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8"),
+            -58897971
+        );
         assert_eq!(murmur2(b"abc"), 479470107);
         let p = choose_partition(Some(b"foobar"), 3);
         assert_eq!(p, ((-790332482i32 & 0x7fffffff) % 3));

@@ -17,9 +17,7 @@ pub fn iso8601(ms: i64) -> String {
 
 /// `YYYY-MM-DDTHH:MM:SS[.fff]Z` (or `+00:00`) to milliseconds since the epoch.
 pub fn parse_iso8601(s: &str) -> Option<i64> {
-    let s = s
-        .strip_suffix('Z')
-        .or_else(|| s.strip_suffix("+00:00"))?;
+    let s = s.strip_suffix('Z').or_else(|| s.strip_suffix("+00:00"))?;
     let (date, time) = s.split_once('T')?;
     let mut dp = date.splitn(3, '-');
     let y: i64 = dp.next()?.parse().ok()?;
@@ -82,8 +80,14 @@ mod tests {
         for ms in [0, 1_612_552_482_123, 951_782_400_000, 4_102_444_799_999] {
             assert_eq!(parse_iso8601(&iso8601(ms)), Some(ms));
         }
-        assert_eq!(parse_iso8601("2021-02-05T19:14:42Z"), Some(1_612_552_482_000));
-        assert_eq!(parse_iso8601("2021-02-05T19:14:42.1+00:00"), Some(1_612_552_482_100));
+        assert_eq!(
+            parse_iso8601("2021-02-05T19:14:42Z"),
+            Some(1_612_552_482_000)
+        );
+        assert_eq!(
+            parse_iso8601("2021-02-05T19:14:42.1+00:00"),
+            Some(1_612_552_482_100)
+        );
         assert_eq!(parse_iso8601("2021-13-05T19:14:42Z"), None);
         assert_eq!(parse_iso8601("yesterday"), None);
     }

@@ -318,16 +318,23 @@ pub async fn partition(
     let r: ProxyResult<Value> = async {
         let mut client = p.client(&who);
         let id = check_cluster(&mut client, &cluster).await?;
-        let n: i32 = partition.parse().map_err(|_| ProxyError::PartitionNotFound)?;
+        let n: i32 = partition
+            .parse()
+            .map_err(|_| ProxyError::PartitionNotFound)?;
         let t = crate::cli::topic::partitions_of(&mut client, &topic).await?;
         let x = t
             .partitions
             .iter()
             .find(|x| x.partition_index == n)
             .ok_or(ProxyError::PartitionNotFound)?;
-        Ok(partition_json(&base(&headers), &id, &topic, n, x.leader_id.0))
+        Ok(partition_json(
+            &base(&headers),
+            &id,
+            &topic,
+            n,
+            x.leader_id.0,
+        ))
     }
     .await;
     answer(r, StatusCode::OK)
 }
-
