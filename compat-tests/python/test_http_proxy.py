@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 import brokers
-from test_cli import create, strom
+from test_cli import create, js, strom
 
 V2 = "application/vnd.kafka.v2+json"
 JSON_V2 = "application/vnd.kafka.json.v2+json"
@@ -295,6 +295,83 @@ def test_v2_binary_consumer_with_assign_and_seek(strom_broker):
     assert v2_post(f"{inst}/positions/beginning", {"partitions": [{"topic": t, "partition": 0}]}).status_code == 204
     assert len(poll_records(inst, 4, BINARY_V2)) == 4
     assert requests.delete(inst, timeout=TIMEOUT).status_code == 204
+
+
+def test_v2_avro_and_jsonschema_consumers_decode_through_the_registry(strom_broker):
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    b = strom_broker
+    t, g = uid("proxy-schemas"), uid("proxy-sgroup")
+    create(b, t, 1)
+    sr = SchemaRegistryClient({"url": f"http://127.0.0.1:{b.extra['schema_registry_port']}"})
+    avro = sr.register_schema(f"{t}-value", Schema(json.dumps(
+        {"type": "record", "name": "V", "fields": [{"name": "n", "type": "int"}]}), "AVRO"))
+    js = sr.register_schema(f"{t}-key", Schema(json.dumps(
+        {"type": "object", "properties": {"id": {"type": "string"}}}), "JSON"))
+    status, answers = produce(b, t, *[{"key": {"type": "JSONSCHEMA", "schema_id": js, "data": {"id": f"i{n}"}},
+                                       "value": {"type": "AVRO", "data": {"n": n}}} for n in range(3)])
+    assert status == 200 and [a["key"]["schema_id"] for a in answers] == [js] * 3, answers
+    raw = kafka_read(b, t, 1)[0]
+    assert raw.key()[:5] == b"\x00" + js.to_bytes(4, "big") and json.loads(raw.key()[5:]) == {"id": "i0"}
+    # An avro consumer decodes both (each record names its schema); values as Confluent's.
+    inst = v2_post(f"{base(b)}/consumers/{g}", {"format": "avro", "auto.offset.reset": "earliest"}).json()["base_uri"]
+    assert v2_post(f"{inst}/subscription", {"topics": [t]}).status_code == 204
+    # The key is JSON Schema, not Avro: an avro consumer cannot read this topic's keys.
+    r = requests.get(f"{inst}/records", headers={"Accept": AVRO_V2}, timeout=TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while r.status_code == 200 and not r.json() and time.monotonic() < deadline:
+        r = requests.get(f"{inst}/records", headers={"Accept": AVRO_V2}, timeout=TIMEOUT)
+    assert r.status_code == 500 and r.json()["error_code"] == 50002, r.text
+    requests.delete(inst, timeout=TIMEOUT)
+    # Keys only as JSON Schema: a jsonschema consumer of a topic whose keys and values are.
+    t2 = uid("proxy-js")
+    create(b, t2, 1)
+    sid = sr.register_schema(f"{t2}-value", Schema(json.dumps({"type": "object"}), "JSON"))
+    status, _ = produce(b, t2, {"value": {"type": "JSONSCHEMA", "data": {"a": [1, 2]}}})
+    assert status == 200
+    inst = v2_post(f"{base(b)}/consumers/{g}-js", {"format": "jsonschema", "auto.offset.reset": "earliest"}).json()["base_uri"]
+    assert v2_post(f"{inst}/subscription", {"topics": [t2]}).status_code == 204
+    got = poll_records(inst, 1, "application/vnd.kafka.jsonschema.v2+json")
+    assert got[0]["value"] == {"a": [1, 2]} and got[0]["key"] is None
+    requests.delete(inst, timeout=TIMEOUT)
+    # And avro values under an avro consumer.
+    t3 = uid("proxy-av")
+    create(b, t3, 1)
+    sr.register_schema(f"{t3}-value", Schema(json.dumps(
+        {"type": "record", "name": "W", "fields": [{"name": "s", "type": "string"}]}), "AVRO"))
+    assert produce(b, t3, {"value": {"data": {"s": "hello"}}})[0] == 200
+    inst = v2_post(f"{base(b)}/consumers/{g}-av", {"format": "avro", "auto.offset.reset": "earliest"}).json()["base_uri"]
+    assert v2_post(f"{inst}/subscription", {"topics": [t3]}).status_code == 204
+    assert poll_records(inst, 1, AVRO_V2)[0]["value"] == {"s": "hello"}
+    requests.delete(inst, timeout=TIMEOUT)
+    assert avro and sid
+
+
+def test_v2_two_instances_of_a_group_split_its_partitions(strom_broker):
+    b = strom_broker
+    t, g = uid("proxy-split"), uid("proxy-split-g")
+    create(b, t, 2)
+    insts = []
+    for n in ("a", "b"):
+        r = v2_post(f"{base(b)}/consumers/{g}", {"name": n, "format": "binary", "auto.offset.reset": "earliest"})
+        insts.append(r.json()["base_uri"])
+        assert v2_post(f"{insts[-1]}/subscription", {"topics": [t]}).status_code == 204
+    # The second join rebalances the first (its heartbeat task rejoins): one partition each.
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        for inst in insts:
+            requests.get(f"{inst}/records", params={"timeout": 200}, headers={"Accept": BINARY_V2}, timeout=TIMEOUT)
+        parts = [sorted(p["partition"] for p in requests.get(f"{i}/assignments", timeout=TIMEOUT).json()["partitions"])
+                 for i in insts]
+        if sorted(parts) == [[0], [1]]:
+            break
+        time.sleep(0.5)
+    assert sorted(parts) == [[0], [1]], parts
+    # Both are members of the Kafka group, as `kafka-consumer-groups --describe` shows them.
+    desc = js(b, "group", "describe", g)[0]
+    assert desc["state"] == "Stable" and len(desc["members"]) == 2, desc
+    for inst in insts:
+        assert requests.delete(inst, timeout=TIMEOUT).status_code == 204
 
 
 def test_v2_errors_have_confluents_codes(strom_broker):
