@@ -76,6 +76,8 @@ pub enum ProxyError {
     TooLarge(usize),
     #[error("Too many consumer instances (max {0})")]
     TooManyInstances(usize),
+    #[error("Too many produce requests in flight (max {0})")]
+    TooManyStreams(usize),
     #[error("Unauthorized: {0}")]
     Unauthenticated(String),
     #[error("Kafka error: {0}")]
@@ -143,7 +145,9 @@ impl ProxyError {
             UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, 415),
             NotAcceptable => (StatusCode::NOT_ACCEPTABLE, 406),
             TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, 413),
-            TooManyInstances(_) => (StatusCode::TOO_MANY_REQUESTS, code::TOO_MANY_REQUESTS),
+            TooManyInstances(_) | TooManyStreams(_) => {
+                (StatusCode::TOO_MANY_REQUESTS, code::TOO_MANY_REQUESTS)
+            }
             Unauthenticated(_) => (StatusCode::UNAUTHORIZED, code::KAFKA_AUTHENTICATION),
             Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, code::KAFKA_ERROR),
         }

@@ -60,6 +60,9 @@ pub const V2_JSON: &str = "application/vnd.kafka.v2+json";
 pub struct Proxy {
     ctx: Arc<BrokerContext>,
     consumers: Arc<consumers::Instances>,
+    /// Produce streams in flight: a stream outlives its handler (the body is read and
+    /// answered by a task), so the request limit alone does not bound them.
+    produce_streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl Proxy {
@@ -96,7 +99,11 @@ impl FromRequestParts<Proxy> for Caller {
 
 pub fn router(ctx: Arc<BrokerContext>, shutdown: watch::Receiver<bool>) -> Router {
     let consumers = consumers::Instances::new(shutdown);
-    let proxy = Proxy { ctx, consumers };
+    let proxy = Proxy {
+        ctx,
+        consumers,
+        produce_streams: Arc::new(tokio::sync::Semaphore::new(produce::MAX_STREAMS)),
+    };
     Router::new()
         .route("/v3/clusters", get(topics::clusters))
         .route("/v3/clusters/{cluster}", get(topics::cluster))

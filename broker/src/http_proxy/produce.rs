@@ -38,6 +38,8 @@ use super::time::{iso8601, parse_iso8601};
 use super::{content_type_is, Caller, Proxy};
 use crate::cli::client::{Client, ANY};
 
+/// Produce requests (streams) in flight at once; more answer 429.
+pub const MAX_STREAMS: usize = 64;
 /// Bytes of a record object still incomplete before the stream is cut (413).
 pub const MAX_PENDING: usize = 4 * 1024 * 1024;
 
@@ -73,6 +75,9 @@ pub async fn produce(
     if !content_type_is(&headers, &["application/json"]) {
         return ProxyError::UnsupportedMediaType.into_response();
     }
+    let Ok(permit) = proxy.produce_streams.clone().try_acquire_owned() else {
+        return ProxyError::TooManyStreams(MAX_STREAMS).into_response();
+    };
     let mut client = proxy.client(&who);
     if let Err(e) = super::topics::check_cluster(&mut client, &cluster).await {
         return e.into_response();
@@ -89,7 +94,10 @@ pub async fn produce(
         topic,
         partitions,
     };
-    tokio::spawn(producer.run(body, tx));
+    tokio::spawn(async move {
+        producer.run(body, tx).await;
+        drop(permit);
+    });
     // The first answer decides the status; the rest stream behind it.
     let Some((status, first)) = rx.recv().await else {
         return ProxyError::BadRequest("the request body holds no record".into()).into_response();
