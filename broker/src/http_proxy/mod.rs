@@ -15,11 +15,13 @@
 //! - `topics`: `/v3/clusters`, topics (list, create, delete), partitions.
 //! - `produce`: `/v3/clusters/{c}/topics/{t}/records`, streaming produce.
 //! - `formats`: JSON / BINARY / STRING and the registry's AVRO / JSONSCHEMA to and from bytes.
-//! - `consumers` + `consumer_group`: v2 consumer instances, each a real member of a classic
-//!   Kafka consumer group (JoinGroup/SyncGroup/Heartbeat, range assignment), so
-//!   `kafka-consumer-groups --describe` lists it and a Kafka client sees its commits.
+//! - `consumers`, `consumer_records`, `consumer_group`: v2 consumer instances, each a real
+//!   member of a classic Kafka consumer group (JoinGroup/SyncGroup/Heartbeat, range
+//!   assignment), so `kafka-consumer-groups --describe` lists it and a Kafka client sees its
+//!   commits.
 
 pub mod consumer_group;
+pub mod consumer_records;
 pub mod consumers;
 pub mod error;
 pub mod formats;
@@ -156,7 +158,7 @@ pub fn router(ctx: Arc<BrokerContext>, shutdown: watch::Receiver<bool>) -> Route
         )
         .route(
             "/consumers/{group}/instances/{name}/records",
-            get(consumers::records),
+            get(consumer_records::records),
         )
         .route(
             "/consumers/{group}/instances/{name}/offsets",
