@@ -16,6 +16,7 @@ pub mod config;
 pub mod coordinator;
 pub mod fetch_session;
 pub mod handlers;
+pub mod http_proxy;
 pub mod kafka_conn;
 pub mod logging;
 pub mod metadata;

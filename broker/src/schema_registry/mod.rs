@@ -194,6 +194,7 @@ async fn run(
 ) {
     let service = Service::new(ctx.clone());
     let _ = ctx.schema_view.set(service.clone());
+    let _ = ctx.registry.set(service.clone());
     // The first replay; a failure (a shard still starting) is retried by the tailer, and
     // requests meanwhile answer from what was replayed.
     if let Err(e) = service.catch_up().await {

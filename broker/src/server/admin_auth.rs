@@ -292,8 +292,13 @@ impl Guard {
     }
 }
 
+/// The principal the port authenticated, in the request's extensions for the services that
+/// run requests as it (the HTTP proxy).
+#[derive(Debug, Clone)]
+pub struct Authenticated(pub Principal);
+
 /// The middleware: `/health` open, everything else authenticated as configured.
-pub async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
+pub async fn guard(State(g): State<Guard>, mut req: Request, next: Next) -> Response {
     let sec = &g.security;
     if req.uri().path() == "/health" {
         return next.run(req).await;
@@ -303,7 +308,12 @@ pub async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response
         .get::<ConnectInfo<AdminPeer>>()
         .map(|c| c.0.clone());
     match sec.check(peer.as_ref(), req.headers()) {
-        Ok(_) => next.run(req).await,
+        Ok(principal) => {
+            if sec.authenticated() {
+                req.extensions_mut().insert(Authenticated(principal));
+            }
+            next.run(req).await
+        }
         Err(refusal) => {
             let client = peer.map(|p| p.addr.to_string()).unwrap_or_default();
             let path = req.uri().path().to_string();

@@ -182,6 +182,7 @@ impl Server {
             started_ms: crate::now_ms(),
             steering: steering_probe,
             schema_view: Default::default(),
+            registry: Default::default(),
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
                 &data_dir,
             )),
@@ -207,9 +208,16 @@ impl Server {
             let ctx = ctx.clone();
             let shutdown = shutdown_rx.clone();
             let router = admin::broker_router(ready, ctx.clone(), connectors.clone());
-            // SSE streams and key reads: outside the port's request limit (streams stay open).
+            // SSE streams, key reads and the HTTP proxy (long polls, produce streams): outside
+            // the port's request limit, each with its own.
             let credentials = ctx.credentials.clone();
-            let streams = ai_http::router(ctx, shutdown.clone());
+            let streams = ai_http::router(ctx.clone(), shutdown.clone()).merge(
+                crate::http_proxy::router(ctx, shutdown.clone()).layer(
+                    tower::limit::GlobalConcurrencyLimitLayer::new(
+                        crate::http_proxy::MAX_CONCURRENT,
+                    ),
+                ),
+            );
             let security = admin_auth::AdminSecurity::from_config(&config, credentials)
                 .context("the admin port's TLS and authentication")?
                 .map(Arc::new);
