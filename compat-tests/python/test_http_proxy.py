@@ -182,6 +182,50 @@ def test_produce_avro_through_the_registry_then_avro_deserializer_reads_it(strom
     assert status == 422 and answers[0]["error_code"] == 42201, answers
 
 
+def test_produce_protobuf_with_a_reference_then_a_v2_protobuf_consumer_reads_it(strom_broker):
+    """PROTOBUF values from Protobuf's JSON mapping, through the registry (the schema has an
+    import, registered as a reference by confluent-kafka's serializer): the Kafka side reads
+    them with ProtobufDeserializer, a v2 `protobuf` consumer gets the JSON mapping back."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from test_schema_registry import build_protobuf_classes
+
+    b = strom_broker
+    t = uid("proxy-proto")
+    create(b, t, 1)
+    sr = SchemaRegistryClient({"url": f"http://127.0.0.1:{b.extra['schema_registry_port']}"})
+    Order = build_protobuf_classes()
+    ctx = SerializationContext(t, MessageField.VALUE)
+    # The serializer registers shop/order.proto under `{t}-value`, its import as a reference
+    # (the serialized record itself is not produced).
+    ProtobufSerializer(Order, sr, {"use.deprecated.format": False})(Order(id="seed"), ctx)
+    sid = sr.get_latest_version(f"{t}-value").schema_id
+    status, answers = produce(
+        b, t,
+        {"value": {"type": "PROTOBUF", "schema_id": sid,
+                   "data": {"id": "o1", "price": {"units": "5", "currency": "EUR"}, "tags": ["a", "b"]}}},
+        {"value": {"data": {"id": "o2"}}},  # no type: the topic's subject decides
+    )
+    assert status == 200 and [a["error_code"] for a in answers] == [200, 200], answers
+    assert answers[0]["value"]["type"] == "PROTOBUF" and answers[0]["value"]["schema_id"] == sid
+    de = ProtobufDeserializer(Order, {"use.deprecated.format": False})
+    got = [de(m.value(), ctx) for m in kafka_read(b, t, 2)]
+    assert got == [Order(id="o1", price={"units": 5, "currency": "EUR"}, tags=["a", "b"]), Order(id="o2")]
+    # A field the message does not have: Confluent's 42203, nothing written.
+    status, answers = produce(b, t, {"value": {"type": "PROTOBUF", "schema_id": sid, "data": {"nope": 1}}})
+    assert status == 422 and answers[0]["error_code"] == 42203, answers
+
+    g = uid("proxy-proto-g")
+    inst = v2_post(f"{base(b)}/consumers/{g}", {"format": "protobuf", "auto.offset.reset": "earliest"}).json()["base_uri"]
+    assert v2_post(f"{inst}/subscription", {"topics": [t]}).status_code == 204
+    values = [r["value"] for r in poll_records(inst, 2, "application/vnd.kafka.protobuf.v2+json")]
+    # Protobuf's JSON mapping: int64 as a string, defaults left out.
+    assert values == [{"id": "o1", "price": {"units": "5", "currency": "EUR"}, "tags": ["a", "b"]}, {"id": "o2"}], values
+    requests.delete(inst, timeout=TIMEOUT)
+
+
 def test_produce_errors_have_confluents_codes(strom_broker):
     b = strom_broker
     t = uid("proxy-errors")

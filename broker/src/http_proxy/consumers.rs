@@ -206,11 +206,6 @@ async fn create_inner(
             }
         }
     }
-    if format == Format::Protobuf {
-        return Err(ProxyError::InvalidConsumerConfig(
-            "format protobuf is not served by this proxy yet".into(),
-        ));
-    }
     let name = name.unwrap_or_else(|| {
         format!(
             "rest-consumer-{:016x}",

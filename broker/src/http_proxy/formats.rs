@@ -19,7 +19,12 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
 
+use prost_reflect::prost::Message;
+use prost_reflect::DynamicMessage;
+use strom_connectors::registry::wire;
+
 use super::error::{ProxyError, ProxyResult};
+use crate::schema_registry::types::protobuf::ProtoSchema;
 use crate::schema_registry::types::Parsed;
 use crate::schema_registry::Service;
 
@@ -191,12 +196,7 @@ pub fn encode(
         Parsed::Json(_) => {
             serde_json::to_vec(&data.data).map_err(|e| ProxyError::BadRequest(e.to_string()))?
         }
-        Parsed::Protobuf(_) => {
-            return Err(ProxyError::Conversion {
-                kind: "Protobuf",
-                reason: "the HTTP proxy does not serialize Protobuf from JSON yet".into(),
-            })
-        }
+        Parsed::Protobuf(p) => protobuf_encode(p, &data.data)?,
     };
     let mut bytes = Vec::with_capacity(5 + payload.len());
     bytes.push(MAGIC);
@@ -433,6 +433,7 @@ pub fn decode(
                 (Format::Avro, Parsed::Avro(a)) => avro_decode(&a.resolved, payload),
                 (Format::Jsonschema, Parsed::Json(_)) => serde_json::from_slice(payload)
                     .map_err(|e| ProxyError::Internal(format!("a record is not JSON: {e}"))),
+                (Format::Protobuf, Parsed::Protobuf(p)) => protobuf_decode(p, payload),
                 _ => Err(ProxyError::Internal(format!(
                     "schema {id} is {}, not {format:?}",
                     parsed.schema_type().as_str()
@@ -440,6 +441,37 @@ pub fn decode(
             }
         }
     }
+}
+
+/// The schema's first message (what Confluent's proxy writes) from Protobuf's JSON mapping
+/// (proto3 JSON: field names or their json_name, int64 as string or number, enums by name),
+/// behind the message-index path of that message (the single byte 0).
+fn protobuf_encode(p: &ProtoSchema, data: &Value) -> ProxyResult<Vec<u8>> {
+    let conversion = |reason: String| ProxyError::Conversion {
+        kind: "Protobuf",
+        reason,
+    };
+    let m = p
+        .message(&[0])
+        .ok_or_else(|| conversion("the schema has no message".into()))?;
+    let msg = DynamicMessage::deserialize(m, data).map_err(|e| conversion(e.to_string()))?;
+    let mut out = wire::encode_indexes(&[0]);
+    msg.encode(&mut out)
+        .map_err(|e| conversion(e.to_string()))?;
+    Ok(out)
+}
+
+/// A Protobuf payload (message-index path, then the message) as Protobuf's JSON mapping, as
+/// Confluent's proxy prints it (`JsonFormat`).
+fn protobuf_decode(p: &ProtoSchema, rest: &[u8]) -> ProxyResult<Value> {
+    let bad =
+        |e: String| ProxyError::Internal(format!("a record does not decode with its schema: {e}"));
+    let (path, payload) = wire::message_indexes(rest).map_err(bad)?;
+    let m = p
+        .message(&path)
+        .ok_or_else(|| bad(format!("no message at index path {path:?}")))?;
+    let msg = DynamicMessage::decode(m, payload).map_err(|e| bad(e.to_string()))?;
+    serde_json::to_value(&msg).map_err(|e| bad(e.to_string()))
 }
 
 /// `(schema id, payload)` of Confluent's wire format.
@@ -450,14 +482,11 @@ pub fn split_wire(b: &[u8]) -> Option<(i32, &[u8])> {
     Some((i32::from_be_bytes([b[1], b[2], b[3], b[4]]), &b[5..]))
 }
 
-fn avro_decode(schema: &Schema, mut payload: &[u8]) -> ProxyResult<Value> {
-    let reader = apache_avro::reader::datum::GenericDatumReader::builder(schema)
-        .build()
-        .map_err(|e| ProxyError::Internal(e.to_string()))?;
-    let v = reader.read_value(&mut payload).map_err(|e| {
-        ProxyError::Internal(format!("a record does not decode with its schema: {e}"))
-    })?;
-    Value::try_from(v).map_err(|e| ProxyError::Internal(e.to_string()))
+/// The connectors' Avro decoder (the console's and the sinks' too): a datum that does not
+/// decode whole, or ends inside a value, is an error.
+fn avro_decode(schema: &Schema, payload: &[u8]) -> ProxyResult<Value> {
+    strom_connectors::registry::avro::decode(schema, payload)
+        .map_err(|e| ProxyError::Internal(format!("a record does not decode with its schema: {e}")))
 }
 
 #[cfg(test)]
