@@ -185,7 +185,7 @@ fn run(mode: &str, n_batches: usize, per_batch: usize) {
         // state.
         let now = strom::now_ms();
         for i in 0..WINDOW_IDS {
-            window.insert(format!("9999-{i}").as_bytes().into(), i as i64, now, ds.max_ids);
+            window.insert(format!("9999-{i}").as_bytes(), i as i64, now, ds.max_ids);
         }
     }
     let input = batches(json, n_batches, per_batch);
@@ -204,7 +204,10 @@ fn run(mode: &str, n_batches: usize, per_batch: usize) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let n_batches = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(20);
     let per_batch = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(100);
     match args.first().map(String::as_str) {
