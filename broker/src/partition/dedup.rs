@@ -227,8 +227,10 @@ impl DedupWindow {
         now_ms: i64,
         max_decompressed: usize,
     ) -> Result<(Verdict, NewIds), RecordsError> {
-        // Sized from the count the batch claims, which validation checked against its records.
-        let count = header.records_count.max(0) as usize;
+        // Sized from the count the batch claims (validation checked it against its records;
+        // bounded by the batch's size all the same, as nothing is allocated from a count read
+        // off the wire).
+        let count = (header.records_count.max(0) as usize).min(batch.len());
         let mut new_ids: NewIds = Vec::with_capacity(count);
         // Per record, whether it is kept: the records are copied into a rebuilt batch only
         // when a duplicate was found (a second pass), not for every batch.
