@@ -681,7 +681,7 @@ mod tests {
     fn reference(s: &EmbeddingSpec, value: &[u8]) -> Result<(), EmbeddingError> {
         let v: Vec<f32> = match s.format {
             Format::F32Le => {
-                if value.len() % 4 != 0 {
+                if !value.len().is_multiple_of(4) {
                     return Err(EmbeddingError::Ragged(value.len()));
                 }
                 value
@@ -881,7 +881,7 @@ mod tests {
             let s = spec(&[(FORMAT, "f32le"), (DIMENSION, dim.as_str()), (NORMALIZED, "true"), (EPSILON, "0.5")]).unwrap();
             let (got, want) = (s.check_value(Some(&value)), reference(&s, &value));
             prop_assert!(same(&got, &want), "{:?} vs {:?}", got, want);
-            if value.len() % 4 == 0 {
+            if value.len().is_multiple_of(4) {
                 let v: Vec<f32> = value.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
                 prop_assert!(same(&s.check(&v), &want));
             }
