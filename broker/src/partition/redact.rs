@@ -80,19 +80,23 @@ pub fn redact_batch(
     let mut changed = false;
     let mut pos = 0;
     let mut index = 0i64;
+    let value_in_scope = plan.scope.value || !plan.scope.json_pointers.is_empty();
+    let headers_in_scope = !plan.scope.headers.is_empty();
+    // Reused across records: a record without a header in scope allocates nothing here.
+    let mut headers: Vec<Option<Vec<u8>>> = Vec::new();
     while pos < section.len() {
         let (record, next) = parse_one(section, pos, index)?;
         let value = record
             .value
-            .filter(|_| plan.scope.value || !plan.scope.json_pointers.is_empty())
+            .filter(|_| value_in_scope)
             .and_then(|v| plan.redact_value(v, hits));
-        let headers: Vec<Option<Vec<u8>>> = record
-            .headers()
-            .map(|(k, v)| match v {
+        headers.clear();
+        if headers_in_scope {
+            headers.extend(record.headers().map(|(k, v)| match v {
                 Some(v) if plan.covers_header(k) => plan.redact_text(v, hits),
                 _ => None,
-            })
-            .collect();
+            }));
+        }
         if value.is_none() && headers.iter().all(Option::is_none) {
             out.extend_from_slice(&section[pos..next]);
         } else {
@@ -125,35 +129,52 @@ pub fn redact_batch(
     Ok(Some((header, batch_out)))
 }
 
-/// `record` with `value` and the `Some` entries of `headers` replaced, appended to `out`.
+/// `record` with `value` and the `Some` entries of `headers` replaced (an empty `headers`:
+/// none is), appended to `out`. The body is written in place after room for its length
+/// prefix, then moved back when the prefix turns out shorter: no buffer per record.
 fn encode_record(
     record: &RecordFields<'_>,
     value: Option<&[u8]>,
     headers: &[Option<Vec<u8>>],
     out: &mut Vec<u8>,
 ) {
-    let mut body = Vec::new();
-    body.push(record.attributes);
-    put_varlong(&mut body, record.timestamp_delta);
-    put_varlong(&mut body, record.offset_delta);
-    put_bytes(&mut body, record.key);
-    put_bytes(&mut body, value.or(record.value));
-    put_varlong(&mut body, record.header_count() as i64);
-    for ((k, v), new) in record.headers().zip(headers) {
-        put_bytes(&mut body, Some(k));
-        put_bytes(&mut body, new.as_deref().or(v));
+    const ROOM: usize = 10; // the longest varint
+    let at = out.len();
+    out.resize(at + ROOM, 0);
+    out.push(record.attributes);
+    put_varlong(out, record.timestamp_delta);
+    put_varlong(out, record.offset_delta);
+    put_bytes(out, record.key);
+    put_bytes(out, value.or(record.value));
+    put_varlong(out, record.header_count() as i64);
+    for (i, (k, v)) in record.headers().enumerate() {
+        put_bytes(out, Some(k));
+        let new = headers.get(i).and_then(Option::as_deref);
+        put_bytes(out, new.or(v));
     }
-    put_varlong(out, body.len() as i64);
-    out.extend_from_slice(&body);
+    let body_len = out.len() - at - ROOM;
+    let (prefix, n) = varlong_bytes(body_len as i64);
+    out[at..at + n].copy_from_slice(&prefix[..n]);
+    out.copy_within(at + ROOM.., at + n);
+    out.truncate(at + n + body_len);
+}
+
+/// Kafka's zigzag varint of `v`: the bytes and how many.
+fn varlong_bytes(v: i64) -> ([u8; 10], usize) {
+    let (mut buf, mut n) = ([0u8; 10], 0);
+    let mut raw = ((v << 1) ^ (v >> 63)) as u64;
+    while raw >= 0x80 {
+        buf[n] = (raw as u8) | 0x80;
+        raw >>= 7;
+        n += 1;
+    }
+    buf[n] = raw as u8;
+    (buf, n + 1)
 }
 
 fn put_varlong(out: &mut Vec<u8>, v: i64) {
-    let mut raw = ((v << 1) ^ (v >> 63)) as u64;
-    while raw >= 0x80 {
-        out.push((raw as u8) | 0x80);
-        raw >>= 7;
-    }
-    out.push(raw as u8);
+    let (buf, n) = varlong_bytes(v);
+    out.extend_from_slice(&buf[..n]);
 }
 
 fn put_bytes(out: &mut Vec<u8>, v: Option<&[u8]>) {

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use super::{Check, Mask, Rule, RuleSet};
+use super::{byte_set, Check, Mask, Rule, RuleSet, Runs};
 
 pub const NAMES: &[&str] = &["cn_id", "phone", "email", "card", "ip"];
 
@@ -20,6 +20,42 @@ fn alnum(b: u8) -> bool {
 fn not_isolated(_: u8) -> bool {
     false
 }
+
+fn digits(run: &[u8]) -> usize {
+    run.iter().filter(|b| b.is_ascii_digit()).count()
+}
+
+/// The bytes of `phone`'s pattern; each of its alternatives has ≥ 10 digits or a `+`.
+static PHONE_BYTES: [bool; 256] = byte_set(false, b" .()+-");
+static PHONE: Runs = Runs {
+    member: &PHONE_BYTES,
+    anchor: None,
+    candidate: |run| run.contains(&b'+') || digits(run) >= 10,
+};
+
+/// The bytes of `email`'s pattern (local part, `@`, domain); each match holds one `@`.
+static EMAIL_BYTES: [bool; 256] = byte_set(true, b"._%+-@");
+static EMAIL: Runs = Runs {
+    member: &EMAIL_BYTES,
+    anchor: Some(b'@'),
+    candidate: |_| true,
+};
+
+/// `cn_id`: 18 characters of digits and X.
+static CN_ID_BYTES: [bool; 256] = byte_set(false, b"Xx");
+static CN_ID: Runs = Runs {
+    member: &CN_ID_BYTES,
+    anchor: None,
+    candidate: |run| run.len() >= 18,
+};
+
+/// `card`: 13 or more digits, spaces or dashes between them.
+static CARD_BYTES: [bool; 256] = byte_set(false, b" -");
+static CARD: Runs = Runs {
+    member: &CARD_BYTES,
+    anchor: None,
+    candidate: |run| digits(run) >= 13,
+};
 
 const IPV4: &str = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3}";
 
@@ -37,6 +73,7 @@ static SETS: LazyLock<Vec<Arc<RuleSet>>> = LazyLock::new(|| {
             r"[0-9]{17}[0-9Xx]",
             Check::CnId,
             digit,
+            Some(CN_ID),
             Mask::Token("<REDACTED_ID>".into()),
         )),
         // Mainland mobiles (+86 optional), E.164 numbers written with their `+`, and North
@@ -47,6 +84,7 @@ static SETS: LazyLock<Vec<Arc<RuleSet>>> = LazyLock::new(|| {
             r"(?:\+?86[ -]?)?1[3-9][0-9](?:[ -]?[0-9]{4}){2}|\+[1-9][0-9 .()-]{5,18}[0-9]|\(?[2-9][0-9]{2}\)?[ .-][0-9]{3}[ .-][0-9]{4}",
             Check::Phone,
             digit,
+            Some(PHONE),
             Mask::KeepLast(4),
         )),
         set(Rule::builtin(
@@ -54,6 +92,7 @@ static SETS: LazyLock<Vec<Arc<RuleSet>>> = LazyLock::new(|| {
             r"[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}",
             Check::None,
             not_isolated,
+            Some(EMAIL),
             Mask::Token("<REDACTED_EMAIL>".into()),
         )),
         set(Rule::builtin(
@@ -61,6 +100,7 @@ static SETS: LazyLock<Vec<Arc<RuleSet>>> = LazyLock::new(|| {
             r"[0-9](?:[ -]?[0-9]){12,18}",
             Check::Luhn,
             digit,
+            Some(CARD),
             Mask::KeepLast(4),
         )),
         set(Rule::builtin(
@@ -70,6 +110,7 @@ static SETS: LazyLock<Vec<Arc<RuleSet>>> = LazyLock::new(|| {
             ),
             Check::Ip,
             alnum,
+            None,
             Mask::Token("<REDACTED_IP>".into()),
         )),
     ]

@@ -70,11 +70,85 @@ pub struct Rule {
     /// The characters a match may not touch on either side (built-ins: a digit run is one
     /// number, so a card number inside a longer digit run is not a card number).
     isolate: fn(u8) -> bool,
+    /// Built-ins: where matches can be, so most of a long value is never given to the
+    /// regex (`Runs`). None: the whole text is searched.
+    runs: Option<Runs>,
     pub mask: Mask,
 }
 
 fn never(_: u8) -> bool {
     false
+}
+
+/// What a built-in pattern guarantees about its matches, so that only part of a text is
+/// searched: every match lies inside one maximal run of `member` bytes, holds `anchor` if
+/// there is one, and a run that can hold an accepted match passes `candidate`. Searching
+/// each such run alone finds exactly the matches the whole text gives, because the
+/// patterns have no anchors, word boundaries or look-around (a match depends on its own
+/// bytes only) and none can cross a byte outside the run; the isolation check still looks
+/// at the whole text. `builtin`'s tests check each rule's `Runs` against a whole-text
+/// search.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Runs {
+    /// A table, not a function: it is looked up for most bytes of a value (`byte_set`).
+    pub member: &'static [bool; 256],
+    /// A byte every match holds: runs are found from its occurrences (memchr) instead of
+    /// by looking at every byte.
+    pub anchor: Option<u8>,
+    pub candidate: fn(&[u8]) -> bool,
+}
+
+/// A `Runs::member` table: the ASCII digits, the ASCII letters if `letters`, and `extra`.
+pub(crate) const fn byte_set(letters: bool, extra: &[u8]) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_digit() || (letters && b.is_ascii_alphabetic());
+        i += 1;
+    }
+    let mut j = 0;
+    while j < extra.len() {
+        t[extra[j] as usize] = true;
+        j += 1;
+    }
+    t
+}
+
+impl Runs {
+    /// The candidate runs of `text`, as ranges, in order.
+    fn of<'t>(self, text: &'t [u8]) -> impl Iterator<Item = std::ops::Range<usize>> + 't {
+        let mut pos = 0;
+        let member = self.member;
+        std::iter::from_fn(move || loop {
+            let (start, end) = match self.anchor {
+                Some(a) => {
+                    let at = pos + memchr::memchr(a, text.get(pos..)?)?;
+                    let start = text[pos..at]
+                        .iter()
+                        .rposition(|&b| !member[b as usize])
+                        .map_or(pos, |i| pos + i + 1);
+                    let end = text[at..]
+                        .iter()
+                        .position(|&b| !member[b as usize])
+                        .map_or(text.len(), |i| at + i);
+                    (start, end)
+                }
+                None => {
+                    let start = pos + text.get(pos..)?.iter().position(|&b| member[b as usize])?;
+                    let end = text[start..]
+                        .iter()
+                        .position(|&b| !member[b as usize])
+                        .map_or(text.len(), |i| start + i);
+                    (start, end)
+                }
+            };
+            pos = end;
+            if (self.candidate)(&text[start..end]) {
+                return Some(start..end);
+            }
+        })
+    }
 }
 
 impl Rule {
@@ -100,6 +174,7 @@ impl Rule {
             regex,
             check: Check::None,
             isolate: never,
+            runs: None,
             mask,
         })
     }
@@ -109,6 +184,7 @@ impl Rule {
         pattern: &str,
         check: Check,
         isolate: fn(u8) -> bool,
+        runs: Option<Runs>,
         mask: Mask,
     ) -> Rule {
         Rule {
@@ -116,6 +192,7 @@ impl Rule {
             regex: Regex::new(pattern).expect("built-in pattern"),
             check,
             isolate,
+            runs,
             mask,
         }
     }
@@ -127,7 +204,17 @@ impl Rule {
             regex: self.regex.clone(),
             check: self.check,
             isolate: self.isolate,
+            runs: self.runs,
             mask,
+        }
+    }
+
+    /// The same rule searching the whole text (what `Runs` must agree with).
+    #[cfg(test)]
+    fn without_runs(&self) -> Rule {
+        Rule {
+            runs: None,
+            ..self.with_mask(&self.name, self.mask.clone())
         }
     }
 
@@ -143,15 +230,29 @@ impl Rule {
         let mut out: Option<Vec<u8>> = None;
         let mut copied = 0;
         let mut hits = 0;
-        for m in self.regex.find_iter(text) {
-            if !self.accepts(text, m.start(), m.end()) {
-                continue;
+        let mut take = |start: usize, end: usize| {
+            if !self.accepts(text, start, end) {
+                return;
             }
             let o = out.get_or_insert_with(|| Vec::with_capacity(text.len()));
-            o.extend_from_slice(&text[copied..m.start()]);
-            self.mask.write(m.as_bytes(), o);
-            copied = m.end();
+            o.extend_from_slice(&text[copied..start]);
+            self.mask.write(&text[start..end], o);
+            copied = end;
             hits += 1;
+        };
+        match self.runs {
+            None => {
+                for m in self.regex.find_iter(text) {
+                    take(m.start(), m.end());
+                }
+            }
+            Some(runs) => {
+                for r in runs.of(text) {
+                    for m in self.regex.find_iter(&text[r.clone()]) {
+                        take(r.start + m.start(), r.start + m.end());
+                    }
+                }
+            }
         }
         out.map(|mut o| {
             o.extend_from_slice(&text[copied..]);

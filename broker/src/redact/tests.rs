@@ -173,7 +173,55 @@ fn given_keep_last_on_multibyte_text_when_masked_then_characters_kept_whole() {
     assert_eq!(String::from_utf8(out).unwrap(), "***先生");
 }
 
+/// Texts dense in what the built-in patterns look for: digits and their separators, `+`,
+/// `@`, letters, and real PII pieces among them.
+fn pii_like() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        "[0-9 .()+@a-zA-Z_%,:xX-]{0,12}",
+        "[0-9]{1,19}",
+        Just("+1 415 555 0100".to_string()),
+        Just("13812345678".to_string()),
+        Just("+86 138 1234 5678".to_string()),
+        Just("(415) 555-0100".to_string()),
+        Just("bob.smith+x@example.co.uk".to_string()),
+        Just("a@b.c@d.ef".to_string()),
+        Just("11010519491231002X".to_string()),
+        Just("4111 1111 1111 1111".to_string()),
+        Just(", 0.123456".to_string()),
+    ];
+    proptest::collection::vec(piece, 0..12).prop_map(|ps| ps.concat())
+}
+
+#[test]
+fn given_a_json_vector_value_when_redacted_then_numbers_left_and_pii_masked() {
+    let p = plan("email,phone", None);
+    let numbers: Vec<String> = (0..384)
+        .map(|i| format!("0.{:06}", i * 2599 % 1_000_000))
+        .collect();
+    let text = format!(
+        r#"{{"text": "call +1 415 555 0199 or mail user7@example.com", "embedding": [{}]}}"#,
+        numbers.join(", ")
+    );
+    let want = text
+        .replace("+1 415 555 0199", "***********0199")
+        .replace("user7@example.com", "<REDACTED_EMAIL>");
+    assert_eq!(redact(&p, &text), want);
+}
+
 proptest! {
+    /// Each built-in rule finds, searching only its candidate runs, exactly what a search
+    /// of the whole text finds.
+    #[test]
+    fn prop_runs_agree_with_a_whole_text_search(text in pii_like()) {
+        for name in builtin::NAMES {
+            for rule in &builtin::set(name).unwrap().rules {
+                let whole = rule.without_runs();
+                prop_assert_eq!(rule.apply(text.as_bytes()), whole.apply(text.as_bytes()), "{} on {:?}", name, text);
+            }
+        }
+    }
+
+
     /// Any valid ID, anywhere in text without other digits, is masked; the rest of the text
     /// is kept byte for byte.
     #[test]
