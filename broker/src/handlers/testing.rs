@@ -65,7 +65,6 @@ impl Harness {
             started_ms: crate::now_ms(),
             steering: Default::default(),
             schema_view: Default::default(),
-            registry: Default::default(),
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
                 dir.path(),
             )),

@@ -25,6 +25,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::error::{ProxyError, ProxyResult};
 use crate::cli::client::{Client, ANY};
+use crate::cli::offsets::OffsetSpec;
 
 /// Confluent's proxy runs Java consumers with their defaults.
 pub const SESSION_TIMEOUT_MS: i32 = 45_000;
@@ -325,6 +326,30 @@ pub async fn commit(
             &format!("OffsetCommit {}-{}", t.name.as_str(), p.partition_index),
         )),
     }
+}
+
+/// ListOffsets for `tps` at `spec` (start or end).
+pub(super) async fn list_offsets(
+    client: &mut Client,
+    tps: &[Tp],
+    spec: OffsetSpec,
+) -> ProxyResult<BTreeMap<Tp, i64>> {
+    let mut by_topic: BTreeMap<&str, Vec<(i32, i32)>> = BTreeMap::new();
+    for (t, p) in tps {
+        by_topic.entry(t).or_default().push((*p, ANY));
+    }
+    let mut out = BTreeMap::new();
+    for (t, parts) in by_topic {
+        let got = crate::cli::offsets::list(client, t, &parts, spec).await?;
+        for (p, r) in got {
+            let o = r.map_err(|code| ProxyError::Kafka {
+                code,
+                message: Some(format!("ListOffsets {t}-{p}")),
+            })?;
+            out.insert((t.to_string(), p), o);
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

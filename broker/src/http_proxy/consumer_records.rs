@@ -15,7 +15,7 @@ use kafka_protocol::records::RecordBatchDecoder;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::consumer_group::Tp;
+use super::consumer_group::{self, Tp};
 use super::consumers::{
     assigned, commit_positions, done, instance, rejoin, Instance, Reset, AUTO_COMMIT_INTERVAL,
     MAX_POLL_BYTES, MAX_POLL_WAIT_MS,
@@ -23,7 +23,7 @@ use super::consumers::{
 use super::error::{ProxyError, ProxyResult};
 use super::formats::{self, Format};
 use super::{json_response, Caller, Proxy, V2_JSON};
-use crate::cli::client::{Client, ANY};
+use crate::cli::client::ANY;
 use crate::cli::offsets::OffsetSpec;
 
 #[derive(Debug, Deserialize)]
@@ -74,7 +74,7 @@ pub async fn records(
                 .max_bytes
                 .map_or(MAX_POLL_BYTES, |b| (b.max(1) as usize).min(MAX_POLL_BYTES));
             let wait = q.timeout.unwrap_or(1000).clamp(0, MAX_POLL_WAIT_MS as i64) as i32;
-            let registry = p.ctx.registry.get().cloned();
+            let registry = p.registry.get().cloned();
             let records = poll(&mut i, wait, max_bytes, registry.as_ref()).await?;
             let format = i.format;
             Ok(json_response(
@@ -252,35 +252,10 @@ async fn position_unpositioned(i: &mut Instance, tps: &BTreeSet<Tp>) -> ProxyRes
             )))
         }
     };
-    let found = list_offsets(&mut i.client, &rest, spec).await?;
+    let found = consumer_group::list_offsets(&mut i.client, &rest, spec).await?;
     i.positions.extend(found);
     Ok(())
 }
-
-/// ListOffsets for `tps` at `spec` (start or end).
-pub(super) async fn list_offsets(
-    client: &mut Client,
-    tps: &[Tp],
-    spec: OffsetSpec,
-) -> ProxyResult<BTreeMap<Tp, i64>> {
-    let mut by_topic: BTreeMap<&str, Vec<(i32, i32)>> = BTreeMap::new();
-    for (t, p) in tps {
-        by_topic.entry(t).or_default().push((*p, ANY));
-    }
-    let mut out = BTreeMap::new();
-    for (t, parts) in by_topic {
-        let got = crate::cli::offsets::list(client, t, &parts, spec).await?;
-        for (p, r) in got {
-            let o = r.map_err(|code| ProxyError::Kafka {
-                code,
-                message: Some(format!("ListOffsets {t}-{p}")),
-            })?;
-            out.insert((t.to_string(), p), o);
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

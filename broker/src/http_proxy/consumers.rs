@@ -593,7 +593,7 @@ async fn seek_to(
             for tp in &tps {
                 check_assigned(&i, tp)?;
             }
-            let found = super::consumer_records::list_offsets(&mut i.client, &tps, spec).await?;
+            let found = super::consumer_group::list_offsets(&mut i.client, &tps, spec).await?;
             i.positions.extend(found);
             Ok(no_content())
         }

@@ -61,6 +61,8 @@ pub const V2_JSON: &str = "application/vnd.kafka.v2+json";
 #[derive(Clone)]
 pub struct Proxy {
     ctx: Arc<BrokerContext>,
+    /// The schema registry, once it runs (it starts after the admin port).
+    registry: Registry,
     consumers: Arc<consumers::Instances>,
     /// Produce streams in flight: a stream outlives its handler (the body is read and
     /// answered by a task), so the request limit alone does not bound them.
@@ -99,10 +101,19 @@ impl FromRequestParts<Proxy> for Caller {
     }
 }
 
-pub fn router(ctx: Arc<BrokerContext>, shutdown: watch::Receiver<bool>) -> Router {
+/// Where the schema registry's service is published when it starts (`server` creates it,
+/// the registry fills it): handed down, so the broker context needs no registry field.
+pub type Registry = Arc<std::sync::OnceLock<Arc<crate::schema_registry::Service>>>;
+
+pub fn router(
+    ctx: Arc<BrokerContext>,
+    registry: Registry,
+    shutdown: watch::Receiver<bool>,
+) -> Router {
     let consumers = consumers::Instances::new(shutdown);
     let proxy = Proxy {
         ctx,
+        registry,
         consumers,
         produce_streams: Arc::new(tokio::sync::Semaphore::new(produce::MAX_STREAMS)),
     };

@@ -189,7 +189,7 @@ impl Producer {
     async fn produce_one(&mut self, v: Value) -> ProxyResult<Value> {
         let rec: ProduceRecord =
             serde_json::from_value(v).map_err(|e| ProxyError::BadRequest(e.to_string()))?;
-        let registry = self.proxy.ctx.registry.get();
+        let registry = self.proxy.registry.get();
         let empty = ProduceData::default();
         let key = match &rec.key {
             Some(k) => formats::encode(registry, &self.topic, Side::Key, k)?,

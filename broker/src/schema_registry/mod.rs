@@ -167,6 +167,7 @@ pub fn spawn(
     listener: std::net::TcpListener,
     shutdown: watch::Receiver<bool>,
     serve: Serve,
+    published: Arc<std::sync::OnceLock<Arc<Service>>>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     listener.set_nonblocking(true)?;
     std::thread::Builder::new()
@@ -182,7 +183,7 @@ pub fn spawn(
                     return;
                 }
             };
-            rt.block_on(run(ctx, listener, shutdown, serve));
+            rt.block_on(run(ctx, listener, shutdown, serve, published));
         })
 }
 
@@ -191,10 +192,11 @@ async fn run(
     listener: std::net::TcpListener,
     mut shutdown: watch::Receiver<bool>,
     serve: Serve,
+    published: Arc<std::sync::OnceLock<Arc<Service>>>,
 ) {
     let service = Service::new(ctx.clone());
     let _ = ctx.schema_view.set(service.clone());
-    let _ = ctx.registry.set(service.clone());
+    let _ = published.set(service.clone());
     // The first replay; a failure (a shard still starting) is retried by the tailer, and
     // requests meanwhile answer from what was replayed.
     if let Err(e) = service.catch_up().await {

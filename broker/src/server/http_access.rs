@@ -11,15 +11,21 @@ use std::net::SocketAddr;
 
 use axum::extract::ConnectInfo;
 use axum::http::{Extensions, HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
 
 use super::admin_auth::AdminPeer;
 use super::console::auth;
-use super::streams::error;
 use crate::security::acl::{Operation, ResourceType};
 use crate::security::authorizer::Access;
 use crate::security::Principal;
 use crate::shard::BrokerContext;
+
+/// The JSON error answer of the admin port's HTTP APIs (`{"error_code", "message"}`).
+pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let body = serde_json::json!({ "error_code": status.as_u16(), "message": message.into() });
+    (status, Json(body)).into_response()
+}
 
 /// The caller's view of the authorizer, or the 401 its credentials earn.
 pub fn reader(

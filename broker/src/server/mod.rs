@@ -182,7 +182,6 @@ impl Server {
             started_ms: crate::now_ms(),
             steering: steering_probe,
             schema_view: Default::default(),
-            registry: Default::default(),
             cleaner_checkpoints: Arc::new(crate::shard::cleaner_checkpoints::Checkpoints::load(
                 &data_dir,
             )),
@@ -203,6 +202,8 @@ impl Server {
         let admin_reloader;
         // The schema registry's port is behind the same TLS and authentication.
         let admin_security;
+        // The registry starts after the admin port; the HTTP proxy finds it here once it runs.
+        let registry: crate::http_proxy::Registry = Default::default();
         let admin = {
             let ready = ready_flag.clone();
             let ctx = ctx.clone();
@@ -212,7 +213,7 @@ impl Server {
             // the port's request limit, each with its own.
             let credentials = ctx.credentials.clone();
             let streams = ai_http::router(ctx.clone(), shutdown.clone()).merge(
-                crate::http_proxy::router(ctx, shutdown.clone()).layer(
+                crate::http_proxy::router(ctx, registry.clone(), shutdown.clone()).layer(
                     tower::limit::GlobalConcurrencyLimitLayer::new(
                         crate::http_proxy::MAX_CONCURRENT,
                     ),
@@ -305,6 +306,7 @@ impl Server {
             registry_listen_set,
             shutdown_rx.clone(),
             admin_security,
+            registry,
         )?;
         ready_flag.store(true, std::sync::atomic::Ordering::Release);
         let listeners = infos
@@ -408,6 +410,7 @@ fn start_schema_registry(
     listen_set_explicitly: bool,
     shutdown: watch::Receiver<bool>,
     security: Option<Arc<admin_auth::AdminSecurity>>,
+    published: crate::http_proxy::Registry,
 ) -> anyhow::Result<(Option<JoinHandle<()>>, Option<SocketAddr>)> {
     let config = &ctx.config;
     if !config.schema_registry_enable {
@@ -434,6 +437,6 @@ fn start_schema_registry(
     let serve: crate::schema_registry::Serve = Box::new(move |listener, router, stop| {
         Box::pin(admin::serve(listener, router, guard, stop))
     });
-    let handle = crate::schema_registry::spawn(ctx.clone(), listener, shutdown, serve)?;
+    let handle = crate::schema_registry::spawn(ctx.clone(), listener, shutdown, serve, published)?;
     Ok((Some(handle), Some(addr)))
 }

@@ -26,7 +26,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::{Extensions, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use base64::Engine;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -84,10 +83,7 @@ pub struct StreamQuery {
     group: Option<String>,
 }
 
-pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    let body = serde_json::json!({ "error_code": status.as_u16(), "message": message.into() });
-    (status, Json(body)).into_response()
-}
+pub use super::http_access::error;
 
 /// Checks the topic and partition exist; the partition's `max.decompressed.message.bytes`.
 pub fn lookup(ctx: &BrokerContext, topic: &str, partition: i32) -> Result<usize, Box<Response>> {

@@ -47,9 +47,6 @@ pub struct BrokerContext {
     /// The schema registry's view for produce-time schema id validation, set once the
     /// registry (`schema_registry`) has started.
     pub schema_view: std::sync::OnceLock<Arc<dyn crate::partition::schema_ids::SchemaView>>,
-    /// The schema registry itself, for the HTTP proxy's Avro / JSON Schema serialization;
-    /// set with `schema_view`.
-    pub registry: std::sync::OnceLock<Arc<crate::schema_registry::Service>>,
     /// `cleaner-offset-checkpoint`: where each compacted log's dirty section starts.
     pub cleaner_checkpoints: Arc<crate::shard::cleaner_checkpoints::Checkpoints>,
     /// Runtime log levels (BROKER_LOGGER config resource).
