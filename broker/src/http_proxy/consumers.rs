@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use super::consumer_group::{self, Membership, Tp};
 use super::error::{ProxyError, ProxyResult};
 use super::formats::Format;
-use super::{json_response, read_json, Caller, Proxy, V2_BODY, V2_JSON};
+use super::{json_response, read_json, read_optional_json, Caller, Proxy, V2_BODY, V2_JSON};
 use crate::cli::client::{Client, ANY};
 use crate::cli::offsets::OffsetSpec;
 use crate::security::Principal;
@@ -624,20 +624,8 @@ pub async fn commit(
     let (parts, body) = req.into_parts();
     done(
         async {
-            let bytes = axum::body::to_bytes(body, super::MAX_BODY)
-                .await
-                .map_err(|_| ProxyError::TooLarge(super::MAX_BODY))?;
-            let b: Option<OffsetsBody> = if bytes.iter().all(u8::is_ascii_whitespace) {
-                None
-            } else {
-                if !super::content_type_is(&parts.headers, V2_BODY) {
-                    return Err(ProxyError::UnsupportedMediaType);
-                }
-                Some(
-                    serde_json::from_slice(&bytes)
-                        .map_err(|e| ProxyError::BadRequest(e.to_string()))?,
-                )
-            };
+            let b: Option<OffsetsBody> =
+                read_optional_json(&parts.headers, body, Some(V2_BODY)).await?;
             let mut i = instance(&p, &group, &name, &who).await?;
             match b {
                 Some(b) if !b.offsets.is_empty() => {
@@ -665,24 +653,16 @@ pub async fn committed(
     Path((group, name)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    let (_, body) = req.into_parts();
+    let (parts, body) = req.into_parts();
     done(
         async {
-            let bytes = axum::body::to_bytes(body, super::MAX_BODY)
-                .await
-                .map_err(|_| ProxyError::TooLarge(super::MAX_BODY))?;
-            let wanted: Option<Vec<Tp>> = if bytes.iter().all(u8::is_ascii_whitespace) {
-                None
-            } else {
-                let b: PartitionsBody = serde_json::from_slice(&bytes)
-                    .map_err(|e| ProxyError::BadRequest(e.to_string()))?;
-                Some(
-                    b.partitions
-                        .into_iter()
-                        .map(|t| (t.topic, t.partition))
-                        .collect(),
-                )
-            };
+            let b: Option<PartitionsBody> = read_optional_json(&parts.headers, body, None).await?;
+            let wanted: Option<Vec<Tp>> = b.map(|b| {
+                b.partitions
+                    .into_iter()
+                    .map(|t| (t.topic, t.partition))
+                    .collect()
+            });
             let mut i = instance(&p, &group, &name, &who).await?;
             let all = crate::cli::group::committed(&mut i.client, ANY, &group).await?;
             let wanted = wanted.unwrap_or_else(|| assigned(&i).into_iter().collect());

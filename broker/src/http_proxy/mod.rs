@@ -211,10 +211,33 @@ pub async fn read_json<T: DeserializeOwned>(
     if !content_type_is(headers, accepted) {
         return Err(ProxyError::UnsupportedMediaType);
     }
-    let bytes = axum::body::to_bytes(body, MAX_BODY)
-        .await
-        .map_err(|_| ProxyError::TooLarge(MAX_BODY))?;
+    let bytes = body_bytes(body).await?;
     serde_json::from_slice(&bytes).map_err(|e| ProxyError::BadRequest(e.to_string()))
+}
+
+/// A body that may be left out (only whitespace: `None`), else `T`; its content type is
+/// checked against `accepted` when given (413 / 415 / 400 as `read_json`).
+pub async fn read_optional_json<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Body,
+    accepted: Option<&[&str]>,
+) -> ProxyResult<Option<T>> {
+    let bytes = body_bytes(body).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    if accepted.is_some_and(|a| !content_type_is(headers, a)) {
+        return Err(ProxyError::UnsupportedMediaType);
+    }
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| ProxyError::BadRequest(e.to_string()))
+}
+
+async fn body_bytes(body: Body) -> ProxyResult<bytes::Bytes> {
+    axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| ProxyError::TooLarge(MAX_BODY))
 }
 
 /// The media types a v2 consumer request body may have.
