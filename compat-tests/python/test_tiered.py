@@ -480,3 +480,128 @@ def test_store_stalled_remote_offsets_wait_local_ones_served(backend):
         b.moto.proc.send_signal(signal.SIGCONT)
     # Once the store answers, the remote offsets are read.
     assert _consume_confluent(b.broker.bootstrap, topic, 0, 50, timeout_s=90) == [_value(i) for i in range(50)]
+
+
+def _delete_records(bootstrap: str, topic: str, offset: int) -> int:
+    """confluent-kafka's AdminClient.delete_records: the low watermark it answers."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    tp = TopicPartition(topic, 0, offset)
+    return a.delete_records([tp], request_timeout=admin.ADMIN_TIMEOUT_S)[tp].result(
+        timeout=admin.ADMIN_TIMEOUT_S).low_watermark
+
+
+def _out_of_range_at(bootstrap: str, topic: str, offset: int) -> bool:
+    """A fetch at `offset` with auto.offset.reset=error answers OFFSET_OUT_OF_RANGE."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("g"),
+                  "enable.auto.commit": False, "auto.offset.reset": "error"})
+    try:
+        c.assign([TopicPartition(topic, 0, offset)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is None:
+                continue
+            if m.error() is not None:
+                return m.error().code() == KafkaError._AUTO_OFFSET_RESET
+            return False  # a record: the offset was served
+        return False
+    finally:
+        c.close()
+
+
+def test_delete_records_into_the_remote_log_moves_the_log_start_for_both_tiers(backend):
+    """Kafka's `logStartOffset` bounds the remote log too: DeleteRecords below the local log
+    start is answered with that offset as the low watermark, nothing below it is served any
+    more (before and after kill -9), and remote segments wholly below it are deleted."""
+    b = backend
+    n = 1500
+    topic = _tiered_below_local(b, "delrec", n)
+    admin.wait_for(lambda: len(_finished(b, topic)) >= 2
+                   and _local_bases(b, topic)[0] > _finished(b, topic)[1]["base_offset"] + 3,
+                   "two segments only in the object store", timeout_s=90)
+    remote = _finished(b, topic)
+    cut = remote[1]["base_offset"] + 3  # inside the second remote segment
+    gone_id = remote[0]["id"]
+    prefix = f"tenant-delrec/{topic}-"
+
+    assert _delete_records(b.broker.bootstrap, topic, cut) == cut
+    assert _list_offset(b.broker.port, topic, -2) == (0, cut)
+    assert _out_of_range_at(b.broker.bootstrap, topic, cut - 1)
+    assert _consume_confluent(b.broker.bootstrap, topic, cut, 20) == [_value(i) for i in range(cut, cut + 20)]
+    # The first segment (wholly below the cut) leaves the manifest and the store.
+    admin.wait_for(lambda: all(s["id"] != gone_id for s in b.manifest(topic)),
+                   "the segment below the log start deleted", timeout_s=60)
+    assert not any(gone_id in k for k in b.keys(prefix)), "objects of the deleted segment remain"
+    admin.wait_for(lambda: _settled(b, topic), "copies settled", timeout_s=60)
+    _check_objects_match_manifest(b, topic, prefix)
+
+    # kill -9: the log start is durable with the manifest.
+    b.broker.kill9()
+    b.start()
+    assert _list_offset(b.broker.port, topic, -2) == (0, cut)
+    assert _out_of_range_at(b.broker.bootstrap, topic, cut - 1)
+
+    # Past the local log start: no remote segment is served any more, and all go.
+    local_start = _local_bases(b, topic)[0]
+    past = local_start + 5
+    assert _delete_records(b.broker.bootstrap, topic, past) == past
+    assert _list_offset(b.broker.port, topic, -2) == (0, past)
+    assert _consume_confluent(b.broker.bootstrap, topic, past, 5) == [_value(i) for i in range(past, past + 5)]
+    admin.wait_for(lambda: not any(s["end_offset"] < past for s in b.manifest(topic)),
+                   "remote segments below the log start deleted", timeout_s=60)
+    admin.wait_for(lambda: _settled(b, topic), "copies settled", timeout_s=60)
+    _check_objects_match_manifest(b, topic, prefix)
+
+
+def _pending_deletions(b: Backend) -> list[Path]:
+    return sorted((b.broker.workdir / "data" / "remote-deletions").glob("*.json"))
+
+
+def test_deleting_a_topic_deletes_its_remote_objects_and_resumes_after_kill9(backend):
+    """DeleteTopics deletes the topic's remote segments (Kafka's stopPartitions with
+    deleteRemoteLog). With the store stalled the deletion stays pending in the data dir; a
+    broker killed -9 then resumes it at its next start. A topic recreated under the same
+    name starts with an empty remote log, and a neighbour topic's objects are untouched."""
+    b = backend
+    topic = _tiered_below_local(b, "deltopic", 800)
+    keep = _tiered_below_local(b, "deltopic", 800)
+    prefix = f"tenant-deltopic/{topic}-"
+    admin.wait_for(lambda: _settled(b, keep), "the neighbour's copies settled", timeout_s=60)
+    keep_keys = b.keys(f"tenant-deltopic/{keep}-")
+    assert b.keys(prefix) and keep_keys
+
+    if b.moto:
+        b.moto.proc.send_signal(signal.SIGSTOP)
+    try:
+        assert admin.delete_topic("confluent", b.broker.bootstrap, topic) == admin.NONE
+        if b.moto:
+            admin.wait_for(lambda: len(_pending_deletions(b)) == 1, "the deletion pending", timeout_s=30)
+            b.broker.kill9()
+    finally:
+        if b.moto:
+            b.moto.proc.send_signal(signal.SIGCONT)
+    if b.moto:
+        assert len(_pending_deletions(b)) == 1, "the pending deletion did not survive kill -9"
+        b.start()
+    def gone() -> bool:
+        try:
+            return not b.keys(prefix)
+        except urllib.error.HTTPError:  # moto answers 500 now and then right after SIGCONT
+            return False
+
+    admin.wait_for(gone, "the deleted topic's remote objects gone", timeout_s=90)
+    admin.wait_for(lambda: not _pending_deletions(b), "no pending deletion left", timeout_s=30)
+    assert set(keep_keys) <= set(b.keys(f"tenant-deltopic/{keep}-")), "a neighbour's object deleted"
+
+    # The name again: a new topic id, an empty remote log, served from offset 0.
+    assert admin.create_topic("confluent", b.broker.bootstrap, topic, 1, {
+        "remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+        "local.retention.bytes": str(3 * SEGMENT_BYTES), "strom.tenant": "deltopic"}) == admin.NONE
+    assert _list_offset(b.broker.port, topic, -2) == (0, 0)
+    _produce(b.broker.bootstrap, topic, 10)
+    assert _consume_confluent(b.broker.bootstrap, topic, 0, 10) == [_value(i) for i in range(10)]

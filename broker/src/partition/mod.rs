@@ -373,6 +373,14 @@ impl Partition {
     /// the current log start changes nothing. Returns the low watermark (the log start on a
     /// single node). The segments wholly below go at once; the rest waits for retention.
     pub fn delete_records(&self, offset: i64) -> Result<i64, DeleteRecordsError> {
+        let offset = self.delete_records_target(offset)?;
+        self.log.advance_log_start(offset)?;
+        Ok(self.log.log_start_offset())
+    }
+
+    /// The offset a DeleteRecords asks the log start to move to (-1: the high watermark),
+    /// checked as Kafka checks it: the policy must delete, the offset be within [0, HW].
+    pub fn delete_records_target(&self, offset: i64) -> Result<i64, DeleteRecordsError> {
         if !self.settings().retention.delete {
             return Err(DeleteRecordsError::Policy(format!(
                 "{}-{}",
@@ -387,8 +395,7 @@ impl Partition {
                 high_watermark: hw,
             });
         }
-        self.log.advance_log_start(offset)?;
-        Ok(self.log.log_start_offset())
+        Ok(offset)
     }
 
     /// One retention pass with the topic's current settings (Kafka's `deleteOldSegments`).

@@ -476,7 +476,30 @@ pub async fn delete_records(
 ) -> Result<Result<i64, DeleteRecordsError>, FrontendError> {
     let shard = home(ctx, &topic, partition);
     invoke_on(ctx, shard, move |state| async move {
-        Ok(find(&state, &topic, partition)?.delete_records(offset))
+        let p = find(&state, &topic, partition)?;
+        let (Some(manager), Some(rp)) = (
+            state.ctx.remote.clone(),
+            crate::tiered::remote_of(&state, &p),
+        ) else {
+            return Ok(p.delete_records(offset));
+        };
+        // Tiered: the log start bounds both tiers (Kafka's `logStartOffset`), so an offset
+        // below the local log start moves the remote log's start, durably, before the answer.
+        let target = match p.delete_records_target(offset) {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e)),
+        };
+        if let Err(e) = p.log.advance_log_start(target) {
+            return Ok(Err(e.into()));
+        }
+        if let Err(e) = manager.advance_log_start(rp.clone(), target).await {
+            tracing::warn!(topic = %topic, partition, offset = target, error = %e, "remote log start not moved");
+            return Err(FrontendError::RemoteStorage(e.to_string()));
+        }
+        Ok(Ok(crate::tiered::fetch::log_start(
+            Some(&rp),
+            p.log.log_start_offset(),
+        )))
     })
     .await?
 }
@@ -517,9 +540,20 @@ pub async fn delete_partitions(ctx: &BrokerContext, topic: &Arc<TopicMeta>) {
     for p in 0..topic.partitions {
         let shard = home(ctx, &topic.name, p);
         let name = topic.name.clone();
+        let topic_id = *topic.id.as_bytes();
         let r = invoke_on(ctx, shard, move |state| async move {
             let removed = state.partitions.borrow_mut().remove(&(name.clone(), p));
             if let Some(part) = removed {
+                // Its remote objects are written down for deletion before its dir goes.
+                if let Some(manager) = &state.ctx.remote {
+                    let prefix = part
+                        .settings()
+                        .tiered
+                        .enabled
+                        .then(|| crate::tiered::prefix_of(&part, topic_id))
+                        .flatten();
+                    manager.partition_deleted(&state.ctx.config.data_dir, &part, prefix);
+                }
                 match Rc::try_unwrap(part) {
                     Ok(part) => {
                         if let Err(e) = part.log.delete() {

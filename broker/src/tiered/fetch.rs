@@ -10,6 +10,7 @@ use storage::remote::manifest::RemoteSegment;
 use storage::remote::read::{RemoteData, RemoteReadError};
 use storage::remote::transfer::TransferError;
 
+use super::partition::RemotePartitionError;
 use super::{RemoteLogManager, RemotePartition};
 use crate::partition::Partition;
 use crate::shard::ShardState;
@@ -68,6 +69,20 @@ pub fn route(
 }
 
 impl RemoteLogManager {
+    /// Moves `rp`'s log start (DeleteRecords) on the remote runtime; awaitable from a shard.
+    pub async fn advance_log_start(
+        &self,
+        rp: Arc<RemotePartition>,
+        offset: i64,
+    ) -> Result<(), RemotePartitionError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.handle.spawn(async move {
+            let _ = tx.send(rp.advance_log_start(offset).await);
+        });
+        rx.await
+            .unwrap_or_else(|_| Err(TransferError::Task("remote runtime stopped".into()).into()))
+    }
+
     /// Serves `f` on the remote runtime; awaitable from any shard.
     pub async fn read(&self, f: RemoteFetch) -> Result<RemoteData, RemoteReadError> {
         let (tx, rx) = tokio::sync::oneshot::channel();

@@ -49,20 +49,7 @@ pub(super) fn remote_partition(
         return Some(rp);
     }
     let meta = state.ctx.catalog.snapshot().get(&p.topic).cloned()?;
-    let t = &p.settings().tiered;
-    let ident = PartitionIdent {
-        tenant: &t.tenant,
-        topic: &p.topic,
-        partition: p.index,
-        topic_id: *meta.id.as_bytes(),
-    };
-    let prefix = match keys::render(&t.prefix_template, &ident) {
-        Ok(prefix) => prefix,
-        Err(e) => {
-            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "no remote prefix; not tiering");
-            return None;
-        }
-    };
+    let prefix = prefix_of(p, *meta.id.as_bytes())?;
     let opened = RemotePartition::open(
         (p.topic.clone(), p.index),
         p.log.dir().to_path_buf(),
@@ -79,6 +66,25 @@ pub(super) fn remote_partition(
     };
     manager.spawn(rp.clone().recover());
     Some(rp)
+}
+
+/// The partition's object key prefix (`strom.remote.prefix` rendered), `None` (logged) when
+/// its template or tenant is refused.
+pub fn prefix_of(p: &Partition, topic_id: [u8; 16]) -> Option<String> {
+    let t = &p.settings().tiered;
+    let ident = PartitionIdent {
+        tenant: &t.tenant,
+        topic: &p.topic,
+        partition: p.index,
+        topic_id,
+    };
+    match keys::render(&t.prefix_template, &ident) {
+        Ok(prefix) => Some(prefix),
+        Err(e) => {
+            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "no remote prefix; not tiering");
+            None
+        }
+    }
 }
 
 fn pass(manager: &Arc<RemoteLogManager>, rp: &Arc<RemotePartition>, p: &Partition, now_ms: i64) {

@@ -4,6 +4,7 @@
 //! (`job.rs`, a housekeeping pass between requests); the remote runtime does the I/O
 //! (`partition.rs`), including the reads of fetches below the local log start (`fetch.rs`). Built only when `remote.log.storage.system.enable` is on.
 
+mod deletion;
 pub mod fetch;
 mod job;
 mod metrics;
@@ -16,7 +17,7 @@ use storage::remote::store::StoreConfig;
 use storage::remote::ObjectStore;
 
 pub use fetch::{remote_of, RemoteFetch};
-pub use job::remote_log_pass;
+pub use job::{prefix_of, remote_log_pass};
 pub use metrics::RemoteMetrics;
 pub use partition::RemotePartition;
 
@@ -72,7 +73,7 @@ impl RemoteLogManager {
             config.remote_fetch_cache_bytes,
             config.remote_log_reader_threads,
         );
-        Ok(Some(Arc::new(RemoteLogManager {
+        let manager = Arc::new(RemoteLogManager {
             reader: Arc::new(reader),
             handle: runtime.handle().clone(),
             runtime: Mutex::new(Some(runtime)),
@@ -82,7 +83,9 @@ impl RemoteLogManager {
             )),
             partitions: Mutex::new(HashMap::new()),
             metrics: Arc::new(RemoteMetrics::new()),
-        })))
+        });
+        manager.resume_deletions(&config.data_dir);
+        Ok(Some(manager))
     }
 
     pub fn store(&self) -> &Arc<dyn ObjectStore> {

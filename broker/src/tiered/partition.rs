@@ -18,6 +18,8 @@ pub enum RemotePartitionError {
     Manifest(#[from] ManifestError),
     #[error(transparent)]
     Transfer(#[from] TransferError),
+    #[error("the partition was deleted")]
+    Deleted,
 }
 
 pub struct RemotePartition {
@@ -37,6 +39,8 @@ pub struct RemotePartition {
     pub cleaning: AtomicBool,
     /// Orphans of interrupted copies were handled once since open; copies wait for it.
     pub recovered: AtomicBool,
+    /// Its topic was deleted: no manifest change any more (`deletion.rs` owns the objects).
+    pub deleted: AtomicBool,
     /// The durable manifest's remote log start, -1 without served segments: read on every
     /// fetch and ListOffsets of the partition, so without taking the manifest's lock.
     remote_start: AtomicI64,
@@ -64,6 +68,7 @@ impl RemotePartition {
             copying: AtomicBool::new(false),
             cleaning: AtomicBool::new(false),
             recovered: AtomicBool::new(false),
+            deleted: AtomicBool::new(false),
             remote_start: AtomicI64::new(start),
         })
     }
@@ -90,6 +95,11 @@ impl RemotePartition {
         f: impl FnOnce(&mut Manifest) -> Result<R, ManifestError> + Send + 'static,
     ) -> Result<R, RemotePartitionError> {
         let _w = self.writer.lock().await;
+        // Checked under the writer lock: a deletion that set it has seen every entry made
+        // before, and none is made after (so no copy starts PUTting objects it misses).
+        if self.deleted.load(Ordering::Acquire) {
+            return Err(RemotePartitionError::Deleted);
+        }
         let mut next = self.view();
         let r = f(&mut next)?;
         let dir = self.dir.clone();
@@ -107,6 +117,29 @@ impl RemotePartition {
             tracing::debug!(topic = %self.key.0, partition = self.key.1, error = %e, "manifest mirror not written");
         }
         Ok(r)
+    }
+
+    /// DeleteRecords into the remote log: the log start moves to `offset`, durably, before
+    /// the answer; the segments wholly below it go with the next expiry pass.
+    pub async fn advance_log_start(&self, offset: i64) -> Result<(), RemotePartitionError> {
+        if self.view().log_start().is_some_and(|s| s >= offset) {
+            return Ok(());
+        }
+        self.update(move |m| Ok(m.advance_log_start(offset)))
+            .await
+            .map(drop)
+    }
+
+    /// Its topic was deleted: refuses every later manifest change, waits for the change in
+    /// flight and for a copy's uploads to end, and answers the entries as they are then —
+    /// every segment that may have objects in the store.
+    pub async fn retire(&self) -> Manifest {
+        self.deleted.store(true, Ordering::Release);
+        drop(self.writer.lock().await);
+        while self.copying.load(Ordering::Acquire) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        self.view()
     }
 
     /// At open: interrupted copies become deletions; then every pending deletion runs.

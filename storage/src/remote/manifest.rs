@@ -69,6 +69,11 @@ pub enum ManifestError {
 pub struct Manifest {
     version: u32,
     segments: Vec<RemoteSegment>,
+    /// The partition's log start offset when DeleteRecords moved it into the remote log
+    /// (Kafka's `logStartOffset`, which bounds both tiers): nothing below it is served, and
+    /// segments wholly below it expire. Absent in manifests written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    log_start: Option<i64>,
 }
 
 impl Manifest {
@@ -76,6 +81,7 @@ impl Manifest {
         Manifest {
             version: VERSION,
             segments: Vec::new(),
+            log_start: None,
         }
     }
 
@@ -89,9 +95,31 @@ impl Manifest {
             .filter(|s| s.state == SegmentState::CopySegmentFinished)
     }
 
+    /// The finished segments holding offsets at or above the log start: the served ones.
+    fn served(&self) -> impl Iterator<Item = &RemoteSegment> {
+        let floor = self.log_start.unwrap_or(i64::MIN);
+        self.finished().filter(move |s| s.end_offset >= floor)
+    }
+
     /// The first offset the remote log serves (Kafka's remote log start), if any.
     pub fn remote_log_start(&self) -> Option<i64> {
-        self.finished().map(|s| s.base_offset).min()
+        let floor = self.log_start.unwrap_or(i64::MIN);
+        self.served().map(|s| s.base_offset.max(floor)).min()
+    }
+
+    /// The log start DeleteRecords set, if it ever reached into the remote log.
+    pub fn log_start(&self) -> Option<i64> {
+        self.log_start
+    }
+
+    /// DeleteRecords: the partition's log start moves to `offset` (never back). Returns
+    /// whether it moved, i.e. whether the manifest must be written.
+    pub fn advance_log_start(&mut self, offset: i64) -> bool {
+        if self.log_start.is_some_and(|s| s >= offset) {
+            return false;
+        }
+        self.log_start = Some(offset);
+        true
     }
 
     /// One past the last offset copied: the next segment to copy starts here. `None` when
@@ -105,9 +133,12 @@ impl Manifest {
         self.finished().map(|s| s.size_bytes).sum()
     }
 
-    /// The served segment holding `offset`.
+    /// The served segment holding `offset`; none below the log start.
     pub fn covering(&self, offset: i64) -> Option<&RemoteSegment> {
-        self.finished()
+        if self.log_start.is_some_and(|s| offset < s) {
+            return None;
+        }
+        self.served()
             .find(|s| s.base_offset <= offset && offset <= s.end_offset)
     }
 
@@ -225,7 +256,8 @@ impl Manifest {
     }
 
     /// Finished segments that total retention (Kafka's `retention.ms` / `retention.bytes`
-    /// over local + remote) expires, oldest first: those whose newest record is older than
+    /// over local + remote) expires, oldest first: those wholly below the log start
+    /// (DeleteRecords), then those whose newest record is older than
     /// `retention_ms`, then the oldest while the total exceeds `retention_bytes` by at least
     /// the segment's size. `local_only_bytes` is what exists only locally (not yet copied).
     pub fn expired(
@@ -237,10 +269,13 @@ impl Manifest {
     ) -> Vec<String> {
         let mut total = self.remote_size_bytes() + local_only_bytes;
         let mut out = Vec::new();
+        let floor = self.log_start.unwrap_or(i64::MIN);
         for s in self.finished() {
+            // Wholly below the log start (DeleteRecords): Kafka's log-start breach.
+            let below_start = s.end_offset < floor;
             let by_time = retention_ms >= 0 && now_ms - s.max_timestamp_ms > retention_ms;
             let by_size = retention_bytes >= 0 && total - s.size_bytes >= retention_bytes as u64;
-            if !(by_time || by_size) {
+            if !(below_start || by_time || by_size) {
                 break;
             }
             total -= s.size_bytes;
@@ -369,6 +404,42 @@ mod tests {
             m.start_delete("a", 4),
             Err(ManifestError::Unknown(_))
         ));
+    }
+
+    #[test]
+    fn given_delete_records_into_the_remote_log_when_reading_then_nothing_below_is_served() {
+        let mut m = Manifest::new();
+        for (id, base) in [("a", 0), ("b", 10), ("c", 20)] {
+            m.start_copy(seg(id, base, base + 9, 100, 10)).unwrap();
+            m.finish_copy(id, 1).unwrap();
+        }
+        assert!(m.advance_log_start(15));
+        assert!(!m.advance_log_start(12), "the log start never moves back");
+        assert_eq!(m.log_start(), Some(15));
+        assert_eq!(m.remote_log_start(), Some(15));
+        assert!(m.covering(9).is_none(), "below the log start");
+        assert!(
+            m.covering(14).is_none(),
+            "below the log start, in a served segment"
+        );
+        assert_eq!(m.covering(15).map(|s| s.id.as_str()), Some("b"));
+        assert_eq!(
+            m.copied_end(),
+            Some(30),
+            "copies go on after the copied range"
+        );
+        // Only the segment wholly below goes, whatever the retention.
+        assert_eq!(m.expired(-1, -1, 0, 200), vec!["a".to_string()]);
+        // Survives a store and load.
+        let dir = tempfile::tempdir().unwrap();
+        m.store(dir.path()).unwrap();
+        let loaded = Manifest::load(dir.path()).unwrap();
+        assert_eq!(loaded.log_start(), Some(15));
+        assert_eq!(loaded, m);
+        // Past every remote segment: none is served, all expire.
+        assert!(m.advance_log_start(30));
+        assert_eq!(m.remote_log_start(), None);
+        assert_eq!(m.expired(-1, -1, 0, 200).len(), 3);
     }
 
     #[test]
