@@ -30,6 +30,7 @@ pub mod schema_registry;
 pub mod security;
 pub mod server;
 pub mod shard;
+pub mod telemetry;
 #[doc(hidden)]
 pub mod test_support;
 pub mod tiered;

@@ -437,6 +437,32 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                     assert_eq!(r.error_code, 0, "{ctx}");
                     assert!(r.entries.is_some(), "{ctx}");
                 }
+                ApiKey::GetTelemetrySubscriptions | ApiKey::PushTelemetry => {
+                    // A new instance (zero id), then its first push (right after the get).
+                    let get = GetTelemetrySubscriptionsRequest::default();
+                    let g: GetTelemetrySubscriptionsResponse =
+                        h.call(ApiKey::GetTelemetrySubscriptions, 0, get);
+                    assert_eq!(g.error_code, 0, "{ctx}");
+                    assert!(!g.client_instance_id.is_nil(), "{ctx}");
+                    if key == ApiKey::PushTelemetry {
+                        let req = PushTelemetryRequest::default()
+                            .with_client_instance_id(g.client_instance_id)
+                            .with_subscription_id(g.subscription_id);
+                        let r: PushTelemetryResponse = h.call(key, v, req);
+                        assert_eq!(r.error_code, 0, "{ctx}");
+                    }
+                }
+                ApiKey::ListConfigResources => {
+                    let r: ListConfigResourcesResponse =
+                        h.call(key, v, ListConfigResourcesRequest::default());
+                    assert_eq!(r.error_code, 0, "{ctx}");
+                    // v1 lists the broker itself among the types; v0 only subscriptions.
+                    assert_eq!(
+                        r.config_resources.iter().any(|c| c.resource_type == 4),
+                        v >= 1,
+                        "{ctx}"
+                    );
+                }
                 key if super::group_tests::is_group_api(key) => {
                     super::group_tests::call_at_version(&h, key, v);
                 }

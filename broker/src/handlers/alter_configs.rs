@@ -34,6 +34,11 @@ async fn alter(
         let name = r.resource_name.as_str();
         return super::group_configs::alter(ctx, name, &list, false, validate_only);
     }
+    if r.resource_type == changes::RESOURCE_CLIENT_METRICS {
+        changes::check_entries(&entries)?;
+        let name = r.resource_name.as_str();
+        return super::client_metrics_configs::alter(ctx, name, &list, false, validate_only);
+    }
     let target = changes::preprocess(ctx, r.resource_type, r.resource_name.as_str(), &entries)?;
     let configs = changes::apply_ops(&target, Default::default(), &list)?;
     changes::commit(ctx, &target, configs, validate_only).await

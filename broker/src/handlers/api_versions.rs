@@ -74,6 +74,11 @@ pub async fn handle(ctx: &RequestContext, req: ApiVersionsRequest) -> Capped<Api
     }
     if version >= 3 {
         resp = with_features(resp, version, &broker.features.snapshot());
+        // KIP-714 matches subscriptions on these (`telemetry`).
+        ctx.session.set_software(
+            req.client_software_name.as_str(),
+            req.client_software_version.as_str(),
+        );
     }
     Capped::new(resp)
 }

@@ -19,6 +19,7 @@ use crate::shard::frontend;
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 pub const RESOURCE_BROKER_LOGGER: i8 = 8;
+pub const RESOURCE_CLIENT_METRICS: i8 = 16;
 pub const RESOURCE_GROUP: i8 = 32;
 
 pub use super::errors::AlterError;
@@ -75,7 +76,8 @@ pub struct Change {
 
 /// Kafka's config authorization (`ConfigAdminManager.preprocess`, `AuthHelper`): `op`
 /// (ALTER_CONFIGS / DESCRIBE_CONFIGS) on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a
-/// broker or broker logger, on the cluster (CLUSTER_AUTHORIZATION_FAILED). `None`: allowed,
+/// broker, broker logger or client metrics subscription, on the cluster
+/// (CLUSTER_AUTHORIZATION_FAILED). `None`: allowed,
 /// or a resource type the caller refuses itself.
 pub fn config_refusal(
     access: &Access,
@@ -87,7 +89,9 @@ pub fn config_refusal(
         RESOURCE_TOPIC if !access.allows(op, ResourceType::Topic, name) => {
             Some(ResponseError::TopicAuthorizationFailed.code())
         }
-        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER if !access.allows_cluster(op) => {
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER | RESOURCE_CLIENT_METRICS
+            if !access.allows_cluster(op) =>
+        {
             Some(ResponseError::ClusterAuthorizationFailed.code())
         }
         // Kafka's ConfigAdminManager checks a GROUP resource on the group itself.

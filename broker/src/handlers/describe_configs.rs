@@ -385,6 +385,14 @@ pub async fn handle(ctx: &RequestContext, req: DescribeConfigsRequest) -> Descri
             RESOURCE_BROKER_LOGGER => {
                 super::broker_logger::describe(ctx, r.resource_name.as_str(), &r.configuration_keys)
             }
+            super::config_changes::RESOURCE_CLIENT_METRICS => {
+                super::client_metrics_configs::describe(
+                    ctx,
+                    r.resource_name.as_str(),
+                    &r.configuration_keys,
+                    req.include_synonyms,
+                )
+            }
             other => DescribeConfigsResult::default()
                 .with_resource_type(other)
                 .with_resource_name(r.resource_name.clone())

@@ -21,6 +21,7 @@ use crate::partition::records::RecordsError;
 use crate::partition::txn::TxnDataError;
 use crate::partition::{DeleteRecordsError, PartitionError};
 use crate::shard::frontend::FrontendError;
+use crate::telemetry::TelemetryError;
 
 /// Kafka's message when an ACL API reaches a broker without an authorizer.
 pub const NO_AUTHORIZER: &str = "No Authorizer is configured.";
@@ -262,6 +263,19 @@ pub fn alter_code(e: &AlterError) -> i16 {
         AlterError::InvalidTopic(_) => ResponseError::InvalidTopicException,
         AlterError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
         AlterError::Storage(_) => ResponseError::KafkaStorageError,
+    };
+    r.code()
+}
+
+/// GetTelemetrySubscriptions and PushTelemetry (Kafka's `ClientMetricsManager`).
+pub fn telemetry_code(e: &TelemetryError) -> i16 {
+    let r = match e {
+        TelemetryError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        TelemetryError::Throttled(_) => ResponseError::ThrottlingQuotaExceeded,
+        TelemetryError::UnknownSubscription(_) => ResponseError::UnknownSubscriptionId,
+        TelemetryError::UnsupportedCompression(..) => ResponseError::UnsupportedCompressionType,
+        TelemetryError::TooLarge(..) => ResponseError::TelemetryTooLarge,
+        TelemetryError::InvalidRecord(_) => ResponseError::InvalidRecord,
     };
     r.code()
 }
@@ -576,5 +590,20 @@ mod tests {
             find_coordinator_code(&FindError::Group(GroupError::CoordinatorNotAvailable)),
             15
         );
+    }
+
+    #[test]
+    fn given_each_telemetry_error_when_mapping_then_kafka_code() {
+        let s = String::new;
+        for (e, code) in [
+            (TelemetryError::InvalidRequest(s()), 42),
+            (TelemetryError::Throttled(s()), 89),
+            (TelemetryError::UnknownSubscription(s()), 117),
+            (TelemetryError::UnsupportedCompression(9, s()), 76),
+            (TelemetryError::TooLarge(s(), 1), 118),
+            (TelemetryError::InvalidRecord(s()), 87),
+        ] {
+            assert_eq!(telemetry_code(&e), code, "{e:?}");
+        }
     }
 }

@@ -31,7 +31,11 @@ async fn alter(
             )
         })
         .collect();
-    if r.resource_type == super::group_configs::RESOURCE_GROUP {
+    let own_store = [
+        super::group_configs::RESOURCE_GROUP,
+        changes::RESOURCE_CLIENT_METRICS,
+    ];
+    if own_store.contains(&r.resource_type) {
         changes::check_entries(&entries)?;
     } else {
         target = Some(changes::preprocess(
@@ -54,6 +58,9 @@ async fn alter(
         .collect::<Result<Vec<_>, AlterError>>()?;
     let Some(target) = target else {
         let name = r.resource_name.as_str();
+        if r.resource_type == changes::RESOURCE_CLIENT_METRICS {
+            return super::client_metrics_configs::alter(ctx, name, &list, true, validate_only);
+        }
         return super::group_configs::alter(ctx, name, &list, true, validate_only);
     };
     let configs = changes::apply_ops(&target, changes::current(ctx, &target), &list)?;

@@ -29,6 +29,7 @@ pub mod alter_share_group_offsets;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod broker_logger;
+pub mod client_metrics_configs;
 pub mod commit_plan;
 pub mod config_changes;
 pub mod consumer_group_describe;
@@ -58,12 +59,14 @@ pub mod end_txn;
 pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod get_telemetry_subscriptions;
 pub mod group_configs;
 pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
+pub mod list_config_resources;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod list_transactions;
@@ -74,6 +77,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod placement;
 pub mod produce;
+pub mod push_telemetry;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod share_acknowledge;
@@ -142,6 +146,18 @@ impl RequestContext {
     /// The request header's `client.id` ("" when there is none), a quota entity.
     pub fn client_id(&self) -> &str {
         self.header.client_id.as_ref().map_or("", |c| c.as_str())
+    }
+
+    /// Who the client is, for KIP-714 subscriptions (`telemetry`).
+    pub fn client_meta(&self) -> crate::telemetry::ClientMeta {
+        let (name, version) = self.session.software();
+        crate::telemetry::ClientMeta {
+            client_id: self.client_id().to_string(),
+            software_name: name.to_string(),
+            software_version: version.to_string(),
+            source_address: self.session.client_host.trim_start_matches('/').to_string(),
+            source_port: self.session.client_port.to_string(),
+        }
     }
 
     /// Records `value` against the client's `kind` quota (principal and client id, `quota`)
@@ -439,6 +455,9 @@ api_table! {
     DescribeShareGroupOffsets => describe_share_group_offsets;
     AlterShareGroupOffsets => alter_share_group_offsets;
     DeleteShareGroupOffsets => delete_share_group_offsets;
+    GetTelemetrySubscriptions => get_telemetry_subscriptions;
+    PushTelemetry => push_telemetry;
+    ListConfigResources => list_config_resources;
 }
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {

@@ -88,6 +88,9 @@ throttled!(
     DescribeShareGroupOffsetsResponse,
     AlterShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsResponse,
+    GetTelemetrySubscriptionsResponse,
+    PushTelemetryResponse,
+    ListConfigResourcesResponse,
 );
 
 // No `throttle_time_ms` in these responses (the connection is still muted).

@@ -2,6 +2,8 @@
 //! `ConfigRecord`s of resource type GROUP in its metadata log. Strom keeps them in
 //! `<data-dir>/strom-group-configs.json`, written atomically before an alter is answered, and
 //! serves reads from an in-memory copy (the group coordinator reads them per heartbeat).
+//! The CLIENT_METRICS resources (KIP-714 subscriptions, `telemetry`) are kept the same way,
+//! in a file of their own (`open_file`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,14 +17,14 @@ pub type Overrides = BTreeMap<String, String>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GroupConfigsError {
-    #[error("group configs {path}: {source}")]
+    #[error("configs {path}: {source}")]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("group configs {path} are corrupt: {message}")]
+    #[error("configs {path} are corrupt: {message}")]
     Corrupt { path: PathBuf, message: String },
-    #[error("persisting group configs: {0}")]
+    #[error("persisting configs: {0}")]
     Persist(#[source] storage::StorageError),
 }
 
@@ -40,7 +42,12 @@ pub struct GroupConfigsHandle {
 
 impl GroupConfigsHandle {
     pub fn open(data_dir: &Path) -> Result<GroupConfigsHandle, GroupConfigsError> {
-        let path = data_dir.join(FILE);
+        Self::open_file(data_dir, FILE)
+    }
+
+    /// Per-name overrides of another config resource, in `data_dir/file`.
+    pub fn open_file(data_dir: &Path, file: &str) -> Result<GroupConfigsHandle, GroupConfigsError> {
+        let path = data_dir.join(file);
         let stored = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice::<Stored>(&bytes).map_err(|e| {
                 GroupConfigsError::Corrupt {
@@ -70,6 +77,14 @@ impl GroupConfigsHandle {
             .unwrap_or_else(|e| e.into_inner())
             .get(group)
             .cloned()
+    }
+
+    /// Every name with overrides.
+    pub fn all(&self) -> Arc<BTreeMap<String, Arc<Overrides>>> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Replaces the overrides of `group` (empty: removes them) and persists all groups'.

@@ -161,6 +161,7 @@ pub async fn render(ctx: &Arc<BrokerContext>, ready: bool) -> String {
     }
     let mut all = families(&shards, ready, ctx.shard_count());
     all.extend(quota_families(&ctx.quotas.views(crate::now_ms())));
+    all.extend(ctx.telemetry.families(crate::now_ms()));
     if let Some(remote) = &ctx.remote {
         all.extend(remote.metrics.registry.gather());
     }
@@ -178,7 +179,7 @@ fn encode(families: &[MetricFamily]) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
-fn label(name: &str, value: &str) -> LabelPair {
+pub(crate) fn label(name: &str, value: &str) -> LabelPair {
     let mut l = LabelPair::default();
     l.set_name(name.to_string());
     l.set_value(value.to_string());
@@ -190,9 +191,22 @@ fn labels(pairs: &[(&str, &str)]) -> Vec<LabelPair> {
 }
 
 /// Builds families of one type from (labels, value) samples.
-struct Families(BTreeMap<String, MetricFamily>);
+pub(crate) struct Families(BTreeMap<String, MetricFamily>);
 
 impl Families {
+    pub(crate) fn new() -> Families {
+        Families(BTreeMap::new())
+    }
+
+    pub(crate) fn into_vec(self) -> Vec<MetricFamily> {
+        self.0.into_values().collect()
+    }
+
+    /// The family `name`, if it exists already (of whatever type).
+    pub(crate) fn kind_of(&self, name: &str) -> Option<MetricType> {
+        self.0.get(name).map(|f| f.get_field_type())
+    }
+
     fn family(&mut self, name: &str, help: &str, kind: MetricType) -> &mut MetricFamily {
         self.0.entry(name.to_string()).or_insert_with(|| {
             let mut f = MetricFamily::default();
@@ -203,7 +217,7 @@ impl Families {
         })
     }
 
-    fn gauge(&mut self, name: &str, help: &str, l: Vec<LabelPair>, v: f64) {
+    pub(crate) fn gauge(&mut self, name: &str, help: &str, l: Vec<LabelPair>, v: f64) {
         let mut g = Gauge::default();
         g.set_value(v);
         let mut m = Metric::from_label(l);
@@ -213,7 +227,7 @@ impl Families {
             .push(m);
     }
 
-    fn counter(&mut self, name: &str, help: &str, l: Vec<LabelPair>, v: f64) {
+    pub(crate) fn counter(&mut self, name: &str, help: &str, l: Vec<LabelPair>, v: f64) {
         let mut c = Counter::default();
         c.set_value(v);
         let mut m = Metric::from_label(l);
@@ -232,19 +246,43 @@ impl Families {
         b: &storage::io::Buckets,
         scale: f64,
     ) {
-        let mut h = Histogram::default();
         let mut cumulative = 0u64;
-        let mut buckets = Vec::new();
-        for (bound, count) in b.bounds.iter().zip(&b.counts) {
-            cumulative += count;
-            let mut bucket = Bucket::default();
-            bucket.set_upper_bound(*bound as f64 * scale);
-            bucket.set_cumulative_count(cumulative);
-            buckets.push(bucket);
-        }
-        h.set_bucket(buckets);
-        h.set_sample_count(b.count);
-        h.set_sample_sum(b.sum as f64 * scale);
+        let buckets: Vec<(f64, u64)> = b
+            .bounds
+            .iter()
+            .zip(&b.counts)
+            .map(|(bound, count)| {
+                cumulative += count;
+                (*bound as f64 * scale, cumulative)
+            })
+            .collect();
+        self.histogram_cumulative(name, help, l, &buckets, b.count, b.sum as f64 * scale);
+    }
+
+    /// A histogram from (upper bound, cumulative count) buckets.
+    pub(crate) fn histogram_cumulative(
+        &mut self,
+        name: &str,
+        help: &str,
+        l: Vec<LabelPair>,
+        buckets: &[(f64, u64)],
+        count: u64,
+        sum: f64,
+    ) {
+        let mut h = Histogram::default();
+        h.set_bucket(
+            buckets
+                .iter()
+                .map(|(bound, n)| {
+                    let mut bucket = Bucket::default();
+                    bucket.set_upper_bound(*bound);
+                    bucket.set_cumulative_count(*n);
+                    bucket
+                })
+                .collect(),
+        );
+        h.set_sample_count(count);
+        h.set_sample_sum(sum);
         let mut m = Metric::from_label(l);
         m.set_histogram(h);
         self.family(name, help, MetricType::HISTOGRAM)

@@ -97,6 +97,10 @@ pub struct Session {
     /// Until when the connection reads no request: a client over its quota is muted for
     /// its throttle time (`quota`; `server::connection` honours it).
     muted_until: std::cell::Cell<Option<tokio::time::Instant>>,
+    /// The client's port (0 when unknown): a KIP-714 `match` attribute.
+    pub client_port: u16,
+    /// The client's software name and version, as its ApiVersions v3+ said (KIP-511).
+    software: RefCell<(Rc<str>, Rc<str>)>,
 }
 
 impl Session {
@@ -106,7 +110,23 @@ impl Session {
             listener,
             principal: RefCell::new(principal),
             muted_until: Default::default(),
+            client_port: 0,
+            software: RefCell::new(("".into(), "".into())),
         }
+    }
+
+    pub fn with_client_port(mut self, port: u16) -> Self {
+        self.client_port = port;
+        self
+    }
+
+    pub fn set_software(&self, name: &str, version: &str) {
+        *self.software.borrow_mut() = (name.into(), version.into());
+    }
+
+    /// (name, version) of the client's software; empty until its ApiVersions names them.
+    pub fn software(&self) -> (Rc<str>, Rc<str>) {
+        self.software.borrow().clone()
     }
 
     /// Mutes the connection for `ms` from now (or longer, if it is muted longer already).

@@ -95,7 +95,10 @@ async fn serve_accepted(
         .into();
     let _ = stream.set_nodelay(true);
     if !info.protocol.tls() {
-        let session = Rc::new(Session::new(client_host, info, Principal::anonymous()));
+        let session = Rc::new(
+            Session::new(client_host, info, Principal::anonymous())
+                .with_client_port(addr.map_or(0, |a| a.port())),
+        );
         let (rd, wr) = stream.into_split();
         return super::connection::serve(rd, wr, peer, session, shard, shutdown).await;
     }
@@ -130,7 +133,10 @@ async fn serve_accepted(
         Principal::anonymous()
     };
     tracing::debug!(peer = %peer, listener = %info.name, %principal, "TLS connection established");
-    let session = Rc::new(Session::new(client_host.clone(), info.clone(), principal));
+    let session = Rc::new(
+        Session::new(client_host.clone(), info.clone(), principal)
+            .with_client_port(addr.map_or(0, |a| a.port())),
+    );
     let (rd, wr) = tokio::io::split(stream);
     super::connection::serve(rd, wr, peer.clone(), session, shard, shutdown).await
 }

@@ -187,6 +187,7 @@ impl Server {
             )),
             loggers: crate::logging::process(),
             group_configs: crate::metadata::group_configs::GroupConfigsHandle::open(&data_dir)?,
+            telemetry: crate::telemetry::ClientTelemetry::open(&data_dir)?,
             credentials: Arc::new(
                 crate::metadata::scram::FileCredentialStore::open(&data_dir)
                     .context("reading SCRAM credentials")?,

@@ -53,6 +53,8 @@ pub struct BrokerContext {
     pub loggers: Arc<crate::logging::Loggers>,
     /// Per-group config overrides (GROUP config resource), persisted in the data dir.
     pub group_configs: crate::metadata::group_configs::GroupConfigsHandle,
+    /// KIP-714 client telemetry: subscriptions, client instances, their pushed metrics.
+    pub telemetry: crate::telemetry::ClientTelemetry,
     /// SCRAM credentials (SASL and Describe/AlterUserScramCredentials).
     pub credentials: Arc<dyn crate::metadata::scram::CredentialStore>,
     /// OAUTHBEARER's token validator, when that mechanism is enabled.
