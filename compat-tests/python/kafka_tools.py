@@ -44,6 +44,12 @@ class Run:
         return [line for line in self.out.splitlines() if line.strip()]
 
 
+def ok(r: Run) -> Run:
+    """`r`, asserted to have exited 0 (its output in the message otherwise)."""
+    assert r.rc == 0, f"rc {r.rc}\n--- out\n{r.out}\n--- err\n{r.err}"
+    return r
+
+
 def fetch() -> None:
     r = subprocess.run(["bash", str(TOOLS_SH), "fetch"], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"tools.sh fetch failed:\n{r.stdout}\n{r.stderr}"

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, Producer
 import admin
 import brokers
 import kafka_tools as kt
+from kafka_tools import ok
 from clients import unique_topic
 
 STROM_TESTED = "strom" in [b.strip() for b in os.environ.get("STROM_COMPAT_BROKERS", "strom,kafka").split(",")]
@@ -31,10 +32,6 @@ PUSH_TIMEOUT_S = 60
 def tools_jars():
     kt.fetch()
 
-
-def ok(r: kt.Run) -> kt.Run:
-    assert r.rc == 0, f"rc {r.rc}\n--- out\n{r.out}\n--- err\n{r.err}"
-    return r
 
 
 def cm(bootstrap: str, *args: str) -> kt.Run:

@@ -17,6 +17,7 @@ import pytest
 
 import admin
 import kafka_tools as kt
+from kafka_tools import ok
 from clients import unique_topic
 
 pytestmark = pytest.mark.skipif(
@@ -29,10 +30,6 @@ pytestmark = pytest.mark.skipif(
 def tools_jars():
     kt.fetch()
 
-
-def ok(r: kt.Run) -> kt.Run:
-    assert r.rc == 0, f"rc {r.rc}\n--- out\n{r.out}\n--- err\n{r.err}"
-    return r
 
 
 def test_topics_create_list_alter_describe_delete(broker):
