@@ -7,6 +7,7 @@
 //! shard may read (partition sizes and offsets, fdatasync stats, busy time, consumer groups),
 //! labels each series with `shard`, merges the families and renders Prometheus text.
 
+pub mod families;
 pub mod flow;
 pub mod scrape;
 

@@ -8,11 +8,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::proto::{
-    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
-};
+use prometheus::proto::MetricFamily;
 use prometheus::{Encoder, TextEncoder};
 
+use super::families::{label, labels, Families};
 use crate::shard::{frontend, BrokerContext, ShardState};
 
 const SHARD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -179,120 +178,8 @@ fn encode(families: &[MetricFamily]) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
-pub(crate) fn label(name: &str, value: &str) -> LabelPair {
-    let mut l = LabelPair::default();
-    l.set_name(name.to_string());
-    l.set_value(value.to_string());
-    l
-}
-
-fn labels(pairs: &[(&str, &str)]) -> Vec<LabelPair> {
-    pairs.iter().map(|(n, v)| label(n, v)).collect()
-}
-
-/// Builds families of one type from (labels, value) samples.
-pub(crate) struct Families(BTreeMap<String, MetricFamily>);
-
-impl Families {
-    pub(crate) fn new() -> Families {
-        Families(BTreeMap::new())
-    }
-
-    pub(crate) fn into_vec(self) -> Vec<MetricFamily> {
-        self.0.into_values().collect()
-    }
-
-    /// The family `name`, if it exists already (of whatever type).
-    pub(crate) fn kind_of(&self, name: &str) -> Option<MetricType> {
-        self.0.get(name).map(|f| f.get_field_type())
-    }
-
-    fn family(&mut self, name: &str, help: &str, kind: MetricType) -> &mut MetricFamily {
-        self.0.entry(name.to_string()).or_insert_with(|| {
-            let mut f = MetricFamily::default();
-            f.set_name(name.to_string());
-            f.set_help(help.to_string());
-            f.set_field_type(kind);
-            f
-        })
-    }
-
-    pub(crate) fn gauge(&mut self, name: &str, help: &str, l: Vec<LabelPair>, v: f64) {
-        let mut g = Gauge::default();
-        g.set_value(v);
-        let mut m = Metric::from_label(l);
-        m.set_gauge(g);
-        self.family(name, help, MetricType::GAUGE)
-            .mut_metric()
-            .push(m);
-    }
-
-    pub(crate) fn counter(&mut self, name: &str, help: &str, l: Vec<LabelPair>, v: f64) {
-        let mut c = Counter::default();
-        c.set_value(v);
-        let mut m = Metric::from_label(l);
-        m.set_counter(c);
-        self.family(name, help, MetricType::COUNTER)
-            .mut_metric()
-            .push(m);
-    }
-
-    /// `scale` converts the storage unit (e.g. microseconds) to the exposed one (seconds).
-    fn histogram(
-        &mut self,
-        name: &str,
-        help: &str,
-        l: Vec<LabelPair>,
-        b: &storage::io::Buckets,
-        scale: f64,
-    ) {
-        let mut cumulative = 0u64;
-        let buckets: Vec<(f64, u64)> = b
-            .bounds
-            .iter()
-            .zip(&b.counts)
-            .map(|(bound, count)| {
-                cumulative += count;
-                (*bound as f64 * scale, cumulative)
-            })
-            .collect();
-        self.histogram_cumulative(name, help, l, &buckets, b.count, b.sum as f64 * scale);
-    }
-
-    /// A histogram from (upper bound, cumulative count) buckets.
-    pub(crate) fn histogram_cumulative(
-        &mut self,
-        name: &str,
-        help: &str,
-        l: Vec<LabelPair>,
-        buckets: &[(f64, u64)],
-        count: u64,
-        sum: f64,
-    ) {
-        let mut h = Histogram::default();
-        h.set_bucket(
-            buckets
-                .iter()
-                .map(|(bound, n)| {
-                    let mut bucket = Bucket::default();
-                    bucket.set_upper_bound(*bound);
-                    bucket.set_cumulative_count(*n);
-                    bucket
-                })
-                .collect(),
-        );
-        h.set_sample_count(count);
-        h.set_sample_sum(sum);
-        let mut m = Metric::from_label(l);
-        m.set_histogram(h);
-        self.family(name, help, MetricType::HISTOGRAM)
-            .mut_metric()
-            .push(m);
-    }
-}
-
 fn families(shards: &[ShardSnapshot], ready: bool, shard_count: usize) -> Vec<MetricFamily> {
-    let mut f = Families(BTreeMap::new());
+    let mut f = Families::new();
     // The shards' own registries: same families on every shard, told apart by `shard`.
     for s in shards {
         let id = s.shard.to_string();
@@ -502,7 +389,7 @@ fn families(shards: &[ShardSnapshot], ready: bool, shard_count: usize) -> Vec<Me
         }
     }
     process(&mut f);
-    f.0.into_values().collect()
+    f.into_vec()
 }
 
 /// Client quotas (`quota`): per sensor — the clients that share one quota, labelled by
@@ -510,7 +397,7 @@ fn families(shards: &[ShardSnapshot], ready: bool, shard_count: usize) -> Vec<Me
 /// the measured rate, the bound, and the throttling. At most `quota::MAX_METRIC_SENSORS`
 /// series per family; the rest are summed under `user="__other__"`.
 fn quota_families(views: &[crate::quota::SensorView]) -> Vec<MetricFamily> {
-    let mut f = Families(BTreeMap::new());
+    let mut f = Families::new();
     for v in views {
         let l = || {
             labels(&[
@@ -546,7 +433,7 @@ fn quota_families(views: &[crate::quota::SensorView]) -> Vec<MetricFamily> {
             v.throttled as f64,
         );
     }
-    f.0.into_values().collect()
+    f.into_vec()
 }
 
 /// Process-wide figures from /proc/self (Linux).

@@ -7,7 +7,7 @@ use prometheus::proto::{MetricFamily, MetricType};
 
 use super::otlp::{Kind, Value};
 use super::{State, TelemetryError};
-use crate::metrics::scrape::{label, Families};
+use crate::metrics::families::{label, Families};
 
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
