@@ -67,7 +67,7 @@ def test_subscriptions_with_kafkas_tools(broker):
     assert r.rc == 1 and "InvalidRequestException: Unknown client metrics configuration: nope" in r.out + r.err, r
     assert "  interval.ms=1000" in ok(cm(b, "--describe", "--name", name)).lines()
 
-    # An incremental change keeps the rest; a list grows by APPEND.
+    # An incremental change keeps the keys it does not name; a list is set in kafka-configs' [a,b] form.
     ok(kt.run("kafka-configs", b, "--alter", "--entity-type", "client-metrics", "--entity-name", name,
               "--add-config", "interval.ms=2000,metrics=[org.apache.kafka.producer.,org.apache.kafka.consumer.,x.]"))
     assert ok(cm(b, "--describe", "--name", name)).lines()[1:] == [

@@ -124,12 +124,9 @@ pub fn alter(
 mod tests {
     use super::super::testing::*;
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-    use kafka_protocol::messages::incremental_alter_configs_request::{
-        AlterConfigsResource, AlterableConfig,
-    };
     use kafka_protocol::messages::{
         AlterConfigsRequest, AlterConfigsResponse, ApiKey, DescribeConfigsRequest,
-        DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+        DescribeConfigsResponse,
     };
     use kafka_protocol::protocol::StrBytes;
 
@@ -166,27 +163,7 @@ mod tests {
         ops: &[(&str, i8, Option<&str>)],
         validate: bool,
     ) -> (i16, String) {
-        let configs = ops
-            .iter()
-            .map(|(n, op, v)| {
-                AlterableConfig::default()
-                    .with_name(s(n))
-                    .with_config_operation(*op)
-                    .with_value(v.map(s))
-            })
-            .collect();
-        let req = IncrementalAlterConfigsRequest::default()
-            .with_validate_only(validate)
-            .with_resources(vec![AlterConfigsResource::default()
-                .with_resource_type(8)
-                .with_resource_name(s(name))
-                .with_configs(configs)]);
-        let r: IncrementalAlterConfigsResponse = h.call(ApiKey::IncrementalAlterConfigs, 1, req);
-        let r = &r.responses[0];
-        (
-            r.error_code,
-            r.error_message.as_deref().unwrap_or("").to_string(),
-        )
+        incremental_alter(h, 8, name, ops, validate)
     }
 
     fn level(h: &Harness, logger: &str) -> String {

@@ -13,9 +13,9 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::config_changes::{AlterError, Change, Op, RESOURCE_CLIENT_METRICS};
+use super::config_changes::{self as changes, AlterError, Change, RESOURCE_CLIENT_METRICS};
 use super::RequestContext;
-use crate::telemetry::subscription::{INTERVAL_MS, KEYS};
+use crate::telemetry::subscription::{INTERVAL_MS, MATCH, METRICS};
 use crate::telemetry::{AlterSubscriptionError, SubscriptionError};
 
 /// Kafka's `ConfigSource.CLIENT_METRICS_CONFIG`.
@@ -75,27 +75,6 @@ pub fn describe(
     base.with_configs(configs)
 }
 
-/// Kafka's LIST arithmetic: APPEND adds entries not there yet, SUBTRACT removes them.
-fn list_op(current: Option<&String>, value: &str, append: bool) -> String {
-    let split = |s: &str| -> Vec<String> {
-        s.split(',')
-            .map(|x| x.trim().to_string())
-            .filter(|x| !x.is_empty())
-            .collect()
-    };
-    let mut items = current.map(|c| split(c)).unwrap_or_default();
-    for v in split(value) {
-        if append {
-            if !items.contains(&v) {
-                items.push(v);
-            }
-        } else {
-            items.retain(|x| *x != v);
-        }
-    }
-    items.join(",")
-}
-
 /// Applies `changes` (`incremental`: to the current configs, else to none, as the legacy
 /// AlterConfigs replaces them), validates the result and, unless `validate_only`, keeps it.
 pub fn alter(
@@ -106,38 +85,18 @@ pub fn alter(
     validate_only: bool,
 ) -> Result<(), AlterError> {
     let telemetry = &ctx.ctx().telemetry;
-    let mut configs: BTreeMap<String, String> = match (incremental, telemetry.configs(name)) {
+    let current: BTreeMap<String, String> = match (incremental, telemetry.configs(name)) {
         (true, Some(c)) => (*c).clone(),
         _ => BTreeMap::new(),
     };
-    for c in changes {
-        let value = c.value.clone().unwrap_or_default();
-        match c.op {
-            Op::Set => {
-                configs.insert(c.name.clone(), value);
-            }
-            Op::Delete => {
-                configs.remove(&c.name);
-            }
-            Op::Append | Op::Subtract
-                if c.name == INTERVAL_MS || !KEYS.contains(&c.name.as_str()) =>
-            {
-                return Err(AlterError::InvalidConfig(format!(
-                    "Can't {} to key {} because its type is not LIST.",
-                    if c.op == Op::Append {
-                        "APPEND"
-                    } else {
-                        "SUBTRACT"
-                    },
-                    c.name
-                )))
-            }
-            Op::Append | Op::Subtract => {
-                let next = list_op(configs.get(&c.name), &value, c.op == Op::Append);
-                configs.insert(c.name.clone(), next);
-            }
+    // `metrics` and `match` are LISTs (default empty); `interval.ms` and unknown keys are not.
+    let configs = changes::apply_changes(current, changes, |c| {
+        if [METRICS, MATCH].contains(&c.name.as_str()) {
+            Ok("")
+        } else {
+            Err(changes::not_a_list(c))
         }
-    }
+    })?;
     match telemetry.alter(name, configs, validate_only) {
         Ok(()) => {
             if !validate_only {
@@ -152,5 +111,53 @@ pub fn alter(
             Err(AlterError::InvalidConfig(m))
         }
         Err(AlterSubscriptionError::Storage(e)) => Err(AlterError::Storage(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{incremental_alter, Harness};
+
+    const SET: i8 = 0;
+    const DELETE: i8 = 1;
+    const APPEND: i8 = 2;
+    const SUBTRACT: i8 = 3;
+
+    #[test]
+    fn given_list_keys_when_appended_or_subtracted_then_kafkas_list_arithmetic() {
+        let h = Harness::new();
+        let alter = |ops: &[(&str, i8, Option<&str>)]| incremental_alter(&h, 16, "s", ops, false);
+        let metrics = || h.state.ctx.telemetry.configs("s").unwrap()["metrics"].clone();
+        assert_eq!(alter(&[("metrics", SET, Some("a"))]).0, 0);
+        assert_eq!(alter(&[("metrics", APPEND, Some("b,a"))]).0, 0);
+        assert_eq!(metrics(), "a,b");
+        assert_eq!(alter(&[("metrics", SUBTRACT, Some("a"))]).0, 0);
+        assert_eq!(metrics(), "b");
+        // APPEND to an unset list starts from the empty list.
+        assert_eq!(alter(&[("match", APPEND, Some("client_id=x"))]).0, 0);
+        assert_eq!(
+            h.state.ctx.telemetry.configs("s").unwrap()["match"],
+            "client_id=x"
+        );
+        // Not LISTs: Kafka's INVALID_CONFIG, nothing applied.
+        assert_eq!(
+            alter(&[("interval.ms", APPEND, Some("1000"))]),
+            (
+                40,
+                "Can't APPEND to key interval.ms because its type is not LIST.".into()
+            )
+        );
+        assert_eq!(alter(&[("nope", SUBTRACT, Some("1"))]).0, 40);
+        // An alter whose result is invalid is refused whole (INVALID_REQUEST for the range).
+        assert_eq!(
+            alter(&[("metrics", DELETE, None), ("interval.ms", SET, Some("5"))]).0,
+            42
+        );
+        assert_eq!(metrics(), "b");
+        assert_eq!(
+            h.state.ctx.telemetry.names(),
+            ["s"],
+            "the subscription is kept"
+        );
     }
 }

@@ -255,8 +255,49 @@ fn list_kind(target: &AlterTarget, name: &str) -> Option<(bool, &'static str)> {
 /// both starting from the config's default when it is not set.
 pub fn apply_ops(
     target: &AlterTarget,
+    configs: BTreeMap<String, String>,
+    changes: &[Change],
+) -> Result<BTreeMap<String, String>, AlterError> {
+    apply_changes(configs, changes, |c| {
+        match (target, list_kind(target, &c.name)) {
+            (_, Some((true, default))) => Ok(default),
+            (AlterTarget::Topic(_), _) => Err(not_a_list(c)),
+            (AlterTarget::Broker { .. }, Some(_)) => {
+                let verb = if c.op == Op::Append {
+                    "append"
+                } else {
+                    "subtract"
+                };
+                Err(AlterError::InvalidConfig(format!(
+                    "Config value {verb} is not allowed for config key: {}",
+                    c.name
+                )))
+            }
+            (AlterTarget::Broker { .. }, None) => Err(AlterError::InvalidConfig(format!(
+                "Unknown config name: {}",
+                c.name
+            ))),
+        }
+    })
+}
+
+/// Kafka's refusal of APPEND/SUBTRACT on a key that is not a LIST (topics, groups, client
+/// metrics subscriptions).
+pub fn not_a_list(c: &Change) -> AlterError {
+    AlterError::InvalidConfig(format!(
+        "Can't {} to key {} because its type is not LIST.",
+        c.op.kafka_name(),
+        c.name
+    ))
+}
+
+/// SET/DELETE/APPEND/SUBTRACT on one resource's configs, for every resource type.
+/// `list_default` gives, for an APPEND or SUBTRACT, the key's default when it is a LIST
+/// (what the arithmetic starts from when the key is not set), else the resource's refusal.
+pub fn apply_changes(
     mut configs: BTreeMap<String, String>,
     changes: &[Change],
+    list_default: impl Fn(&Change) -> Result<&'static str, AlterError>,
 ) -> Result<BTreeMap<String, String>, AlterError> {
     for c in changes {
         match c.op {
@@ -267,33 +308,7 @@ pub fn apply_ops(
                 configs.remove(&c.name);
             }
             Op::Append | Op::Subtract => {
-                let default = match (target, list_kind(target, &c.name)) {
-                    (_, Some((true, default))) => default,
-                    (AlterTarget::Topic(_), _) => {
-                        return Err(AlterError::InvalidConfig(format!(
-                            "Can't {} to key {} because its type is not LIST.",
-                            c.op.kafka_name(),
-                            c.name
-                        )))
-                    }
-                    (AlterTarget::Broker { .. }, Some(_)) => {
-                        let verb = if c.op == Op::Append {
-                            "append"
-                        } else {
-                            "subtract"
-                        };
-                        return Err(AlterError::InvalidConfig(format!(
-                            "Config value {verb} is not allowed for config key: {}",
-                            c.name
-                        )));
-                    }
-                    (AlterTarget::Broker { .. }, None) => {
-                        return Err(AlterError::InvalidConfig(format!(
-                            "Unknown config name: {}",
-                            c.name
-                        )))
-                    }
-                };
+                let default = list_default(c)?;
                 let old = configs.get(&c.name).map(String::as_str).unwrap_or(default);
                 let mut parts: Vec<String> = old
                     .split(',')

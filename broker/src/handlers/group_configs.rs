@@ -13,7 +13,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::protocol::StrBytes;
 
 pub use super::config_changes::RESOURCE_GROUP;
-use super::config_changes::{AlterError, Change, Op};
+use super::config_changes::{self as changes, AlterError, Change};
 use super::RequestContext;
 use crate::config::group::{self, GROUP_CONFIGS};
 use crate::config::topic::ConfigSource;
@@ -98,32 +98,12 @@ pub fn alter(
         ));
     }
     let store = &ctx.ctx().group_configs;
-    let mut configs: BTreeMap<String, String> = match (incremental, store.get(name)) {
+    let current: BTreeMap<String, String> = match (incremental, store.get(name)) {
         (true, Some(o)) => (*o).clone(),
         _ => BTreeMap::new(),
     };
-    for c in changes {
-        match c.op {
-            Op::Set => {
-                configs.insert(c.name.clone(), c.value.clone().unwrap_or_default());
-            }
-            Op::Delete => {
-                configs.remove(&c.name);
-            }
-            // No group config Strom applies is a list.
-            Op::Append | Op::Subtract => {
-                return Err(AlterError::InvalidConfig(format!(
-                    "Can't {} to key {} because its type is not LIST.",
-                    if c.op == Op::Append {
-                        "APPEND"
-                    } else {
-                        "SUBTRACT"
-                    },
-                    c.name
-                )))
-            }
-        }
-    }
+    // No group config Strom applies is a list.
+    let configs = changes::apply_changes(current, changes, |c| Err(changes::not_a_list(c)))?;
     group::validate(&configs, &ctx.ctx().config).map_err(AlterError::InvalidConfig)?;
     if validate_only {
         return Ok(());
@@ -139,13 +119,7 @@ pub fn alter(
 mod tests {
     use super::super::testing::*;
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-    use kafka_protocol::messages::incremental_alter_configs_request::{
-        AlterConfigsResource, AlterableConfig,
-    };
-    use kafka_protocol::messages::{
-        ApiKey, DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
-        IncrementalAlterConfigsResponse,
-    };
+    use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
     use kafka_protocol::protocol::StrBytes;
 
     fn s(v: &str) -> StrBytes {
@@ -177,27 +151,7 @@ mod tests {
     }
 
     fn alter(h: &Harness, name: &str, ops: &[(&str, i8, Option<&str>)]) -> (i16, String) {
-        let configs = ops
-            .iter()
-            .map(|(n, op, v)| {
-                AlterableConfig::default()
-                    .with_name(s(n))
-                    .with_config_operation(*op)
-                    .with_value(v.map(s))
-            })
-            .collect();
-        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
-            AlterConfigsResource::default()
-                .with_resource_type(32)
-                .with_resource_name(s(name))
-                .with_configs(configs),
-        ]);
-        let r: IncrementalAlterConfigsResponse = h.call(ApiKey::IncrementalAlterConfigs, 1, req);
-        let r = &r.responses[0];
-        (
-            r.error_code,
-            r.error_message.as_deref().unwrap_or("").to_string(),
-        )
+        incremental_alter(h, 32, name, ops, false)
     }
 
     fn get(list: &[(String, String, i8, bool)], name: &str) -> (String, i8, bool) {

@@ -327,3 +327,42 @@ pub fn fetch_records(h: &Harness, topic: &str, offset: i64) -> Bytes {
     assert_eq!(p.error_code, 0, "fetch of {topic}");
     p.records.clone().unwrap_or_default()
 }
+
+/// IncrementalAlterConfigs (v1) of one resource: (name, op id, value) per change; answers
+/// the resource's (error code, message).
+pub fn incremental_alter(
+    h: &Harness,
+    kind: i8,
+    name: &str,
+    ops: &[(&str, i8, Option<&str>)],
+    validate_only: bool,
+) -> (i16, String) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    };
+    let s = |v: &str| StrBytes::from_string(v.into());
+    let configs = ops
+        .iter()
+        .map(|(n, op, v)| {
+            AlterableConfig::default()
+                .with_name(s(n))
+                .with_config_operation(*op)
+                .with_value(v.map(s))
+        })
+        .collect();
+    let req = IncrementalAlterConfigsRequest::default()
+        .with_validate_only(validate_only)
+        .with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(s(name))
+            .with_configs(configs)]);
+    let r: IncrementalAlterConfigsResponse = h.call(ApiKey::IncrementalAlterConfigs, 1, req);
+    let r = &r.responses[0];
+    (
+        r.error_code,
+        r.error_message.as_deref().unwrap_or("").to_string(),
+    )
+}
