@@ -46,7 +46,7 @@ const MAX_SERIES: usize = 200_000;
 pub const ACCEPTED_COMPRESSION: [i8; 4] = [4, 3, 1, 2];
 
 /// Why a telemetry request is refused; each is one Kafka error code (`handlers::errors`).
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum TelemetryError {
     #[error("{0}")]
     InvalidRequest(String),
@@ -87,16 +87,9 @@ struct Instance {
     terminating: bool,
     /// The last push's refusal: a get right after UNKNOWN_SUBSCRIPTION_ID or
     /// UNSUPPORTED_COMPRESSION_TYPE is not throttled (the client must re-subscribe).
-    last_error: Option<TelemetryErrorKind>,
+    last_error: Option<TelemetryError>,
     expires_ms: i64,
     series: otlp::Series,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum TelemetryErrorKind {
-    UnknownSubscription,
-    UnsupportedCompression,
-    Other,
 }
 
 impl Attributes for Instance {
@@ -229,8 +222,8 @@ impl ClientTelemetry {
         let since = now_ms - instance.last_get_ms.max(instance.last_push_ms);
         let resubscribing = matches!(
             instance.last_error,
-            Some(TelemetryErrorKind::UnknownSubscription)
-                | Some(TelemetryErrorKind::UnsupportedCompression)
+            Some(TelemetryError::UnknownSubscription(_))
+                | Some(TelemetryError::UnsupportedCompression(..))
         );
         if since < instance.interval_ms as i64 && !resubscribing {
             let text = instance.id_text.clone();
@@ -267,21 +260,10 @@ impl ClientTelemetry {
         let instance = state.instance(push.instance_id, meta, now_ms);
         let checked = check_push(instance, push, &text, now_ms);
         instance.terminating |= push.terminating;
-        if let Err(e) = checked {
-            instance.last_error = Some(match e {
-                TelemetryError::UnknownSubscription(_) => TelemetryErrorKind::UnknownSubscription,
-                TelemetryError::UnsupportedCompression(..) => {
-                    TelemetryErrorKind::UnsupportedCompression
-                }
-                _ => TelemetryErrorKind::Other,
-            });
-            state.counters.refused(&e);
-            return Err(e);
-        }
-        let decoded = match decode(push) {
+        let decoded = match checked.and_then(|()| decode(push)) {
             Ok(d) => d,
             Err(e) => {
-                instance.last_error = Some(TelemetryErrorKind::Other);
+                instance.last_error = Some(e.clone());
                 state.counters.refused(&e);
                 return Err(e);
             }
