@@ -3,8 +3,10 @@ by real clients (confluent-kafka, kafka-python) with a W3C `traceparent` header,
 `x-trace-id` alias, give broker spans — one for the produce, one for each consumer fetch
 that delivers the record — as children of the record's context, received by a real OTLP/HTTP
 receiver (OpenTelemetry's own protobuf types) started by the test. Records without a header
-give none. A `[[connectors]]` sink the broker runs (into a real Chroma server) continues the
-trace into the database write: `sink {collection}` spans through the broker's exporter.
+give none; a read_committed fetch gives none to the records of aborted transactions, which
+its client drops. A `[[connectors]]` sink the broker runs (into a real Chroma server)
+continues the trace into the database write (`sink {collection}` spans through the broker's
+exporter).
 
 Strom only: Apache Kafka emits no spans for records.
 """
@@ -230,6 +232,69 @@ def test_sink_write_continues_the_records_traces(traced):
     assert reached == {parent_a1, parent_a2}, spans_a
     assert spans_a[0].parent_span_id == parent_a1
     assert spans_a[0].attributes["messaging.kafka.offset"] == 0
+
+
+
+def txn_producer(bootstrap: str, tid: str):
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 0})
+    p.init_transactions(30)
+    return p
+
+
+def test_read_committed_fetch_spans_only_the_committed_records(traced):
+    """Two transactional producers interleave traced records on one partition: one aborts,
+    one commits. A read_committed consumer's fetch carries both (up to the LSO, with the
+    aborted list) and the client drops the aborted ones, so the broker gives `receive` spans
+    only to the committed records; a read_uncommitted consumer of the same data, which
+    delivers both, gets spans for both."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    b, rx = traced
+    topic = unique_topic("traced-txn")
+    assert admin.create_topic("confluent", b.bootstrap, topic, 1) == 0
+    aborting = txn_producer(b.bootstrap, f"abort-{topic}")
+    committing = txn_producer(b.bootstrap, f"commit-{topic}")
+    aborted, committed = [], []
+    aborting.begin_transaction()
+    committing.begin_transaction()
+    for i in range(3):  # batch by batch: a's and c's batches alternate in the log
+        for producer, traces in ((aborting, aborted), (committing, committed)):
+            tp, trace_id, _ = traceparent()
+            producer.produce(topic, value=f"v{i}".encode(), partition=0, headers=[("traceparent", tp.encode())])
+            assert producer.flush(30) == 0
+            traces.append(trace_id)
+    aborting.abort_transaction(30)
+    committing.commit_transaction(30)
+
+    def consume(isolation: str, want: int) -> None:
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False,
+                      "isolation.level": isolation, "client.id": f"tracing-{isolation}"})
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+            got, deadline = 0, time.monotonic() + 30
+            while got < want:
+                assert time.monotonic() < deadline, f"{isolation}: consumed {got} of {want}"
+                m = c.poll(0.5)
+                if m is not None and not m.error():
+                    got += 1
+        finally:
+            c.close()
+
+    consume("read_committed", 3)
+    consume("read_uncommitted", 6)
+
+    def receives(spans, isolation):
+        return {s.trace_id for s in spans if s.name == f"receive {topic}"
+                and s.attributes["messaging.client.id"] == f"tracing-{isolation}"}
+
+    # The read_uncommitted spans were made after the read_committed ones and leave through
+    # the same queue: once they are all here, every read_committed span is too.
+    spans = rx.wait_for(lambda s: receives(s, "read_uncommitted") == set(aborted + committed)
+                        and receives(s, "read_committed") >= set(committed))
+    assert receives(spans, "read_committed") == set(committed), (aborted, committed, spans)
+    assert {s.trace_id for s in spans if s.name == f"send {topic}"} >= set(aborted + committed)
 
 
 def connect_status(fmt: str = "json"):
