@@ -6,7 +6,7 @@ receiver (OpenTelemetry's own protobuf types) started by the test. Records witho
 give none; a read_committed fetch gives none to the records of aborted transactions, which
 its client drops. A `[[connectors]]` sink the broker runs (into a real Chroma server)
 continues the trace into the database write (`sink {collection}` spans through the broker's
-exporter).
+exporter), or into the dead-letter topic (`dead-letter {dlq topic}`).
 
 Strom only: Apache Kafka emits no spans for records.
 """
@@ -233,6 +233,64 @@ def test_sink_write_continues_the_records_traces(traced):
     assert spans_a[0].parent_span_id == parent_a1
     assert spans_a[0].attributes["messaging.kafka.offset"] == 0
 
+
+
+def test_sink_dead_letter_continues_the_records_trace(traced):
+    """A traced record the Chroma sink cannot write (no embedding) goes to the DLQ with a
+    span in its trace: `dead-letter {dlq topic}`, a PRODUCER child of the record's
+    traceparent, error status, saying where the record came from, why (`error.type`) and
+    where it landed. The DLQ record names that span in its own `traceparent`, so the
+    broker's span for the DLQ produce is its child."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    b, rx = traced
+    assert admin.create_topic("confluent", b.bootstrap, SUNK, 1) in (0, 36)  # 36: made by another test
+    dlq = f"{SUNK}-dlq"
+    tp, trace_id, parent = traceparent()
+    acked = []
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
+    p.produce(SUNK, value=json.dumps({"title": "no vector"}).encode(), partition=0,
+              headers=[("traceparent", tp.encode())], on_delivery=lambda err, m: acked.append((err, m.offset())))
+    assert p.flush(30) == 0 and acked[0][0] is None, acked
+    offset = acked[0][1]
+
+    def ours(spans):
+        return [s for s in spans if s.trace_id == trace_id]
+
+    spans = ours(rx.wait_for(lambda s: {x.name for x in ours(s)} >= {f"dead-letter {dlq}", f"send {dlq}"},
+                             timeout_s=90))
+    [span] = [s for s in spans if s.name == f"dead-letter {dlq}"]
+    assert span.parent_span_id == parent, span
+    assert span.kind == 4  # SPAN_KIND_PRODUCER
+    assert span.status_code == 2, span  # error: the record did not reach the database
+    a = span.attributes
+    assert a["messaging.destination.name"] == dlq
+    assert a["error.type"] == "missing_vector"
+    assert a["strom.dlq.reason"].startswith("no vector"), a
+    assert (a["strom.source.topic"], a["strom.source.partition"], a["strom.source.offset"]) == (SUNK, "0", offset)
+    assert a["db.system.name"] == "chroma" and a["db.collection.name"] == "traced"
+    assert a["strom.connector"] == "traced-sink" and a["messaging.consumer.group.name"] == "traced-sink"
+    assert a["messaging.kafka.offset"] >= 0
+    assert span.resource.get("service.name") == "strom"
+    assert span.end_ns >= span.start_ns > 0
+    # No sink write span: the record never reached the database.
+    assert not [s for s in spans if s.name == "sink traced"], spans
+    [broker_send] = [s for s in spans if s.name == f"send {dlq}"]
+    assert broker_send.parent_span_id == span.span_id, (broker_send, span)
+    assert broker_send.attributes["messaging.kafka.offset"] == a["messaging.kafka.offset"]
+    # The DLQ record carries the span as its parent, next to the Connect-style error headers.
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(dlq, int(a["messaging.destination.partition.id"]), a["messaging.kafka.offset"])])
+        m, deadline = None, time.monotonic() + 30
+        while m is None or m.error():
+            assert time.monotonic() < deadline, "the DLQ record was not read"
+            m = c.poll(0.5)
+    finally:
+        c.close()
+    headers = dict(m.headers())
+    assert headers["traceparent"].decode() == f"00-{trace_id}-{span.span_id}-01", headers
+    assert headers["__connect.errors.offset"].decode() == str(offset)
 
 
 def txn_producer(bootstrap: str, tid: str):
