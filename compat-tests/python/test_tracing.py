@@ -250,7 +250,8 @@ def test_sink_dead_letter_continues_the_records_trace(traced):
     acked = []
     p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
     p.produce(SUNK, value=json.dumps({"title": "no vector"}).encode(), partition=0,
-              headers=[("traceparent", tp.encode())], on_delivery=lambda err, m: acked.append((err, m.offset())))
+              headers=[("traceparent", tp.encode()), ("tracestate", b"vendor=dlq")],
+              on_delivery=lambda err, m: acked.append((err, m.offset())))
     assert p.flush(30) == 0 and acked[0][0] is None, acked
     offset = acked[0][1]
 
@@ -290,6 +291,7 @@ def test_sink_dead_letter_continues_the_records_trace(traced):
         c.close()
     headers = dict(m.headers())
     assert headers["traceparent"].decode() == f"00-{trace_id}-{span.span_id}-01", headers
+    assert headers["tracestate"] == b"vendor=dlq", headers
     assert headers["__connect.errors.offset"].decode() == str(offset)
 
 

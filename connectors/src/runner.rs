@@ -537,11 +537,20 @@ impl Runner {
                     value: Some(err.kind()),
                 });
             if let Some(span) = &span {
-                let parent = crate::trace::context::traceparent(span.span_context());
+                let cx = span.span_context();
+                let parent = crate::trace::context::traceparent(cx);
                 headers = headers.insert(Header {
                     key: crate::trace::context::TRACEPARENT,
                     value: Some(&parent),
                 });
+                // The vendors' state travels with the trace (W3C: kept by every hop).
+                let state = cx.trace_state().header();
+                if !state.is_empty() {
+                    headers = headers.insert(Header {
+                        key: crate::trace::context::TRACESTATE,
+                        value: Some(&state),
+                    });
+                }
             }
             self.metrics
                 .errors
