@@ -3,7 +3,7 @@
 One `strom serve` (1 shard) in a temp data dir; a 1-partition topic with
 `strom.key.index=true`; `--records` records (default 10M, ~100-byte values) over `--keys`
 session keys (default 100k, the index's per-partition bound) produced by confluent-kafka as
-fast as it goes (lz4, large batches). Then, for `--last` N values (default 4 and 64):
+fast as it goes (lz4, `--batch-bytes` batches). Then, for `--last` N values (default 4 and 64):
 
 - **key read**: `GET /v1/topics/{topic}/keys/{key}/records?last=N` over one kept-alive
   connection for `--samples` random keys (default 300): latency p50/p99/max;
@@ -20,7 +20,7 @@ per measurement and a table with the ratio scan / key read p50. Not a test (no p
 figures for benches/README.md.
 
   compat-tests/.venv/bin/python benches/quick/key_reads.py [--records 10000000]
-      [--keys 100000] [--last 4,64] [--samples 300] [--scans 2]
+      [--keys 100000] [--last 4,64] [--samples 300] [--scans 2] [--batch-bytes 16384]
 
 A smoke run: `--records 100000 --keys 1000`. Starts its own broker through
 compat-tests/python/brokers.py (STROM_BIN, default target/release/strom), 127.0.0.1 only,
@@ -33,6 +33,7 @@ import argparse
 import http.client
 import json
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -52,12 +53,12 @@ def key_of(i: int) -> str:
     return f"session-{i:06d}"
 
 
-def produce(bootstrap: str, records: int, keys: int) -> float:
+def produce(bootstrap: str, records: int, keys: int, batch_bytes: int) -> float:
     """Record i has key `key_of(i % keys)` and a value starting with i: ~100 bytes."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 50,
-                  "batch.size": 1_000_000, "compression.type": "lz4",
+                  "batch.size": batch_bytes, "compression.type": "lz4",
                   "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
     pad = "x" * 84
     started = time.monotonic()
@@ -137,6 +138,7 @@ def index_build_ms(log: Path) -> int | None:
     """The last `key index built from the log` line's elapsed_ms in the broker's log."""
     ms = None
     for line in log.read_text(errors="replace").splitlines():
+        line = re.sub(r"\x1b\[[0-9;]*m", "", line)  # the log's colours
         if "key index built from the log" in line and "elapsed_ms=" in line:
             ms = int(line.split("elapsed_ms=")[1].split()[0].strip(","))
     return ms
@@ -150,6 +152,9 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=300)
     ap.add_argument("--scans", type=int, default=2)
     ap.add_argument("--seed", type=int, default=21)
+    # A key read decompresses the whole batch holding each record it returns, so the batch
+    # size is what its cost follows; 16 KiB is the Java producer's default batch.size.
+    ap.add_argument("--batch-bytes", type=int, default=16384)
     args = ap.parse_args()
     lasts = [int(n) for n in args.last.split(",")]
     rng = random.Random(args.seed)
@@ -158,9 +163,10 @@ def main() -> None:
     rows = []
     try:
         assert admin.create_topic("confluent", b.bootstrap, TOPIC, 1, {"strom.key.index": "true"}) == 0
-        secs = produce(b.bootstrap, args.records, args.keys)
+        secs = produce(b.bootstrap, args.records, args.keys, args.batch_bytes)
         size = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
         rows.append(emit({"step": "produce", "records": args.records, "keys": args.keys,
+                          "batch_bytes": args.batch_bytes,
                           "seconds": round(secs, 1), "records_per_s": round(args.records / secs),
                           "data_dir_mb": round(size / 1e6)}))
         port = b.extra["metrics_port"]
@@ -205,7 +211,7 @@ def main() -> None:
         shutil.rmtree(data, ignore_errors=True)
 
     reads = {r["last"]: r for r in rows if r["step"] == "key read"}
-    print(f"\n{args.records:,} records, {args.keys:,} keys, 1 partition")
+    print(f"\n{args.records:,} records, {args.keys:,} keys, 1 partition, batch.size {args.batch_bytes:,} (lz4)")
     print(f"{'last':>5} | {'key read p50':>12} | {'p99':>8} | {'scan':>9} | {'scan / key read p50':>19}")
     for r in (r for r in rows if r["step"] == "scan"):
         kr = reads[r["last"]]

@@ -369,6 +369,63 @@ def test_sse_group_commits_delivered_offsets_and_resumes_from_them(strom_broker)
     assert row["CONSUMER-ID"] == "-", r.out
 
 
+
+def txn_producer(bootstrap: str, tid: str) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 0})
+    p.init_transactions(TIMEOUT_S)
+    return p
+
+
+def test_sse_read_committed_skips_aborted_transactions_and_stops_at_the_lso(strom_broker):
+    """`?isolation=read_committed` streams what a read_committed consumer gets: two
+    transactional producers interleave batch by batch, one aborts and one commits; a third
+    transaction stays open with a plain record after it. The stream has the committed records
+    only, and nothing past the open transaction until it commits; the default stream
+    (read_uncommitted) has every record, aborted ones included."""
+    b = strom_broker
+    topic = unique("tokens-txn")
+    create(b.bootstrap, topic, {})
+    aborting, committing = txn_producer(b.bootstrap, unique("a")), txn_producer(b.bootstrap, unique("b"))
+    aborting.begin_transaction()
+    committing.begin_transaction()
+    for i in range(3):
+        for p, name in ((aborting, "a"), (committing, "b")):
+            p.produce(topic, key="conv", value=f"{name}{i}", partition=0)
+            assert p.flush(TIMEOUT_S) == 0
+    aborting.abort_transaction(TIMEOUT_S)
+    committing.commit_transaction(TIMEOUT_S)
+    pending = txn_producer(b.bootstrap, unique("c"))
+    pending.begin_transaction()
+    pending.produce(topic, key="conv", value="c0", partition=0)
+    assert pending.flush(TIMEOUT_S) == 0
+    plain = Producer({"bootstrap.servers": b.bootstrap})
+    plain.produce(topic, key="conv", value="d0", partition=0)
+    assert plain.flush(TIMEOUT_S) == 0
+
+    def values(events):
+        return [json.loads(e["data"])["value"] for e in events]
+
+    stream = f"{admin_url(b)}/v1/topics/{topic}/partitions/0/stream?offset=earliest"
+    assert values(sse_events(stream, 8)) == ["a0", "b0", "a1", "b1", "a2", "b2", "c0", "d0"]
+    committed_at = []
+
+    def commit_later():
+        time.sleep(2)
+        committed_at.append(time.monotonic())
+        pending.commit_transaction(TIMEOUT_S)
+
+    threading.Thread(target=commit_later, daemon=True).start()
+    events = sse_events(stream + "&isolation=read_committed", 5)
+    got_at = time.monotonic()
+    assert values(events) == ["b0", "b1", "b2", "c0", "d0"], events
+    # c0 and d0 only once c committed: the stream waited at the LSO.
+    assert committed_at and got_at >= committed_at[0], (committed_at, got_at)
+    # A read_committed `latest` is the LSO, which is the high watermark again now.
+    threading.Thread(target=lambda: (time.sleep(1), produce_tokens(b.bootstrap, topic, "conv", ["e"])),
+                     daemon=True).start()
+    [e] = sse_events(stream.replace("offset=earliest", "offset=latest") + "&isolation=read_committed", 1)
+    assert json.loads(json.loads(e["data"])["value"])["token"] == "e"
+
 def test_sse_bad_requests_are_4xx(strom_broker):
     b = strom_broker
     topic = unique("tokens-bad")
@@ -378,6 +435,7 @@ def test_sse_bad_requests_are_4xx(strom_broker):
         (f"/v1/topics/{topic}/partitions/7/stream", 404),
         ("/v1/topics/no-such-topic/partitions/0/stream", 404),
         (f"/v1/topics/{topic}/partitions/0/stream?group=", 400),
+        (f"/v1/topics/{topic}/partitions/0/stream?isolation=committed", 400),
         (f"/v1/topics/{topic}/keys/k/records?last=5", 400),  # not a key-indexed topic
     ]:
         with pytest.raises(urllib.error.HTTPError) as e:

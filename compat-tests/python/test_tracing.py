@@ -3,8 +3,10 @@ by real clients (confluent-kafka, kafka-python) with a W3C `traceparent` header,
 `x-trace-id` alias, give broker spans — one for the produce, one for each consumer fetch
 that delivers the record — as children of the record's context, received by a real OTLP/HTTP
 receiver (OpenTelemetry's own protobuf types) started by the test. Records without a header
-give none. A `[[connectors]]` sink the broker runs (into a real Chroma server) continues the
-trace into the database write: `sink {collection}` spans through the broker's exporter.
+give none; a read_committed fetch gives none to the records of aborted transactions, which
+its client drops. A `[[connectors]]` sink the broker runs (into a real Chroma server)
+continues the trace into the database write (`sink {collection}` spans through the broker's
+exporter), or into the dead-letter topic (`dead-letter {dlq topic}`).
 
 Strom only: Apache Kafka emits no spans for records.
 """
@@ -230,6 +232,129 @@ def test_sink_write_continues_the_records_traces(traced):
     assert reached == {parent_a1, parent_a2}, spans_a
     assert spans_a[0].parent_span_id == parent_a1
     assert spans_a[0].attributes["messaging.kafka.offset"] == 0
+
+
+
+def test_sink_dead_letter_continues_the_records_trace(traced):
+    """A traced record the Chroma sink cannot write (no embedding) goes to the DLQ with a
+    span in its trace: `dead-letter {dlq topic}`, a PRODUCER child of the record's
+    traceparent, error status, saying where the record came from, why (`error.type`) and
+    where it landed. The DLQ record names that span in its own `traceparent`, so the
+    broker's span for the DLQ produce is its child."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    b, rx = traced
+    assert admin.create_topic("confluent", b.bootstrap, SUNK, 1) in (0, 36)  # 36: made by another test
+    dlq = f"{SUNK}-dlq"
+    tp, trace_id, parent = traceparent()
+    acked = []
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
+    p.produce(SUNK, value=json.dumps({"title": "no vector"}).encode(), partition=0,
+              headers=[("traceparent", tp.encode()), ("tracestate", b"vendor=dlq")],
+              on_delivery=lambda err, m: acked.append((err, m.offset())))
+    assert p.flush(30) == 0 and acked[0][0] is None, acked
+    offset = acked[0][1]
+
+    def ours(spans):
+        return [s for s in spans if s.trace_id == trace_id]
+
+    spans = ours(rx.wait_for(lambda s: {x.name for x in ours(s)} >= {f"dead-letter {dlq}", f"send {dlq}"},
+                             timeout_s=90))
+    [span] = [s for s in spans if s.name == f"dead-letter {dlq}"]
+    assert span.parent_span_id == parent, span
+    assert span.kind == 4  # SPAN_KIND_PRODUCER
+    assert span.status_code == 2, span  # error: the record did not reach the database
+    a = span.attributes
+    assert a["messaging.destination.name"] == dlq
+    assert a["error.type"] == "missing_vector"
+    assert a["strom.dlq.reason"].startswith("no vector"), a
+    assert (a["strom.source.topic"], a["strom.source.partition"], a["strom.source.offset"]) == (SUNK, "0", offset)
+    assert a["db.system.name"] == "chroma" and a["db.collection.name"] == "traced"
+    assert a["strom.connector"] == "traced-sink" and a["messaging.consumer.group.name"] == "traced-sink"
+    assert a["messaging.kafka.offset"] >= 0
+    assert span.resource.get("service.name") == "strom"
+    assert span.end_ns >= span.start_ns > 0
+    # No sink write span: the record never reached the database.
+    assert not [s for s in spans if s.name == "sink traced"], spans
+    [broker_send] = [s for s in spans if s.name == f"send {dlq}"]
+    assert broker_send.parent_span_id == span.span_id, (broker_send, span)
+    assert broker_send.attributes["messaging.kafka.offset"] == a["messaging.kafka.offset"]
+    # The DLQ record carries the span as its parent, next to the Connect-style error headers.
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(dlq, int(a["messaging.destination.partition.id"]), a["messaging.kafka.offset"])])
+        m, deadline = None, time.monotonic() + 30
+        while m is None or m.error():
+            assert time.monotonic() < deadline, "the DLQ record was not read"
+            m = c.poll(0.5)
+    finally:
+        c.close()
+    headers = dict(m.headers())
+    assert headers["traceparent"].decode() == f"00-{trace_id}-{span.span_id}-01", headers
+    assert headers["tracestate"] == b"vendor=dlq", headers
+    assert headers["__connect.errors.offset"].decode() == str(offset)
+
+
+def txn_producer(bootstrap: str, tid: str):
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 0})
+    p.init_transactions(30)
+    return p
+
+
+def test_read_committed_fetch_spans_only_the_committed_records(traced):
+    """Two transactional producers interleave traced records on one partition: one aborts,
+    one commits. A read_committed consumer's fetch carries both (up to the LSO, with the
+    aborted list) and the client drops the aborted ones, so the broker gives `receive` spans
+    only to the committed records; a read_uncommitted consumer of the same data, which
+    delivers both, gets spans for both."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    b, rx = traced
+    topic = unique_topic("traced-txn")
+    assert admin.create_topic("confluent", b.bootstrap, topic, 1) == 0
+    aborting = txn_producer(b.bootstrap, f"abort-{topic}")
+    committing = txn_producer(b.bootstrap, f"commit-{topic}")
+    aborted, committed = [], []
+    aborting.begin_transaction()
+    committing.begin_transaction()
+    for i in range(3):  # batch by batch: a's and c's batches alternate in the log
+        for producer, traces in ((aborting, aborted), (committing, committed)):
+            tp, trace_id, _ = traceparent()
+            producer.produce(topic, value=f"v{i}".encode(), partition=0, headers=[("traceparent", tp.encode())])
+            assert producer.flush(30) == 0
+            traces.append(trace_id)
+    aborting.abort_transaction(30)
+    committing.commit_transaction(30)
+
+    def consume(isolation: str, want: int) -> None:
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False,
+                      "isolation.level": isolation, "client.id": f"tracing-{isolation}"})
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+            got, deadline = 0, time.monotonic() + 30
+            while got < want:
+                assert time.monotonic() < deadline, f"{isolation}: consumed {got} of {want}"
+                m = c.poll(0.5)
+                if m is not None and not m.error():
+                    got += 1
+        finally:
+            c.close()
+
+    consume("read_committed", 3)
+    consume("read_uncommitted", 6)
+
+    def receives(spans, isolation):
+        return {s.trace_id for s in spans if s.name == f"receive {topic}"
+                and s.attributes["messaging.client.id"] == f"tracing-{isolation}"}
+
+    # The read_uncommitted spans were made after the read_committed ones and leave through
+    # the same queue: once they are all here, every read_committed span is too.
+    spans = rx.wait_for(lambda s: receives(s, "read_uncommitted") == set(aborted + committed)
+                        and receives(s, "read_committed") >= set(committed))
+    assert receives(spans, "read_committed") == set(committed), (aborted, committed, spans)
+    assert {s.trace_id for s in spans if s.name == f"send {topic}"} >= set(aborted + committed)
 
 
 def connect_status(fmt: str = "json"):

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use opentelemetry::trace::SpanContext;
+use opentelemetry::trace::{Span as _, SpanContext};
 use opentelemetry_sdk::trace::SdkTracer;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, StreamConsumer};
@@ -33,7 +33,7 @@ use crate::metrics::Metrics;
 use crate::record::{decode, tenant_of, FieldType, Op, RawRecord, RecordError, Schema};
 use crate::registry::{Failure, Registry};
 use crate::sink::{Offsets, Sink, SinkError};
-use crate::trace::sink::{Traced, Write};
+use crate::trace::sink::{DeadLetter, Traced, Write};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectorError {
@@ -237,6 +237,8 @@ impl Runner {
         let sink_cfg = self.cfg.sink.clone();
         let mut batch = Vec::with_capacity(decoded.len());
         let mut traced: Vec<Traced> = Vec::new();
+        // Each record's trace, by its index in `batch`, for the spans of those that go to the DLQ.
+        let mut contexts: Vec<Option<SpanContext>> = Vec::with_capacity(decoded.len());
         for (i, d) in decoded.into_iter().enumerate() {
             let Decoded {
                 rec,
@@ -249,6 +251,7 @@ impl Runner {
             *next = (*next).max(rec.offset + 1);
             let skip = self.stored.get(&key).is_some_and(|&n| rec.offset < n);
             batch.push(rec);
+            contexts.push(trace.clone());
             if skip {
                 continue; // already in the sink (stored with its data)
             }
@@ -327,7 +330,7 @@ impl Runner {
         for (op_index, reason) in rejected {
             dead.push((op_record[op_index], RecordError::Rejected(reason)));
         }
-        self.send_to_dlq(&batch, dead).await?;
+        self.send_to_dlq(&batch, &contexts, dead).await?;
         self.commit(&offsets);
         self.acknowledged.extend(offsets);
         Ok(())
@@ -471,9 +474,12 @@ impl Runner {
         }
     }
 
+    /// Sends the `dead` records of `batch` to their DLQ topics; a traced one (`contexts`, by
+    /// batch index) gets a dead-letter span, which its DLQ record names as its parent.
     async fn send_to_dlq(
         &self,
         batch: &[RawRecord],
+        contexts: &[Option<SpanContext>],
         dead: Vec<(usize, RecordError)>,
     ) -> Result<(), ConnectorError> {
         if dead.is_empty() {
@@ -487,7 +493,29 @@ impl Runner {
             let offset = rec.offset.to_string();
             let message = err.to_string();
             tracing::debug!(connector = %self.cfg.name, topic = %rec.topic, partition = rec.partition, offset = rec.offset, error = %message, "record to the DLQ");
-            let headers = OwnedHeaders::new()
+            let span = match (&self.tracer, &contexts[*i]) {
+                (Some(tracer), Some(context)) => {
+                    let record = Traced {
+                        context: context.clone(),
+                        topic: rec.topic.clone(),
+                        partition: rec.partition,
+                        offset: rec.offset,
+                    };
+                    let d = DeadLetter {
+                        system: self.sink.name(),
+                        collection: &self.cfg.sink.collection,
+                        connector: &self.cfg.name,
+                        group: &self.cfg.source.group_id,
+                        record: &record,
+                        dlq_topic: &topic,
+                        kind: err.kind(),
+                        message: &message,
+                    };
+                    Some(crate::trace::sink::dead_letter_span(tracer, &d))
+                }
+                _ => None,
+            };
+            let mut headers = OwnedHeaders::new()
                 .insert(Header {
                     key: HEADER_TOPIC,
                     value: Some(&rec.topic),
@@ -508,6 +536,22 @@ impl Runner {
                     key: HEADER_KIND,
                     value: Some(err.kind()),
                 });
+            if let Some(span) = &span {
+                let cx = span.span_context();
+                let parent = crate::trace::context::traceparent(cx);
+                headers = headers.insert(Header {
+                    key: crate::trace::context::TRACEPARENT,
+                    value: Some(&parent),
+                });
+                // The vendors' state travels with the trace (W3C: kept by every hop).
+                let state = cx.trace_state().header();
+                if !state.is_empty() {
+                    headers = headers.insert(Header {
+                        key: crate::trace::context::TRACESTATE,
+                        value: Some(&state),
+                    });
+                }
+            }
             self.metrics
                 .errors
                 .with_label_values(&[&self.cfg.name, err.kind()])
@@ -524,10 +568,15 @@ impl Runner {
                 if let Some(v) = &value {
                     r = r.payload(v);
                 }
-                producer
+                let sent = producer
                     .send(r, Duration::from_secs(60))
                     .await
-                    .map_err(|(e, _)| (topic.clone(), e.to_string()))
+                    .map(|d| (d.partition, d.offset))
+                    .map_err(|(e, _)| e.to_string());
+                if let Some(span) = span {
+                    crate::trace::sink::end_dead_letter(span, sent.clone());
+                }
+                sent.map_err(|e| (topic.clone(), e))
             });
         }
         // Every DLQ record must be acknowledged before the batch's offsets are committed.

@@ -28,6 +28,7 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 pub use strom_connectors::trace::{context, OtelError};
 
 use crate::config::BrokerConfig;
+use crate::partition::read_committed::AbortedFilter;
 use crate::partition::record_view;
 use crate::partition::records::RecordFields;
 
@@ -94,22 +95,33 @@ impl Otel {
     }
 
     /// Spans for the traced records a consumer's fetch delivers: `chunks` are the batches
-    /// sent (a partial last batch is not read).
+    /// sent (a partial last batch is not read). For a read_committed fetch `aborted` is the
+    /// response's aborted transactions, `(producer id, first offset)`: the records the client
+    /// drops for them are not delivered, so they get no span (docs/ai-features.md).
     pub fn delivered(
         &self,
         at: &Place<'_>,
         chunks: &[bytes::Bytes],
+        aborted: Option<&[(i64, i64)]>,
         max_decompressed: usize,
         started: SystemTime,
     ) {
         let ended = SystemTime::now();
+        let mut filter = aborted.map(|list| AbortedFilter::new(list.iter().copied()));
         for chunk in chunks {
-            let _ = record_view::for_each_record(chunk, 0, max_decompressed, |_h, off, _ts, r| {
-                if let Some(parent) = of_record(r) {
-                    let size = r.value.map_or(0, <[u8]>::len) + r.key.map_or(0, <[u8]>::len);
-                    self.span("receive", at, parent, off, size, started, ended);
+            for (h, batch) in storage::batch::BatchIter::new(chunk).map_while(Result::ok) {
+                if filter.as_mut().is_some_and(|f| !f.delivers(&h, batch)) {
+                    continue;
                 }
-            });
+                let _ =
+                    record_view::for_each_record(batch, 0, max_decompressed, |_h, off, _ts, r| {
+                        if let Some(parent) = of_record(r) {
+                            let size =
+                                r.value.map_or(0, <[u8]>::len) + r.key.map_or(0, <[u8]>::len);
+                            self.span("receive", at, parent, off, size, started, ended);
+                        }
+                    });
+            }
         }
     }
 

@@ -11,6 +11,7 @@ pub mod expiry;
 mod flow;
 pub mod key_index;
 pub mod producer_state;
+pub mod read_committed;
 pub mod record_view;
 pub mod records;
 pub mod redact;

@@ -16,6 +16,11 @@
 //! `?group=G` consumes for consumer group G: its committed offset is where the stream starts
 //! without `Last-Event-ID` or a numeric offset, and the delivered position is committed to it
 //! (`stream_group`, which says how and when).
+//!
+//! `?isolation=read_committed` streams what a read_committed consumer gets: the stream reads
+//! up to the last stable offset and waits on it, and leaves out the records of aborted
+//! transactions by the client's rule (`partition::read_committed`), with the aborted list
+//! the partition gives a read_committed Fetch.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -32,6 +37,7 @@ use serde::Deserialize;
 use tokio::sync::{watch, Semaphore};
 
 use super::http_access;
+use crate::partition::read_committed::AbortedFilter;
 use crate::partition::record_view;
 use crate::partition::records::RecordFields;
 use crate::security::acl::ResourceType;
@@ -81,6 +87,8 @@ pub struct StreamQuery {
     key: Option<String>,
     /// Consume for this consumer group (`stream_group`).
     group: Option<String>,
+    /// `read_uncommitted` (the default) or `read_committed`, as a consumer's isolation.level.
+    isolation: Option<String>,
 }
 
 pub use super::http_access::error;
@@ -113,6 +121,16 @@ pub async fn stream(
     if q.group.as_deref().is_some_and(|g| g.trim().is_empty()) {
         return error(StatusCode::BAD_REQUEST, "group must not be empty");
     }
+    let read_committed = match q.isolation.as_deref() {
+        None | Some("read_uncommitted") => false,
+        Some("read_committed") => true,
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "isolation must be read_uncommitted or read_committed",
+            )
+        }
+    };
     // What a consumer needs: READ on the topic, and on the group it commits for.
     let access = match http_access::reader(&s.ctx, &headers, &extensions) {
         Ok(a) => a,
@@ -173,10 +191,12 @@ pub async fn stream(
         }
     }
     let topic: Arc<str> = topic.into();
-    let Some((log_start, hw)) = offsets_when_online(&s.ctx, &topic, partition).await else {
+    let Some((log_start, hw, lso)) = offsets_when_online(&s.ctx, &topic, partition).await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "partition not online");
     };
     let next = match start {
+        // A read_committed consumer's `latest` is the LSO (ListOffsets with its isolation).
+        Start::Latest if read_committed => lso,
         Start::Latest => hw,
         Start::Earliest => log_start,
         Start::At(o) => o.max(log_start),
@@ -190,6 +210,7 @@ pub async fn stream(
         partition,
         next,
         key: q.key.map(Bytes::from),
+        read_committed,
         max_decompressed,
         // Browsers retry after ~3 s by default; a restarted broker is back sooner.
         pending: VecDeque::from([(next, Event::default().retry(RETRY))]),
@@ -207,14 +228,14 @@ pub async fn stream(
         .into_response()
 }
 
-/// The partition's (log start, high watermark), waiting while it is not open yet: the admin
+/// The partition's (log start, high watermark, LSO), waiting while it is not open yet: the admin
 /// port answers during recovery, and an `EventSource` reconnecting to a restarting broker
 /// gives up for good on an error status, so it is held until the log is back.
 async fn offsets_when_online(
     ctx: &Arc<BrokerContext>,
     topic: &Arc<str>,
     partition: i32,
-) -> Option<(i64, i64)> {
+) -> Option<(i64, i64, i64)> {
     let deadline = tokio::time::Instant::now() + ONLINE_WAIT;
     loop {
         let t = topic.clone();
@@ -222,9 +243,10 @@ async fn offsets_when_online(
             ctx,
             home(ctx, topic, partition),
             move |state| async move {
-                state
-                    .partition(&t, partition)
-                    .map(|p| (p.log.log_start_offset(), p.high_watermark()))
+                state.partition(&t, partition).map(|p| {
+                    let log_start = p.log.log_start_offset();
+                    (log_start, p.high_watermark(), p.last_stable_offset())
+                })
             },
         );
         if let Ok(Ok(Some(o))) = tokio::time::timeout(ONLINE_WAIT, offsets).await {
@@ -254,6 +276,8 @@ struct Tail {
     partition: i32,
     next: i64,
     key: Option<Bytes>,
+    /// `?isolation=read_committed`: up to the LSO, without aborted transactions.
+    read_committed: bool,
     max_decompressed: usize,
     /// Events read but not sent, each with the offset it is about.
     pending: VecDeque<(i64, Event)>,
@@ -267,8 +291,12 @@ struct Tail {
 /// What one read step brought back from the partition's home shard.
 struct Step {
     chunks: Vec<Bytes>,
+    /// read_committed: the aborted transactions overlapping `chunks`, (producer id, first).
+    aborted: Option<Vec<(i64, i64)>>,
     log_start: i64,
-    high_watermark: i64,
+    /// Where the stream may read to: the high watermark, or for read_committed the LSO.
+    end: i64,
+    /// Watches `end`.
     watch: watch::Receiver<i64>,
 }
 
@@ -294,12 +322,12 @@ impl Tail {
                 self.next = step.log_start;
                 continue;
             }
-            let read_to = self.decode(&step.chunks);
+            let read_to = self.decode(&step.chunks, step.aborted.as_deref());
             if read_to > self.next {
                 self.next = read_to;
                 continue;
             }
-            // Caught up: wait for the high watermark to pass us (or shutdown).
+            // Caught up: wait for the high watermark (the LSO) to pass us (or shutdown).
             let mut watch = self.watch.take().unwrap_or(step.watch);
             if *watch.borrow_and_update() <= self.next {
                 // A group's delivered position is committed while the stream waits.
@@ -319,7 +347,7 @@ impl Tail {
                         }
                     }
                 }
-            } else if step.high_watermark > self.next {
+            } else if step.end > self.next {
                 // Data below the high watermark that read nothing (never expected): do not
                 // spin on it.
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -330,21 +358,32 @@ impl Tail {
 
     async fn read(&mut self) -> Option<Step> {
         let (topic, partition, offset) = (self.topic.clone(), self.partition, self.next);
+        let committed = self.read_committed;
         let shard = home(&self.ctx, &topic, partition);
         let r = frontend::call_from_outside(&self.ctx, shard, move |state| async move {
             let p = state.partition(&topic, partition)?;
-            let watch = p.watch_high_watermark();
-            let log_start = p.log.log_start_offset();
-            let hw = p.high_watermark();
-            let chunks = if offset >= log_start && offset < hw {
-                p.read(offset, READ_BYTES, false).ok()?.data.chunks
+            let (watch, end) = if committed {
+                (p.watch_last_stable_offset(), p.last_stable_offset())
             } else {
-                Vec::new()
+                (p.watch_high_watermark(), p.high_watermark())
+            };
+            let log_start = p.log.log_start_offset();
+            let (chunks, aborted) = if offset >= log_start && offset < end {
+                let o = p.read(offset, READ_BYTES, committed).ok()?;
+                let aborted = o.aborted.map(|list| {
+                    list.iter()
+                        .map(|t| (t.producer_id, t.first_offset))
+                        .collect()
+                });
+                (o.data.chunks, aborted)
+            } else {
+                (Vec::new(), None)
             };
             Some(Step {
                 chunks,
+                aborted,
                 log_start,
-                high_watermark: hw,
+                end,
                 watch,
             })
         })
@@ -352,36 +391,41 @@ impl Tail {
         r.ok().flatten()
     }
 
-    /// Queues the events of `chunks` from `self.next` on; returns the offset after the last
-    /// record read (filtered or not), or `self.next` if nothing was.
-    fn decode(&mut self, chunks: &[Bytes]) -> i64 {
+    /// Queues the events of `chunks` from `self.next` on, without the records a read_committed
+    /// client drops for `aborted`; returns the offset after the last batch read (filtered or
+    /// not, control batches included: they hold no records but take offsets), or `self.next`
+    /// if none was.
+    fn decode(&mut self, chunks: &[Bytes], aborted: Option<&[(i64, i64)]>) -> i64 {
         let mut end = self.next;
+        let from = self.next;
+        // Every batch goes through the filter in log order (an ABORT marker changes its state).
+        let mut filter = aborted.map(|a| AbortedFilter::new(a.iter().copied()));
         for chunk in chunks {
-            let from = self.next;
-            let r = record_view::for_each_record(
-                chunk,
-                from,
-                self.max_decompressed,
-                |h, offset, ts, r| {
-                    end = end.max(h.last_offset() + 1).max(offset + 1);
-                    if self.key.as_deref().is_some_and(|k| r.key != Some(k)) {
-                        return;
-                    }
-                    let json = record_json(&self.topic, self.partition, offset, ts, r);
-                    self.pending.push_back((
-                        offset,
-                        Event::default()
-                            .id(offset.to_string())
-                            .data(json.to_string()),
-                    ));
-                },
-            );
-            if let Err(e) = r {
-                tracing::warn!(topic = %self.topic, partition = self.partition, error = %e, "SSE stream: unreadable batch skipped");
-            }
-            // Control batches (transaction markers) hold no records but take offsets.
-            for (h, _) in storage::batch::BatchIter::new(chunk).flatten() {
+            for (h, batch) in storage::batch::BatchIter::new(chunk).map_while(Result::ok) {
                 end = end.max(h.last_offset() + 1);
+                if filter.as_mut().is_some_and(|f| !f.delivers(&h, batch)) {
+                    continue;
+                }
+                let r = record_view::for_each_record(
+                    batch,
+                    from,
+                    self.max_decompressed,
+                    |_, offset, ts, r| {
+                        if self.key.as_deref().is_some_and(|k| r.key != Some(k)) {
+                            return;
+                        }
+                        let json = record_json(&self.topic, self.partition, offset, ts, r);
+                        self.pending.push_back((
+                            offset,
+                            Event::default()
+                                .id(offset.to_string())
+                                .data(json.to_string()),
+                        ));
+                    },
+                );
+                if let Err(e) = r {
+                    tracing::warn!(topic = %self.topic, partition = self.partition, offset = h.base_offset, error = %e, "SSE stream: unreadable batch skipped");
+                }
             }
         }
         end

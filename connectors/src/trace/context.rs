@@ -98,6 +98,17 @@ pub fn of_headers<'a>(
         .or_else(|| alias.and_then(parse_x_trace_id))
 }
 
+/// The `traceparent` value naming `c` as the parent (what a hop that sends a record on puts
+/// in its headers).
+pub fn traceparent(c: &SpanContext) -> String {
+    format!(
+        "00-{}-{}-{:02x}",
+        c.trace_id(),
+        c.span_id(),
+        c.trace_flags().to_u8()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +186,7 @@ mod tests {
             prop_assert_eq!(c.trace_id(), TraceId::from_bytes(t));
             prop_assert_eq!(c.span_id(), SpanId::from_bytes(s));
             prop_assert_eq!(c.trace_flags(), TraceFlags::new(f));
+            prop_assert_eq!(traceparent(&c), v);
         }
     }
 }

@@ -96,3 +96,66 @@ pub fn write_spans(tracer: &SdkTracer, write: &Write<'_>, traced: &[Traced]) {
         span.end_with_timestamp(write.ended);
     }
 }
+
+/// A traced record the sink did not write: what its dead-letter span says.
+pub struct DeadLetter<'a> {
+    pub system: &'static str,
+    pub collection: &'a str,
+    pub connector: &'a str,
+    pub group: &'a str,
+    /// The record as consumed.
+    pub record: &'a Traced,
+    pub dlq_topic: &'a str,
+    /// Why it was not written: the error's kind (`missing_vector`, `rejected`, …) and text.
+    pub kind: &'static str,
+    pub message: &'a str,
+}
+
+/// The span of a record's trip to the dead-letter topic, started now; the caller ends it
+/// when the DLQ record is acknowledged ([`end_dead_letter`]). Kind PRODUCER (the connector
+/// sends the record on), a child of the record's context, with error status: the record did
+/// not reach the database, and this is where its trace says why. Its context goes into the
+/// DLQ record's `traceparent`, so the broker's span for that produce, and whoever reads the
+/// DLQ, stay in the trace.
+pub fn dead_letter_span(tracer: &SdkTracer, d: &DeadLetter<'_>) -> opentelemetry_sdk::trace::Span {
+    let r = d.record;
+    let attributes = vec![
+        KeyValue::new("messaging.system", "kafka"),
+        KeyValue::new("messaging.operation.name", "send"),
+        KeyValue::new("messaging.destination.name", d.dlq_topic.to_string()),
+        // The record the sink consumed (the DLQ record's `__connect.errors.*` headers).
+        KeyValue::new("strom.source.topic", r.topic.clone()),
+        KeyValue::new("strom.source.partition", r.partition.to_string()),
+        KeyValue::new("strom.source.offset", r.offset),
+        KeyValue::new("messaging.consumer.group.name", d.group.to_string()),
+        KeyValue::new("db.system.name", d.system),
+        KeyValue::new("db.collection.name", d.collection.to_string()),
+        KeyValue::new("strom.connector", d.connector.to_string()),
+        // OpenTelemetry's `error.type`: a low-cardinality class; the text is the status's.
+        KeyValue::new("error.type", d.kind),
+        KeyValue::new("strom.dlq.reason", d.message.to_string()),
+    ];
+    let cx = Context::new().with_remote_span_context(r.context.clone());
+    let mut span = tracer
+        .span_builder(format!("dead-letter {}", d.dlq_topic))
+        .with_kind(SpanKind::Producer)
+        .with_attributes(attributes)
+        .start_with_context(tracer, &cx);
+    span.set_status(Status::error(d.message.to_string()));
+    span
+}
+
+/// Ends a dead-letter span with where the DLQ record landed, or why it was not sent.
+pub fn end_dead_letter(mut span: opentelemetry_sdk::trace::Span, sent: Result<(i32, i64), String>) {
+    match sent {
+        Ok((partition, offset)) => {
+            span.set_attribute(KeyValue::new(
+                "messaging.destination.partition.id",
+                partition.to_string(),
+            ));
+            span.set_attribute(KeyValue::new("messaging.kafka.offset", offset));
+        }
+        Err(e) => span.set_attribute(KeyValue::new("strom.dlq.send_error", e)),
+    }
+    span.end();
+}

@@ -260,7 +260,16 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
                     client_id: ctx.client_id(),
                 };
                 let started = crate::otel::started_at(ctx.started.elapsed());
-                otel.delivered(&at, chunks, meta.settings.max_decompressed_bytes, started);
+                // A read_committed client drops what the aborted list names: not delivered.
+                let aborted: Option<Vec<(i64, i64)>> = read_committed.then(|| {
+                    p.aborted_transactions
+                        .iter()
+                        .flatten()
+                        .map(|t| (t.producer_id.0, t.first_offset))
+                        .collect()
+                });
+                let max = meta.settings.max_decompressed_bytes;
+                otel.delivered(&at, chunks, aborted.as_deref(), max, started);
             }
         }
     }
