@@ -9,6 +9,7 @@ feature checks compare the lines Strom has, and each broker's own answer for the
 from __future__ import annotations
 
 import re
+import urllib.request
 
 import pytest
 
@@ -122,6 +123,8 @@ def test_broker_api_versions_lists_the_new_apis_at_kafkas_versions(broker):
     for api, want in {
         "ApiVersions(18)": "0 to 5 [usable: 5]",
         "ListOffsets(2)": "1 to 11 [usable: 11]",
+        "OffsetCommit(8)": "2 to 10 [usable: 10]",
+        "OffsetFetch(9)": "1 to 10 [usable: 10]",
         "WriteTxnMarkers(27)": "1 to 2 [usable: 2]",
         "DescribeLogDirs(35)": "1 to 5 [usable: 5]",
         "DeleteGroups(42)": "0 to 3 [usable: 3]",
@@ -139,3 +142,47 @@ def test_broker_api_versions_lists_the_new_apis_at_kafkas_versions(broker):
         for api in ("GetTelemetrySubscriptions(71)", "PushTelemetry(72)"):
             assert got.get(api) == "0 [usable: 0]", (api, got.get(api))
         assert got.get("ListConfigResources(74)") == "0 to 1 [usable: 1]", got.get("ListConfigResources(74)")
+
+
+def _requests_at(b, api: str, version: int) -> float:
+    """How many `api` requests at `version` Strom has answered, over its shards (/metrics)."""
+    url = f"http://127.0.0.1:{b.extra['metrics_port']}/metrics"
+    body = urllib.request.urlopen(url, timeout=10).read().decode()
+    pattern = rf'^strom_request_duration_seconds_count{{[^}}]*api="{api}",version="{version}"}} (\S+)$'
+    return sum(float(n) for n in re.findall(pattern, body, re.M))
+
+
+def test_kip848_console_consumer_commits_and_resumes_by_topic_id(broker):
+    """The 4.4 consumer with group.protocol=consumer names topics by id in OffsetCommit and
+    OffsetFetch (v10): its commits land where the admin tools (by name) see them, and a second
+    run resumes from them."""
+    topic, group = unique_topic("tools-v10"), unique_topic("tools-v10-group")
+    assert admin.create_topic("confluent", broker.bootstrap, topic, 2) == 0
+
+    def produce(lines):
+        kt.ok(kt.run("kafka-console-producer", broker.bootstrap, "--topic", topic,
+                     stdin="".join(f"{line}\n" for line in lines)))
+
+    def consume(n):
+        r = kt.ok(kt.run("kafka-console-consumer", broker.bootstrap, "--topic", topic, "--group", group,
+                         "--from-beginning", "--max-messages", str(n), "--timeout-ms", "30000",
+                         "--command-property", "group.protocol=consumer"))
+        return sorted(r.lines())
+
+    if broker.name == "strom":
+        before = {api: _requests_at(broker, api, 10) for api in ("OffsetCommit", "OffsetFetch")}
+    produce([f"a{i}" for i in range(6)])
+    assert consume(6) == [f"a{i}" for i in range(6)]
+    produce([f"b{i}" for i in range(3)])
+    # Committed offsets exist now, so --from-beginning does not apply: only the new records.
+    assert consume(3) == ["b0", "b1", "b2"]
+
+    r = kt.ok(kt.run("kafka-consumer-groups", broker.bootstrap, "--describe", "--group", group))
+    rows = kt.table(r)
+    assert sum(int(row["CURRENT-OFFSET"]) for row in rows) == 9, rows
+    assert all(row["LAG"] == "0" for row in rows), rows
+    r = kt.ok(kt.run("kafka-groups", broker.bootstrap, "--list"))
+    assert {"GROUP": group, "TYPE": "Consumer", "PROTOCOL": "consumer"} in kt.table(r)
+    if broker.name == "strom":
+        for api, n in before.items():
+            assert _requests_at(broker, api, 10) > n, f"{api} v10 was not used"

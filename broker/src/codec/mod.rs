@@ -17,6 +17,8 @@
 pub mod api_versions;
 pub mod delete_groups;
 pub mod describe_log_dirs;
+pub mod offset_commit;
+pub mod offset_fetch;
 #[cfg(test)]
 mod schema_tests;
 pub mod wire;
@@ -111,6 +113,28 @@ impl<T: Decodable + Cap> Decodable for Capped<T> {
 impl<T: HeaderVersion + Cap> HeaderVersion for Capped<T> {
     fn header_version(version: i16) -> i16 {
         T::header_version(version.min(T::CRATE_MAX))
+    }
+}
+
+/// The first version of OffsetCommit and OffsetFetch that names topics by id (KIP-848).
+pub const TOPIC_IDS_VERSION: i16 = 10;
+
+/// A kafka-protocol request whose v10 names topics by id, a layout the crate's struct has
+/// fields for but does not decode (`offset_commit`, `offset_fetch`): at v10 each topic's
+/// `topic_id` is set and its name is empty until the handler resolves it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ById<T>(pub T);
+
+impl<T> ById<T> {
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl<T> Deref for ById<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
     }
 }
 

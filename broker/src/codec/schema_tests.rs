@@ -276,3 +276,30 @@ fn given_write_txn_markers_request_when_round_tripped_with_kafka_schema_then_sam
             "TransactionVersion": 2}]}),
     );
 }
+
+#[test]
+fn given_offset_commit_request_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    round_trip::<super::ById<kafka_protocol::messages::OffsetCommitRequest>>(
+        "OffsetCommitRequest",
+        2..=10,
+        json!({"GroupId": "g", "GenerationIdOrMemberEpoch": 4, "MemberId": "m-1",
+               "GroupInstanceId": "i-1", "RetentionTimeMs": 60000, "Topics": [
+            {"Name": "t", "TopicId": "0b9c3f6a-2d4e-4f70-9a1b-5c6d7e8f9012", "Partitions": [
+                {"PartitionIndex": 3, "CommittedOffset": 42, "CommittedLeaderEpoch": 5,
+                 "CommittedMetadata": "md"},
+                {"PartitionIndex": 4, "CommittedOffset": 7, "CommittedLeaderEpoch": -1}]}]}),
+    );
+}
+
+#[test]
+fn given_offset_fetch_request_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    let topics = json!([{"Name": "t", "TopicId": "0b9c3f6a-2d4e-4f70-9a1b-5c6d7e8f9012",
+                         "PartitionIndexes": [0, 2]}]);
+    round_trip::<super::ById<kafka_protocol::messages::OffsetFetchRequest>>(
+        "OffsetFetchRequest",
+        1..=10,
+        json!({"GroupId": "g", "Topics": topics, "RequireStable": true, "Groups": [
+            {"GroupId": "g", "MemberId": "m-1", "MemberEpoch": 3, "Topics": topics},
+            {"GroupId": "all", "MemberEpoch": -1}]}),
+    );
+}

@@ -124,17 +124,28 @@ pub fn string_size(s: &str, flexible: bool) -> usize {
 /// An array's length; null (classic -1, compact 0) is read as empty, as the non-nullable
 /// arrays of the messages here are.
 pub fn array_len<B: Buf>(b: &mut B, flexible: bool) -> Result<usize> {
+    Ok(nullable_array_len(b, flexible)?.unwrap_or(0))
+}
+
+/// A nullable array's length: classic -1 or compact 0 is `None`.
+pub fn nullable_array_len<B: Buf>(b: &mut B, flexible: bool) -> Result<Option<usize>> {
     let n = if flexible {
-        uvarint(b)?.saturating_sub(1) as usize
+        match uvarint(b)?.checked_sub(1) {
+            None => return Ok(None),
+            Some(n) => n as usize,
+        }
     } else {
-        i32(b)?.max(0) as usize
+        match i32(b)? {
+            n if n < 0 => return Ok(None),
+            n => n as usize,
+        }
     };
     // Each element takes at least a byte: a length beyond what is left is a lie, and must not
     // become an allocation.
     if n > b.remaining() {
         bail!("array of {n} elements in {} bytes", b.remaining());
     }
-    Ok(n)
+    Ok(Some(n))
 }
 
 pub fn put_array_len<B: BufMut>(b: &mut B, n: usize, flexible: bool) {

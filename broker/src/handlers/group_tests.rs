@@ -2,6 +2,7 @@
 //! offsets, admin, and reload of `__consumer_offsets` by a new shard.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{
@@ -398,19 +399,42 @@ pub fn call_at_version(h: &Harness, key: ApiKey, v: i16) {
         }
         ApiKey::OffsetCommit => {
             let (id, gen) = join_stable(h, &group, 9);
-            let r: OffsetCommitResponse = h.call(key, v, commit_req(&group, &id, gen, "t", 3));
+            let mut req = commit_req(&group, &id, gen, "t", 3);
+            let topic_id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
+            if v >= crate::codec::TOPIC_IDS_VERSION {
+                req.topics[0].name = TopicName::default();
+                req.topics[0].topic_id = topic_id;
+            }
+            let r: OffsetCommitResponse = h.call(key, v, crate::codec::ById(req));
             assert_eq!(r.topics[0].partitions[0].error_code, 0, "{ctx}");
+            if v >= crate::codec::TOPIC_IDS_VERSION {
+                assert_eq!(r.topics[0].topic_id, topic_id, "{ctx}");
+            }
         }
         ApiKey::OffsetFetch => {
             let r: OffsetCommitResponse =
                 h.call(ApiKey::OffsetCommit, 9, commit_req(&group, "", -1, "t", 3));
             assert_eq!(r.topics[0].partitions[0].error_code, 0, "{ctx}");
             if v >= 8 {
-                let f = fetch_v8(h, &group, "t");
-                assert_eq!(
-                    f.groups[0].topics[0].partitions[0].committed_offset, 3,
-                    "{ctx}"
-                );
+                let topic_id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
+                let by_id = v >= crate::codec::TOPIC_IDS_VERSION;
+                let topic = OffsetFetchRequestTopics::default().with_partition_indexes(vec![0]);
+                let topic = if by_id {
+                    topic.with_topic_id(topic_id)
+                } else {
+                    topic.with_name(TopicName(s("t")))
+                };
+                let req = OffsetFetchRequest::default().with_groups(vec![
+                    OffsetFetchRequestGroup::default()
+                        .with_group_id(GroupId(s(&group)))
+                        .with_topics(Some(vec![topic])),
+                ]);
+                let f: OffsetFetchResponse = h.call(key, v, crate::codec::ById(req));
+                let t = &f.groups[0].topics[0];
+                assert_eq!(t.partitions[0].committed_offset, 3, "{ctx}");
+                if by_id {
+                    assert_eq!(t.topic_id, topic_id, "{ctx}");
+                }
             } else {
                 let req = OffsetFetchRequest::default()
                     .with_group_id(GroupId(s(&group)))
@@ -644,4 +668,91 @@ fn given_regex_only_join_when_heartbeating_then_matching_topics_assigned() {
         r.assignment.unwrap().topic_partitions[0].partitions,
         vec![0, 1]
     );
+}
+
+/// OffsetCommit and OffsetFetch v10 (KIP-848) name topics by id: a known id commits and reads
+/// as its name does at v9, an unknown one is UNKNOWN_TOPIC_ID, and fetching all offsets by id
+/// names each topic by its id and leaves out a topic that no longer exists.
+#[test]
+fn given_v10_when_committing_and_fetching_by_topic_id_then_ids_resolve_and_unknown_ids_fail() {
+    let h = harness();
+    create(&h, "t", 1);
+    create(&h, "gone", 1);
+    let id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
+    let unknown = uuid::Uuid::from_u128(0xfeed);
+    let mut req = commit_req("g10", "", -1, "t", 7);
+    let mut stranger = req.topics[0].clone();
+    req.topics[0].name = TopicName::default();
+    req.topics[0].topic_id = id;
+    stranger.name = TopicName::default();
+    stranger.topic_id = unknown;
+    req.topics.push(stranger);
+    let r: OffsetCommitResponse = h.call(ApiKey::OffsetCommit, 10, crate::codec::ById(req));
+    let codes: Vec<_> = r
+        .topics
+        .iter()
+        .map(|t| (t.topic_id, t.partitions[0].error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![(id, 0), (unknown, ResponseError::UnknownTopicId.code())]
+    );
+    // A commit to "gone" by name, then "gone" is deleted: by id it cannot be named any more.
+    let r: OffsetCommitResponse = h.call(
+        ApiKey::OffsetCommit,
+        9,
+        commit_req("g10", "", -1, "gone", 2),
+    );
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    let del = DeleteTopicsRequest::default()
+        .with_topic_names(vec![TopicName(s("gone"))])
+        .with_timeout_ms(5000);
+    let d: DeleteTopicsResponse = h.call(ApiKey::DeleteTopics, 5, del);
+    assert_eq!(d.responses[0].error_code, 0);
+
+    let group = |topics| {
+        OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s("g10")))
+            .with_topics(topics)])
+    };
+    let named = vec![
+        OffsetFetchRequestTopics::default()
+            .with_topic_id(id)
+            .with_partition_indexes(vec![0]),
+        OffsetFetchRequestTopics::default()
+            .with_topic_id(unknown)
+            .with_partition_indexes(vec![0, 1]),
+    ];
+    let f: OffsetFetchResponse = h.call(
+        ApiKey::OffsetFetch,
+        10,
+        crate::codec::ById(group(Some(named))),
+    );
+    let got: Vec<_> = f.groups[0]
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                (
+                    t.topic_id,
+                    p.partition_index,
+                    p.error_code,
+                    p.committed_offset,
+                )
+            })
+        })
+        .collect();
+    let code = ResponseError::UnknownTopicId.code();
+    assert_eq!(
+        got,
+        vec![
+            (id, 0, 0, 7),
+            (unknown, 0, code, -1),
+            (unknown, 1, code, -1)
+        ]
+    );
+
+    let all: OffsetFetchResponse = h.call(ApiKey::OffsetFetch, 10, crate::codec::ById(group(None)));
+    let ids: Vec<_> = all.groups[0].topics.iter().map(|t| t.topic_id).collect();
+    assert_eq!(ids, vec![id], "the deleted topic is left out by id");
 }

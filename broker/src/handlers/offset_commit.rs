@@ -1,25 +1,49 @@
 //! OffsetCommit (key 8): offsets are appended to `__consumer_offsets` with acks=all and only
 //! then answered, so an acknowledged commit survives a crash. Topics must exist (Kafka checks
-//! its metadata cache before the coordinator sees the request).
+//! its metadata cache before the coordinator sees the request). v10 (KIP-848) names topics by
+//! id (`codec::offset_commit`).
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
-use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 
 use super::commit_plan::CommitPlan;
 use kafka_protocol::error::ResponseError;
 
 use super::RequestContext;
+use crate::codec::{ById, TOPIC_IDS_VERSION};
 use crate::coordinator::group::{self};
 use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 2;
-pub const MAX_VERSION: i16 = 9;
+pub const MAX_VERSION: i16 = 10;
 
-pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse {
+pub async fn handle(ctx: &RequestContext, req: ById<OffsetCommitRequest>) -> OffsetCommitResponse {
     let version = ctx.version();
     let catalog = ctx.ctx().catalog.snapshot();
+    let mut req = req.into_inner();
+    // v10: each id becomes its topic's name; a topic whose id the broker does not know is
+    // answered UNKNOWN_TOPIC_ID whole (after the group check, before the topic checks), as
+    // Kafka's `handleOffsetCommitRequest`. Its empty name matches no topic, so the plan sends
+    // none of its partitions to the coordinator.
+    let unknown_ids: Vec<bool> = req
+        .topics
+        .iter_mut()
+        .map(|t| {
+            if version < TOPIC_IDS_VERSION {
+                return false;
+            }
+            match catalog.by_id(&t.topic_id) {
+                Some(meta) => {
+                    t.name = TopicName(StrBytes::from_string(meta.name.to_string()));
+                    false
+                }
+                None => true,
+            }
+        })
+        .collect();
     let requested = req.topics.iter().map(|t| {
         let partitions = t
             .partitions
@@ -37,7 +61,8 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCom
         (t.name.as_str(), partitions)
     });
     let access = ctx.access();
-    let mut plan = if access.allows(Operation::Read, ResourceType::Group, &req.group_id) {
+    let group_allowed = access.allows(Operation::Read, ResourceType::Group, &req.group_id);
+    let mut plan = if group_allowed {
         CommitPlan::new(&catalog, &access, requested)
     } else {
         CommitPlan::refused(requested, ResponseError::GroupAuthorizationFailed.code())
@@ -78,9 +103,14 @@ pub async fn handle(ctx: &RequestContext, req: OffsetCommitRequest) -> OffsetCom
         .topics
         .into_iter()
         .zip(answers)
-        .map(|(t, codes)| {
+        .zip(unknown_ids)
+        .map(|((t, mut codes), unknown_id)| {
+            if unknown_id && group_allowed {
+                codes.fill(ResponseError::UnknownTopicId.code());
+            }
             OffsetCommitResponseTopic::default()
                 .with_name(t.name)
+                .with_topic_id(t.topic_id)
                 .with_partitions(
                     t.partitions
                         .iter()

@@ -1,5 +1,6 @@
 //! OffsetFetch (key 9): committed offsets of one group (v1–7) or several (v8+); null topics
 //! means every partition the group has committed. Partitions without a commit get offset -1.
+//! v10 (KIP-848) names topics by id (`codec::offset_fetch`).
 
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -7,16 +8,18 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 
 use kafka_protocol::error::ResponseError;
 
 use super::RequestContext;
+use crate::codec::{ById, TOPIC_IDS_VERSION};
 use crate::coordinator::group::records::CommittedOffset;
 use crate::coordinator::group::{self, GroupError};
 use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 1;
-pub const MAX_VERSION: i16 = 9;
+pub const MAX_VERSION: i16 = 10;
 
 /// The one place OffsetFetch failures become Kafka error codes.
 use crate::coordinator::group::coordinator::FetchedOffsets as Fetched;
@@ -99,14 +102,46 @@ fn parts(o: &Option<CommittedOffset>) -> (i64, i32, StrBytes) {
     }
 }
 
-pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse {
+fn partition_answer(
+    p: i32,
+    code: i16,
+    o: &Option<CommittedOffset>,
+) -> OffsetFetchResponsePartitions {
+    let (offset, epoch, md) = parts(o);
+    OffsetFetchResponsePartitions::default()
+        .with_error_code(code)
+        .with_partition_index(p)
+        .with_committed_offset(offset)
+        .with_committed_leader_epoch(epoch)
+        .with_metadata(Some(md))
+}
+
+pub async fn handle(ctx: &RequestContext, req: ById<OffsetFetchRequest>) -> OffsetFetchResponse {
     let version = ctx.version();
+    let req = req.into_inner();
     if version >= 8 {
+        let by_id = version >= TOPIC_IDS_VERSION;
+        let catalog = ctx.ctx().catalog.snapshot();
         let mut groups = Vec::new();
         for g in req.groups {
+            // v10: each id becomes its topic's name. A topic whose id the broker does not know
+            // is answered UNKNOWN_TOPIC_ID per partition (Kafka 4.1+; clients retry it while
+            // their metadata catches up, KAFKA-20165).
+            let mut unknown_ids: Vec<(Uuid, Vec<i32>)> = Vec::new();
             let topics = g.topics.map(|ts| {
                 ts.into_iter()
-                    .map(|t| (t.name.to_string(), t.partition_indexes))
+                    .filter_map(|t| {
+                        if !by_id {
+                            return Some((t.name.to_string(), t.partition_indexes));
+                        }
+                        match catalog.by_id(&t.topic_id) {
+                            Some(meta) => Some((meta.name.to_string(), t.partition_indexes)),
+                            None => {
+                                unknown_ids.push((t.topic_id, t.partition_indexes));
+                                None
+                            }
+                        }
+                    })
                     .collect()
             });
             let group_id = g.group_id.to_string();
@@ -119,26 +154,34 @@ pub async fn handle(ctx: &RequestContext, req: OffsetFetchRequest) -> OffsetFetc
             let mut out = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
             match r {
                 Ok(fetched) => {
+                    // By id, a topic the catalog no longer has (offsets of a deleted topic, when
+                    // all are asked for) cannot be named, and is left out as Kafka does.
                     out.topics = fetched
                         .into_iter()
-                        .map(|(t, ps)| {
-                            OffsetFetchResponseTopics::default()
-                                .with_name(TopicName(StrBytes::from_string(t)))
-                                .with_partitions(
-                                    ps.iter()
-                                        .map(|(p, code, o)| {
-                                            let (offset, epoch, md) = parts(o);
-                                            OffsetFetchResponsePartitions::default()
-                                                .with_error_code(*code)
-                                                .with_partition_index(*p)
-                                                .with_committed_offset(offset)
-                                                .with_committed_leader_epoch(epoch)
-                                                .with_metadata(Some(md))
-                                        })
-                                        .collect(),
-                                )
+                        .filter_map(|(t, ps)| {
+                            let id = catalog.get(&t).map_or(Uuid::nil(), |m| m.id);
+                            (!by_id || !id.is_nil()).then(|| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(TopicName(StrBytes::from_string(t)))
+                                    .with_topic_id(id)
+                                    .with_partitions(
+                                        ps.iter()
+                                            .map(|(p, code, o)| partition_answer(*p, *code, o))
+                                            .collect(),
+                                    )
+                            })
                         })
                         .collect();
+                    let code = ResponseError::UnknownTopicId.code();
+                    out.topics.extend(unknown_ids.into_iter().map(|(id, ps)| {
+                        OffsetFetchResponseTopics::default()
+                            .with_topic_id(id)
+                            .with_partitions(
+                                ps.into_iter()
+                                    .map(|p| partition_answer(p, code, &None))
+                                    .collect(),
+                            )
+                    }));
                 }
                 Err(code) => out.error_code = code,
             }
