@@ -334,6 +334,32 @@ def _committed_confluent(bootstrap: str, group: str, topic: str) -> tuple[int, s
         c.close()
 
 
+def test_groups_deleted_topic_takes_its_committed_offsets_with_it(broker):
+    """Kafka deletes a deleted topic's committed offsets from every group
+    (`onPartitionsDeleted`): the topic created again under the same name starts with none,
+    instead of at an offset of its former life."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = clients.unique_topic("groups-deleted")
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    assert admin.create_topic("confluent", broker.bootstrap, topic, 1) == 0
+    produce(broker.bootstrap, topic, 10, 1)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        (tp,) = c.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+        assert tp.error is None, tp.error
+    finally:
+        c.close()
+    assert _committed_confluent(broker.bootstrap, group, topic)[0] == 7
+    assert admin.delete_topic("confluent", broker.bootstrap, topic) == 0
+    # Kafka removes a deleted topic in the background: creating it again fails for a moment.
+    admin.wait_for(lambda: admin.create_topic("confluent", broker.bootstrap, topic, 1) == 0,
+                   "the topic created again", timeout_s=WAIT_S, interval_s=1.0)
+    # OFFSET_INVALID (-1001): no committed offset (Kafka tombstones them asynchronously).
+    admin.wait_for(lambda: _committed_confluent(broker.bootstrap, group, topic)[0] == -1001,
+                   "no committed offset for the new topic", timeout_s=WAIT_S, interval_s=1.0)
+
+
 def test_groups_committed_offsets_survive_broker_restart_and_kill9():
     from confluent_kafka import Consumer, TopicPartition
 

@@ -1,6 +1,9 @@
 //! DeleteTopics (key 20): by name (v0-5) or by name or topic id (v6+). The catalog entry goes
 //! first (so the topic stops being served), then each partition's files on its home shard.
 //!
+//! The committed offsets of a deleted topic are deleted from every group too (Kafka's
+//! `GroupCoordinatorService.onPartitionsDeleted`), before the answer.
+//!
 //! Authorization (Kafka's `ControllerApis.deleteTopics`): DELETE on the topic (else
 //! TOPIC_AUTHORIZATION_FAILED); a topic id whose topic the client may not DESCRIBE is
 //! UNKNOWN_TOPIC_ID, as if it did not exist.
@@ -11,6 +14,7 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicN
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
+use crate::coordinator::group;
 use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 1;
@@ -34,6 +38,7 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTop
     // The controller mutation quota (`quota`): a deleted topic's partitions, strict since v5.
     let strict = ctx.version() >= 5;
     let mut throttle_ms = 0i64;
+    let mut deleted = Vec::new();
     for (name, id) in wanted {
         let catalog = broker.catalog.snapshot();
         let meta = match &name {
@@ -80,6 +85,7 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTop
             }
             Some(meta) => match crate::metadata::topics::delete_topic(broker, &meta).await {
                 Ok(()) => {
+                    deleted.push(meta.name.to_string());
                     r = r
                         .with_name(Some(TopicName(StrBytes::from_string(
                             meta.name.to_string(),
@@ -101,9 +107,34 @@ pub async fn handle(ctx: &RequestContext, req: DeleteTopicsRequest) -> DeleteTop
         }
         results.push(r);
     }
+    delete_offsets_of(broker, deleted).await;
     DeleteTopicsResponse::default()
         .with_responses(results)
         .with_throttle_time_ms(ctx.throttle(throttle_ms))
+}
+
+/// Tombstones the groups' offsets of `topics` on every coordinator shard of this node. Not
+/// when `__consumer_offsets` does not exist: there are no offsets, and it is not created for it.
+async fn delete_offsets_of(broker: &crate::shard::BrokerContext, topics: Vec<String>) {
+    if topics.is_empty()
+        || broker
+            .catalog
+            .snapshot()
+            .get(group::OFFSETS_TOPIC)
+            .is_none()
+    {
+        return;
+    }
+    let r = group::on_every_shard(broker, move |gs| {
+        let topics = topics.clone();
+        async move { gs.delete_topic_offsets(&topics).await }
+    })
+    .await;
+    if let Err(e) = r {
+        // They expire with offsets.retention.minutes; only a topic created again under the same
+        // name before then would see them.
+        tracing::warn!(error = %e, "cannot delete the committed offsets of deleted topics");
+    }
 }
 
 #[cfg(test)]

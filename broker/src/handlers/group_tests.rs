@@ -672,9 +672,11 @@ fn given_regex_only_join_when_heartbeating_then_matching_topics_assigned() {
 
 /// OffsetCommit and OffsetFetch v10 (KIP-848) name topics by id: a known id commits and reads
 /// as its name does at v9, an unknown one is UNKNOWN_TOPIC_ID, and fetching all offsets by id
-/// names each topic by its id and leaves out a topic that no longer exists.
+/// names each topic by its id. A deleted topic's offsets are deleted with it (Kafka's
+/// `onPartitionsDeleted`).
 #[test]
-fn given_v10_when_committing_and_fetching_by_topic_id_then_ids_resolve_and_unknown_ids_fail() {
+fn given_v10_when_committing_and_fetching_by_topic_id_then_ids_resolve_and_deleted_topics_lose_offsets(
+) {
     let h = harness();
     create(&h, "t", 1);
     create(&h, "gone", 1);
@@ -697,7 +699,7 @@ fn given_v10_when_committing_and_fetching_by_topic_id_then_ids_resolve_and_unkno
         codes,
         vec![(id, 0), (unknown, ResponseError::UnknownTopicId.code())]
     );
-    // A commit to "gone" by name, then "gone" is deleted: by id it cannot be named any more.
+    // A commit to "gone" by name, then "gone" is deleted.
     let r: OffsetCommitResponse = h.call(
         ApiKey::OffsetCommit,
         9,
@@ -752,7 +754,19 @@ fn given_v10_when_committing_and_fetching_by_topic_id_then_ids_resolve_and_unkno
         ]
     );
 
+    // All offsets, by id: each topic named by its id; the deleted topic's offsets went with it.
     let all: OffsetFetchResponse = h.call(ApiKey::OffsetFetch, 10, crate::codec::ById(group(None)));
     let ids: Vec<_> = all.groups[0].topics.iter().map(|t| t.topic_id).collect();
-    assert_eq!(ids, vec![id], "the deleted topic is left out by id");
+    assert_eq!(ids, vec![id]);
+    let all9: OffsetFetchResponse = h.call(ApiKey::OffsetFetch, 9, crate::codec::ById(group(None)));
+    let names: Vec<_> = all9.groups[0]
+        .topics
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(names, vec!["t"], "by name too");
+    // Created again under the same name, the topic starts with no committed offset.
+    create(&h, "gone", 1);
+    let f = fetch_v8(&h, "g10", "gone");
+    assert_eq!(f.groups[0].topics[0].partitions[0].committed_offset, -1);
 }

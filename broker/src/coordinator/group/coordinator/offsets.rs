@@ -297,9 +297,43 @@ impl GroupShard {
                 emptied.push(g.id.clone());
             }
         }
+        self.write_tombstones(by_partition, &emptied, "expiring offsets")
+            .await;
+    }
+
+    /// Kafka's `onPartitionsDeleted`: the committed offsets of deleted topics go from every
+    /// group this shard coordinates, so a topic created again under the same name does not
+    /// start from them.
+    pub async fn delete_topic_offsets(&self, topics: &[String]) {
+        let mut by_partition: BTreeMap<i32, Vec<GroupRecord>> = BTreeMap::new();
+        for g in self.groups.borrow().values() {
+            for (topic, partition) in g.offsets.keys().filter(|(t, _)| topics.contains(t)) {
+                by_partition
+                    .entry(self.partition_of(&g.id))
+                    .or_default()
+                    .push(GroupRecord::Offset {
+                        group: g.id.clone(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                        value: None,
+                    });
+            }
+        }
+        self.write_tombstones(by_partition, &[], "deleting a deleted topic's offsets")
+            .await;
+    }
+
+    /// Appends offset tombstones (and the metadata tombstones of `emptied` groups) partition
+    /// by partition, then forgets what each durable append removed.
+    async fn write_tombstones(
+        &self,
+        by_partition: BTreeMap<i32, Vec<GroupRecord>>,
+        emptied: &[String],
+        what: &str,
+    ) {
         for (p, recs) in by_partition {
             if let Err(e) = self.append(p, &recs).await {
-                tracing::warn!(partition = p, error = %e, "expiring offsets failed");
+                tracing::warn!(partition = p, error = %e, "{what} failed");
                 continue;
             }
             let mut groups = self.groups.borrow_mut();
