@@ -4,8 +4,8 @@ against Strom and Kafka alike: a console share consumer makes the group and cons
 is not empty); once it stopped: --list, --describe --state/--offsets, --reset-offsets
 --to-earliest --execute, --delete-offsets and --delete, each output parsed and compared.
 
-The LAG column is Kafka's only: it comes with DescribeShareGroupOffsets v1, which the
-kafka-protocol crate does not have (Strom serves v0, the tool prints "-"; FINDINGS.md #21).
+The LAG column comes with DescribeShareGroupOffsets v1 (KIP-1226): after the reset to the
+earliest offset, each partition's 5 records are all left to deliver on both brokers.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_kafka_share_groups_tool_lists_describes_resets_and_deletes(broker):
     assert sorted((o["PARTITION"], o["NEW-OFFSET"]) for o in rows(r)) == [("0", "0"), ("1", "0")]
     offsets = rows(share_groups(broker, "--describe", "--group", group))
     assert sorted((o["PARTITION"], o["START-OFFSET"]) for o in offsets) == [("0", "0"), ("1", "0")]
-    assert {o["LAG"] for o in offsets} == ({"-"} if broker.name == "strom" else {"5"})
+    assert {o["LAG"] for o in offsets} == {"5"}
 
     r = share_groups(broker, "--delete-offsets", "--group", group, "--topic", topic)
     assert rows(r) == [{"TOPIC": topic, "STATUS": "Successful"}]

@@ -17,6 +17,7 @@
 pub mod api_versions;
 pub mod delete_groups;
 pub mod describe_log_dirs;
+pub mod describe_share_group_offsets;
 pub mod offset_commit;
 pub mod offset_fetch;
 #[cfg(test)]
@@ -50,8 +51,9 @@ macro_rules! caps {
 }
 
 use kafka_protocol::messages::{
-    ApiVersionsResponse, DeleteGroupsRequest, DescribeLogDirsRequest, ListOffsetsRequest,
-    ListOffsetsResponse, WriteTxnMarkersResponse,
+    ApiVersionsResponse, DeleteGroupsRequest, DescribeLogDirsRequest,
+    DescribeShareGroupOffsetsRequest, ListOffsetsRequest, ListOffsetsResponse,
+    WriteTxnMarkersResponse,
 };
 
 caps! {
@@ -66,6 +68,8 @@ caps! {
     DescribeLogDirsRequest => 4;
     // v2 (KIP-1228): only the request gained a field (each marker's transaction version).
     WriteTxnMarkersResponse => 1;
+    // v1 (KIP-1226): only the response gained a field (each share partition's lag).
+    DescribeShareGroupOffsetsRequest => 0;
 }
 
 /// A message served at versions above kafka-protocol's maximum, where the layout is the

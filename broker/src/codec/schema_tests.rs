@@ -303,3 +303,20 @@ fn given_offset_fetch_request_when_round_tripped_with_kafka_schema_then_same_byt
             {"GroupId": "all", "MemberEpoch": -1}]}),
     );
 }
+
+#[test]
+fn given_describe_share_group_offsets_response_when_round_tripped_with_kafka_schema_then_same_bytes(
+) {
+    round_trip::<super::describe_share_group_offsets::DescribeShareGroupOffsetsResponse>(
+        "DescribeShareGroupOffsetsResponse",
+        0..=1,
+        json!({"ThrottleTimeMs": 2, "Groups": [
+            {"GroupId": "g", "ErrorCode": 0, "Topics": [
+                {"TopicName": "t", "TopicId": "0b9c3f6a-2d4e-4f70-9a1b-5c6d7e8f9012", "Partitions": [
+                    {"PartitionIndex": 1, "StartOffset": 40, "LeaderEpoch": 0, "Lag": 12,
+                     "ErrorCode": 0},
+                    {"PartitionIndex": 2, "StartOffset": -1, "LeaderEpoch": 0, "Lag": -1,
+                     "ErrorCode": 3, "ErrorMessage": "unknown"}]}]},
+            {"GroupId": "h", "ErrorCode": 16, "ErrorMessage": "not coordinator"}]}),
+    );
+}

@@ -414,7 +414,8 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                             .with_group_id(GroupId("none".into()))
                             .with_topics(Some(vec![])),
                     ]);
-                    let r: DescribeShareGroupOffsetsResponse = h.call(key, v, req);
+                    let r: crate::codec::describe_share_group_offsets::DescribeShareGroupOffsetsResponse =
+                        h.call(key, v, crate::codec::Capped(req));
                     assert_eq!(r.groups[0].error_code, 0, "{ctx}");
                 }
                 ApiKey::AlterShareGroupOffsets => {

@@ -1,20 +1,18 @@
-//! DescribeShareGroupOffsets (key 90, KIP-932): each share partition's start offset (SPSO),
-//! -1 for a partition the group has no state for; with no topics named, every partition
-//! it has state for (of the topics its members subscribe to or it ever had; Kafka's
-//! initialized share partitions).
+//! DescribeShareGroupOffsets (key 90, KIP-932): each share partition's start offset (SPSO)
+//! and, from v1 (KIP-1226), its lag; -1 for a partition the group has no state for. With no
+//! topics named, every partition it has state for (of the topics its members subscribe to or
+//! it ever had; Kafka's initialized share partitions).
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::describe_share_group_offsets_response::{
-    DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition,
-    DescribeShareGroupOffsetsResponseTopic,
-};
-use kafka_protocol::messages::{
-    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, TopicName,
-};
+use kafka_protocol::messages::DescribeShareGroupOffsetsRequest;
 use kafka_protocol::protocol::StrBytes;
 
 use super::share_common::{enabled, share_code};
 use super::RequestContext;
+use crate::codec::describe_share_group_offsets::{
+    DescribeShareGroupOffsetsResponse, ShareGroupOffsets, SharePartitionOffsets, ShareTopicOffsets,
+};
+use crate::codec::Capped;
 use crate::coordinator::group;
 use crate::coordinator::share::group::ShareGroups;
 use crate::coordinator::share::records::StateKey;
@@ -22,26 +20,32 @@ use crate::coordinator::share::store;
 use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
-pub const MAX_VERSION: i16 = 0;
+pub const MAX_VERSION: i16 = 1;
 
 pub async fn handle(
     ctx: &RequestContext,
-    req: DescribeShareGroupOffsetsRequest,
+    req: Capped<DescribeShareGroupOffsetsRequest>,
 ) -> DescribeShareGroupOffsetsResponse {
     let catalog = ctx.ctx().catalog.snapshot();
     let mut groups = Vec::new();
-    for g in req.groups {
-        let base =
-            DescribeShareGroupOffsetsResponseGroup::default().with_group_id(g.group_id.clone());
+    for g in req.into_inner().groups {
+        let base = ShareGroupOffsets {
+            group_id: g.group_id.0.clone(),
+            ..Default::default()
+        };
+        let refused = |code: ResponseError| ShareGroupOffsets {
+            error_code: code.code(),
+            ..base.clone()
+        };
         if !enabled(ctx) {
-            groups.push(base.with_error_code(ResponseError::UnsupportedVersion.code()));
+            groups.push(refused(ResponseError::UnsupportedVersion));
             continue;
         }
         if !ctx
             .access()
             .allows(Operation::Describe, ResourceType::Group, &g.group_id)
         {
-            groups.push(base.with_error_code(ResponseError::GroupAuthorizationFailed.code()));
+            groups.push(refused(ResponseError::GroupAuthorizationFailed));
             continue;
         }
         let all = g.topics.is_none();
@@ -81,14 +85,16 @@ pub async fn handle(
             let meta = catalog.get(&name).cloned();
             let mut out = Vec::new();
             for p in parts {
-                let pd = DescribeShareGroupOffsetsResponsePartition::default()
-                    .with_partition_index(p)
-                    .with_leader_epoch(crate::shard::LEADER_EPOCH);
+                let pd = SharePartitionOffsets {
+                    partition_index: p,
+                    leader_epoch: crate::shard::LEADER_EPOCH,
+                    ..Default::default()
+                };
                 let Some(meta) = meta.as_ref().filter(|m| (0..m.partitions).contains(&p)) else {
-                    out.push(
-                        pd.with_start_offset(-1)
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code()),
-                    );
+                    out.push(SharePartitionOffsets {
+                        error_code: ResponseError::UnknownTopicOrPartition.code(),
+                        ..pd
+                    });
                     continue;
                 };
                 let key = StateKey {
@@ -97,27 +103,35 @@ pub async fn handle(
                     partition: p,
                 };
                 out.push(
-                    match store::start_offset(ctx.ctx(), key, name.clone()).await {
-                        Ok(-1) if all => continue,
-                        Ok(o) => pd.with_start_offset(o),
-                        Err(e) => pd
-                            .with_start_offset(-1)
-                            .with_error_code(share_code(&e))
-                            .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                    match store::start_and_lag(ctx.ctx(), key, name.clone()).await {
+                        Ok((-1, _)) if all => continue,
+                        Ok((start_offset, lag)) => SharePartitionOffsets {
+                            start_offset,
+                            lag,
+                            ..pd
+                        },
+                        Err(e) => SharePartitionOffsets {
+                            error_code: share_code(&e),
+                            error_message: Some(StrBytes::from_string(e.to_string())),
+                            ..pd
+                        },
                     },
                 );
             }
             if all && out.is_empty() {
                 continue;
             }
-            topics.push(
-                DescribeShareGroupOffsetsResponseTopic::default()
-                    .with_topic_name(TopicName(StrBytes::from_string(name)))
-                    .with_topic_id(meta.map(|m| m.id).unwrap_or_default())
-                    .with_partitions(out),
-            );
+            topics.push(ShareTopicOffsets {
+                topic_name: StrBytes::from_string(name),
+                topic_id: meta.map(|m| m.id).unwrap_or_default(),
+                partitions: out,
+                ..Default::default()
+            });
         }
-        groups.push(base.with_topics(topics));
+        groups.push(ShareGroupOffsets { topics, ..base });
     }
-    DescribeShareGroupOffsetsResponse::default().with_groups(groups)
+    DescribeShareGroupOffsetsResponse {
+        groups,
+        ..Default::default()
+    }
 }

@@ -109,7 +109,7 @@ fn given_a_share_group_when_altering_and_deleting_offsets_then_kafka_admin_seman
     assert_eq!(r.responses[0].partitions[0].error_code, 0);
     assert_eq!(start_offset(&h), 2);
     // No topics named: the partitions the group has state for.
-    let r: DescribeShareGroupOffsetsResponse = h.call(
+    let r: crate::codec::describe_share_group_offsets::DescribeShareGroupOffsetsResponse = h.call(
         ApiKey::DescribeShareGroupOffsets,
         0,
         DescribeShareGroupOffsetsRequest::default().with_groups(vec![

@@ -106,18 +106,25 @@ fn acknowledge(
 
 /// The share-partition start offset of `sg` on t-0 (DescribeShareGroupOffsets).
 pub(super) fn start_offset(h: &Harness) -> i64 {
-    let r: DescribeShareGroupOffsetsResponse = h.call(
+    start_and_lag(h).0
+}
+
+/// The start offset and lag (v1, KIP-1226) of `sg` on t-0.
+pub(super) fn start_and_lag(h: &Harness) -> (i64, i64) {
+    let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+        DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(GroupId(s("sg")))
+            .with_topics(Some(vec![DescribeShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(TopicName(s("t")))
+                .with_partitions(vec![0])])),
+    ]);
+    let r: crate::codec::describe_share_group_offsets::DescribeShareGroupOffsetsResponse = h.call(
         ApiKey::DescribeShareGroupOffsets,
-        0,
-        DescribeShareGroupOffsetsRequest::default().with_groups(vec![
-            DescribeShareGroupOffsetsRequestGroup::default()
-                .with_group_id(GroupId(s("sg")))
-                .with_topics(Some(vec![DescribeShareGroupOffsetsRequestTopic::default()
-                    .with_topic_name(TopicName(s("t")))
-                    .with_partitions(vec![0])])),
-        ]),
+        1,
+        crate::codec::Capped(req),
     );
-    r.groups[0].topics[0].partitions[0].start_offset
+    let p = &r.groups[0].topics[0].partitions[0];
+    (p.start_offset, p.lag)
 }
 
 pub(super) fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
@@ -148,6 +155,8 @@ fn given_a_share_member_when_fetching_and_acknowledging_then_kafka_share_semanti
     let _: ProduceResponse = h.call(ApiKey::Produce, 9, produce_req("t", 0, -1, batch));
     let r = fetch(&h, 1, vec![]);
     assert_eq!(acquired(&r), vec![(3, 12, 1)]);
+    // Lag (KIP-1226): the high watermark less the start offset; nothing is done yet.
+    assert_eq!(start_and_lag(&h), (3, 10));
     assert!(!r.responses[0].partitions[0]
         .records
         .as_ref()
@@ -169,7 +178,13 @@ fn given_a_share_member_when_fetching_and_acknowledging_then_kafka_share_semanti
     assert_eq!(fetch(&h, 9, vec![]).error_code, 123);
     assert!(acquired(&fetch(&h, 5, vec![])).is_empty());
 
-    assert_eq!(start_offset(&h), 13);
+    assert_eq!(start_and_lag(&h), (13, 0));
+    // The lag leaves out records done in flight: 13..=16 acquired, 15..=16 accepted.
+    let batch = crate::test_support::TestBatch::new(4).encode();
+    let _: ProduceResponse = h.call(ApiKey::Produce, 9, produce_req("t", 0, -1, batch));
+    assert_eq!(acquired(&fetch(&h, 6, vec![])), vec![(13, 16, 1)]);
+    assert_eq!(acknowledge(&h, 7, 15, 16, 1).error_code, 0);
+    assert_eq!(start_and_lag(&h), (13, 2));
 
     let d: ShareGroupDescribeResponse = h.call(
         ApiKey::ShareGroupDescribe,

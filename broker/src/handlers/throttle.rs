@@ -85,7 +85,7 @@ throttled!(
     ShareGroupDescribeResponse,
     ShareFetchResponse,
     ShareAcknowledgeResponse,
-    DescribeShareGroupOffsetsResponse,
+    crate::codec::describe_share_group_offsets::DescribeShareGroupOffsetsResponse,
     AlterShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsResponse,
     GetTelemetrySubscriptionsResponse,

@@ -331,6 +331,12 @@ impl SharePartitionState {
         changed
     }
 
+    /// How many in-flight records are done (acknowledged or archived): Kafka's
+    /// `deliveryCompleteCount`, which the lag leaves out (KIP-1226).
+    pub fn delivery_complete(&self) -> i64 {
+        self.records.values().filter(|r| r.state.done()).count() as i64
+    }
+
     /// How many in-flight records are in `state` (ShareGroupDescribe, tests).
     pub fn count(&self, state: RecordState) -> usize {
         self.records.values().filter(|r| r.state == state).count()

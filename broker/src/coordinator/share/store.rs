@@ -223,18 +223,36 @@ fn acquire(
     }
 }
 
-/// The share partition's start offset (DescribeShareGroupOffsets): -1 when it has no state.
-pub async fn start_offset(
+/// The share partition's start offset and lag (DescribeShareGroupOffsets; lag is v1's,
+/// KIP-1226): (-1, -1) when it has no state. The lag is what is left to deliver: the data
+/// partition's high watermark, less the start offset, less the records in flight already done
+/// (acknowledged or archived, Kafka's `deliveryCompleteCount`). The state lives on the data
+/// partition's shard, so both are read there.
+pub async fn start_and_lag(
     ctx: &BrokerContext,
     key: StateKey,
     topic: String,
-) -> Result<i64, ShareError> {
+) -> Result<(i64, i64), ShareError> {
     let shard = home_shard(&topic, key.partition, ctx.shard_count());
     frontend::invoke_on(ctx, shard, move |state| async move {
-        if let Some(e) = ShareStore::of(&state).parts.borrow().get(&key) {
-            return Ok(e.state.start);
-        }
-        Ok(load(&state.ctx, &key).await?.map_or(-1, |s| s.start_offset))
+        let held = ShareStore::of(&state)
+            .parts
+            .borrow()
+            .get(&key)
+            .map(|e| (e.state.start, e.state.delivery_complete()));
+        let (start, done) = match held {
+            Some(held) => held,
+            None => match load(&state.ctx, &key).await? {
+                None => return Ok((-1, -1)),
+                Some(s) => {
+                    let restored = SharePartitionState::restore(s.start_offset, &s.batches);
+                    (restored.start, restored.delivery_complete())
+                }
+            },
+        };
+        let lag = log::partition_on_shard(&state, &topic, key.partition)
+            .map_or(-1, |p| p.high_watermark() - start - done);
+        Ok((start, lag))
     })
     .await
     .map_err(|e| ShareError::CoordinatorNotAvailable(e.to_string()))?
