@@ -35,7 +35,7 @@
 #   STROM_COMPAT_KAFKA_TOOLS_ALL=1  also run Kafka's everyday tools against both brokers
 #                           (compat-tests/python/test_kafka_tools_data.py, ~110 s)
 #   CARGO_JOBS              parallel cargo jobs (default 2)
-#   STROM_COMPAT_CLIENTS    languages for the clients phase (default "java,go,node,rust";
+#   STROM_COMPAT_CLIENTS    languages for the clients phase (default "java,go,franz-go,node,rust";
 #                           "none" skips the phase)
 #   STROM_COMPAT_CLIENT_RECORDS  records per client produce/consume test (default 2000)
 set -euo pipefail
