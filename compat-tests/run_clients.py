@@ -1,5 +1,6 @@
 """Run the other languages' client suites (Java, Go, Node, Rust) against `strom serve` and
-against Apache Kafka 4.x, one broker at a time. Started by compat-tests/run-clients.sh.
+against Apache Kafka 4.x, both brokers at once (`_run_beside`: the Kafka side in a child
+process, its output printed after). Started by compat-tests/run-clients.sh.
 
 For each broker it starts a fresh process on free 127.0.0.1 ports (compat-tests/python/
 brokers.py, the same helper the pytest suite uses), waits until it answers Metadata,
@@ -15,9 +16,10 @@ The exit code is 0 only if every (broker, language) pair passed and the broker s
 Environment:
   STROM_COMPAT_BROKERS         brokers (default "strom,kafka")
   STROM_COMPAT_CLIENTS         languages (default "java,go,franz-go,node,rust"; franz-go is
-                               franz-go's own kgo test suite, KGO above)
+                               franz-go's own kgo test suite, KGO below)
   STROM_COMPAT_CLIENT_RECORDS  records per produce/consume test (default 2000)
   STROM_COMPAT_CLIENT_TIMEOUT  seconds per (broker, language) run (default 900)
+  STROM_COMPAT_CLIENTS_SERIAL=1  one broker after the other
   STROM_COMPAT_CLIENTS_BUILD_ONLY=1  build the suites and stop (scripts/test-all.sh runs
                                that in the background while the connectors and compat
                                phases wait on servers; the clients phase then finds the
@@ -256,6 +258,8 @@ def main() -> int:
         if shutil.which(tool) is None:
             results.append(("-", lang, "FAIL", 0, f"{tool} not installed"))
             continue
+        if os.environ.get("STROM_COMPAT_CLIENTS_SKIP_BUILD") == "1":
+            continue  # built by the parent run (`_run_beside`)
         log(f"build {lang}: {' '.join(build)}")
         t0 = time.monotonic()
         rc, _ = run(build, HERE / d, env, TIMEOUT_S)
@@ -267,12 +271,59 @@ def main() -> int:
         log("client builds: " + ", ".join(f"{lang} {t}s" for lang, t in build_times.items()))
         return 0 if len(built) == len(langs) else 1
 
+    beside = len(broker_names) > 1 and os.environ.get("STROM_COMPAT_CLIENTS_SERIAL") != "1" and not results
     pki_dir = Path(tempfile.mkdtemp(prefix="strom-compat-clients-pki-"))
     try:
         certs = pki.make(pki_dir)
+        if beside:
+            return _run_beside(broker_names, built, env, results, build_times, certs)
         return _run_brokers(broker_names, built, env, results, build_times, certs)
     finally:
         shutil.rmtree(pki_dir, ignore_errors=True)
+
+
+def _run_beside(broker_names, built, env, results, build_times, certs) -> int:
+    """The first broker's runs here, each other broker's in a child run_clients.py at the same
+    time (its own broker, certificates and ports; its output printed after this one's, whole).
+    The suites mostly wait on a broker, a timer or a JVM, not on the two cores: run one broker
+    after the other, this phase took the sum of both."""
+    children = []
+    try:
+        for name in broker_names[1:]:
+            out = tempfile.TemporaryFile()
+            env = dict(os.environ, STROM_COMPAT_BROKERS=name, STROM_COMPAT_CLIENTS_SKIP_BUILD="1")
+            proc = subprocess.Popen([sys.executable, "-u", __file__, *built], env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+            children.append((name, proc, out))
+        rc = _run_brokers(broker_names[:1], built, env, results, build_times, certs)
+        # Each child bounds its own steps (TIMEOUT_S each); this bounds the child as a whole.
+        bound = TIMEOUT_S * (len(built) + 1)
+        for name, proc, out in children:
+            try:
+                code = proc.wait(timeout=bound)
+            except subprocess.TimeoutExpired:
+                print(f"!!! the {name} run exceeded {bound}s: stopping it", flush=True)
+                proc.terminate()
+                code = proc.wait(timeout=120)
+            out.seek(0)
+            log(f"the {name} run, beside the one above (exit {code}):")
+            sys.stdout.write(out.read().decode(errors="replace"))
+            sys.stdout.flush()
+            if code != 0:
+                rc = rc or code
+        return rc
+    finally:
+        # SIGTERM here (CI's bound): each child unwinds as this process does, stopping its
+        # broker and its running suite.
+        for _, proc, out in children:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            out.close()
 
 
 def _run_brokers(broker_names, built, env, results, build_times, certs) -> int:

@@ -1,6 +1,7 @@
-"""A real OTLP/HTTP trace receiver for the tests: decodes each ExportTraceServiceRequest with
-OpenTelemetry's own protobuf types (opentelemetry-proto, pinned in requirements.txt) and keeps
-the spans, as a collector's OTLP receiver would get them."""
+"""A real OTLP/HTTP receiver for the tests: decodes each ExportTraceServiceRequest (and
+ExportMetricsServiceRequest) with OpenTelemetry's own protobuf types (opentelemetry-proto,
+pinned in requirements.txt) and keeps the spans (and metrics), as a collector's OTLP
+receiver would get them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 
@@ -39,6 +41,8 @@ class OtlpReceiver:
 
     def __init__(self):
         self.spans: list[Span] = []
+        # (resource attributes, metric names) per ResourceMetrics posted to /v1/metrics.
+        self.metrics: list[tuple[dict, list[str]]] = []
         self.requests = 0
         self._lock = threading.Lock()
         receiver = self
@@ -46,8 +50,23 @@ class OtlpReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                ok = self.path == "/v1/traces" and \
-                    self.headers.get("Content-Type", "").startswith("application/x-protobuf")
+                protobuf = self.headers.get("Content-Type", "").startswith("application/x-protobuf")
+                if self.path == "/v1/metrics" and protobuf:
+                    req = metrics_service_pb2.ExportMetricsServiceRequest()
+                    req.ParseFromString(body)
+                    with receiver._lock:
+                        for rm in req.resource_metrics:
+                            res = {kv.key: kv.value.string_value for kv in rm.resource.attributes}
+                            names = [m.name for sm in rm.scope_metrics for m in sm.metrics]
+                            receiver.metrics.append((res, names))
+                    out = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/x-protobuf")
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                    return
+                ok = self.path == "/v1/traces" and protobuf
                 if ok:
                     req = trace_service_pb2.ExportTraceServiceRequest()
                     req.ParseFromString(body)

@@ -3,8 +3,9 @@ managed with Apache Kafka 4.4's own `kafka-client-metrics.sh` and `kafka-configs
 against Strom and Kafka alike (same outputs, same refusals), kept across a kill -9; then
 real clients — librdkafka (confluent-kafka) as producer and group consumer, and the Java
 client (Kafka's producer perf tool) — pushing the metrics a subscription asks for, shown on
-Strom's `/metrics` per client. Kafka without a telemetry plugin does not serve the pushes
-(it does not advertise GetTelemetrySubscriptions), so those tests are Strom's only.
+Strom's `/metrics` per client, and forwarded to an OTLP collector (a real OTLP/HTTP receiver,
+otlp_receiver.py) labelled with who sent them. Kafka without a telemetry plugin does not serve
+the pushes (it does not advertise GetTelemetrySubscriptions), so those tests are Strom's only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from confluent_kafka import Consumer, Producer
 
 import admin
 import brokers
+from otlp_receiver import OtlpReceiver
 import kafka_tools as kt
 from kafka_tools import ok
 from clients import unique_topic
@@ -191,3 +193,37 @@ def test_real_clients_push_the_subscribed_metrics_to_the_broker(strom_broker):
     assert next(iter(java.values()))["client_software_name"] == "apache-kafka-java", java
 
     ok(cm(b.bootstrap, "--delete", "--name", name))
+
+
+@pytest.mark.skipif(not STROM_TESTED, reason="Kafka forwards pushes only through a plugin")
+def test_pushed_metrics_are_forwarded_to_the_otlp_collector_labelled_with_the_client():
+    rx = OtlpReceiver()
+    b = None
+    try:
+        b = brokers.start_strom(extra_args=["--set", f"otel_exporter_otlp_endpoint={rx.endpoint}"])
+        tag = uuid.uuid4().hex[:8]
+        ok(cm(b.bootstrap, "--alter", "--name", f"fwd-{tag}", "--metrics", "org.apache.kafka.producer.",
+              "--interval", "1000", "--match", f"client_id=fwd-{tag}-.*"))
+        topic = unique_topic("telemetry-fwd")
+        assert admin.create_topic("confluent", b.bootstrap, topic, 1) == 0
+        p = Producer({"bootstrap.servers": b.bootstrap, "client.id": f"fwd-{tag}-py", "linger.ms": 5})
+
+        def forwarded():
+            p.produce(topic, b"v")
+            p.flush(10)
+            with rx._lock:
+                return [(res, names) for res, names in rx.metrics if res.get("client_id") == f"fwd-{tag}-py"]
+
+        got = admin.wait_for(forwarded, "the producer's metrics at the collector", timeout_s=PUSH_TIMEOUT_S,
+                             interval_s=0.5)
+        res, names = got[0]
+        assert "org.apache.kafka.producer.record.queue.time.avg" in names, names
+        assert res["client_software_name"] == "confluent-kafka-python", res
+        assert res["client_source_address"] == "127.0.0.1", res
+        assert re.fullmatch(r"[A-Za-z0-9_-]{22}", res["client_instance_id"]), res
+        assert re.search(r"^strom_client_telemetry_forwarded_total [1-9]", scrape(b), re.M)
+        del p
+    finally:
+        if b is not None:
+            b.cleanup()
+        rx.close()

@@ -71,7 +71,7 @@ impl Harness {
             loggers: Arc::new(crate::logging::Loggers::detached("info")),
             group_configs: crate::metadata::group_configs::GroupConfigsHandle::open(dir.path())
                 .expect("group configs"),
-            telemetry: crate::telemetry::ClientTelemetry::open(dir.path()).expect("telemetry"),
+            telemetry: crate::telemetry::ClientTelemetry::open(dir.path(), "").expect("telemetry"),
             credentials: Arc::new(
                 crate::metadata::scram::FileCredentialStore::open(dir.path()).expect("credentials"),
             ),

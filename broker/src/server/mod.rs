@@ -187,7 +187,10 @@ impl Server {
             )),
             loggers: crate::logging::process(),
             group_configs: crate::metadata::group_configs::GroupConfigsHandle::open(&data_dir)?,
-            telemetry: crate::telemetry::ClientTelemetry::open(&data_dir)?,
+            telemetry: crate::telemetry::ClientTelemetry::open(
+                &data_dir,
+                &config.otel_exporter_otlp_endpoint,
+            )?,
             credentials: Arc::new(
                 crate::metadata::scram::FileCredentialStore::open(&data_dir)
                     .context("reading SCRAM credentials")?,

@@ -5,6 +5,9 @@
 
 use prometheus::proto::{MetricFamily, MetricType};
 
+use std::sync::atomic::Ordering;
+
+use super::forward::ForwardCounters;
 use super::otlp::{Kind, Value};
 use super::{State, TelemetryError};
 use crate::metrics::families::{label, Families};
@@ -41,8 +44,29 @@ fn kind_type(k: Kind) -> MetricType {
     }
 }
 
-pub(super) fn families(state: &State) -> Vec<MetricFamily> {
+pub(super) fn families(state: &State, forward: Option<&ForwardCounters>) -> Vec<MetricFamily> {
     let mut f = Families::new();
+    if let Some(c) = forward {
+        for (name, help, n) in [
+            (
+                "strom_client_telemetry_forwarded_total",
+                "Pushed payloads posted to the OTLP collector.",
+                &c.sent,
+            ),
+            (
+                "strom_client_telemetry_forward_dropped_total",
+                "Pushed payloads not forwarded: the queue to the OTLP collector was full.",
+                &c.dropped,
+            ),
+            (
+                "strom_client_telemetry_forward_failed_total",
+                "Posts of pushed payloads the OTLP collector refused or never answered.",
+                &c.failed,
+            ),
+        ] {
+            f.counter(name, help, vec![], n.load(Ordering::Relaxed) as f64);
+        }
+    }
     f.gauge(
         "strom_client_telemetry_instances",
         "Client instances (KIP-714) the broker knows, pushing or not.",

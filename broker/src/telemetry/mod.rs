@@ -16,6 +16,7 @@
 //! leave a counter wrong forever, so Strom asks for cumulative values (deltas still add up).
 
 pub mod exposition;
+pub mod forward;
 pub mod otlp;
 pub mod subscription;
 
@@ -127,7 +128,19 @@ struct State {
 pub struct ClientTelemetry {
     store: GroupConfigsHandle,
     state: Mutex<State>,
+    /// To the OTLP collector, when `otel.exporter.otlp.endpoint` names one.
+    forwarder: Option<forward::Forwarder>,
 }
+
+/// The labels the broker adds to a forwarded payload's resources (`forward`).
+const FORWARD_LABELS: [&str; 6] = [
+    "client_instance_id",
+    "client_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+    "client_source_port",
+];
 
 /// Kafka's text form of a Uuid (url-safe base64, no padding), as clients log their id.
 pub fn uuid_text(id: &Uuid) -> String {
@@ -136,7 +149,12 @@ pub fn uuid_text(id: &Uuid) -> String {
 }
 
 impl ClientTelemetry {
-    pub fn open(data_dir: &Path) -> Result<ClientTelemetry, GroupConfigsError> {
+    /// The subscriptions stored in `data_dir`; pushed metrics go on to the OTLP collector at
+    /// `otlp_endpoint` too, unless it is empty.
+    pub fn open(
+        data_dir: &Path,
+        otlp_endpoint: &str,
+    ) -> Result<ClientTelemetry, TelemetryOpenError> {
         let store = GroupConfigsHandle::open_file(data_dir, FILE)?;
         let mut subscriptions = BTreeMap::new();
         for (name, configs) in store.all().iter() {
@@ -156,6 +174,7 @@ impl ClientTelemetry {
                 subscriptions,
                 ..Default::default()
             }),
+            forwarder: forward::Forwarder::start(otlp_endpoint)?,
         })
     }
 
@@ -260,7 +279,7 @@ impl ClientTelemetry {
         let instance = state.instance(push.instance_id, meta, now_ms);
         let checked = check_push(instance, push, &text, now_ms);
         instance.terminating |= push.terminating;
-        let decoded = match checked.and_then(|()| decode(push)) {
+        let mut decoded = match checked.and_then(|()| decode(push)) {
             Ok(d) => d,
             Err(e) => {
                 instance.last_error = Some(e.clone());
@@ -269,10 +288,20 @@ impl ClientTelemetry {
             }
         };
         instance.last_error = None;
+        let forward = self.forwarder.as_ref().map(|f| {
+            let labels =
+                FORWARD_LABELS.map(|k| (k, instance.attribute(k).unwrap_or_default().to_string()));
+            (f, labels, std::mem::take(&mut decoded.data))
+        });
         state.counters.pushes += 1;
         state.counters.skipped_points += decoded.skipped;
         let id = push.instance_id;
         state.replace_series(id, decoded.points);
+        drop(guard);
+        if let Some((f, labels, data)) = forward {
+            let labels = labels.each_ref().map(|(k, v)| (*k, v.as_str()));
+            f.send(data, &labels);
+        }
         Ok(())
     }
 
@@ -280,7 +309,7 @@ impl ClientTelemetry {
     pub fn families(&self, now_ms: i64) -> Vec<prometheus::proto::MetricFamily> {
         let mut state = self.state();
         state.expire(now_ms);
-        exposition::families(&state)
+        exposition::families(&state, self.forwarder.as_ref().map(|f| &*f.counters))
     }
 }
 
@@ -291,6 +320,14 @@ pub struct Push<'a> {
     pub terminating: bool,
     pub compression: i8,
     pub metrics: &'a [u8],
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryOpenError {
+    #[error(transparent)]
+    Store(#[from] GroupConfigsError),
+    #[error("otel.exporter.otlp.endpoint: {0}")]
+    Endpoint(#[from] strom_connectors::trace::OtelError),
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -56,11 +56,13 @@ pub type Series = BTreeMap<SeriesKey, Sample>;
 #[error("metrics payload is not OTLP MetricsData: {0}")]
 pub struct DecodeError(#[from] prost::DecodeError);
 
-/// What one push adds; `skipped` counts data points of kinds `/metrics` cannot show.
+/// What one push adds; `skipped` counts data points of kinds `/metrics` cannot show. `data`
+/// is the payload itself, for the OTLP collector (`forward`).
 #[derive(Debug, Default)]
 pub struct Decoded {
     pub points: Vec<(SeriesKey, Sample)>,
     pub skipped: u64,
+    pub data: MetricsData,
 }
 
 pub fn decode(payload: &[u8]) -> Result<Decoded, DecodeError> {
@@ -134,6 +136,7 @@ pub fn decode(payload: &[u8]) -> Result<Decoded, DecodeError> {
             }
         }
     }
+    out.data = data;
     Ok(out)
 }
 

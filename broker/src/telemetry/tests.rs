@@ -39,7 +39,7 @@ fn scrape(t: &ClientTelemetry, now: i64) -> String {
 #[test]
 fn given_subscriptions_when_clients_ask_then_union_of_matches_at_smallest_interval() {
     let dir = tempfile::tempdir().unwrap();
-    let t = ClientTelemetry::open(dir.path()).unwrap();
+    let t = ClientTelemetry::open(dir.path(), "").unwrap();
     // No subscription: a new id, nothing to push, the default interval.
     let g = t.subscribe(Uuid::nil(), meta("app-1"), 0).unwrap();
     assert!(!g.instance_id.is_nil());
@@ -86,7 +86,7 @@ fn given_subscriptions_when_clients_ask_then_union_of_matches_at_smallest_interv
     assert_eq!(later.subscription_id, again.subscription_id);
 
     // Persisted: a restarted broker computes the same subscription id.
-    let reopened = ClientTelemetry::open(dir.path()).unwrap();
+    let reopened = ClientTelemetry::open(dir.path(), "").unwrap();
     assert_eq!(
         reopened
             .subscribe(g.instance_id, meta("app-1"), 0)
@@ -106,7 +106,7 @@ fn given_subscriptions_when_clients_ask_then_union_of_matches_at_smallest_interv
 #[test]
 fn given_pushes_when_checked_then_kafkas_order_and_metrics_shown() {
     let dir = tempfile::tempdir().unwrap();
-    let t = ClientTelemetry::open(dir.path()).unwrap();
+    let t = ClientTelemetry::open(dir.path(), "").unwrap();
     t.alter(
         "all",
         configs(&[("metrics", "*"), ("interval.ms", "1000")]),
@@ -202,7 +202,7 @@ fn given_pushes_when_checked_then_kafkas_order_and_metrics_shown() {
 #[test]
 fn given_the_zero_or_reserved_id_when_pushed_then_invalid_request() {
     let dir = tempfile::tempdir().unwrap();
-    let t = ClientTelemetry::open(dir.path()).unwrap();
+    let t = ClientTelemetry::open(dir.path(), "").unwrap();
     for id in [Uuid::nil(), Uuid::from_u128(1)] {
         let p = Push {
             instance_id: id,

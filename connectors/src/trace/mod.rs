@@ -73,15 +73,31 @@ pub fn provider(
 /// The OTLP/HTTP traces URL of a base endpoint (`http://host:4318` → `…/v1/traces`), as
 /// OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT` is read; a URL with a path is used as is.
 pub fn traces_url(endpoint: &str) -> Result<String, OtelError> {
+    let path = endpoint_path(endpoint)?;
+    Ok(if path.is_empty() {
+        format!("{}/v1/traces", endpoint.trim_end_matches('/'))
+    } else {
+        endpoint.to_string()
+    })
+}
+
+/// The OTLP/HTTP metrics URL beside the traces of `endpoint`: `…/v1/metrics` on the base
+/// endpoint, or in place of a given `/v1/traces` (another path gets `/v1/metrics` appended).
+pub fn metrics_url(endpoint: &str) -> Result<String, OtelError> {
+    endpoint_path(endpoint)?;
+    let base = endpoint.trim_end_matches('/');
+    let base = base.strip_suffix("/v1/traces").unwrap_or(base);
+    Ok(format!("{base}/v1/metrics"))
+}
+
+/// The path of an `http(s)://host[:port][/path]` endpoint ("" for none or `/`).
+fn endpoint_path(endpoint: &str) -> Result<&str, OtelError> {
     let rest = endpoint
         .strip_prefix("http://")
         .or_else(|| endpoint.strip_prefix("https://"))
         .filter(|r| !r.is_empty() && !r.starts_with('/'))
         .ok_or_else(|| OtelError::Endpoint(endpoint.to_string()))?;
-    Ok(match rest.split_once('/') {
-        Some((_, path)) if !path.is_empty() => endpoint.to_string(),
-        _ => format!("{}/v1/traces", endpoint.trim_end_matches('/')),
-    })
+    Ok(rest.split_once('/').map_or("", |(_, path)| path))
 }
 
 #[cfg(test)]
@@ -103,6 +119,15 @@ mod tests {
             "https://collector/custom/traces"
         );
         assert!(traces_url("127.0.0.1:4318").is_err());
+        for (endpoint, metrics) in [
+            ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/metrics"),
+            ("http://127.0.0.1:4318/", "http://127.0.0.1:4318/v1/metrics"),
+            ("http://c:4318/v1/traces", "http://c:4318/v1/metrics"),
+            ("https://c/otlp", "https://c/otlp/v1/metrics"),
+        ] {
+            assert_eq!(metrics_url(endpoint).unwrap(), metrics);
+        }
+        assert!(metrics_url("c:4318").is_err());
         assert!(traces_url("http://").is_err());
     }
 }
