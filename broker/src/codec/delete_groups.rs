@@ -3,7 +3,6 @@
 //! v3 = v2).
 
 use anyhow::Result;
-use bytes::BytesMut;
 use kafka_protocol::protocol::buf::{ByteBuf, ByteBufMut};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
@@ -50,9 +49,7 @@ impl Encodable for DeleteGroupsResponse {
     }
 
     fn compute_size(&self, version: i16) -> Result<usize> {
-        let mut b = BytesMut::new();
-        self.encode(&mut b, version)?;
-        Ok(b.len())
+        super::encoded_size(self, version)
     }
 }
 

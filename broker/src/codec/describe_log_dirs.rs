@@ -3,7 +3,6 @@
 //! a dir is cordoned. The request is kafka-protocol's (`Capped`, v5 = v2).
 
 use anyhow::Result;
-use bytes::BytesMut;
 use kafka_protocol::protocol::buf::{ByteBuf, ByteBufMut};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
@@ -118,9 +117,7 @@ impl Encodable for DescribeLogDirsResponse {
     }
 
     fn compute_size(&self, version: i16) -> Result<usize> {
-        let mut b = BytesMut::new();
-        self.encode(&mut b, version)?;
-        Ok(b.len())
+        super::encoded_size(self, version)
     }
 }
 

@@ -176,6 +176,14 @@ pub(crate) fn tagged_size(fields: &TaggedFields) -> usize {
     n
 }
 
+/// The size of a hand-derived message: it is encoded once to learn it (these messages are
+/// small and rare; the hot paths' are kafka-protocol's).
+pub(crate) fn encoded_size<T: Encodable>(message: &T, version: i16) -> Result<usize> {
+    let mut b = bytes::BytesMut::new();
+    message.encode(&mut b, version)?;
+    Ok(b.len())
+}
+
 pub(crate) fn check_version(name: &str, version: i16, min: i16, max: i16) -> Result<()> {
     if version < min || version > max {
         bail!("{name} v{version} is not in {min}..={max}");

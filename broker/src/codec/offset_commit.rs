@@ -4,7 +4,6 @@
 //! (it serves v10).
 
 use anyhow::Result;
-use bytes::BytesMut;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
@@ -73,9 +72,7 @@ impl Encodable for ById<OffsetCommitRequest> {
     }
 
     fn compute_size(&self, version: i16) -> Result<usize> {
-        let mut b = BytesMut::new();
-        self.encode(&mut b, version)?;
-        Ok(b.len())
+        super::encoded_size(self, version)
     }
 }
 

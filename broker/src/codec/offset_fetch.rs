@@ -4,7 +4,6 @@
 //! is the crate's (it serves v10).
 
 use anyhow::Result;
-use bytes::BytesMut;
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopics,
 };
@@ -89,9 +88,7 @@ impl Encodable for ById<OffsetFetchRequest> {
     }
 
     fn compute_size(&self, version: i16) -> Result<usize> {
-        let mut b = BytesMut::new();
-        self.encode(&mut b, version)?;
-        Ok(b.len())
+        super::encoded_size(self, version)
     }
 }
 
