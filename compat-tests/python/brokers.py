@@ -174,8 +174,36 @@ def _spawn(name: str, argv: list[str], workdir: Path, port: int, env_extra: dict
     return BrokerProcess(name=name, port=port, workdir=workdir, log_path=log_path, proc=proc, extra=extra)
 
 
+# free_port's race: another process (a second pytest part, a client suite, a test's own
+# server) may bind the port between our pick and the broker's bind. The broker then exits
+# saying so, and is started again on fresh ports, up to this many times in all.
+BIND_ATTEMPTS = 3
+
+
+def _bind_lost(e: BrokerStartError) -> bool:
+    return "Address already in use" in str(e) or "BindException" in str(e)
+
+
+def _retrying_bind(start):
+    """`start()`, again on fresh ports when the broker lost a port to another process."""
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        try:
+            return start()
+        except BrokerStartError as e:
+            if attempt == BIND_ATTEMPTS or not _bind_lost(e):
+                raise
+            print(f"broker lost a port to another process (attempt {attempt}); starting it again", flush=True)
+    raise AssertionError("unreachable")
+
+
 def start_strom(shards: int = 2, data_dir: Path | None = None, security: dict | None = None,
                 extra_args: list[str] | None = None, config=None) -> BrokerProcess:
+    """A Strom broker (`_start_strom`), started again on fresh ports if it lost one."""
+    return _retrying_bind(lambda: _start_strom(shards, data_dir, security, extra_args, config))
+
+
+def _start_strom(shards: int, data_dir: Path | None, security: dict | None,
+                 extra_args: list[str] | None, config) -> BrokerProcess:
     """A Strom broker in a new temp workdir; its data in `data_dir` when given (e.g. a
     size-limited mount, or the dir of a previous run to restart on). `security` adds
     listeners and their settings (`security_listeners`). `config(port)`, when given, is the
@@ -256,8 +284,13 @@ def add_strom_users(data_dir: Path, users: list) -> None:
 
 
 def start_kafka(security: dict | None = None) -> BrokerProcess:
-    """Kafka 4.x; `security` as for `start_strom`: the same listeners and settings."""
+    """Kafka 4.x; `security` as for `start_strom`: the same listeners and settings. Started
+    again on fresh ports if it lost one (`_retrying_bind`)."""
     fetch_kafka()
+    return _retrying_bind(lambda: _start_kafka(security))
+
+
+def _start_kafka(security: dict | None) -> BrokerProcess:
     workdir = Path(tempfile.mkdtemp(prefix="strom-compat-kafka-"))
     port, controller_port = free_port(), free_port()
     listeners, settings, ports = security_listeners(port, security, "kafka")
