@@ -9,10 +9,11 @@ Environment:
   STROM_COMPAT_KEEP_DIRS 1 keeps the brokers' temp dirs (logs, data) for a post-mortem
   STROM_COMPAT_PART      "kafka": only the tests parametrized with the Kafka broker;
                          "strom": all the others (Strom's side and the tests of neither
-                         side). scripts/test-all.sh runs the two parts as two concurrent
-                         pytest processes: most of either's time is spent waiting on a
+                         side); "strom:I/N": the I-th of N shares of those, whole modules
+                         each (`_share`). scripts/test-all.sh runs the parts as concurrent
+                         pytest processes: most of each one's time is spent waiting on a
                          broker or a client, so together they take little more than the
-                         longer one.
+                         longest.
 """
 
 from __future__ import annotations
@@ -31,8 +32,17 @@ import brokers  # noqa: E402
 BROKERS = [b.strip() for b in os.environ.get("STROM_COMPAT_BROKERS", "strom,kafka").split(",") if b.strip()]
 RECORDS = int(os.environ.get("STROM_COMPAT_RECORDS", "10000"))
 PART = os.environ.get("STROM_COMPAT_PART", "")
+SHARE = None  # (I, N) of "strom:I/N"
+if PART.startswith("strom:"):
+    try:
+        i, n = (int(x) for x in PART.removeprefix("strom:").split("/"))
+        assert 1 <= i <= n
+        SHARE = (i, n)
+    except (ValueError, AssertionError):
+        raise pytest.UsageError(f"STROM_COMPAT_PART={PART!r}: expected strom:I/N with 1 <= I <= N") from None
+    PART = "strom"
 if PART not in ("", "kafka", "strom"):
-    raise pytest.UsageError(f"STROM_COMPAT_PART={PART!r}: expected kafka, strom or nothing")
+    raise pytest.UsageError(f"STROM_COMPAT_PART={PART!r}: expected kafka, strom, strom:I/N or nothing")
 
 # After this many consecutive *slow* failures (over SLOW_S each) of one client against one
 # broker, that pair's remaining tests fail at once instead of each waiting for its own
@@ -177,7 +187,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_report_header(config):
-    part = f" part={PART}" if PART else ""
+    part = f" part={PART}" + (f":{SHARE[0]}/{SHARE[1]}" if SHARE else "") if PART else ""
     return [f"strom-compat: brokers={','.join(BROKERS)}{part} records={RECORDS} strom_bin={brokers.STROM_BIN}"]
 
 
@@ -187,11 +197,32 @@ def _kafka_side(item) -> bool:
     return callspec is not None and any(isinstance(v, str) and v == "kafka" for v in callspec.params.values())
 
 
+def _share(items, i: int, n: int) -> set[str]:
+    """The modules of share `i` of `n`: whole modules (their module brokers start once), the
+    biggest first, each to the share with the fewest tests so far. Every process collects
+    the same items, so the shares are disjoint and cover all."""
+    by_module: dict[str, int] = {}
+    for item in items:
+        by_module[item.module.__name__] = by_module.get(item.module.__name__, 0) + 1
+    load = [0] * n
+    mine = set()
+    for module, count in sorted(by_module.items(), key=lambda kv: (-kv[1], kv[0])):
+        k = load.index(min(load))
+        load[k] += count
+        if k == i - 1:
+            mine.add(module)
+    return mine
+
+
 def pytest_collection_modifyitems(config, items):
     if not PART:
         return
     keep = [item for item in items if _kafka_side(item) == (PART == "kafka")]
-    dropped = [item for item in items if _kafka_side(item) != (PART == "kafka")]
+    if SHARE is not None:
+        mine = _share(keep, *SHARE)
+        keep = [item for item in keep if item.module.__name__ in mine]
+    kept = set(map(id, keep))
+    dropped = [item for item in items if id(item) not in kept]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = keep
