@@ -132,16 +132,6 @@ pub struct ClientTelemetry {
     forwarder: Option<forward::Forwarder>,
 }
 
-/// The labels the broker adds to a forwarded payload's resources (`forward`).
-const FORWARD_LABELS: [&str; 6] = [
-    "client_instance_id",
-    "client_id",
-    "client_software_name",
-    "client_software_version",
-    "client_source_address",
-    "client_source_port",
-];
-
 /// Kafka's text form of a Uuid (url-safe base64, no padding), as clients log their id.
 pub fn uuid_text(id: &Uuid) -> String {
     use base64::Engine;
@@ -288,9 +278,10 @@ impl ClientTelemetry {
             }
         };
         instance.last_error = None;
+        // The labels a forwarded payload gets are the attributes a subscription can match.
         let forward = self.forwarder.as_ref().map(|f| {
-            let labels =
-                FORWARD_LABELS.map(|k| (k, instance.attribute(k).unwrap_or_default().to_string()));
+            let labels = subscription::MATCH_ATTRIBUTES
+                .map(|k| (k, instance.attribute(k).unwrap_or_default().to_string()));
             (f, labels, std::mem::take(&mut decoded.data))
         });
         state.counters.pushes += 1;
