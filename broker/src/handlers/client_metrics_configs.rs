@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
@@ -30,16 +29,14 @@ pub fn describe(
     keys: &Option<Vec<StrBytes>>,
     synonyms: bool,
 ) -> DescribeConfigsResult {
-    let base = DescribeConfigsResult::default()
-        .with_resource_type(RESOURCE_CLIENT_METRICS)
-        .with_resource_name(StrBytes::from_string(name.into()));
-    if name.is_empty() {
-        return base
-            .with_error_code(ResponseError::InvalidRequest.code())
-            .with_error_message(Some(StrBytes::from_static_str(
-                "Client metrics subscription name must not be empty",
-            )));
-    }
+    let base = match super::config_changes::named_result(
+        RESOURCE_CLIENT_METRICS,
+        name,
+        "Client metrics subscription name must not be empty",
+    ) {
+        Ok(base) => base,
+        Err(refused) => return refused,
+    };
     let set = ctx.ctx().telemetry.configs(name).unwrap_or_default();
     let version = ctx.version();
     let configs = set

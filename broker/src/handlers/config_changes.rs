@@ -8,6 +8,7 @@ use crate::security::authorizer::Access;
 use kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, HashSet};
 
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
@@ -381,6 +382,24 @@ pub async fn commit(
         }
     }
     Ok(())
+}
+
+/// DescribeConfigs of a named resource (a group, a client-metrics subscription): the result
+/// to fill in, or Kafka's refusal of an empty name (INVALID_REQUEST, `empty` its message).
+pub fn named_result(
+    resource_type: i8,
+    name: &str,
+    empty: &'static str,
+) -> Result<DescribeConfigsResult, DescribeConfigsResult> {
+    let base = DescribeConfigsResult::default()
+        .with_resource_type(resource_type)
+        .with_resource_name(StrBytes::from_string(name.into()));
+    if name.is_empty() {
+        return Err(base
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .with_error_message(Some(StrBytes::from_static_str(empty))));
+    }
+    Ok(base)
 }
 
 #[cfg(test)]

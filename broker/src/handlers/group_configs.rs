@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
@@ -27,16 +26,14 @@ pub fn describe(
     keys: &Option<Vec<StrBytes>>,
     synonyms: bool,
 ) -> DescribeConfigsResult {
-    let base = DescribeConfigsResult::default()
-        .with_resource_type(RESOURCE_GROUP)
-        .with_resource_name(StrBytes::from_string(name.into()));
-    if name.is_empty() {
-        return base
-            .with_error_code(ResponseError::InvalidRequest.code())
-            .with_error_message(Some(StrBytes::from_static_str(
-                "Group name must not be empty",
-            )));
-    }
+    let base = match super::config_changes::named_result(
+        RESOURCE_GROUP,
+        name,
+        "Group name must not be empty",
+    ) {
+        Ok(base) => base,
+        Err(refused) => return refused,
+    };
     let broker = &ctx.ctx().config;
     let overrides = ctx.ctx().group_configs.get(name);
     let version = ctx.version();
