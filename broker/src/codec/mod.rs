@@ -22,6 +22,8 @@ pub mod offset_commit;
 pub mod offset_fetch;
 #[cfg(test)]
 mod schema_tests;
+pub mod share_acknowledge;
+pub mod share_fetch;
 pub mod wire;
 pub mod write_txn_markers;
 
@@ -52,7 +54,7 @@ macro_rules! caps {
 
 use kafka_protocol::messages::{
     ApiVersionsResponse, DeleteGroupsRequest, DescribeLogDirsRequest,
-    DescribeShareGroupOffsetsRequest, ListOffsetsRequest, ListOffsetsResponse,
+    DescribeShareGroupOffsetsRequest, ListOffsetsRequest, ListOffsetsResponse, ShareFetchResponse,
     WriteTxnMarkersResponse,
 };
 
@@ -70,6 +72,8 @@ caps! {
     WriteTxnMarkersResponse => 1;
     // v1 (KIP-1226): only the response gained a field (each share partition's lag).
     DescribeShareGroupOffsetsRequest => 0;
+    // v2 (KIP-1206, KIP-1222): only the request gained fields (`share_fetch`).
+    ShareFetchResponse => 1;
 }
 
 /// A message served at versions above kafka-protocol's maximum, where the layout is the

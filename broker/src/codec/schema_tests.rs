@@ -320,3 +320,49 @@ fn given_describe_share_group_offsets_response_when_round_tripped_with_kafka_sch
             {"GroupId": "h", "ErrorCode": 16, "ErrorMessage": "not coordinator"}]}),
     );
 }
+
+#[test]
+fn given_share_fetch_request_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    round_trip::<super::share_fetch::ShareFetchRequest>(
+        "ShareFetchRequest",
+        1..=2,
+        json!({"GroupId": "g", "MemberId": "m-1", "ShareSessionEpoch": 3, "MaxWaitMs": 500,
+               "MinBytes": 1, "MaxBytes": 1024, "MaxRecords": 50, "BatchSize": 10,
+               "ShareAcquireMode": 1, "IsRenewAck": true, "Topics": [
+            {"TopicId": "0b9c3f6a-2d4e-4f70-9a1b-5c6d7e8f9012", "Partitions": [
+                {"PartitionIndex": 2, "AcknowledgementBatches": [
+                    {"FirstOffset": 4, "LastOffset": 6, "AcknowledgeTypes": [1, 4, 2]},
+                    {"FirstOffset": 9, "LastOffset": 12, "AcknowledgeTypes": [3]}]},
+                {"PartitionIndex": 5}]}],
+            "ForgottenTopicsData": [
+                {"TopicId": "1b9c3f6a-2d4e-4f70-9a1b-5c6d7e8f9012", "Partitions": [0, 7]}]}),
+    );
+}
+
+#[test]
+fn given_share_acknowledge_request_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    round_trip::<super::share_acknowledge::ShareAcknowledgeRequest>(
+        "ShareAcknowledgeRequest",
+        1..=2,
+        json!({"GroupId": "g", "MemberId": "m-1", "ShareSessionEpoch": 2, "IsRenewAck": true,
+               "Topics": [{"TopicId": "0b9c3f6a-2d4e-4f70-9a1b-5c6d7e8f9012", "Partitions": [
+                {"PartitionIndex": 1, "AcknowledgementBatches": [
+                    {"FirstOffset": 0, "LastOffset": 1, "AcknowledgeTypes": [4, 1]}]}]}]}),
+    );
+}
+
+#[test]
+fn given_share_acknowledge_response_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    round_trip::<super::share_acknowledge::ShareAcknowledgeResponse>(
+        "ShareAcknowledgeResponse",
+        1..=2,
+        json!({"ThrottleTimeMs": 4, "ErrorCode": 0, "AcquisitionLockTimeoutMs": 30000,
+               "Responses": [{"TopicId": "0b9c3f6a-2d4e-4f70-9a1b-5c6d7e8f9012", "Partitions": [
+                {"PartitionIndex": 1, "ErrorCode": 121, "ErrorMessage": "not acquired",
+                 "CurrentLeader": {"LeaderId": 1, "LeaderEpoch": 0}},
+                {"PartitionIndex": 2, "ErrorCode": 0,
+                 "CurrentLeader": {"LeaderId": -1, "LeaderEpoch": -1}}]}],
+               "NodeEndpoints": [{"NodeId": 1, "Host": "127.0.0.1", "Port": 9092, "Rack": "r1"},
+                                 {"NodeId": 2, "Host": "h2", "Port": 9093}]}),
+    );
+}

@@ -140,7 +140,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         Boolean,
         "true",
         "share.renew.acknowledge.enable",
-        false,
+        true,
     ),
     def(
         "share.session.timeout.ms",

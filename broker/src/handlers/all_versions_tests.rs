@@ -399,12 +399,14 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                     assert_eq!(r.groups[0].error_code, 69, "{ctx}");
                 }
                 ApiKey::ShareFetch => {
-                    let r: ShareFetchResponse = h.call(key, v, ShareFetchRequest::default());
+                    let req = crate::codec::share_fetch::ShareFetchRequest::default();
+                    let r: crate::codec::Capped<ShareFetchResponse> = h.call(key, v, req);
                     assert_eq!(r.error_code, 42, "{ctx}: no group id");
                 }
                 ApiKey::ShareAcknowledge => {
-                    let r: ShareAcknowledgeResponse =
-                        h.call(key, v, ShareAcknowledgeRequest::default());
+                    use crate::codec::share_acknowledge as a;
+                    let r: a::ShareAcknowledgeResponse =
+                        h.call(key, v, a::ShareAcknowledgeRequest::default());
                     assert_eq!(r.error_code, 42, "{ctx}: no group id");
                 }
                 ApiKey::DescribeShareGroupOffsets => {

@@ -1,6 +1,7 @@
 //! ShareAcknowledge (key 79, KIP-932): acknowledgements outside a fetch (commitSync, and the
 //! final request of a closing consumer, epoch -1, which also gives back every record the
-//! member still holds). Answered only once the new share state is on disk.
+//! member still holds). Answered only once the new share state is on disk. v2 (KIP-1222) may
+//! carry RENEW acknowledgements (`IsRenewAck`) and answers how long the locks now last.
 
 use std::collections::BTreeMap;
 
@@ -8,12 +9,12 @@ use futures::future::join_all;
 use kafka_protocol::messages::share_acknowledge_response::{
     LeaderIdAndEpoch, PartitionData, ShareAcknowledgeTopicResponse,
 };
-use kafka_protocol::messages::{ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::share_common::{admit_member, share_code};
+use super::share_common::{admit_member, check_batches, share_code};
 use super::RequestContext;
+use crate::codec::share_acknowledge::{self, ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 use crate::coordinator::share::records::StateKey;
 use crate::coordinator::share::session::{SessionStep, ShareSessions};
 use crate::coordinator::share::store::{self, PartitionDone, PartitionWork};
@@ -21,16 +22,17 @@ use crate::coordinator::share::{ShareConfig, ShareError};
 use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 1;
-pub const MAX_VERSION: i16 = 1;
+pub const MAX_VERSION: i16 = share_acknowledge::MAX;
 
 pub async fn handle(
     ctx: &RequestContext,
     req: ShareAcknowledgeRequest,
 ) -> ShareAcknowledgeResponse {
-    let fail = |code: i16, msg: String| {
-        ShareAcknowledgeResponse::default()
+    let fail = |code: i16, msg: String| ShareAcknowledgeResponse {
+        body: kafka_protocol::messages::ShareAcknowledgeResponse::default()
             .with_error_code(code)
-            .with_error_message(Some(StrBytes::from_string(msg)))
+            .with_error_message(Some(StrBytes::from_string(msg))),
+        ..Default::default()
     };
     let (group, member) = match admit_member(ctx, req.group_id.as_deref(), req.member_id.as_ref()) {
         Ok(ids) => ids,
@@ -65,6 +67,17 @@ pub async fn handle(
                 );
         }
     }
+    // A partition whose batches are malformed applies none of them.
+    let mut refused = BTreeMap::new();
+    acks.retain(
+        |k, batches| match check_batches(batches, ctx.version(), req.is_renew_ack) {
+            Ok(()) => true,
+            Err(e) => {
+                refused.insert(*k, e);
+                false
+            }
+        },
+    );
     let cfg = ShareConfig::of(ctx.ctx(), &group);
     let mut targets: Vec<(Uuid, i32)> = acks.keys().copied().collect();
     for r in &releases {
@@ -112,14 +125,22 @@ pub async fn handle(
             ((id, p), store::on_partition(ctx.ctx(), work).await)
         }
     });
-    let done = join_all(work).await;
+    let mut done = join_all(work).await;
+    let refused_keys: Vec<(Uuid, i32)> = refused.keys().copied().collect();
+    done.extend(refused.into_iter().map(|(k, e)| {
+        let d = PartitionDone {
+            ack_error: Some(e),
+            ..Default::default()
+        };
+        (k, d)
+    }));
     let leader = LeaderIdAndEpoch::default()
         .with_leader_id(ctx.ctx().config.node_id)
         .with_leader_epoch(crate::shard::LEADER_EPOCH);
     let mut topics: BTreeMap<Uuid, Vec<PartitionData>> = BTreeMap::new();
     for ((id, p), d) in done {
         // Only the partitions the request acknowledged on are answered.
-        if !acks.contains_key(&(id, p)) {
+        if !acks.contains_key(&(id, p)) && !refused_keys.contains(&(id, p)) {
             continue;
         }
         let mut pd = PartitionData::default()
@@ -132,14 +153,17 @@ pub async fn handle(
         }
         topics.entry(id).or_default().push(pd);
     }
-    ShareAcknowledgeResponse::default().with_responses(
-        topics
-            .into_iter()
-            .map(|(id, ps)| {
-                ShareAcknowledgeTopicResponse::default()
-                    .with_topic_id(id)
-                    .with_partitions(ps)
-            })
-            .collect(),
-    )
+    let mut resp = ShareAcknowledgeResponse {
+        acquisition_lock_timeout_ms: cfg.limits.lock_ms.clamp(0, i32::MAX as i64) as i32,
+        ..Default::default()
+    };
+    resp.responses = topics
+        .into_iter()
+        .map(|(id, ps)| {
+            ShareAcknowledgeTopicResponse::default()
+                .with_topic_id(id)
+                .with_partitions(ps)
+        })
+        .collect();
+    resp
 }

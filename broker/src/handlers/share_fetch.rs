@@ -4,21 +4,30 @@
 //! was acquired the request waits, as Kafka's DelayedShareFetch does, until new records
 //! arrive, a lock runs out or `max_wait_ms` passes. Records travel as the log's batches with
 //! the acquired offset ranges beside them; the client delivers only those ranges.
+//!
+//! v2 (KIP-1222) may carry RENEW acknowledgements (`IsRenewAck`): such a request only renews
+//! and acknowledges, fetching nothing, and Kafka insists its fetch limits be 0. v2's
+//! `ShareAcquireMode` (KIP-1206) needs nothing here: acquisition already stops at MaxRecords
+//! record by record, which is what the record-limit mode asks and the batch-optimized mode
+//! allows.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::share_fetch_response::{
     AcquiredRecords, LeaderIdAndEpoch, PartitionData, ShareFetchableTopicResponse,
 };
-use kafka_protocol::messages::{ShareFetchRequest, ShareFetchResponse};
+use kafka_protocol::messages::ShareFetchResponse;
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::share_common::{admit_member, share_code};
+use super::share_common::{admit_member, check_batches, share_code};
 use super::RequestContext;
+use crate::codec::share_fetch::{self, ShareFetchRequest};
+use crate::codec::Capped;
 use crate::coordinator::share::records::StateKey;
 use crate::coordinator::share::session::{SessionStep, ShareSessions};
 use crate::coordinator::share::store::{self, PartitionDone, PartitionWork};
@@ -26,12 +35,32 @@ use crate::coordinator::share::{ShareConfig, ShareError};
 use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 1;
-pub const MAX_VERSION: i16 = 1;
+pub const MAX_VERSION: i16 = share_fetch::MAX;
 
 /// Acknowledgement batches by partition, as a request carries them.
 pub type Acks = BTreeMap<(Uuid, i32), Vec<(i64, i64, Vec<i8>)>>;
 
-pub async fn handle(ctx: &RequestContext, req: ShareFetchRequest) -> ShareFetchResponse {
+pub async fn handle(ctx: &RequestContext, req: ShareFetchRequest) -> Capped<ShareFetchResponse> {
+    Capped(answer(ctx, req).await)
+}
+
+/// Kafka's refusal of a renewing ShareFetch that would also fetch: every limit must be 0.
+fn renew_limits_problem(req: &ShareFetchRequest) -> Option<String> {
+    let mut problem = String::new();
+    for (name, value) in [
+        ("maxBytes", req.max_bytes),
+        ("minBytes", req.min_bytes),
+        ("maxRecords", req.max_records),
+        ("maxWaitMs", req.max_wait_ms),
+    ] {
+        if value != 0 {
+            problem.push_str(&format!("{name} must be set to 0, "));
+        }
+    }
+    (!problem.is_empty()).then(|| format!("{problem}if isRenewAck is true."))
+}
+
+async fn answer(ctx: &RequestContext, req: ShareFetchRequest) -> ShareFetchResponse {
     let fail = |code: i16, msg: String| {
         ShareFetchResponse::default()
             .with_error_code(code)
@@ -41,19 +70,36 @@ pub async fn handle(ctx: &RequestContext, req: ShareFetchRequest) -> ShareFetchR
         Ok(ids) => ids,
         Err((code, message)) => return fail(code, message),
     };
+    let renewing = ctx.version() >= 2 && req.is_renew_ack;
+    if renewing {
+        if let Some(problem) = renew_limits_problem(&req) {
+            tracing::debug!(%problem, "renewing ShareFetch refused");
+            return fail(ResponseError::InvalidRequest.code(), problem);
+        }
+    }
     let mut acks: Acks = BTreeMap::new();
+    // Partitions whose acknowledgements were malformed: none of them is applied.
+    let mut refused: BTreeMap<(Uuid, i32), ShareError> = BTreeMap::new();
     let mut added = Vec::new();
     for t in &req.topics {
         for p in &t.partitions {
-            added.push((t.topic_id, p.partition_index));
-            if !p.acknowledgement_batches.is_empty() {
-                acks.insert(
-                    (t.topic_id, p.partition_index),
-                    p.acknowledgement_batches
-                        .iter()
-                        .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
-                        .collect(),
-                );
+            let key = (t.topic_id, p.partition_index);
+            added.push(key);
+            if p.acknowledgement_batches.is_empty() {
+                continue;
+            }
+            let batches: Vec<_> = p
+                .acknowledgement_batches
+                .iter()
+                .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                .collect();
+            match check_batches(&batches, ctx.version(), req.is_renew_ack) {
+                Ok(()) => {
+                    acks.insert(key, batches);
+                }
+                Err(e) => {
+                    refused.insert(key, e);
+                }
             }
         }
     }
@@ -73,10 +119,13 @@ pub async fn handle(ctx: &RequestContext, req: ShareFetchRequest) -> ShareFetchR
         Err(e) => return fail(share_code(&e), e.to_string()),
     };
     let cfg = ShareConfig::of(ctx.ctx(), &group);
-    let (fetch, close) = match step {
+    let (mut fetch, close) = match step {
         SessionStep::Fetch(parts) => (parts, Vec::new()),
         SessionStep::Close(parts) => (Default::default(), parts.into_iter().collect()),
     };
+    if renewing {
+        fetch.clear();
+    }
     // Forgotten partitions give back what the member holds there, as Kafka's do.
     let mut releases: Vec<(Uuid, i32)> = forgotten;
     releases.extend(close);
@@ -85,7 +134,7 @@ pub async fn handle(ctx: &RequestContext, req: ShareFetchRequest) -> ShareFetchR
         .unwrap_or(0)
         .clamp(1, 64 << 20);
     let mut targets: Vec<(Uuid, i32)> = fetch.iter().copied().collect();
-    for k in acks.keys().chain(releases.iter()) {
+    for k in acks.keys().chain(releases.iter()).chain(refused.keys()) {
         if !targets.contains(k) {
             targets.push(*k);
         }
@@ -136,6 +185,9 @@ pub async fn handle(ctx: &RequestContext, req: ShareFetchRequest) -> ShareFetchR
         if !wait(&mut results, deadline).await {
             break;
         }
+    }
+    for (k, e) in refused {
+        results.entry(k).or_default().ack_error = Some(e);
     }
     let mut topics: BTreeMap<Uuid, Vec<PartitionData>> = BTreeMap::new();
     let leader = LeaderIdAndEpoch::default()

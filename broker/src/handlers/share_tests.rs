@@ -55,8 +55,17 @@ pub(super) fn fetch_as(
     epoch: i32,
     acks: Vec<(i64, i64, i8)>,
 ) -> ShareFetchResponse {
+    h.call(ApiKey::ShareFetch, 1, fetch_request(h, member, epoch, acks))
+}
+
+fn fetch_request(
+    h: &Harness,
+    member: &str,
+    epoch: i32,
+    acks: Vec<(i64, i64, i8)>,
+) -> ShareFetchRequest {
     let id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
-    let req = ShareFetchRequest::default()
+    ShareFetchRequest::default()
         .with_group_id(Some(GroupId(s("sg"))))
         .with_member_id(Some(s(member)))
         .with_share_session_epoch(epoch)
@@ -77,8 +86,7 @@ pub(super) fn fetch_as(
                                 .with_acknowledge_types(vec![t])
                         })
                         .collect(),
-                )])]);
-    h.call(ApiKey::ShareFetch, 1, req)
+                )])])
 }
 
 fn acknowledge(
@@ -213,4 +221,92 @@ fn given_a_share_member_when_fetching_and_acknowledging_then_kafka_share_semanti
     // Leaving the group; a member the group does not know cannot heartbeat.
     assert_eq!(heartbeat(&h, "m1", -1).member_epoch, -1);
     assert_eq!(heartbeat(&h, "m1", 1).error_code, 25);
+}
+
+/// A ShareAcknowledge v2 of t-0 by m1: one batch `first..=last` of `kind`.
+fn acknowledge_v2(
+    h: &Harness,
+    epoch: i32,
+    (first, last, kind): (i64, i64, i8),
+    is_renew_ack: bool,
+) -> crate::codec::share_acknowledge::ShareAcknowledgeResponse {
+    let id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
+    let body = ShareAcknowledgeRequest::default()
+        .with_group_id(Some(GroupId(s("sg"))))
+        .with_member_id(Some(s("m1")))
+        .with_share_session_epoch(epoch)
+        .with_topics(vec![AcknowledgeTopic::default()
+            .with_topic_id(id)
+            .with_partitions(vec![AcknowledgePartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(vec![AckBatch::default()
+                    .with_first_offset(first)
+                    .with_last_offset(last)
+                    .with_acknowledge_types(vec![kind])])])]);
+    let req = crate::codec::share_acknowledge::ShareAcknowledgeRequest { body, is_renew_ack };
+    h.call(ApiKey::ShareAcknowledge, 2, req)
+}
+
+/// A renewing ShareFetch v2 of t-0 by m1 (`IsRenewAck`, every fetch limit 0 unless
+/// `max_records` says otherwise).
+fn renewing_fetch(
+    h: &Harness,
+    epoch: i32,
+    renew: (i64, i64),
+    max_records: i32,
+) -> crate::codec::Capped<ShareFetchResponse> {
+    let mut body = fetch_request(h, "m1", epoch, vec![(renew.0, renew.1, 4)]);
+    body.max_bytes = 0;
+    body.max_records = max_records;
+    let req = crate::codec::share_fetch::ShareFetchRequest {
+        body,
+        share_acquire_mode: 1,
+        is_renew_ack: true,
+    };
+    h.call(ApiKey::ShareFetch, 2, req)
+}
+
+#[test]
+fn given_renew_acknowledgements_when_sent_at_v2_then_records_stay_with_their_holder() {
+    let h = Harness::new();
+    create(&h, "t", 1);
+    assert_eq!(heartbeat(&h, "m1", 0).error_code, 0);
+    assert_eq!(heartbeat(&h, "m2", 0).error_code, 0);
+    assert!(acquired(&fetch(&h, 0, vec![])).is_empty());
+    let batch = crate::test_support::TestBatch::new(10).encode();
+    let _: ProduceResponse = h.call(ApiKey::Produce, 9, produce_req("t", 0, -1, batch));
+    assert_eq!(acquired(&fetch(&h, 1, vec![])), vec![(0, 9, 1)]);
+
+    // RENEW needs v2 and IsRenewAck: otherwise the partition's acks are refused whole.
+    let v1 = acknowledge(&h, 2, 0, 4, 4);
+    assert_eq!(v1.responses[0].partitions[0].error_code, 42);
+    let unflagged = acknowledge_v2(&h, 3, (0, 4, 4), false);
+    assert_eq!(unflagged.responses[0].partitions[0].error_code, 42);
+
+    let renewed = acknowledge_v2(&h, 4, (0, 4, 4), true);
+    assert_eq!(renewed.error_code, 0);
+    assert_eq!(renewed.responses[0].partitions[0].error_code, 0);
+    assert_eq!(renewed.acquisition_lock_timeout_ms, 30_000);
+    // Still m1's: another member gets nothing, m1 accepts them.
+    assert!(acquired(&fetch_as(&h, "m2", 0, vec![])).is_empty());
+    let accepted = acknowledge_v2(&h, 5, (0, 4, 1), false);
+    assert_eq!(accepted.responses[0].partitions[0].error_code, 0);
+
+    // A renewing ShareFetch must not fetch: any limit set is Kafka's INVALID_REQUEST.
+    let r = renewing_fetch(&h, 6, (5, 9), 100);
+    assert_eq!(r.error_code, 42);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("maxRecords must be set to 0, if isRenewAck is true.")
+    );
+    let r = renewing_fetch(&h, 6, (5, 9), 0);
+    assert_eq!(r.error_code, 0);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.acknowledge_error_code), (0, 0), "{p:?}");
+    assert!(p.acquired_records.is_empty());
+    assert_eq!(
+        acknowledge(&h, 7, 5, 9, 1).responses[0].partitions[0].error_code,
+        0
+    );
+    assert_eq!(start_offset(&h), 10);
 }

@@ -84,7 +84,7 @@ throttled!(
     ShareGroupHeartbeatResponse,
     ShareGroupDescribeResponse,
     ShareFetchResponse,
-    ShareAcknowledgeResponse,
+    crate::codec::share_acknowledge::ShareAcknowledgeResponse,
     crate::codec::describe_share_group_offsets::DescribeShareGroupOffsetsResponse,
     AlterShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsResponse,

@@ -31,13 +31,15 @@ impl RecordState {
     }
 }
 
-/// Kafka's `AcknowledgeType`; 0 is a gap (an offset the client saw no record at).
+/// Kafka's `AcknowledgeType`; 0 is a gap (an offset the client saw no record at), 4 a renewal
+/// of the lock (KIP-1222: the record stays acquired, the lock starts again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AckType {
     Gap,
     Accept,
     Release,
     Reject,
+    Renew,
 }
 
 impl AckType {
@@ -47,6 +49,7 @@ impl AckType {
             1 => Some(AckType::Accept),
             2 => Some(AckType::Release),
             3 => Some(AckType::Reject),
+            4 => Some(AckType::Renew),
             _ => None,
         }
     }
@@ -67,6 +70,8 @@ pub struct Limits {
     pub lock_ms: i64,
     pub delivery_limit: i16,
     pub max_locks: i64,
+    /// `share.renew.acknowledge.enable`: RENEW is accepted.
+    pub renew: bool,
 }
 
 impl Default for Limits {
@@ -75,6 +80,7 @@ impl Default for Limits {
             lock_ms: 30_000,
             delivery_limit: 5,
             max_locks: 2_000,
+            renew: true,
         }
     }
 }
@@ -88,6 +94,9 @@ pub enum AckError {
     /// Kafka's INVALID_REQUEST: a malformed batch.
     #[error("{0}")]
     InvalidRequest(String),
+    /// Kafka's INVALID_RECORD_STATE too, with Kafka's message: the group turned RENEW off.
+    #[error("Renewing acquisition locks is not enabled for the group.")]
+    RenewDisabled,
 }
 
 /// One persisted batch: first offset, last offset, state code, delivery count.
@@ -263,9 +272,10 @@ impl SharePartitionState {
         out
     }
 
-    /// One acknowledgement batch of `member`: one type for the whole range, or one per
-    /// offset. All-or-nothing: a batch naming an offset the member does not hold changes
-    /// nothing and answers INVALID_RECORD_STATE, as Kafka's does.
+    /// One acknowledgement batch of `member` at `now_ms`: one type for the whole range, or one
+    /// per offset. All-or-nothing: a batch naming an offset the member does not hold changes
+    /// nothing and answers INVALID_RECORD_STATE, as Kafka's does. A RENEW keeps the record
+    /// acquired and starts its lock again, delivery count unchanged (Kafka's `SharePartition`).
     pub fn acknowledge(
         &mut self,
         member: &str,
@@ -273,6 +283,7 @@ impl SharePartitionState {
         last: i64,
         types: &[i8],
         limits: &Limits,
+        now_ms: i64,
     ) -> Result<(), AckError> {
         if last < first || types.is_empty() {
             return Err(AckError::InvalidRequest(format!(
@@ -292,6 +303,9 @@ impl SharePartitionState {
             let kind = AckType::from_code(code).ok_or_else(|| {
                 AckError::InvalidRequest(format!("unknown acknowledge type {code}"))
             })?;
+            if kind == AckType::Renew && !limits.renew {
+                return Err(AckError::RenewDisabled);
+            }
             match self.records.get(&o) {
                 Some(r)
                     if r.state == RecordState::Acquired && r.member.as_deref() == Some(member) =>
@@ -310,6 +324,7 @@ impl SharePartitionState {
                 AckType::Accept => Self::finish(r, RecordState::Acknowledged),
                 AckType::Reject | AckType::Gap => Self::finish(r, RecordState::Archived),
                 AckType::Release => Self::give_back(r, limits),
+                AckType::Renew => r.deadline_ms = now_ms + limits.lock_ms,
             }
         }
         self.advance();

@@ -5,6 +5,7 @@ const L: Limits = Limits {
     lock_ms: 1_000,
     delivery_limit: 3,
     max_locks: 10,
+    renew: true,
 };
 
 #[test]
@@ -16,13 +17,13 @@ fn given_new_records_when_acquired_then_locked_and_accept_moves_the_start() {
     // Another member gets nothing of what "a" holds.
     assert!(s.acquire(0, 4, "b", 0, 100, &L).is_empty());
     assert_eq!(
-        s.acknowledge("b", 0, 0, &[1], &L),
+        s.acknowledge("b", 0, 0, &[1], &L, 0),
         Err(AckError::InvalidRecordState(0, 0))
     );
-    s.acknowledge("a", 0, 1, &[1], &L).unwrap();
+    s.acknowledge("a", 0, 1, &[1], &L, 0).unwrap();
     assert_eq!(s.start, 2);
     // Per-offset types: accept, reject, release.
-    s.acknowledge("a", 2, 4, &[1, 3, 2], &L).unwrap();
+    s.acknowledge("a", 2, 4, &[1, 3, 2], &L, 0).unwrap();
     assert_eq!(s.start, 4);
     assert_eq!(s.count(RecordState::Available), 1);
     assert_eq!(s.fetch_offset(&L), Some(4));
@@ -49,7 +50,7 @@ fn given_a_full_window_when_acquiring_then_stops_at_max_record_locks() {
     let mut s = SharePartitionState::new(100);
     assert_eq!(s.acquire(100, 150, "a", 0, 1000, &L), vec![(100, 109, 1)]);
     assert_eq!(s.fetch_offset(&L), None);
-    s.acknowledge("a", 100, 100, &[1], &L).unwrap();
+    s.acknowledge("a", 100, 100, &[1], &L, 0).unwrap();
     assert_eq!(s.fetch_offset(&L), Some(110));
     assert_eq!(s.acquire(110, 150, "a", 0, 1000, &L), vec![(110, 110, 1)]);
 }
@@ -58,8 +59,8 @@ fn given_a_full_window_when_acquiring_then_stops_at_max_record_locks() {
 fn given_a_snapshot_when_restored_then_acquired_become_available_with_their_counts() {
     let mut s = SharePartitionState::new(0);
     s.acquire(0, 5, "a", 0, 100, &L);
-    s.acknowledge("a", 1, 1, &[1], &L).unwrap();
-    s.acknowledge("a", 2, 2, &[3], &L).unwrap();
+    s.acknowledge("a", 1, 1, &[1], &L, 0).unwrap();
+    s.acknowledge("a", 2, 2, &[3], &L, 0).unwrap();
     let snap = s.snapshot();
     assert_eq!(
         snap,
@@ -80,19 +81,52 @@ fn given_malformed_batches_when_acknowledged_then_invalid_request_and_nothing_ch
     let mut s = SharePartitionState::new(0);
     s.acquire(0, 3, "a", 0, 100, &L);
     assert!(matches!(
-        s.acknowledge("a", 0, 3, &[1, 1], &L),
+        s.acknowledge("a", 0, 3, &[1, 1], &L, 0),
         Err(AckError::InvalidRequest(_))
     ));
     assert!(matches!(
-        s.acknowledge("a", 0, 0, &[9], &L),
+        s.acknowledge("a", 0, 0, &[9], &L, 0),
         Err(AckError::InvalidRequest(_))
     ));
     // Offset 4 was never acquired: the whole batch is refused.
     assert_eq!(
-        s.acknowledge("a", 0, 4, &[1], &L),
+        s.acknowledge("a", 0, 4, &[1], &L, 0),
         Err(AckError::InvalidRecordState(0, 4))
     );
     assert_eq!(s.count(RecordState::Acquired), 4);
+}
+
+#[test]
+fn given_a_renew_when_the_old_lock_would_have_run_out_then_still_acquired_with_the_same_count() {
+    let mut s = SharePartitionState::new(0);
+    assert_eq!(s.acquire(0, 1, "a", 0, 10, &L), vec![(0, 1, 1)]);
+    // Renewed at 900: the lock now runs to 1_900, not 1_000.
+    s.acknowledge("a", 0, 0, &[4], &L, 900).unwrap();
+    assert_eq!(s.next_deadline(), Some(1_000), "offset 1 was not renewed");
+    assert!(s.expire(1_000, &L), "offset 1's lock ran out");
+    assert_eq!(s.count(RecordState::Acquired), 1);
+    assert_eq!(s.next_deadline(), Some(1_900));
+    // Another member cannot take it; its holder still acknowledges it.
+    assert!(s.acquire(0, 0, "b", 1_500, 10, &L).is_empty());
+    assert_eq!(
+        s.acknowledge("b", 0, 0, &[4], &L, 1_500),
+        Err(AckError::InvalidRecordState(0, 0))
+    );
+    s.acknowledge("a", 0, 0, &[1], &L, 1_800).unwrap();
+    // Offset 1 comes back at delivery count 2: the renew did not count as a delivery.
+    assert_eq!(s.acquire(0, 1, "b", 2_000, 10, &L), vec![(1, 1, 2)]);
+}
+
+#[test]
+fn given_renew_turned_off_when_renewing_then_refused_and_the_lock_unchanged() {
+    let off = Limits { renew: false, ..L };
+    let mut s = SharePartitionState::new(0);
+    s.acquire(0, 0, "a", 0, 10, &off);
+    assert_eq!(
+        s.acknowledge("a", 0, 0, &[4], &off, 500),
+        Err(AckError::RenewDisabled)
+    );
+    assert_eq!(s.next_deadline(), Some(1_000));
 }
 
 #[derive(Debug, Clone)]
@@ -122,7 +156,7 @@ fn op() -> impl Strategy<Value = Op> {
             len,
             max
         }),
-        (0u8..3, 0i64..30, 1i64..4, 0i8..4).prop_map(|(member, first, len, kind)| Op::Ack {
+        (0u8..3, 0i64..30, 1i64..4, 0i8..5).prop_map(|(member, first, len, kind)| Op::Ack {
             member,
             first,
             len,
@@ -136,7 +170,7 @@ fn op() -> impl Strategy<Value = Op> {
 
 proptest! {
     /// Against a model of what was accepted: an acknowledged record is never acquired again,
-    /// no record is held by two members, delivery counts stay within the limit, and the
+    /// no record is held by two members (renewed ones included), delivery counts stay within the limit, and the
     /// window stays within max.record.locks.
     #[test]
     fn prop_no_acknowledged_record_is_redelivered(ops in proptest::collection::vec(op(), 1..80)) {
@@ -168,8 +202,9 @@ proptest! {
                     s.expire(now, &L);
                     holder.retain(|o, _| s.records.get(o).is_some_and(|r| r.state == RecordState::Acquired));
                     let last = first + len - 1;
-                    if s.acknowledge(&member.to_string(), first, last, &[kind], &L).is_ok() {
-                        for o in first..=last {
+                    if s.acknowledge(&member.to_string(), first, last, &[kind], &L, now).is_ok() {
+                        // A RENEW (4) keeps every record with its holder.
+                        for o in (first..=last).filter(|_| kind != 4) {
                             if holder.remove(&o).is_some() && kind == 1 {
                                 accepted.insert(o);
                             }

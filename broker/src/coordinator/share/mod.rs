@@ -98,6 +98,9 @@ impl ShareConfig {
                 delivery_limit: get("share.delivery.count.limit", 5).clamp(1, i16::MAX as i64)
                     as i16,
                 max_locks: get("share.partition.max.record.locks", 2_000).max(1),
+                renew: !o
+                    .and_then(|o| o.get("share.renew.acknowledge.enable"))
+                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("false")),
             },
             reset,
             session_timeout_ms: get("share.session.timeout.ms", 45_000),

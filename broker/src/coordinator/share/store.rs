@@ -140,11 +140,11 @@ async fn run(state: Rc<ShardState>, w: PartitionWork) -> PartitionDone {
         s.skip_below(part.log.log_start_offset());
         changed |= s.start != start_before;
         for (first, last, types) in &w.acks {
-            match s.acknowledge(&w.member, *first, *last, types, &limits) {
+            match s.acknowledge(&w.member, *first, *last, types, &limits, now) {
                 Ok(()) => changed = true,
                 Err(e) => {
                     done.ack_error.get_or_insert(match e {
-                        AckError::InvalidRecordState(..) => {
+                        AckError::InvalidRecordState(..) | AckError::RenewDisabled => {
                             ShareError::InvalidRecordState(e.to_string())
                         }
                         AckError::InvalidRequest(m) => ShareError::InvalidRequest(m),

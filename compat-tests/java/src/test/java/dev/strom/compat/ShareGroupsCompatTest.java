@@ -43,6 +43,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.GroupIdNotFoundException;
 import org.apache.kafka.common.errors.GroupNotEmptyException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -56,7 +57,8 @@ import org.junit.jupiter.api.Timeout;
  * STROM_COMPAT_BOOTSTRAP (Strom or Apache Kafka 4.4, the same tests against both): three
  * consumers on one partition get every record once; RELEASE redelivers and REJECT archives;
  * records a consumer holds without acknowledging come back when their lock runs out; the
- * delivery count limit archives a record released again and again. Each group gets
+ * delivery count limit archives a record released again and again; RENEW (KIP-1222) keeps
+ * records with their holder for several lock durations. Each group gets
  * share.auto.offset.reset=earliest and short locks through the GROUP config resource. The
  * scenarios mostly wait (on locks, on polls that must stay empty), so they all start at once
  * in @BeforeAll, each on its own topic and group, and each @Test awaits and reports its own.
@@ -105,12 +107,13 @@ class ShareGroupsCompatTest {
 
     /** After `connect`: the scenarios need the admin client. */
     static void startScenarios() {
-        pool = Executors.newFixedThreadPool(4);
+        pool = Executors.newFixedThreadPool(6);
         start("threeConsumersOnOnePartitionGetEveryRecordOnce", () -> { threeConsumersOnOnePartitionGetEveryRecordOnceScenario(); return null; });
         start("releaseRedeliversAndRejectArchives", () -> { releaseRedeliversAndRejectArchivesScenario(); return null; });
         start("recordsHeldWithoutAcknowledgementComeBackAfterTheLock", () -> { recordsHeldWithoutAcknowledgementComeBackAfterTheLockScenario(); return null; });
         start("deliveryCountLimitArchivesARecordReleasedOverAndOver", () -> { deliveryCountLimitArchivesARecordReleasedOverAndOverScenario(); return null; });
         start("adminAltersReplaysAndDeletesShareGroupOffsets", () -> { adminAltersReplaysAndDeletesShareGroupOffsetsScenario(); return null; });
+        start("renewKeepsRecordsWithTheirHolderPastTheLock", () -> { renewKeepsRecordsWithTheirHolderPastTheLockScenario(); return null; });
     }
 
     @Test
@@ -136,6 +139,11 @@ class ShareGroupsCompatTest {
     @Test
     void adminAltersReplaysAndDeletesShareGroupOffsets() throws Throwable {
         await("adminAltersReplaysAndDeletesShareGroupOffsets");
+    }
+
+    @Test
+    void renewKeepsRecordsWithTheirHolderPastTheLock() throws Throwable {
+        await("renewKeepsRecordsWithTheirHolderPastTheLock");
     }
 
     @AfterAll
@@ -306,10 +314,63 @@ class ShareGroupsCompatTest {
                 }
                 long waitedMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
                 assertEquals(5, again.size(), "the held records are redelivered");
+                // At least the second delivery: the idle holder's client may prefetch a
+                // redelivery in the background and let that lock run out too (seen on Kafka).
                 for (ConsumerRecord<String, String> r : again) {
-                    assertEquals(2, deliveries(r), "second delivery of offset " + r.offset());
+                    assertTrue(deliveries(r) >= 2, "redelivery of offset " + r.offset() + ", count " + deliveries(r));
                 }
                 assertTrue(waitedMs >= LOCK_MS / 2, "redelivered only after the lock, at " + waitedMs + " ms");
+            }
+        }
+    }
+
+    /**
+     * A holder renews its records' locks (KIP-1222) for three lock durations while another
+     * member polls: nothing is redelivered, each renewed record comes back to the holder at
+     * delivery count 1, and the holder's final ACCEPT is taken.
+     */
+    static void renewKeepsRecordsWithTheirHolderPastTheLockScenario() throws Exception {
+        String topic = topicWith(3);
+        String group = group(LOCK_MS);
+        try (KafkaShareConsumer<String, String> holder = consumer(group, topic, true);
+             KafkaShareConsumer<String, String> other = consumer(group, topic, true)) {
+            Map<Long, ConsumerRecord<String, String>> held = new TreeMap<>();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (held.size() < 3 && System.nanoTime() < deadline) {
+                c(holder).forEach(r -> held.put(r.offset(), r));
+            }
+            assertEquals(3, held.size());
+            long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(3L * LOCK_MS);
+            int renewals = 0;
+            Map<Long, Integer> returned = new TreeMap<>();
+            while (System.nanoTime() < until) {
+                for (ConsumerRecord<String, String> r : held.values()) {
+                    holder.acknowledge(r, AcknowledgeType.RENEW);
+                }
+                holder.commitSync(Duration.ofSeconds(10)).forEach((tp, e) ->
+                        assertTrue(e.isEmpty(), "renew on " + tp + " refused: " + e));
+                renewals++;
+                for (ConsumerRecord<String, String> r : holder.poll(Duration.ofMillis(LOCK_MS / 4))) {
+                    assertEquals(1, deliveries(r), "a renewed offset " + r.offset() + " is not a new delivery");
+                    held.put(r.offset(), r);
+                    returned.merge(r.offset(), 1, Integer::sum);
+                }
+                for (ConsumerRecord<String, String> r : other.poll(Duration.ofMillis(LOCK_MS / 4))) {
+                    throw new AssertionError("offset " + r.offset() + " redelivered while renewed");
+                }
+            }
+            assertTrue(renewals >= 3, "renewed " + renewals + " times");
+            System.out.println("renew: " + renewals + " renewals, returned to the holder " + returned);
+            for (ConsumerRecord<String, String> r : held.values()) {
+                holder.acknowledge(r, AcknowledgeType.ACCEPT);
+            }
+            holder.commitSync(Duration.ofSeconds(10)).forEach((tp, e) ->
+                    assertTrue(e.isEmpty(), "accept on " + tp + " refused: " + e));
+            long quiet = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(LOCK_MS + 1000);
+            while (System.nanoTime() < quiet) {
+                for (ConsumerRecord<String, String> r : other.poll(Duration.ofMillis(300))) {
+                    throw new AssertionError("offset " + r.offset() + " redelivered after ACCEPT");
+                }
             }
         }
     }
@@ -360,6 +421,19 @@ class ShareGroupsCompatTest {
         return got;
     }
 
+    /** Whether the share group has a member yet (before the first heartbeat it does not exist). */
+    static boolean hasMembers(String group) throws Exception {
+        try {
+            return !admin.describeShareGroups(List.of(group)).describedGroups().get(group)
+                    .get(30, TimeUnit.SECONDS).members().isEmpty();
+        } catch (ExecutionException e) {
+            if (e.getCause() instanceof GroupIdNotFoundException) {
+                return false;
+            }
+            throw e;
+        }
+    }
+
     static SharePartitionOffsetInfo offsetOf(String group, TopicPartition tp) throws Exception {
         return admin.listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec().topicPartitions(List.of(tp))))
                 .partitionsToOffsetInfo(group).get(30, TimeUnit.SECONDS).get(tp);
@@ -381,8 +455,7 @@ class ShareGroupsCompatTest {
             while (!joined && System.nanoTime() < deadline) {
                 member.poll(Duration.ofMillis(300)).forEach(r -> member.acknowledge(r, AcknowledgeType.RELEASE));
                 member.commitSync(Duration.ofSeconds(10));
-                joined = !admin.describeShareGroups(List.of(group)).describedGroups().get(group)
-                        .get(30, TimeUnit.SECONDS).members().isEmpty();
+                joined = hasMembers(group);
             }
             assertTrue(joined, "the member shows in describeShareGroups");
             ExecutionException e = assertThrows(ExecutionException.class,
