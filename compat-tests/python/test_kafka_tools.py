@@ -35,9 +35,10 @@ def test_features_describe_lists_metadata_and_group_version(broker):
     for name, want in COMMON.items():
         assert {k: got[name][k] for k in want} == want, name
         assert int(got[name]["Epoch"]) >= 0
-    # Share groups (KIP-932): Strom serves share.version 1 (ShareFetch v1, FINDINGS.md #21);
-    # a fresh Kafka 4.4 finalizes 2.
-    assert got["share.version"]["FinalizedVersionLevel"] == ("1" if broker.name == "strom" else "2")
+    # Share groups (KIP-932) with their dead-letter topics (KIP-1191): a fresh Kafka 4.4 and a
+    # fresh Strom both finalize share.version 2 (FINDINGS.md #21).
+    assert got["share.version"]["FinalizedVersionLevel"] == "2"
+    assert got["share.version"]["SupportedMaxVersion"] == "2"
     if broker.name == "strom":
         # TV0, no streams groups, no KRaft: not advertised.
         assert set(got) == set(COMMON) | {"share.version"}

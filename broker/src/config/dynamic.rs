@@ -97,8 +97,11 @@ pub fn dynamic_topic_default(name: &str) -> Option<&'static TopicConfigDef> {
 
 /// Kafka's dynamic broker configs that are not topic defaults and that Strom applies live:
 /// each shard's cleaner and producer-expiration pass read them from the current broker view
-/// at every pass. Each checked as Kafka's `ConfigDef` does.
+/// at every pass, a share group's dead-letter write at every write. Each checked as Kafka's
+/// `ConfigDef` does.
 pub const APPLIED_BROKER_DYNAMIC: &[&str] = &[
+    "errors.deadletterqueue.auto.create.topics.enable",
+    "errors.deadletterqueue.topic.name.prefix",
     "log.cleaner.backoff.ms",
     "log.cleaner.io.max.bytes.per.second",
     "producer.id.expiration.ms",
@@ -114,6 +117,14 @@ fn validate_applied(name: &str, value: &str) -> Option<Result<(), BrokerConfigEr
     };
     let v = value.trim();
     Some(match name {
+        "errors.deadletterqueue.auto.create.topics.enable" => {
+            match v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false") {
+                true => Ok(()),
+                false => Err(invalid("Expected value to be either true or false")),
+            }
+        }
+        // Any string, "" included (no prefix required).
+        "errors.deadletterqueue.topic.name.prefix" => Ok(()),
         "log.cleaner.backoff.ms" => match v.parse::<i64>() {
             Ok(n) if n >= 0 => Ok(()),
             Ok(_) => Err(invalid("Value must be at least 0")),
@@ -449,6 +460,7 @@ mod tests {
         assert!(validate_value("log.cleaner.backoff.ms", "250").is_ok());
         assert!(validate_value("log.cleaner.io.max.bytes.per.second", "4.0E7").is_ok());
         assert!(validate_value("producer.id.expiration.ms", "60000").is_ok());
+        assert!(validate_value("errors.deadletterqueue.topic.name.prefix", "").is_ok());
         for (name, bad) in [
             ("log.cleaner.backoff.ms", "-1"),
             ("log.cleaner.backoff.ms", "soon"),
@@ -456,6 +468,7 @@ mod tests {
             ("log.cleaner.io.max.bytes.per.second", "NaN"),
             ("producer.id.expiration.ms", "0"),
             ("producer.id.expiration.ms", "3000000000"),
+            ("errors.deadletterqueue.auto.create.topics.enable", "yes"),
         ] {
             assert!(
                 matches!(
@@ -467,7 +480,14 @@ mod tests {
         }
         let m: BTreeMap<String, String> = APPLIED_BROKER_DYNAMIC
             .iter()
-            .map(|n| (n.to_string(), "1000".to_string()))
+            .map(|n| {
+                let v = if n.ends_with(".enable") {
+                    "true"
+                } else {
+                    "1000"
+                };
+                (n.to_string(), v.to_string())
+            })
             .collect();
         assert!(validate_all(&m).is_ok());
         // Kafka's other cleaner settings are dynamic there but not applied here: refused.

@@ -77,14 +77,14 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         Boolean,
         "false",
         "errors.deadletterqueue.copy.record.enable",
-        false,
+        true,
     ),
     def(
         "errors.deadletterqueue.topic.name",
         Str,
         "",
         "errors.deadletterqueue.topic.name",
-        false,
+        true,
     ),
     def(
         "share.assignment.interval.ms",
@@ -250,6 +250,15 @@ pub fn validate(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> 
         if let Some(msg) = share_invalid(name, value) {
             return Err(msg);
         }
+        if d.kind == Boolean
+            && !["true", "false"]
+                .iter()
+                .any(|b| value.trim().eq_ignore_ascii_case(b))
+        {
+            return Err(format!(
+                "Invalid value {value} for configuration {name}: Expected value to be either true or false"
+            ));
+        }
         if d.kind != Int {
             continue;
         }
@@ -314,6 +323,11 @@ fn share_invalid(name: &str, value: &str) -> Option<String> {
         .then(|| format!("Invalid value {value} for configuration {name}: latest or earliest")),
         "share.delivery.count.limit" => out_of(2, 10),
         "share.record.lock.duration.ms" => out_of(1_000, 3_600_000),
+        // Kafka checks only this at config time (KIP-1191); the prefix, the topic's existence
+        // and its `errors.deadletterqueue.group.enable` are checked at each write.
+        "errors.deadletterqueue.topic.name" if value.starts_with("__") => {
+            Some(format!("{name}: DLQ topic name must not start with '__'"))
+        }
         _ => None,
     }
 }
@@ -383,6 +397,19 @@ mod tests {
         assert!(validate(&one("share.delivery.count.limit", "1"), &b).is_err());
         assert!(validate(&one("share.record.lock.duration.ms", "999"), &b).is_err());
         assert!(validate(&one("share.isolation.level", "read_committed"), &b).is_err());
+        // KIP-1191: the dead-letter topic's name may not be internal; booleans are booleans.
+        assert_eq!(
+            validate(&one("errors.deadletterqueue.topic.name", "__dlq"), &b),
+            Err(
+                "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'".into()
+            )
+        );
+        assert_eq!(
+            validate(&one("errors.deadletterqueue.topic.name", "dlq.x"), &b),
+            Ok(())
+        );
+        assert!(validate(&one("errors.deadletterqueue.copy.record.enable", "yes"), &b).is_err());
+        assert!(validate(&one("share.renew.acknowledge.enable", "false"), &b).is_ok());
         assert_eq!(consumer_timeouts(Some(&both), &b), (45000, 15000));
         assert_eq!(consumer_timeouts(None, &b), (45000, 5000));
     }

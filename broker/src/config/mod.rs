@@ -307,6 +307,12 @@ pub struct BrokerConfig {
     /// Kafka `max.incremental.fetch.session.cache.slots`: fetch sessions kept, split evenly
     /// across shards. Default 1000; 0 disables sessions.
     pub max_incremental_fetch_session_cache_slots: usize,
+    /// Kafka `errors.deadletterqueue.auto.create.topics.enable` (KIP-1191): a share group's
+    /// dead-letter topic that does not exist is created on its first record. Default false.
+    pub errors_deadletterqueue_auto_create_topics_enable: bool,
+    /// Kafka `errors.deadletterqueue.topic.name.prefix`: the prefix a share group's
+    /// dead-letter topic must have ("" for none). Default "dlq.".
+    pub errors_deadletterqueue_topic_name_prefix: String,
     /// Serve the built-in Confluent-compatible Schema Registry (docs/schema-registry.md).
     /// Default true.
     pub schema_registry_enable: bool,
@@ -422,6 +428,8 @@ impl Default for BrokerConfig {
             producer_id_expiration_ms: 86_400_000,
             producer_id_expiration_check_interval_ms: 600_000,
             max_incremental_fetch_session_cache_slots: 1000,
+            errors_deadletterqueue_auto_create_topics_enable: false,
+            errors_deadletterqueue_topic_name_prefix: "dlq.".into(),
             schema_registry_enable: true,
             schema_registry_listen: "127.0.0.1:8081".parse().expect("static address"),
         }

@@ -63,7 +63,7 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Boolean,
         None,
         "false",
-        "send records a share group fails to process to a dead-letter queue",
+        "let share groups write the records they fail to process here (KIP-1191)",
     ),
     def(
         "delete.retention.ms",
@@ -483,10 +483,6 @@ fn invalid(name: &str, value: &str, reason: &str) -> TopicConfigError {
 /// and `strom migrate` pass topics' configs along, and the default is what Strom does); any
 /// other value is refused with the reason, never accepted to do nothing.
 pub const NOT_IMPLEMENTED: &[(&str, &str)] = &[
-    (
-        "errors.deadletterqueue.group.enable",
-        "share groups are not built yet",
-    ),
     (
         "follower.replication.throttled.replicas",
         "replication is not built yet (one node)",

@@ -55,7 +55,16 @@ pub async fn append(
         return Ok(());
     }
     let now = crate::now_ms();
-    let bytes = encode_batch(records, txn, now)?;
+    append_batch(part, encode_batch(records, txn, now)?, now).await
+}
+
+/// Appends one encoded v2 batch written at `now` as `append` does (acks=all on the leader).
+/// The share groups' dead-letter writes use it for their records with headers.
+pub async fn append_batch(
+    part: &std::rc::Rc<Partition>,
+    bytes: Bytes,
+    now: i64,
+) -> Result<(), CoordinatorLogError> {
     let headers = storage::batch::validate_batches(&bytes)
         .map_err(|e| CoordinatorLogError::Encode(e.to_string()))?;
     let [header] = headers.as_slice() else {

@@ -145,7 +145,7 @@ mod tests {
             vec![
                 ("metadata.version".into(), 7, 33),
                 ("group.version".into(), 0, 1),
-                ("share.version".into(), 0, 1)
+                ("share.version".into(), 0, 2)
             ]
         );
         assert_eq!(
@@ -153,7 +153,7 @@ mod tests {
             vec![
                 ("group.version".into(), 1),
                 ("metadata.version".into(), 33),
-                ("share.version".into(), 1)
+                ("share.version".into(), 2)
             ]
         );
         assert!(v4.finalized_features_epoch >= 0);

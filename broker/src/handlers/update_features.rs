@@ -116,7 +116,7 @@ mod tests {
         assert!(after > epoch);
         assert_eq!(
             levels,
-            vec![("metadata.version".into(), 33), ("share.version".into(), 1)]
+            vec![("metadata.version".into(), 33), ("share.version".into(), 2)]
         );
         let r: UpdateFeaturesResponse =
             h.call(ApiKey::UpdateFeatures, 2, update("group.version", 1, 1));

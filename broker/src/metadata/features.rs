@@ -9,8 +9,10 @@
 //!   client protocol. Downgrades are refused as Kafka 4.4 refuses them.
 //! - `group.version` 0..=1, finalized at 1: KIP-848 consumer groups. At 0 the consumer
 //!   group APIs answer UNSUPPORTED_VERSION, as Kafka's do.
-//! - `share.version` 0..=1, finalized at 1 as Kafka 4.2+ starts with it: KIP-932 share
-//!   groups (`coordinator::share`). At 0 the share APIs answer UNSUPPORTED_VERSION.
+//! - `share.version` 0..=2, finalized at 2 as a fresh Kafka 4.4 cluster is: 1 is KIP-932
+//!   share groups (`coordinator::share`; at 0 the share APIs answer UNSUPPORTED_VERSION),
+//!   2 adds their dead-letter topics (KIP-1191, `coordinator::share::dlq`). A data dir
+//!   written before keeps the level it finalized (1); `kafka-features.sh upgrade` moves it.
 //! - `transaction.version`, `streams.version`, `kraft.version` and
 //!   `eligible.leader.replicas.version` are at 0 and not advertised (Kafka lists only
 //!   features whose maximum is above 0): Strom's coordinator writes the v0 transaction log
@@ -56,8 +58,8 @@ pub static SUPPORTED: &[FeatureSpec] = &[
     FeatureSpec {
         name: SHARE_VERSION,
         min: 0,
-        max: 1,
-        bootstrap: 1,
+        max: 2,
+        bootstrap: 2,
     },
 ];
 

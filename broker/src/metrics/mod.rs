@@ -68,6 +68,10 @@ pub struct ShardMetrics {
     pub authentications: IntCounterVec,
     /// PII redaction (`crate::redact`): matches masked, by topic and rule.
     pub redactions: IntCounterVec,
+    /// Share group dead-letter writes (KIP-1191), by group: records written, and writes that
+    /// failed (Kafka's DeadLetterQueueRecordCount and DeadLetterQueueFailedProduceRequests).
+    pub share_dlq_records: IntCounterVec,
+    pub share_dlq_failures: IntCounterVec,
     /// Per (topic, partition): produced and fetched counters, so the hot path hashes one small
     /// key instead of the label strings.
     partitions: RefCell<HashMap<(Arc<str>, i32), PartitionPair>>,
@@ -127,6 +131,18 @@ impl ShardMetrics {
                 "strom_redactions_total",
                 "PII matches masked on produce (strom.redact.rules), by topic and rule; counted on the partition's home shard.",
                 &["topic", "rule"],
+            ),
+            share_dlq_records: counter_vec(
+                &r,
+                "strom_share_group_dlq_records_total",
+                "Records a share group wrote to its dead-letter topic (errors.deadletterqueue.topic.name).",
+                &["group"],
+            ),
+            share_dlq_failures: counter_vec(
+                &r,
+                "strom_share_group_dlq_failures_total",
+                "Dead-letter writes of a share group that failed; their records were archived regardless, as Kafka does.",
+                &["group"],
             ),
             authentications: counter_vec(
                 &r,

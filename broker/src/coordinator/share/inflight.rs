@@ -72,6 +72,9 @@ pub struct Limits {
     pub max_locks: i64,
     /// `share.renew.acknowledge.enable`: RENEW is accepted.
     pub renew: bool,
+    /// A dead-letter topic is configured (KIP-1191, `share.version` 2): archived records
+    /// that were rejected or ran out of deliveries are kept in `take_dead` for it.
+    pub dlq: bool,
 }
 
 impl Default for Limits {
@@ -81,6 +84,7 @@ impl Default for Limits {
             delivery_limit: 5,
             max_locks: 2_000,
             renew: true,
+            dlq: false,
         }
     }
 }
@@ -102,6 +106,15 @@ pub enum AckError {
 /// One persisted batch: first offset, last offset, state code, delivery count.
 pub type StateBatch = (i64, i64, i8, i16);
 
+/// A record archived for the dead-letter topic: Kafka's two causes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dead {
+    pub offset: i64,
+    pub delivery_count: i16,
+    /// REJECTed by a member (else its delivery count reached the limit).
+    pub rejected: bool,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct SharePartitionState {
     /// SPSO: everything below is done.
@@ -109,6 +122,8 @@ pub struct SharePartitionState {
     /// SPEO: the first offset never acquired.
     pub end: i64,
     records: BTreeMap<i64, InFlight>,
+    /// Archived since the last `take_dead`, with `Limits::dlq` on (at most the window).
+    dead: Vec<Dead>,
 }
 
 impl SharePartitionState {
@@ -117,6 +132,7 @@ impl SharePartitionState {
             start,
             end: start,
             records: BTreeMap::new(),
+            dead: Vec::new(),
         }
     }
 
@@ -178,9 +194,9 @@ impl SharePartitionState {
     /// Returns whether anything changed.
     pub fn expire(&mut self, now_ms: i64, limits: &Limits) -> bool {
         let mut changed = false;
-        for r in self.records.values_mut() {
+        for (&o, r) in self.records.iter_mut() {
             if r.state == RecordState::Acquired && r.deadline_ms <= now_ms {
-                Self::give_back(r, limits);
+                Self::give_back(o, r, limits, &mut self.dead);
                 changed = true;
             }
         }
@@ -234,6 +250,13 @@ impl SharePartitionState {
                         && r.delivery_count >= limits.delivery_limit =>
                 {
                     Self::finish(r, RecordState::Archived);
+                    if limits.dlq {
+                        self.dead.push(Dead {
+                            offset: o,
+                            delivery_count: r.delivery_count,
+                            rejected: false,
+                        });
+                    }
                     continue;
                 }
                 Some(r) if r.state == RecordState::Available => {
@@ -322,8 +345,18 @@ impl SharePartitionState {
             let r = self.records.get_mut(&o).expect("planned offsets exist");
             match kind {
                 AckType::Accept => Self::finish(r, RecordState::Acknowledged),
-                AckType::Reject | AckType::Gap => Self::finish(r, RecordState::Archived),
-                AckType::Release => Self::give_back(r, limits),
+                AckType::Gap => Self::finish(r, RecordState::Archived),
+                AckType::Reject => {
+                    Self::finish(r, RecordState::Archived);
+                    if limits.dlq {
+                        self.dead.push(Dead {
+                            offset: o,
+                            delivery_count: r.delivery_count,
+                            rejected: true,
+                        });
+                    }
+                }
+                AckType::Release => Self::give_back(o, r, limits, &mut self.dead),
                 AckType::Renew => r.deadline_ms = now_ms + limits.lock_ms,
             }
         }
@@ -334,9 +367,9 @@ impl SharePartitionState {
     /// Everything `member` holds goes back (its share session closed or it left the group).
     pub fn release_member(&mut self, member: &str, limits: &Limits) -> bool {
         let mut changed = false;
-        for r in self.records.values_mut() {
+        for (&o, r) in self.records.iter_mut() {
             if r.state == RecordState::Acquired && r.member.as_deref() == Some(member) {
-                Self::give_back(r, limits);
+                Self::give_back(o, r, limits, &mut self.dead);
                 changed = true;
             }
         }
@@ -362,13 +395,26 @@ impl SharePartitionState {
         r.member = None;
     }
 
-    fn give_back(r: &mut InFlight, limits: &Limits) {
+    /// The records archived for the dead-letter topic since the last call.
+    pub fn take_dead(&mut self) -> Vec<Dead> {
+        std::mem::take(&mut self.dead)
+    }
+
+    /// Back to AVAILABLE, or ARCHIVED (and dead, with a DLQ) at the delivery limit.
+    fn give_back(offset: i64, r: &mut InFlight, limits: &Limits, dead: &mut Vec<Dead>) {
         r.member = None;
-        r.state = if r.delivery_count >= limits.delivery_limit {
-            RecordState::Archived
-        } else {
-            RecordState::Available
-        };
+        if r.delivery_count < limits.delivery_limit {
+            r.state = RecordState::Available;
+            return;
+        }
+        r.state = RecordState::Archived;
+        if limits.dlq {
+            dead.push(Dead {
+                offset,
+                delivery_count: r.delivery_count,
+                rejected: false,
+            });
+        }
     }
 
     /// Moves the SPSO past the done prefix (offsets with no entry are gaps) and drops it.

@@ -6,6 +6,7 @@ const L: Limits = Limits {
     delivery_limit: 3,
     max_locks: 10,
     renew: true,
+    dlq: false,
 };
 
 #[test]
@@ -226,4 +227,37 @@ proptest! {
             prop_assert!(s.records.keys().all(|o| *o >= s.start && *o < s.end));
         }
     }
+}
+
+#[test]
+fn given_a_dlq_when_records_are_rejected_or_run_out_then_they_are_dead_with_their_cause() {
+    let dlq = Limits { dlq: true, ..L };
+    let mut s = SharePartitionState::new(0);
+    s.acquire(0, 4, "a", 0, 10, &dlq);
+    // Offset 0 rejected, 1 a gap (no record: never a dead letter), 2 released (count 1 < 3).
+    s.acknowledge("a", 0, 2, &[3, 0, 2], &dlq, 0).unwrap();
+    let dead = |o, count, rejected| Dead {
+        offset: o,
+        delivery_count: count,
+        rejected,
+    };
+    assert_eq!(s.take_dead(), vec![dead(0, 1, true)]);
+    assert!(s.take_dead().is_empty(), "taken once");
+    // 2 goes round to the limit: released at 2, its lock runs out at 3.
+    assert_eq!(s.acquire(2, 2, "a", 0, 10, &dlq), vec![(2, 2, 2)]);
+    s.acknowledge("a", 2, 2, &[2], &dlq, 0).unwrap();
+    assert_eq!(s.acquire(2, 2, "a", 0, 10, &dlq), vec![(2, 2, 3)]);
+    assert!(s.expire(5_000, &dlq));
+    // 3 and 4 ran out too (count 1): available again, not dead.
+    assert_eq!(s.take_dead(), vec![dead(2, 3, false)]);
+    // A member that leaves holding a record at its limit: dead too.
+    for _ in 0..3 {
+        s.acquire(3, 3, "b", 10_000, 10, &dlq);
+        s.release_member("b", &dlq);
+    }
+    assert_eq!(s.take_dead(), vec![dead(3, 3, false)]);
+    // Without a DLQ nothing is kept.
+    s.acquire(4, 4, "a", 20_000, 10, &L);
+    s.acknowledge("a", 4, 4, &[3], &L, 20_000).unwrap();
+    assert!(s.take_dead().is_empty());
 }

@@ -11,6 +11,7 @@
 //! of a share partition after a start replays its newest snapshot.
 
 pub mod admin;
+pub mod dlq;
 pub mod group;
 pub mod inflight;
 pub mod records;
@@ -101,6 +102,7 @@ impl ShareConfig {
                 renew: !o
                     .and_then(|o| o.get("share.renew.acknowledge.enable"))
                     .is_some_and(|v| v.trim().eq_ignore_ascii_case("false")),
+                dlq: dlq::topic_of(o).is_some(),
             },
             reset,
             session_timeout_ms: get("share.session.timeout.ms", 45_000),
@@ -110,7 +112,11 @@ impl ShareConfig {
 
     pub fn of(ctx: &crate::shard::BrokerContext, group_id: &str) -> ShareConfig {
         let o = ctx.group_configs.get(group_id);
-        ShareConfig::from_overrides(o.as_deref())
+        let mut c = ShareConfig::from_overrides(o.as_deref());
+        // Kafka's `isDLQEnabledForGroup`: the topic name and `share.version` >= 2, read
+        // afresh at every operation so a feature change applies at once.
+        c.limits.dlq &= dlq::enabled(ctx);
+        c
     }
 }
 

@@ -12,6 +12,7 @@ use std::rc::{Rc, Weak};
 use bytes::Bytes;
 use tokio::sync::watch;
 
+use super::dlq;
 use super::inflight::{AckError, SharePartitionState};
 use super::records::{self, Snapshot, StateKey};
 use super::{OffsetReset, ShareConfig, ShareError, SHARE_STATE_SEGMENT_BYTES, SHARE_STATE_TOPIC};
@@ -131,6 +132,7 @@ async fn run(state: Rc<ShardState>, w: PartitionWork) -> PartitionDone {
     let now = crate::now_ms();
     let limits = w.config.limits;
     let mut done = PartitionDone::default();
+    let dead;
     let snapshot = {
         let mut parts = store.parts.borrow_mut();
         let entry = parts.get_mut(&w.key).expect("loaded above");
@@ -165,6 +167,7 @@ async fn run(state: Rc<ShardState>, w: PartitionWork) -> PartitionDone {
             done.high_watermark = Some(part.watch_high_watermark());
         }
         done.next_deadline = s.next_deadline();
+        dead = s.take_dead();
         changed.then(|| {
             entry.snapshot_epoch += 1;
             Snapshot {
@@ -178,6 +181,16 @@ async fn run(state: Rc<ShardState>, w: PartitionWork) -> PartitionDone {
             }
         })
     };
+    // Dead letters first: the archived state below must not be durable before them.
+    dlq::write(
+        &state,
+        &w.key.group_id,
+        &w.topic,
+        w.key.partition,
+        &part,
+        &dead,
+    )
+    .await;
     if let Some(snap) = snapshot {
         if let Err(e) = persist(&state.ctx, &w.key, &snap).await {
             tracing::warn!(group = %w.key.group_id, topic = %w.topic, partition = w.key.partition, error = %e, "writing share state failed");
