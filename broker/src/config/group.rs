@@ -119,7 +119,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         Str,
         "read_uncommitted",
         "share.isolation.level",
-        false,
+        true,
     ),
     def(
         "share.partition.max.record.locks",
@@ -321,6 +321,12 @@ fn share_invalid(name: &str, value: &str) -> Option<String> {
             .iter()
             .any(|v| value.trim().eq_ignore_ascii_case(v)))
         .then(|| format!("Invalid value {value} for configuration {name}: latest or earliest")),
+        "share.isolation.level" => (!["read_committed", "read_uncommitted"]
+            .iter()
+            .any(|v| value.trim().eq_ignore_ascii_case(v)))
+        .then(|| {
+            format!("Invalid value {value} for configuration {name}: String must be one of: read_committed, read_uncommitted")
+        }),
         "share.delivery.count.limit" => out_of(2, 10),
         "share.record.lock.duration.ms" => out_of(1_000, 3_600_000),
         // Kafka checks only this at config time (KIP-1191); the prefix, the topic's existence
@@ -396,7 +402,8 @@ mod tests {
         assert!(validate(&one("share.auto.offset.reset", "by_duration:PT1H"), &b).is_err());
         assert!(validate(&one("share.delivery.count.limit", "1"), &b).is_err());
         assert!(validate(&one("share.record.lock.duration.ms", "999"), &b).is_err());
-        assert!(validate(&one("share.isolation.level", "read_committed"), &b).is_err());
+        assert!(validate(&one("share.isolation.level", "read_committed"), &b).is_ok());
+        assert!(validate(&one("share.isolation.level", "serializable"), &b).is_err());
         // KIP-1191: the dead-letter topic's name may not be internal; booleans are booleans.
         assert_eq!(
             validate(&one("errors.deadletterqueue.topic.name", "__dlq"), &b),

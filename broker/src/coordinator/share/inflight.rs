@@ -225,6 +225,37 @@ impl SharePartitionState {
             .or_else(|| (self.end - self.start < limits.max_locks).then_some(self.end))
     }
 
+    /// The log batch `base..=last` is never to be delivered (an aborted transaction's, under
+    /// `share.isolation.level=read_committed`): its new or available offsets are archived
+    /// with no delivery, as Kafka archives them; the window bound still holds.
+    pub fn skip(&mut self, base: i64, last: i64, limits: &Limits) {
+        for o in base.max(self.start)..=last {
+            match self.records.get_mut(&o) {
+                Some(r) if r.state == RecordState::Available => {
+                    Self::finish(r, RecordState::Archived)
+                }
+                Some(_) => {}
+                None if o >= self.end => {
+                    if o - self.start >= limits.max_locks {
+                        break;
+                    }
+                    self.records.insert(
+                        o,
+                        InFlight {
+                            state: RecordState::Archived,
+                            delivery_count: 0,
+                            member: None,
+                            deadline_ms: 0,
+                        },
+                    );
+                    self.end = o + 1;
+                }
+                None => {}
+            }
+        }
+        self.advance();
+    }
+
     /// Acquires what it may of the log batch `base..=last` for `member`, at most `max`
     /// records; returns the acquired runs `(first, last, delivery_count)`.
     pub fn acquire(

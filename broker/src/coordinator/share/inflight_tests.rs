@@ -261,3 +261,20 @@ fn given_a_dlq_when_records_are_rejected_or_run_out_then_they_are_dead_with_thei
     s.acknowledge("a", 4, 4, &[3], &L, 20_000).unwrap();
     assert!(s.take_dead().is_empty());
 }
+
+#[test]
+fn given_an_aborted_batch_when_skipped_then_archived_undelivered_and_the_start_moves() {
+    let mut s = SharePartitionState::new(0);
+    assert_eq!(s.acquire(0, 1, "a", 0, 10, &L), vec![(0, 1, 1)]);
+    s.skip(2, 4, &L);
+    assert_eq!((s.end, s.count(RecordState::Archived)), (5, 3));
+    assert_eq!(s.acquire(5, 5, "a", 0, 10, &L), vec![(5, 5, 1)]);
+    s.acknowledge("a", 0, 1, &[1], &L, 0).unwrap();
+    // Done up to 4: the skipped ones never held the start back.
+    assert_eq!(s.start, 5);
+    // The window bound holds for skipped records too.
+    let mut t = SharePartitionState::new(0);
+    t.acquire(0, 0, "a", 0, 10, &L);
+    t.skip(1, 50, &L);
+    assert_eq!(t.end, 10);
+}

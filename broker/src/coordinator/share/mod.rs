@@ -80,6 +80,9 @@ pub struct ShareConfig {
     pub reset: OffsetReset,
     pub session_timeout_ms: i64,
     pub heartbeat_interval_ms: i32,
+    /// `share.isolation.level=read_committed`: acquire up to the last stable offset and
+    /// archive aborted transactions' records undelivered.
+    pub read_committed: bool,
 }
 
 impl ShareConfig {
@@ -105,6 +108,9 @@ impl ShareConfig {
                 dlq: dlq::topic_of(o).is_some(),
             },
             reset,
+            read_committed: o
+                .and_then(|o| o.get("share.isolation.level"))
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("read_committed")),
             session_timeout_ms: get("share.session.timeout.ms", 45_000),
             heartbeat_interval_ms: get("share.heartbeat.interval.ms", 5_000) as i32,
         }

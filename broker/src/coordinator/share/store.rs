@@ -17,6 +17,7 @@ use super::inflight::{AckError, SharePartitionState};
 use super::records::{self, Snapshot, StateKey};
 use super::{OffsetReset, ShareConfig, ShareError, SHARE_STATE_SEGMENT_BYTES, SHARE_STATE_TOPIC};
 use crate::coordinator::log;
+use crate::partition::read_committed::AbortedFilter;
 use crate::shard::{frontend, home_shard, BrokerContext, ShardState};
 
 struct Entry {
@@ -159,8 +160,15 @@ async fn run(state: Rc<ShardState>, w: PartitionWork) -> PartitionDone {
         }
         if w.max_records > 0 {
             if let Some(from) = s.fetch_offset(&limits) {
-                match part.read(from, w.max_bytes.max(1), false) {
-                    Ok(read) => acquire(s, &w, now, read.data.chunks, &mut done),
+                let committed = w.config.read_committed;
+                match part.read(from, w.max_bytes.max(1), committed) {
+                    Ok(read) => {
+                        let aborted = read.aborted.iter().flatten();
+                        let filter = committed.then(|| {
+                            AbortedFilter::new(aborted.map(|t| (t.producer_id, t.first_offset)))
+                        });
+                        changed |= acquire(s, &w, now, read.data.chunks, filter, &mut done);
+                    }
                     Err(e) => done.error = Some(ShareError::CoordinatorNotAvailable(e.to_string())),
                 }
             }
@@ -200,20 +208,33 @@ async fn run(state: Rc<ShardState>, w: PartitionWork) -> PartitionDone {
     done
 }
 
-/// Acquires from the batches read, keeping the batches that gave something.
+/// Acquires from the batches read, keeping the batches that gave something. Under
+/// read_committed (`filter`), an aborted transaction's batches are archived instead, never
+/// delivered; returns whether that changed the state (it must be persisted).
 fn acquire(
     s: &mut SharePartitionState,
     w: &PartitionWork,
     now: i64,
     chunks: Vec<Bytes>,
+    mut filter: Option<AbortedFilter>,
     done: &mut PartitionDone,
-) {
+) -> bool {
     let mut left = w.max_records;
+    let mut skipped = false;
     for chunk in chunks {
         for item in storage::batch::BatchIter::new(&chunk) {
             let Ok((h, raw)) = item else { break };
             if left == 0 {
-                return;
+                return skipped;
+            }
+            // Control batches stay acquirable as under read_uncommitted: the client
+            // acknowledges their offsets as gaps.
+            if let Some(f) = filter.as_mut() {
+                if !f.delivers(&h, raw) && !h.is_control() {
+                    s.skip(h.base_offset, h.last_offset(), &w.config.limits);
+                    skipped = true;
+                    continue;
+                }
             }
             let got = s.acquire(
                 h.base_offset,
@@ -234,6 +255,7 @@ fn acquire(
             done.records.push(chunk.slice_ref(raw));
         }
     }
+    skipped
 }
 
 /// The share partition's start offset and lag (DescribeShareGroupOffsets; lag is v1's,
