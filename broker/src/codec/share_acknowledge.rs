@@ -16,6 +16,7 @@ use kafka_protocol::messages::{self, BrokerId, GroupId};
 use kafka_protocol::protocol::buf::{ByteBuf, ByteBufMut};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
+use super::share_fetch::{decode_ack_batch, encode_ack_batch};
 use super::{check_version, decode_tagged, encode_tagged, wire};
 
 const MIN: i16 = 1;
@@ -57,13 +58,12 @@ impl Decodable for ShareAcknowledgeRequest {
             for _ in 0..wire::array_len(buf, true)? {
                 let mut p = AcknowledgePartition::default().with_partition_index(wire::i32(buf)?);
                 for _ in 0..wire::array_len(buf, true)? {
+                    let (first, last, types, tagged) = decode_ack_batch(buf)?;
                     let mut b = AcknowledgementBatch::default()
-                        .with_first_offset(wire::i64(buf)?)
-                        .with_last_offset(wire::i64(buf)?);
-                    for _ in 0..wire::array_len(buf, true)? {
-                        b.acknowledge_types.push(wire::i8(buf)?);
-                    }
-                    b.unknown_tagged_fields = decode_tagged(buf)?;
+                        .with_first_offset(first)
+                        .with_last_offset(last)
+                        .with_acknowledge_types(types);
+                    b.unknown_tagged_fields = tagged;
                     p.acknowledgement_batches.push(b);
                 }
                 p.unknown_tagged_fields = decode_tagged(buf)?;
@@ -95,13 +95,14 @@ impl Encodable for ShareAcknowledgeRequest {
                 buf.put_i32(p.partition_index);
                 wire::put_array_len(buf, p.acknowledgement_batches.len(), true);
                 for b in &p.acknowledgement_batches {
-                    buf.put_i64(b.first_offset);
-                    buf.put_i64(b.last_offset);
-                    wire::put_array_len(buf, b.acknowledge_types.len(), true);
-                    for ty in &b.acknowledge_types {
-                        buf.put_i8(*ty);
-                    }
-                    encode_tagged(buf, &b.unknown_tagged_fields);
+                    let (first, last) = (b.first_offset, b.last_offset);
+                    encode_ack_batch(
+                        buf,
+                        first,
+                        last,
+                        &b.acknowledge_types,
+                        &b.unknown_tagged_fields,
+                    );
                 }
                 encode_tagged(buf, &p.unknown_tagged_fields);
             }

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{self, GroupId};
 use kafka_protocol::protocol::buf::{ByteBuf, ByteBufMut};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
-use super::{check_version, decode_tagged, encode_tagged, wire};
+use super::{check_version, decode_tagged, encode_tagged, wire, TaggedFields};
 
 const MIN: i16 = 1;
 pub const MAX: i16 = 2;
@@ -69,13 +69,12 @@ impl Decodable for ShareFetchRequest {
             for _ in 0..wire::array_len(buf, true)? {
                 let mut p = FetchPartition::default().with_partition_index(wire::i32(buf)?);
                 for _ in 0..wire::array_len(buf, true)? {
+                    let (first, last, types, tagged) = decode_ack_batch(buf)?;
                     let mut b = AcknowledgementBatch::default()
-                        .with_first_offset(wire::i64(buf)?)
-                        .with_last_offset(wire::i64(buf)?);
-                    for _ in 0..wire::array_len(buf, true)? {
-                        b.acknowledge_types.push(wire::i8(buf)?);
-                    }
-                    b.unknown_tagged_fields = decode_tagged(buf)?;
+                        .with_first_offset(first)
+                        .with_last_offset(last)
+                        .with_acknowledge_types(types);
+                    b.unknown_tagged_fields = tagged;
                     p.acknowledgement_batches.push(b);
                 }
                 p.unknown_tagged_fields = decode_tagged(buf)?;
@@ -125,13 +124,14 @@ impl Encodable for ShareFetchRequest {
                 buf.put_i32(p.partition_index);
                 wire::put_array_len(buf, p.acknowledgement_batches.len(), true);
                 for b in &p.acknowledgement_batches {
-                    buf.put_i64(b.first_offset);
-                    buf.put_i64(b.last_offset);
-                    wire::put_array_len(buf, b.acknowledge_types.len(), true);
-                    for ty in &b.acknowledge_types {
-                        buf.put_i8(*ty);
-                    }
-                    encode_tagged(buf, &b.unknown_tagged_fields);
+                    let (first, last) = (b.first_offset, b.last_offset);
+                    encode_ack_batch(
+                        buf,
+                        first,
+                        last,
+                        &b.acknowledge_types,
+                        &b.unknown_tagged_fields,
+                    );
                 }
                 encode_tagged(buf, &p.unknown_tagged_fields);
             }
@@ -153,6 +153,35 @@ impl Encodable for ShareFetchRequest {
     fn compute_size(&self, version: i16) -> Result<usize> {
         super::encoded_size(self, version)
     }
+}
+
+/// One acknowledgement batch (the same layout in ShareFetch and ShareAcknowledge): first and
+/// last offset, the types, the tagged fields.
+pub(super) fn decode_ack_batch<B: ByteBuf>(
+    buf: &mut B,
+) -> Result<(i64, i64, Vec<i8>, TaggedFields)> {
+    let (first, last) = (wire::i64(buf)?, wire::i64(buf)?);
+    let mut types = Vec::new();
+    for _ in 0..wire::array_len(buf, true)? {
+        types.push(wire::i8(buf)?);
+    }
+    Ok((first, last, types, decode_tagged(buf)?))
+}
+
+pub(super) fn encode_ack_batch<B: ByteBufMut>(
+    buf: &mut B,
+    first: i64,
+    last: i64,
+    types: &[i8],
+    tagged: &TaggedFields,
+) {
+    buf.put_i64(first);
+    buf.put_i64(last);
+    wire::put_array_len(buf, types.len(), true);
+    for ty in types {
+        buf.put_i8(*ty);
+    }
+    encode_tagged(buf, tagged);
 }
 
 impl HeaderVersion for ShareFetchRequest {

@@ -113,29 +113,46 @@ pub fn encode_batch(
     let records: Vec<Record> = records
         .iter()
         .enumerate()
-        .map(|(i, (key, value))| Record {
-            transactional: txn.is_some(),
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: txn.map_or(-1, |t| t.producer_id),
-            producer_epoch: txn.map_or(-1, |t| t.producer_epoch),
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // No sequence (-1 for the first record): coordinator writes are not idempotent
-            // producer batches. The encoder splits batches when offset - sequence changes,
-            // so it stays fixed.
-            sequence: (i as i32).wrapping_sub(1),
-            timestamp: now,
-            key: Some(key.clone()),
-            value: value.clone(),
-            headers: Default::default(),
-        })
+        .map(|(i, (key, value))| broker_record(i, now, Some(key.clone()), value.clone(), txn))
         .collect();
+    encode_records(&records)
+}
+
+/// Record `i` of a batch the broker writes itself: CreateTime `now`, no headers, and no
+/// producer unless `txn` names one.
+pub fn broker_record(
+    i: usize,
+    now: i64,
+    key: Option<Bytes>,
+    value: Option<Bytes>,
+    txn: Option<TxnProducer>,
+) -> Record {
+    Record {
+        transactional: txn.is_some(),
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: txn.map_or(-1, |t| t.producer_id),
+        producer_epoch: txn.map_or(-1, |t| t.producer_epoch),
+        timestamp_type: TimestampType::Creation,
+        offset: i as i64,
+        // No sequence (-1 for the first record): broker writes are not idempotent producer
+        // batches. The encoder splits batches when offset - sequence changes, so it stays
+        // fixed.
+        sequence: (i as i32).wrapping_sub(1),
+        timestamp: now,
+        key,
+        value,
+        headers: Default::default(),
+    }
+}
+
+/// `records` as one uncompressed v2 batch.
+pub fn encode_records(records: &[Record]) -> Result<Bytes, CoordinatorLogError> {
     let mut buf = BytesMut::new();
     RecordBatchEncoder::encode(
         &mut buf,
-        &records,
+        records,
         &RecordEncodeOptions {
             version: 2,
             compression: Compression::None,

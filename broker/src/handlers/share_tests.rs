@@ -96,8 +96,21 @@ fn acknowledge(
     last: i64,
     kind: i8,
 ) -> ShareAcknowledgeResponse {
+    h.call(
+        ApiKey::ShareAcknowledge,
+        1,
+        ack_request(h, epoch, (first, last, kind)),
+    )
+}
+
+/// A ShareAcknowledge of t-0 by m1 of group `sg`: one batch `first..=last` of `kind`.
+fn ack_request(
+    h: &Harness,
+    epoch: i32,
+    (first, last, kind): (i64, i64, i8),
+) -> ShareAcknowledgeRequest {
     let id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
-    let req = ShareAcknowledgeRequest::default()
+    ShareAcknowledgeRequest::default()
         .with_group_id(Some(GroupId(s("sg"))))
         .with_member_id(Some(s("m1")))
         .with_share_session_epoch(epoch)
@@ -108,8 +121,7 @@ fn acknowledge(
                 .with_acknowledgement_batches(vec![AckBatch::default()
                     .with_first_offset(first)
                     .with_last_offset(last)
-                    .with_acknowledge_types(vec![kind])])])]);
-    h.call(ApiKey::ShareAcknowledge, 1, req)
+                    .with_acknowledge_types(vec![kind])])])])
 }
 
 /// The share-partition start offset of `sg` on t-0 (DescribeShareGroupOffsets).
@@ -227,22 +239,10 @@ fn given_a_share_member_when_fetching_and_acknowledging_then_kafka_share_semanti
 fn acknowledge_v2(
     h: &Harness,
     epoch: i32,
-    (first, last, kind): (i64, i64, i8),
+    batch: (i64, i64, i8),
     is_renew_ack: bool,
 ) -> crate::codec::share_acknowledge::ShareAcknowledgeResponse {
-    let id = h.state.ctx.catalog.snapshot().get("t").unwrap().id;
-    let body = ShareAcknowledgeRequest::default()
-        .with_group_id(Some(GroupId(s("sg"))))
-        .with_member_id(Some(s("m1")))
-        .with_share_session_epoch(epoch)
-        .with_topics(vec![AcknowledgeTopic::default()
-            .with_topic_id(id)
-            .with_partitions(vec![AcknowledgePartition::default()
-                .with_partition_index(0)
-                .with_acknowledgement_batches(vec![AckBatch::default()
-                    .with_first_offset(first)
-                    .with_last_offset(last)
-                    .with_acknowledge_types(vec![kind])])])]);
+    let body = ack_request(h, epoch, batch);
     let req = crate::codec::share_acknowledge::ShareAcknowledgeRequest { body, is_renew_ack };
     h.call(ApiKey::ShareAcknowledge, 2, req)
 }

@@ -22,12 +22,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Record, RecordBatchDecoder};
 
 use super::inflight::Dead;
 use crate::coordinator::log;
@@ -116,34 +114,13 @@ async fn try_write(
         .enumerate()
         .map(|(i, d)| {
             let (key, value) = originals.get(&d.offset).cloned().unwrap_or((None, None));
-            Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: (i as i32).wrapping_sub(1),
-                timestamp: now,
-                key,
-                value,
-                headers: headers(source_topic, partition, group, d),
-            }
+            let mut r = log::broker_record(i, now, key, value, None);
+            r.headers = headers(source_topic, partition, group, d);
+            r
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .map_err(|e| format!("encoding the dead letters: {e:#}"))?;
-    let bytes = buf.freeze();
+    let bytes =
+        log::encode_records(&records).map_err(|e| format!("encoding the dead letters: {e}"))?;
     let p = partition % partitions;
     let shard = home_shard(&topic, p, ctx.shard_count());
     frontend::invoke_on(ctx, shard, move |state| async move {

@@ -69,6 +69,23 @@ class ShareDeadLetterCompatTest {
                 .all().get(30, TimeUnit.SECONDS);
     }
 
+    static KafkaProducer<String, String> producer() {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        return new KafkaProducer<>(p);
+    }
+
+    /** A plain consumer (no group) for reading a dead-letter topic. */
+    static KafkaConsumer<String, String> reader() {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        return new KafkaConsumer<>(p);
+    }
+
     static String header(ConsumerRecord<String, String> r, String name) {
         Header h = r.headers().lastHeader(name);
         return h == null ? null : new String(h.value(), StandardCharsets.UTF_8);
@@ -98,11 +115,7 @@ class ShareDeadLetterCompatTest {
                     "errors.deadletterqueue.topic.name", dlq,
                     "errors.deadletterqueue.copy.record.enable", "true"));
 
-            Properties pp = new Properties();
-            pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
-            pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-            pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-            try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+            try (KafkaProducer<String, String> producer = producer()) {
                 for (int i = 0; i < 3; i++) {
                     ProducerRecord<String, String> r = new ProducerRecord<>(source, "k" + i, "v" + i);
                     r.headers().add("original", "h".getBytes(StandardCharsets.UTF_8));
@@ -139,12 +152,8 @@ class ShareDeadLetterCompatTest {
                 assertTrue(exhausted, "offset 1 reached its delivery count limit");
             }
 
-            Properties dp = new Properties();
-            dp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
-            dp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-            dp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
             Map<String, ConsumerRecord<String, String>> dead = new TreeMap<>();
-            try (KafkaConsumer<String, String> reader = new KafkaConsumer<>(dp)) {
+            try (KafkaConsumer<String, String> reader = reader()) {
                 TopicPartition tp = new TopicPartition(dlq, 0);
                 reader.assign(List.of(tp));
                 reader.seekToBeginning(List.of(tp));
@@ -219,11 +228,7 @@ class ShareDeadLetterCompatTest {
             String b = "share-dlq-b-" + id;
             admin.createTopics(List.of(new NewTopic(a, 1, (short) 1), new NewTopic(b, 1, (short) 1),
                     new NewTopic(closed, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
-            Properties pp = new Properties();
-            pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
-            pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-            pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-            try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+            try (KafkaProducer<String, String> producer = producer()) {
                 producer.send(new ProducerRecord<>(a, "k", "v"));
                 producer.send(new ProducerRecord<>(b, "k", "v"));
                 producer.flush();
@@ -237,11 +242,7 @@ class ShareDeadLetterCompatTest {
             assertTrue(rejectOnce(a, ga), "rejected into a closed DLQ: archived, not redelivered");
             assertTrue(rejectOnce(b, gb), "rejected into a missing DLQ: archived, not redelivered");
 
-            Properties dp = new Properties();
-            dp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
-            dp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-            dp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-            try (KafkaConsumer<String, String> reader = new KafkaConsumer<>(dp)) {
+            try (KafkaConsumer<String, String> reader = reader()) {
                 TopicPartition tp = new TopicPartition(closed, 0);
                 reader.assign(List.of(tp));
                 reader.seekToBeginning(List.of(tp));
@@ -268,11 +269,7 @@ class ShareDeadLetterCompatTest {
                 String b = "share-dlq-d-" + id;
                 admin.createTopics(List.of(new NewTopic(a, 1, (short) 1), new NewTopic(b, 1, (short) 1)))
                         .all().get(30, TimeUnit.SECONDS);
-                Properties pp = new Properties();
-                pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
-                pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-                pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-                try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+                try (KafkaProducer<String, String> producer = producer()) {
                     producer.send(new ProducerRecord<>(a, "k", "v"));
                     producer.send(new ProducerRecord<>(b, "k", "v"));
                     producer.flush();
@@ -284,17 +281,13 @@ class ShareDeadLetterCompatTest {
                 assertTrue(rejectOnce(a, "sg-c-" + id));
                 assertTrue(rejectOnce(b, "sg-d-" + id));
                 // Kafka creates and writes asynchronously: wait for the dead letter.
-                Properties dp = new Properties();
-                dp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
-                dp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-                dp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
                 int got = 0;
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
                 while (!admin.listTopics().names().get(30, TimeUnit.SECONDS).contains(created)
                         && System.nanoTime() < deadline) {
                     Thread.sleep(200);
                 }
-                try (KafkaConsumer<String, String> reader = new KafkaConsumer<>(dp)) {
+                try (KafkaConsumer<String, String> reader = reader()) {
                     TopicPartition tp = new TopicPartition(created, 0);
                     reader.assign(List.of(tp));
                     reader.seekToBeginning(List.of(tp));
