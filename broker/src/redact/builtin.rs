@@ -21,16 +21,12 @@ fn not_isolated(_: u8) -> bool {
     false
 }
 
-fn digits(run: &[u8]) -> usize {
-    run.iter().filter(|b| b.is_ascii_digit()).count()
-}
-
 /// The bytes of `phone`'s pattern; each of its alternatives has ≥ 10 digits or a `+`.
 static PHONE_BYTES: [bool; 256] = byte_set(false, b" .()+-");
 static PHONE: Runs = Runs {
     member: &PHONE_BYTES,
     anchor: None,
-    candidate: |run| run.contains(&b'+') || digits(run) >= 10,
+    candidate: |run| run.plus || run.digits >= 10,
 };
 
 /// The bytes of `email`'s pattern (local part, `@`, domain); each match holds one `@`.
@@ -46,7 +42,7 @@ static CN_ID_BYTES: [bool; 256] = byte_set(false, b"Xx");
 static CN_ID: Runs = Runs {
     member: &CN_ID_BYTES,
     anchor: None,
-    candidate: |run| run.len() >= 18,
+    candidate: |run| run.len >= 18,
 };
 
 /// `card`: 13 or more digits, spaces or dashes between them.
@@ -54,7 +50,7 @@ static CARD_BYTES: [bool; 256] = byte_set(false, b" -");
 static CARD: Runs = Runs {
     member: &CARD_BYTES,
     anchor: None,
-    candidate: |run| digits(run) >= 13,
+    candidate: |run| run.digits >= 13,
 };
 
 const IPV4: &str = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3}";

@@ -95,7 +95,17 @@ pub(crate) struct Runs {
     /// A byte every match holds: runs are found from its occurrences (memchr) instead of
     /// by looking at every byte.
     pub anchor: Option<u8>,
-    pub candidate: fn(&[u8]) -> bool,
+    /// Whether a run can hold an accepted match, from what one pass over it counted.
+    pub candidate: fn(&RunStats) -> bool,
+}
+
+/// What the scan that finds a run counts on the way (so the candidate test reads no byte
+/// again: per record, a JSON vector is hundreds of short runs).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RunStats {
+    pub len: usize,
+    pub digits: usize,
+    pub plus: bool,
 }
 
 /// A `Runs::member` table: the ASCII digits, the ASCII letters if `letters`, and `extra`.
@@ -120,31 +130,41 @@ impl Runs {
     fn of<'t>(self, text: &'t [u8]) -> impl Iterator<Item = std::ops::Range<usize>> + 't {
         let mut pos = 0;
         let member = self.member;
+        // The run from `start`: where it ends and what it holds, in one pass.
+        let extend = move |start: usize| {
+            let mut stats = RunStats::default();
+            let mut end = start;
+            while let Some(&b) = text.get(end) {
+                if !member[b as usize] {
+                    break;
+                }
+                stats.digits += usize::from(b.is_ascii_digit());
+                stats.plus |= b == b'+';
+                end += 1;
+            }
+            stats.len = end - start;
+            (end, stats)
+        };
         std::iter::from_fn(move || loop {
-            let (start, end) = match self.anchor {
+            let start = match self.anchor {
                 Some(a) => {
                     let at = pos + memchr::memchr(a, text.get(pos..)?)?;
-                    let start = text[pos..at]
+                    text[pos..at]
                         .iter()
                         .rposition(|&b| !member[b as usize])
-                        .map_or(pos, |i| pos + i + 1);
-                    let end = text[at..]
-                        .iter()
-                        .position(|&b| !member[b as usize])
-                        .map_or(text.len(), |i| at + i);
-                    (start, end)
+                        .map_or(pos, |i| pos + i + 1)
                 }
                 None => {
-                    let start = pos + text.get(pos..)?.iter().position(|&b| member[b as usize])?;
-                    let end = text[start..]
-                        .iter()
-                        .position(|&b| !member[b as usize])
-                        .map_or(text.len(), |i| start + i);
-                    (start, end)
+                    let mut i = pos;
+                    while !member[*text.get(i)? as usize] {
+                        i += 1;
+                    }
+                    i
                 }
             };
-            pos = end;
-            if (self.candidate)(&text[start..end]) {
+            let (end, stats) = extend(start);
+            pos = end.max(start + 1);
+            if (self.candidate)(&stats) {
                 return Some(start..end);
             }
         })
