@@ -8,8 +8,9 @@
 #   fmt       cargo fmt --all -- --check
 #   clippy    cargo clippy --all-targets -- -D warnings
 #   test      cargo test --workspace
-#   storage-sync  cargo test -p storage on the pwrite+fdatasync backend (`test` runs it on
-#             io_uring when the kernel allows; both backends must pass)
+#   storage-sync  the storage crate's test binaries again on the pwrite+fdatasync backend
+#             (`test` runs them on io_uring when the kernel allows; both backends must pass;
+#             scripts/storage-sync-tests.sh)
 #   build     cargo build --release -p strom (the binary every compat test runs)
 #   weaviate  builds the Weaviate server (Go module, pinned version) into compat-tests/.cache
 #             (scripts/build-weaviate.sh; skipped when the binary is there)
@@ -318,7 +319,7 @@ if [[ "${STROM_SKIP_CARGO:-}" != 1 ]]; then
     phase fmt cargo fmt --all -- --check
     phase clippy cargo clippy --all-targets -j"$jobs" -- -D warnings
     phase test cargo test --workspace -j"$jobs"
-    phase storage-sync env STROM_IO_BACKEND=sync cargo test -p storage -j"$jobs"
+    phase storage-sync bash scripts/storage-sync-tests.sh
     phase build cargo build --release -j"$jobs" -p strom
 fi
 # The Weaviate build: ~8 minutes the first time on 2 cores (Go's module and build caches then

@@ -164,18 +164,23 @@ def test_group_config_refusals_have_kafkas_codes(broker, ops, want):
 
 def test_group_configs_strom_does_not_apply_are_read_only_there(broker):
     """Kafka stores every group setting; Strom refuses the ones it does not apply rather than
-    keep a value that does nothing (FINDINGS.md #9): the streams group settings (no streams
-    groups yet). The share settings its share groups use, `share.isolation.level` among
-    them since the twelfth session, are stored and listed on both."""
+    keep a value that does nothing (FINDINGS.md #9): the rack-aware standby tags of streams
+    groups (no rack-aware assignment yet). The share and streams settings its groups use,
+    `share.isolation.level` and `streams.heartbeat.interval.ms` among them, are stored and
+    listed on both."""
     group = unique_topic("cfg-group-share")
     listed = describe(broker.bootstrap, "GROUP", group)
-    code = alter(broker.bootstrap, "GROUP", group, {"streams.heartbeat.interval.ms": ("SET", "6000")})
+    tags = "streams.rack.aware.assignment.tags"
+    code = alter(broker.bootstrap, "GROUP", group, {tags: ("SET", "zone")})
     if broker.name == "strom":
-        assert listed["streams.heartbeat.interval.ms"]["read_only"] is True
+        assert listed[tags]["read_only"] is True
         assert code == INVALID_CONFIG
     else:
-        assert listed["streams.heartbeat.interval.ms"]["read_only"] is False
+        assert listed[tags]["read_only"] is False
         assert code == 0
+    assert listed["streams.heartbeat.interval.ms"]["read_only"] is False
+    assert alter(broker.bootstrap, "GROUP", group, {"streams.heartbeat.interval.ms": ("SET", "6000")}) == 0
+    assert describe(broker.bootstrap, "GROUP", group)["streams.heartbeat.interval.ms"]["value"] == "6000"
     assert listed["share.isolation.level"]["read_only"] is False
     assert alter(broker.bootstrap, "GROUP", group, {"share.isolation.level": ("SET", "read_committed")}) == 0
     assert describe(broker.bootstrap, "GROUP", group)["share.isolation.level"]["value"] == "read_committed"

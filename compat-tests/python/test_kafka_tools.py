@@ -22,6 +22,8 @@ COMMON = {
     "metadata.version": {"SupportedMinVersion": "3.3-IV3", "SupportedMaxVersion": "4.4-IV2",
                          "FinalizedVersionLevel": "4.4-IV2"},
     "group.version": {"SupportedMinVersion": "0", "SupportedMaxVersion": "1", "FinalizedVersionLevel": "1"},
+    # KIP-1071 streams groups.
+    "streams.version": {"SupportedMinVersion": "0", "SupportedMaxVersion": "1", "FinalizedVersionLevel": "1"},
 }
 
 
@@ -40,7 +42,7 @@ def test_features_describe_lists_metadata_and_group_version(broker):
     assert got["share.version"]["FinalizedVersionLevel"] == "2"
     assert got["share.version"]["SupportedMaxVersion"] == "2"
     if broker.name == "strom":
-        # TV0, no streams groups, no KRaft: not advertised.
+        # TV0, no KRaft: not advertised.
         assert set(got) == set(COMMON) | {"share.version"}
     else:
         assert set(COMMON) < set(got)

@@ -9,6 +9,8 @@
 //! - A hand-derived message (one file each, e.g. `api_versions`): the version adds fields,
 //!   so the whole message is written out here from its schema, with kafka-protocol's
 //!   primitive encoders.
+//! - A message the crate does not have at all (the streams group APIs): generated at build
+//!   time from Kafka's schema files in `schemas/` (`broker/build.rs`, module `generated`).
 //!
 //! `schema_tests` checks both against Kafka's schemas: a `Capped` version must add no field
 //! at any nesting level, and a hand-derived message must encode exactly what a
@@ -18,6 +20,7 @@ pub mod api_versions;
 pub mod delete_groups;
 pub mod describe_log_dirs;
 pub mod describe_share_group_offsets;
+pub mod generated;
 pub mod offset_commit;
 pub mod offset_fetch;
 #[cfg(test)]

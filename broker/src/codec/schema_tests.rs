@@ -135,49 +135,89 @@ fn given_capped_messages_when_compared_with_kafka_schema_then_no_field_added_abo
 
 /// Kafka's generated serialisation, driven by the schema: non-tagged fields in order, then
 /// (flexible versions) the tagged ones. Missing values are the type's zero (or null).
-fn schema_encode(fields: &Value, value: &Value, v: i16, flexible: bool, out: &mut BytesMut) {
-    let mut tagged = Vec::new();
-    for f in fields.as_array().into_iter().flatten() {
-        if !in_range(f.get("versions"), v) {
-            continue;
+/// `common` holds the schema's `commonStructs`, which fields name by type instead of
+/// nesting their fields.
+struct SchemaEncoder<'a> {
+    common: &'a Value,
+}
+
+impl SchemaEncoder<'_> {
+    fn struct_fields<'b>(&'b self, f: &'b Value) -> Option<&'b Value> {
+        if let Some(sub) = f.get("fields") {
+            return Some(sub);
         }
-        let val = &value[f["name"].as_str().unwrap()];
-        if flexible && in_range(f.get("taggedVersions"), v) {
-            let mut b = BytesMut::new();
-            encode_field(f, val, v, flexible, &mut b);
-            tagged.push((f["tag"].as_u64().unwrap() as u32, b));
-            continue;
-        }
-        encode_field(f, val, v, flexible, out);
+        let name = f["type"].as_str().unwrap().trim_start_matches("[]");
+        self.common
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["name"] == name)
+            .map(|c| &c["fields"])
     }
-    if flexible {
-        wire::put_uvarint(out, tagged.len() as u32);
-        for (tag, b) in tagged {
-            wire::put_uvarint(out, tag);
-            wire::put_uvarint(out, b.len() as u32);
-            out.put_slice(&b);
+
+    fn encode(&self, fields: &Value, value: &Value, v: i16, flexible: bool, out: &mut BytesMut) {
+        let mut tagged = Vec::new();
+        for f in fields.as_array().into_iter().flatten() {
+            if !in_range(f.get("versions"), v) {
+                continue;
+            }
+            let val = &value[f["name"].as_str().unwrap()];
+            if flexible && in_range(f.get("taggedVersions"), v) {
+                let mut b = BytesMut::new();
+                self.field(f, val, v, flexible, &mut b);
+                tagged.push((f["tag"].as_u64().unwrap() as u32, b));
+                continue;
+            }
+            self.field(f, val, v, flexible, out);
+        }
+        if flexible {
+            wire::put_uvarint(out, tagged.len() as u32);
+            for (tag, b) in tagged {
+                wire::put_uvarint(out, tag);
+                wire::put_uvarint(out, b.len() as u32);
+                out.put_slice(&b);
+            }
+        }
+    }
+
+    fn field(&self, f: &Value, val: &Value, v: i16, flexible: bool, out: &mut BytesMut) {
+        let ty = f["type"].as_str().unwrap();
+        let nullable = in_range(f.get("nullableVersions"), v);
+        if let Some(elem) = ty.strip_prefix("[]") {
+            if val.is_null() && nullable {
+                wire::put_null_array(out, flexible);
+                return;
+            }
+            let items = val.as_array().cloned().unwrap_or_default();
+            wire::put_array_len(out, items.len(), flexible);
+            for item in &items {
+                match self.struct_fields(f) {
+                    Some(sub) => self.encode(sub, item, v, flexible, out),
+                    None => encode_scalar(elem, item, false, flexible, out),
+                }
+            }
+            return;
+        }
+        match self.struct_fields(f) {
+            Some(sub) => {
+                // A nullable struct is preceded by -1 (null) or 1 (present), as Kafka writes it.
+                if nullable {
+                    if val.is_null() {
+                        out.put_i8(-1);
+                        return;
+                    }
+                    out.put_i8(1);
+                }
+                self.encode(sub, val, v, flexible, out)
+            }
+            None => encode_scalar(ty, val, nullable, flexible, out),
         }
     }
 }
 
-fn encode_field(f: &Value, val: &Value, v: i16, flexible: bool, out: &mut BytesMut) {
-    let ty = f["type"].as_str().unwrap();
-    let nullable = in_range(f.get("nullableVersions"), v);
-    if let Some(elem) = ty.strip_prefix("[]") {
-        let items = val.as_array().cloned().unwrap_or_default();
-        wire::put_array_len(out, items.len(), flexible);
-        for item in &items {
-            match f.get("fields") {
-                Some(sub) => schema_encode(sub, item, v, flexible, out),
-                None => encode_scalar(elem, item, false, flexible, out),
-            }
-        }
-        return;
-    }
-    match f.get("fields") {
-        Some(sub) => schema_encode(sub, val, v, flexible, out),
-        None => encode_scalar(ty, val, nullable, flexible, out),
-    }
+fn schema_encode(s: &Value, value: &Value, v: i16, flexible: bool, out: &mut BytesMut) {
+    let common = s.get("commonStructs").cloned().unwrap_or(Value::Null);
+    SchemaEncoder { common: &common }.encode(&s["fields"], value, v, flexible, out)
 }
 
 fn encode_scalar(ty: &str, val: &Value, nullable: bool, flexible: bool, out: &mut BytesMut) {
@@ -185,6 +225,7 @@ fn encode_scalar(ty: &str, val: &Value, nullable: bool, flexible: bool, out: &mu
     match ty {
         "int8" => out.put_i8(int() as i8),
         "int16" => out.put_i16(int() as i16),
+        "uint16" => out.put_u16(int() as u16),
         "int32" => out.put_i32(int() as i32),
         "int64" => out.put_i64(int()),
         "bool" => out.put_u8(u8::from(val.as_bool().unwrap_or(false))),
@@ -217,7 +258,7 @@ fn round_trip<T: Encodable + Decodable>(
     for v in versions {
         let flexible = in_range(s.get("flexibleVersions"), v);
         let mut kafka = BytesMut::new();
-        schema_encode(&s["fields"], &sample, v, flexible, &mut kafka);
+        schema_encode(&s, &sample, v, flexible, &mut kafka);
         let kafka: Bytes = kafka.freeze();
         let mut input = kafka.clone();
         let decoded = T::decode(&mut input, v).unwrap_or_else(|e| panic!("{name} v{v}: {e:#}"));
@@ -365,4 +406,116 @@ fn given_share_acknowledge_response_when_round_tripped_with_kafka_schema_then_sa
                "NodeEndpoints": [{"NodeId": 1, "Host": "127.0.0.1", "Port": 9092, "Rack": "r1"},
                                  {"NodeId": 2, "Host": "h2", "Port": 9093}]}),
     );
+}
+
+#[test]
+fn given_streams_group_heartbeat_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    use super::generated::{
+        streams_group_heartbeat_request as req, streams_group_heartbeat_response as resp,
+    };
+    let tasks = json!([{"SubtopologyId": "0", "Partitions": [0, 2]}, {"SubtopologyId": "1", "Partitions": []}]);
+    round_trip::<req::StreamsGroupHeartbeatRequest>(
+        "StreamsGroupHeartbeatRequest",
+        req::MIN_VERSION..=req::MAX_VERSION,
+        json!({"GroupId": "app", "MemberId": "m-1", "MemberEpoch": 0, "EndpointInformationEpoch": 2,
+               "InstanceId": null, "RackId": "r1", "RebalanceTimeoutMs": 30000,
+               "Topology": {"Epoch": 1, "Subtopologies": [
+                   {"SubtopologyId": "0", "SourceTopics": ["in"], "SourceTopicRegex": [],
+                    "StateChangelogTopics": [{"Name": "app-store-changelog", "Partitions": 0,
+                        "ReplicationFactor": 0, "TopicConfigs": [{"Key": "cleanup.policy", "Value": "compact"}]}],
+                    "RepartitionSinkTopics": ["app-rep"], "RepartitionSourceTopics": [],
+                    "CopartitionGroups": [{"SourceTopics": [0], "SourceTopicRegex": [], "RepartitionSourceTopics": [1, 2]}]}]},
+               "ActiveTasks": tasks, "StandbyTasks": [], "WarmupTasks": null,
+               "ProcessId": "p-1", "UserEndpoint": {"Host": "h", "Port": 65000},
+               "ClientTags": [{"Key": "zone", "Value": "a"}],
+               "TaskOffsets": [{"SubtopologyId": "0", "Partition": 1, "Offset": 99}],
+               "TaskEndOffsets": null, "ShutdownApplication": true}),
+    );
+    round_trip::<resp::StreamsGroupHeartbeatResponse>(
+        "StreamsGroupHeartbeatResponse",
+        resp::MIN_VERSION..=resp::MAX_VERSION,
+        json!({"ThrottleTimeMs": 1, "ErrorCode": 0, "ErrorMessage": null, "MemberId": "m-1",
+               "MemberEpoch": 3, "HeartbeatIntervalMs": 5000, "AcceptableRecoveryLagLegacy": 10000,
+               "TaskOffsetIntervalMs": 60000, "AcceptableRecoveryLag": 10000,
+               "Status": [{"StatusCode": 3, "StatusDetail": "missing"}],
+               "ActiveTasks": tasks, "StandbyTasks": [], "WarmupTasks": null,
+               "TopologyDescriptionRequired": true, "EndpointInformationEpoch": 1,
+               "PartitionsByUserEndpoint": [{"UserEndpoint": {"Host": "h", "Port": 1},
+                   "ActivePartitions": [{"Topic": "in", "Partitions": [0]}], "StandbyPartitions": []}]}),
+    );
+}
+
+#[test]
+fn given_streams_group_describe_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    use super::generated::{
+        streams_group_describe_request as req, streams_group_describe_response as resp,
+    };
+    round_trip::<req::StreamsGroupDescribeRequest>(
+        "StreamsGroupDescribeRequest",
+        req::MIN_VERSION..=req::MAX_VERSION,
+        json!({"GroupIds": ["a", "b"], "IncludeAuthorizedOperations": true, "IncludeTopologyDescription": true}),
+    );
+    let node = json!({"Name": "KSTREAM-SOURCE-0000000000", "NodeType": 1, "SourceTopics": ["in"],
+                      "SinkTopic": null, "Stores": [], "Successors": ["KSTREAM-MAP-0000000001"]});
+    let assignment = json!({"ActiveTasks": [{"SubtopologyId": "0", "Partitions": [1]}],
+                            "StandbyTasks": [], "WarmupTasks": []});
+    round_trip::<resp::StreamsGroupDescribeResponse>(
+        "StreamsGroupDescribeResponse",
+        resp::MIN_VERSION..=resp::MAX_VERSION,
+        json!({"ThrottleTimeMs": 0, "Groups": [
+            {"ErrorCode": 0, "GroupId": "a", "GroupState": "Stable", "GroupEpoch": 4, "AssignmentEpoch": 4,
+             "Topology": {"Epoch": 0, "Subtopologies": [{"SubtopologyId": "0", "SourceTopics": ["in"],
+                 "RepartitionSinkTopics": [], "StateChangelogTopics": [], "RepartitionSourceTopics": []}]},
+             "Members": [{"MemberId": "m", "MemberEpoch": 4, "InstanceId": null, "RackId": null,
+                 "ClientId": "c", "ClientHost": "/127.0.0.1", "TopologyEpoch": 0, "ProcessId": "p",
+                 "UserEndpoint": null, "ClientTags": [], "TaskOffsets": [], "TaskEndOffsets": [],
+                 "Assignment": assignment, "TargetAssignment": assignment, "IsClassic": false}],
+             "AuthorizedOperations": -2147483648,
+             "TopologyDescription": {"Subtopologies": [{"SubtopologyId": "0", "Nodes": [node]}],
+                 "GlobalStores": [{"Source": node, "Processor": node}]},
+             "TopologyDescriptionStatus": 1, "AssignorName": "sticky"},
+            {"ErrorCode": 69, "ErrorMessage": "no such group", "GroupId": "b", "GroupState": "Dead",
+             "GroupEpoch": -1, "AssignmentEpoch": -1, "Topology": null, "Members": [],
+             "AuthorizedOperations": 0, "TopologyDescription": null}]}),
+    );
+}
+
+#[test]
+fn given_streams_group_topology_description_update_when_round_tripped_with_kafka_schema_then_same_bytes(
+) {
+    use super::generated::{
+        streams_group_topology_description_update_request as req,
+        streams_group_topology_description_update_response as resp,
+    };
+    let node = json!({"Name": "n", "NodeType": 3, "SourceTopics": [], "SinkTopic": "out",
+                      "Stores": ["s"], "Successors": []});
+    round_trip::<req::StreamsGroupTopologyDescriptionUpdateRequest>(
+        "StreamsGroupTopologyDescriptionUpdateRequest",
+        req::MIN_VERSION..=req::MAX_VERSION,
+        json!({"GroupId": "a", "MemberId": "m", "TopologyEpoch": 2, "TopologyDescription": {
+            "Subtopologies": [{"SubtopologyId": "0", "Nodes": [node]}], "GlobalStores": []}}),
+    );
+    round_trip::<resp::StreamsGroupTopologyDescriptionUpdateResponse>(
+        "StreamsGroupTopologyDescriptionUpdateResponse",
+        resp::MIN_VERSION..=resp::MAX_VERSION,
+        json!({"ThrottleTimeMs": 3, "ErrorCode": 25, "ErrorMessage": "unknown member"}),
+    );
+}
+
+#[test]
+fn given_vendored_schemas_when_compared_with_the_kafka_jar_then_identical() {
+    let Some(jar) = jar() else { return };
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/codec/schemas");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+        let ours = std::fs::read(&path).unwrap();
+        let out = std::process::Command::new("unzip")
+            .arg("-p")
+            .arg(&jar)
+            .arg(format!("common/message/{name}.json"))
+            .output()
+            .expect("unzip runs");
+        assert_eq!(ours, out.stdout, "{name}.json is Kafka {KAFKA_VERSION}'s");
+    }
 }

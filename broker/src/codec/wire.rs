@@ -163,3 +163,50 @@ pub fn array_len_size(n: usize, flexible: bool) -> usize {
         4
     }
 }
+
+pub fn u16<B: Buf>(b: &mut B) -> Result<u16> {
+    b.try_get_u16().map_err(|_| anyhow!("truncated uint16"))
+}
+
+pub fn f64<B: Buf>(b: &mut B) -> Result<f64> {
+    b.try_get_f64().map_err(|_| anyhow!("truncated float64"))
+}
+
+/// Bytes with a length (classic int32, compact uvarint + 1); null as strings are.
+pub fn nullable_bytes<B: Buf>(b: &mut B, flexible: bool) -> Result<Option<Bytes>> {
+    let len = if flexible {
+        match uvarint(b)?.checked_sub(1) {
+            None => return Ok(None),
+            Some(n) => n as usize,
+        }
+    } else {
+        match i32(b)? {
+            n if n < 0 => return Ok(None),
+            n => n as usize,
+        }
+    };
+    take(b, len).map(Some)
+}
+
+pub fn put_nullable_bytes<B: BufMut>(b: &mut B, bytes: Option<&Bytes>, flexible: bool) {
+    match (bytes, flexible) {
+        (None, true) => put_uvarint(b, 0),
+        (None, false) => b.put_i32(-1),
+        (Some(x), true) => {
+            put_uvarint(b, x.len() as u32 + 1);
+            b.put_slice(x);
+        }
+        (Some(x), false) => {
+            b.put_i32(x.len() as i32);
+            b.put_slice(x);
+        }
+    }
+}
+
+pub fn put_null_array<B: BufMut>(b: &mut B, flexible: bool) {
+    if flexible {
+        put_uvarint(b, 0);
+    } else {
+        b.put_i32(-1);
+    }
+}

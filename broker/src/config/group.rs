@@ -1,10 +1,11 @@
 //! Group configs (the GROUP config resource, KIP-848): the names, types and defaults Kafka
 //! 4.4's `GroupConfig` defines, and its validation. Strom applies the two that its consumer
 //! group coordinator has (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`)
-//! and the share group ones `coordinator::share::ShareConfig` reads; the others belong to
-//! features Strom does not have (streams groups, the
-//! assignment interval of an asynchronous assignor, dead-letter queues) and are listed with
-//! Kafka's defaults as read-only, so an alter cannot store a value that does nothing.
+//! the share group ones `coordinator::share::ShareConfig` reads and the streams group ones
+//! (`streams_settings`); the others belong to features Strom does not have (rack-aware
+//! standby placement, the assignment interval of an asynchronous consumer assignor) and are
+//! listed with Kafka's defaults as read-only, so an alter cannot store a value that does
+//! nothing.
 
 use std::collections::BTreeMap;
 
@@ -154,35 +155,35 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         Int,
         "1000",
         "group.streams.assignment.interval.ms",
-        false,
+        true,
     ),
     def(
         "streams.assignor.name",
         Str,
         "sticky",
         "group.streams.assignors",
-        false,
+        true,
     ),
     def(
         "streams.heartbeat.interval.ms",
         Int,
         "5000",
         "group.streams.heartbeat.interval.ms",
-        false,
+        true,
     ),
     def(
         "streams.initial.rebalance.delay.ms",
         Int,
         "3000",
         "group.streams.initial.rebalance.delay.ms",
-        false,
+        true,
     ),
     def(
         "streams.num.standby.replicas",
         Int,
         "0",
         "group.streams.num.standby.replicas",
-        false,
+        true,
     ),
     def(
         "streams.rack.aware.assignment.tags",
@@ -196,7 +197,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         Int,
         "45000",
         "group.streams.session.timeout.ms",
-        false,
+        true,
     ),
 ];
 
@@ -247,7 +248,7 @@ pub fn validate(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> 
                 feature_of(name)
             ));
         }
-        if let Some(msg) = share_invalid(name, value) {
+        if let Some(msg) = share_invalid(name, value).or_else(|| streams_invalid(name, value)) {
             return Err(msg);
         }
         if d.kind == Boolean
@@ -265,7 +266,14 @@ pub fn validate(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> 
         let n: i32 = value.trim().parse().map_err(|_| {
             format!("Invalid value {value} for configuration {name}: Not a number of type INT")
         })?;
-        if n < 1 {
+        // Kafka's `atLeast(0)` for these: no standby, no delay, no interval.
+        let zero_ok = matches!(
+            name.as_str(),
+            "streams.num.standby.replicas"
+                | "streams.initial.rebalance.delay.ms"
+                | "streams.assignment.interval.ms"
+        );
+        if n < i32::from(!zero_ok) {
             return Err(format!(
                 "Invalid value {value} for configuration {name}: Value must be at least 1"
             ));
@@ -338,11 +346,56 @@ fn share_invalid(name: &str, value: &str) -> Option<String> {
     }
 }
 
+/// Kafka's bounds of the streams group configs (the broker's `group.streams.min/max.*`
+/// defaults): session 45..=60 s, heartbeat 5..=15 s, at most 2 standbys, an assignment
+/// interval of at most 15 s, and the heartbeat below the session timeout.
+fn streams_invalid(name: &str, value: &str) -> Option<String> {
+    let v = value.trim().parse::<i64>().ok()?;
+    let (lo, hi, what) = match name {
+        "streams.session.timeout.ms" => {
+            (45_000, 60_000, "group.streams.{min,max}.session.timeout.ms")
+        }
+        "streams.heartbeat.interval.ms" => (
+            5_000,
+            15_000,
+            "group.streams.{min,max}.heartbeat.interval.ms",
+        ),
+        "streams.num.standby.replicas" => (0, 2, "[0, group.streams.max.standby.replicas]"),
+        "streams.assignment.interval.ms" => (0, 15_000, "[0, 15000]"),
+        _ => return None,
+    };
+    (!(lo..=hi).contains(&v))
+        .then(|| format!("Invalid value {value} for configuration {name}: must be within {what}"))
+}
+
+/// The streams group settings in force for a group with `overrides` (the broker's defaults
+/// are Kafka's: `group.streams.*`).
+pub fn streams_settings(
+    overrides: Option<&BTreeMap<String, String>>,
+) -> crate::coordinator::group::streams::StreamsConfig {
+    let get = |name: &str| -> i64 {
+        overrides
+            .and_then(|o| o.get(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| find(name).expect("streams config").default.parse().unwrap())
+    };
+    crate::coordinator::group::streams::StreamsConfig {
+        session_timeout_ms: get("streams.session.timeout.ms") as i32,
+        heartbeat_interval_ms: get("streams.heartbeat.interval.ms") as i32,
+        max_size: i32::MAX as usize,
+        num_standby_replicas: get("streams.num.standby.replicas") as i32,
+        initial_rebalance_delay_ms: get("streams.initial.rebalance.delay.ms"),
+        assignment_interval_ms: get("streams.assignment.interval.ms"),
+        task_offset_interval_ms: 60_000,
+        acceptable_recovery_lag: 10_000,
+    }
+}
+
 fn feature_of(name: &str) -> &'static str {
     if name.starts_with("share.") {
         "share groups"
     } else if name.starts_with("streams.") {
-        "streams groups"
+        "rack-aware assignment of streams groups"
     } else if name.starts_with("errors.deadletterqueue.") {
         "dead-letter queues"
     } else {
@@ -387,9 +440,16 @@ mod tests {
         ]
         .into();
         assert_eq!(validate(&both, &b), Ok(()));
-        assert!(validate(&one("streams.session.timeout.ms", "45000"), &b)
-            .unwrap_err()
-            .contains("streams groups"));
+        assert!(
+            validate(&one("streams.rack.aware.assignment.tags", "zone"), &b)
+                .unwrap_err()
+                .contains("streams groups")
+        );
+        assert_eq!(
+            validate(&one("streams.num.standby.replicas", "0"), &b),
+            Ok(())
+        );
+        assert!(validate(&one("streams.session.timeout.ms", "30000"), &b).is_err());
         // The share group configs Strom applies, with Kafka's bounds.
         assert_eq!(
             validate(&one("share.session.timeout.ms", "45000"), &b),

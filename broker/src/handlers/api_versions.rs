@@ -10,7 +10,7 @@ use kafka_protocol::messages::api_versions_response::{
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{encode_response, FrameError, RequestContext, API_TABLE};
+use super::{encode_response, FrameError, RequestContext, API_TABLE, EXT_API_TABLE};
 use crate::codec::api_versions::ApiVersionsRequest;
 use crate::codec::Capped;
 use crate::metadata::features::{Finalized, SUPPORTED};
@@ -28,6 +28,12 @@ fn api_keys() -> Vec<ApiVersion> {
                 .with_min_version(s.min)
                 .with_max_version(s.max)
         })
+        .chain(EXT_API_TABLE.iter().map(|s| {
+            ApiVersion::default()
+                .with_api_key(s.key)
+                .with_min_version(s.min)
+                .with_max_version(s.max)
+        }))
         .collect()
 }
 
@@ -122,7 +128,18 @@ mod tests {
             h.call(ApiKey::ApiVersions, 3, ApiVersionsRequest::default());
         let resp = resp.into_inner();
         assert_eq!(resp.error_code, 0);
-        assert_eq!(resp.api_keys.len(), super::API_TABLE.len());
+        assert_eq!(
+            resp.api_keys.len(),
+            super::API_TABLE.len() + super::EXT_API_TABLE.len()
+        );
+        // The streams group APIs, which kafka-protocol does not know (KIP-1071, KIP-1331).
+        let streams: Vec<(i16, i16, i16)> = resp
+            .api_keys
+            .iter()
+            .filter(|k| [88, 89, 93].contains(&k.api_key))
+            .map(|k| (k.api_key, k.min_version, k.max_version))
+            .collect();
+        assert_eq!(streams, vec![(88, 0, 1), (89, 0, 1), (93, 0, 0)]);
         let produce = resp.api_keys.iter().find(|k| k.api_key == 0).unwrap();
         assert_eq!((produce.min_version, produce.max_version), (3, 13));
         // Kafka lists the SASL APIs on every listener; clients look for them there.
@@ -145,7 +162,8 @@ mod tests {
             vec![
                 ("metadata.version".into(), 7, 33),
                 ("group.version".into(), 0, 1),
-                ("share.version".into(), 0, 2)
+                ("share.version".into(), 0, 2),
+                ("streams.version".into(), 0, 1)
             ]
         );
         assert_eq!(
@@ -153,7 +171,8 @@ mod tests {
             vec![
                 ("group.version".into(), 1),
                 ("metadata.version".into(), 33),
-                ("share.version".into(), 2)
+                ("share.version".into(), 2),
+                ("streams.version".into(), 1)
             ]
         );
         assert!(v4.finalized_features_epoch >= 0);

@@ -200,6 +200,8 @@ pub fn group_code(e: &GroupError) -> i16 {
         G::UnsupportedAssignor => ResponseError::UnsupportedAssignor,
         G::InvalidRegularExpression(_) => ResponseError::InvalidRegularExpression,
         G::InvalidRequest(_) => ResponseError::InvalidRequest,
+        G::StreamsInvalidTopology(_) => ResponseError::StreamsInvalidTopology,
+        G::UnsupportedVersion(_) => ResponseError::UnsupportedVersion,
         // A failed append to __consumer_offsets: Kafka answers NOT_COORDINATOR so the client
         // looks the coordinator up again and retries.
         G::Storage(_) => ResponseError::NotCoordinator,
@@ -474,6 +476,8 @@ mod tests {
             (G::UnsupportedAssignor, 112),
             (G::InvalidRegularExpression("x".into()), 128),
             (G::InvalidRequest("x".into()), 42),
+            (G::StreamsInvalidTopology("x".into()), 130),
+            (G::UnsupportedVersion("x".into()), 35),
             (G::Storage("x".into()), 16),
         ];
         for (e, code) in table {

@@ -85,6 +85,9 @@ pub mod share_common;
 pub mod share_fetch;
 pub mod share_group_describe;
 pub mod share_group_heartbeat;
+pub mod streams_group_describe;
+pub mod streams_group_heartbeat;
+pub mod streams_group_topology_description_update;
 pub mod sync_group;
 pub mod throttle;
 pub mod txn_offset_commit;
@@ -301,6 +304,38 @@ pub struct ApiSpec {
     pub ordering: Ordering,
 }
 
+/// An API whose messages kafka-protocol does not have (`codec::generated`): its key is not
+/// one of the crate's `ApiKey`s, so it is named here. All of them are serial.
+#[derive(Debug, Clone, Copy)]
+pub struct ExtApiSpec {
+    pub key: i16,
+    pub name: &'static str,
+    pub min: i16,
+    pub max: i16,
+    pub header_version: fn(i16) -> i16,
+}
+
+/// An API key as the broker names it in errors and metrics: kafka-protocol's, or one of
+/// `EXT_API_TABLE`'s.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Api(pub i16);
+
+impl From<ApiKey> for Api {
+    fn from(k: ApiKey) -> Api {
+        Api(k as i16)
+    }
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (ApiKey::try_from(self.0), ext_spec(self.0)) {
+            (Ok(k), _) => write!(f, "{k:?}"),
+            (Err(_), Some(s)) => f.write_str(s.name),
+            (Err(_), None) => write!(f, "ApiKey({})", self.0),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
     #[error("request frame of {0} bytes is too short for a header")]
@@ -308,23 +343,23 @@ pub enum FrameError {
     #[error("unknown API key {0}")]
     UnknownApi(i16),
     #[error("API {0:?} is not implemented")]
-    UnsupportedApi(ApiKey),
+    UnsupportedApi(Api),
     #[error("API {key:?} version {version} is not supported (supported {min}..={max})")]
     UnsupportedVersion {
-        key: ApiKey,
+        key: Api,
         version: i16,
         min: i16,
         max: i16,
     },
     #[error("malformed {key:?} v{version} request: {message}")]
     Malformed {
-        key: ApiKey,
+        key: Api,
         version: i16,
         message: String,
     },
     #[error("cannot encode {key:?} v{version} response: {message}")]
     Encode {
-        key: ApiKey,
+        key: Api,
         version: i16,
         message: String,
     },
@@ -332,11 +367,12 @@ pub enum FrameError {
 
 /// Encodes a response frame: size prefix, response header (version per API), body.
 pub fn encode_response<R: Encodable + HeaderVersion>(
-    key: ApiKey,
+    key: impl Into<Api>,
     version: i16,
     correlation_id: i32,
     body: &R,
 ) -> Result<BytesMut, FrameError> {
+    let key = key.into();
     let header_version = R::header_version(version);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let enc_err = |e: anyhow::Error| FrameError::Encode {
@@ -372,14 +408,14 @@ macro_rules! api_table {
                     let req = match Decodable::decode(&mut body, version) {
                         Ok(req) => req,
                         Err(e) => return Dispatched::Answered(Err(FrameError::Malformed {
-                            key,
+                            key: key.into(),
                             version,
                             message: format!("{e:#}"),
                         })),
                     };
                     api_table!(@call $module, ctx, key, req $(, $pipelined)?)
                 } )*
-                _ => Dispatched::Answered(Err(FrameError::UnsupportedApi(key))),
+                _ => Dispatched::Answered(Err(FrameError::UnsupportedApi(key.into()))),
             }
         }
     };
@@ -460,8 +496,60 @@ api_table! {
     ListConfigResources => list_config_resources;
 }
 
+/// The serial APIs whose messages are generated from Kafka's schemas (`codec::generated`):
+/// `key => handler module, request type;`. Each module has `handle(ctx, req) -> response`.
+macro_rules! ext_api_table {
+    ($( $name:ident => $module:ident, $req:ty ;)*) => {
+        /// Every API of `codec::generated` the broker serves.
+        pub static EXT_API_TABLE: &[ExtApiSpec] = &[
+            $( ExtApiSpec {
+                key: $module::API_KEY,
+                name: stringify!($name),
+                min: $module::MIN_VERSION,
+                max: $module::MAX_VERSION,
+                header_version: <$req as HeaderVersion>::header_version,
+            }, )*
+        ];
+
+        async fn dispatch_ext(ctx: RequestContext, key: i16, mut body: Bytes) -> Dispatched {
+            let version = ctx.version();
+            $( if key == $module::API_KEY {
+                let req: $req = match Decodable::decode(&mut body, version) {
+                    Ok(req) => req,
+                    Err(e) => return Dispatched::Answered(Err(FrameError::Malformed {
+                        key: Api(key),
+                        version,
+                        message: format!("{e:#}"),
+                    })),
+                };
+                let mut resp = $module::handle(&ctx, req).await;
+                let throttle_ms = ctx.throttle(ctx.record_request_time());
+                resp.throttle_time_ms = throttle_ms;
+                let correlation_id = ctx.header.correlation_id;
+                return Dispatched::Answered(
+                    encode_response(Api(key), version, correlation_id, &resp).map(|b| Some(b.into())),
+                );
+            } )*
+            Dispatched::Answered(Err(FrameError::UnknownApi(key)))
+        }
+    };
+}
+
+ext_api_table! {
+    StreamsGroupHeartbeat => streams_group_heartbeat,
+        crate::codec::generated::streams_group_heartbeat_request::StreamsGroupHeartbeatRequest;
+    StreamsGroupDescribe => streams_group_describe,
+        crate::codec::generated::streams_group_describe_request::StreamsGroupDescribeRequest;
+    StreamsGroupTopologyDescriptionUpdate => streams_group_topology_description_update,
+        crate::codec::generated::streams_group_topology_description_update_request::StreamsGroupTopologyDescriptionUpdateRequest;
+}
+
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {
     API_TABLE.iter().find(|s| s.key == key)
+}
+
+pub fn ext_spec(key: i16) -> Option<&'static ExtApiSpec> {
+    EXT_API_TABLE.iter().find(|s| s.key == key)
 }
 
 /// How the connection orders a request it has read (its API key is the frame's first two
@@ -489,32 +577,37 @@ pub async fn dispatch_frame(
     let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    let Ok(key) = ApiKey::try_from(raw_key) else {
-        return Dispatched::Answered(Err(FrameError::UnknownApi(raw_key)));
+    let api = Api(raw_key);
+    let known = ApiKey::try_from(raw_key).ok();
+    let (min, max, header_version) = match known {
+        Some(key) => match spec(key) {
+            Some(s) => (s.min, s.max, key.request_header_version(version)),
+            None => return Dispatched::Answered(Err(FrameError::UnsupportedApi(api))),
+        },
+        None => match ext_spec(raw_key) {
+            Some(s) => (s.min, s.max, (s.header_version)(version)),
+            None => return Dispatched::Answered(Err(FrameError::UnknownApi(raw_key))),
+        },
     };
-    let Some(spec) = spec(key) else {
-        return Dispatched::Answered(Err(FrameError::UnsupportedApi(key)));
-    };
-    if version < spec.min || version > spec.max {
-        if key == ApiKey::ApiVersions {
+    if version < min || version > max {
+        if known == Some(ApiKey::ApiVersions) {
             // KIP-511: answer in v0 with UNSUPPORTED_VERSION and our ranges, so the client can
             // pick a version it shares with us.
             let answer = api_versions::unsupported_version_response(correlation_id);
             return Dispatched::Answered(answer.map(|b| Some(b.into())));
         }
         return Dispatched::Answered(Err(FrameError::UnsupportedVersion {
-            key,
+            key: api,
             version,
-            min: spec.min,
-            max: spec.max,
+            min,
+            max,
         }));
     }
-    let header_version = key.request_header_version(version);
     let header = match RequestHeader::decode(&mut frame, header_version) {
         Ok(h) => h,
         Err(e) => {
             return Dispatched::Answered(Err(FrameError::Malformed {
-                key,
+                key: api,
                 version,
                 message: format!("header: {e:#}"),
             }))
@@ -531,12 +624,16 @@ pub async fn dispatch_frame(
     let observe = move |r: &Answer| {
         shard
             .metrics
-            .observe_request(key, version, started.elapsed().as_secs_f64());
+            .observe_request(api, version, started.elapsed().as_secs_f64());
         if let Err(e) = r {
             tracing::debug!(error = %e, "request failed");
         }
     };
-    match dispatch(ctx, key, frame).await {
+    let dispatched = match known {
+        Some(key) => dispatch(ctx, key, frame).await,
+        None => dispatch_ext(ctx, raw_key, frame).await,
+    };
+    match dispatched {
         Dispatched::Answered(a) => {
             observe(&a);
             Dispatched::Answered(a)

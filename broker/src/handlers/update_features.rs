@@ -116,12 +116,16 @@ mod tests {
         assert!(after > epoch);
         assert_eq!(
             levels,
-            vec![("metadata.version".into(), 33), ("share.version".into(), 2)]
+            vec![
+                ("metadata.version".into(), 33),
+                ("share.version".into(), 2),
+                ("streams.version".into(), 1)
+            ]
         );
         let r: UpdateFeaturesResponse =
             h.call(ApiKey::UpdateFeatures, 2, update("group.version", 1, 1));
         assert_eq!((r.error_code, r.results.len()), (0, 0), "v2 has no results");
-        assert_eq!(finalized(&h).1.len(), 3);
+        assert_eq!(finalized(&h).1.len(), 4);
     }
 
     #[test]

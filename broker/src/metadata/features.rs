@@ -13,10 +13,14 @@
 //!   share groups (`coordinator::share`; at 0 the share APIs answer UNSUPPORTED_VERSION),
 //!   2 adds their dead-letter topics (KIP-1191, `coordinator::share::dlq`). A data dir
 //!   written before keeps the level it finalized (1); `kafka-features.sh upgrade` moves it.
-//! - `transaction.version`, `streams.version`, `kraft.version` and
-//!   `eligible.leader.replicas.version` are at 0 and not advertised (Kafka lists only
-//!   features whose maximum is above 0): Strom's coordinator writes the v0 transaction log
-//!   records (TV0), has no streams groups, no KRaft quorum and no replication.
+//! - `streams.version` 0..=1, finalized at 1 as a fresh Kafka 4.4 cluster is: KIP-1071
+//!   streams groups (`coordinator::group::streams`; at 0 their APIs answer
+//!   UNSUPPORTED_VERSION). A data dir written before keeps 0 until `kafka-features.sh
+//!   upgrade`, as an upgraded Kafka cluster does.
+//! - `transaction.version`, `kraft.version` and `eligible.leader.replicas.version` are at 0
+//!   and not advertised (Kafka lists only features whose maximum is above 0): Strom's
+//!   coordinator writes the v0 transaction log records (TV0), has no KRaft quorum and no
+//!   replication.
 //!
 //! The finalized levels live in `<data-dir>/strom-features.json`, written atomically before
 //! an UpdateFeatures is answered, with an epoch that moves at every change (Kafka's is the
@@ -31,6 +35,7 @@ use serde::{Deserialize, Serialize};
 pub const METADATA_VERSION: &str = "metadata.version";
 pub const GROUP_VERSION: &str = "group.version";
 pub const SHARE_VERSION: &str = "share.version";
+pub const STREAMS_VERSION: &str = "streams.version";
 
 /// A feature this node implements: its supported range and the level a new cluster starts at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +65,12 @@ pub static SUPPORTED: &[FeatureSpec] = &[
         min: 0,
         max: 2,
         bootstrap: 2,
+    },
+    FeatureSpec {
+        name: STREAMS_VERSION,
+        min: 0,
+        max: 1,
+        bootstrap: 1,
     },
 ];
 

@@ -295,8 +295,9 @@ impl ShardMetrics {
         true
     }
 
-    pub fn observe_request(&self, api: kafka_protocol::messages::ApiKey, version: i16, secs: f64) {
-        let key = (api as i16, version);
+    pub fn observe_request(&self, api: impl Into<crate::handlers::Api>, version: i16, secs: f64) {
+        let api = api.into();
+        let key = (api.0, version);
         if let Some(h) = self.requests.borrow().get(&key) {
             h.observe(secs);
             return;

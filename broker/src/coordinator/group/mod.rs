@@ -17,6 +17,7 @@ pub mod classic;
 pub mod consumer;
 pub mod coordinator;
 pub mod records;
+pub mod streams;
 pub mod topic_regex;
 
 use std::future::Future;
@@ -81,6 +82,10 @@ pub enum GroupError {
     InvalidRegularExpression(String),
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    #[error("{0}")]
+    StreamsInvalidTopology(String),
+    #[error("{0}")]
+    UnsupportedVersion(String),
     #[error("writing to __consumer_offsets failed: {0}")]
     Storage(String),
 }

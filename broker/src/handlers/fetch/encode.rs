@@ -30,7 +30,7 @@ pub fn encode(
     correlation_id: i32,
 ) -> Result<ResponseFrame, FrameError> {
     let fail = |message: String| FrameError::Encode {
-        key: ApiKey::Fetch,
+        key: ApiKey::Fetch.into(),
         version,
         message,
     };

@@ -231,6 +231,8 @@ pub struct Group {
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
     /// Set when the group id is used by the KIP-848 consumer protocol.
     pub consumer: Option<crate::coordinator::group::consumer::ConsumerGroup>,
+    /// Set when the group id is used by the KIP-1071 streams protocol.
+    pub streams: Option<crate::coordinator::group::streams::StreamsGroup>,
     dirty: bool,
 }
 
@@ -252,6 +254,7 @@ impl Group {
             state_timestamp: now,
             offsets: BTreeMap::new(),
             consumer: None,
+            streams: None,
             dirty: false,
         }
     }
@@ -360,10 +363,14 @@ impl Group {
     /// members keeps its offsets until it has been empty for the retention period; a group
     /// that only ever committed (no protocol) expires each offset from its commit time.
     pub fn expired_offsets(&self, now: i64, retention_ms: i64) -> Vec<(String, i32)> {
-        if self.state != GroupState::Empty || self.has_consumer_members() {
+        if self.state != GroupState::Empty
+            || self.has_consumer_members()
+            || self.has_streams_members()
+        {
             return Vec::new();
         }
-        let simple = self.protocol_type.is_none() && self.consumer.is_none();
+        let simple =
+            self.protocol_type.is_none() && self.consumer.is_none() && self.streams.is_none();
         if !simple && self.state_timestamp.saturating_add(retention_ms) > now {
             return Vec::new();
         }
@@ -376,7 +383,7 @@ impl Group {
 
     /// Deletes the group (DeleteGroups): only an empty group may go.
     pub fn can_delete(&self) -> Result<(), GroupError> {
-        if self.has_consumer_members() {
+        if self.has_consumer_members() || self.has_streams_members() {
             return Err(GroupError::NonEmptyGroup);
         }
         match self.state {
@@ -391,6 +398,11 @@ impl Group {
         self.consumer
             .as_ref()
             .is_some_and(|c| !c.members.is_empty())
+    }
+
+    /// Whether KIP-1071 streams members use this group id now.
+    pub fn has_streams_members(&self) -> bool {
+        self.streams.as_ref().is_some_and(|s| !s.members.is_empty())
     }
 
     pub fn mark_dead(&mut self, now: i64) {

@@ -28,9 +28,11 @@ impl GroupShard {
                 groups.insert(group_id.to_string(), Group::new(group_id, now));
             }
             let g = groups.get_mut(group_id).expect("present");
-            if g.has_consumer_members() {
+            if g.has_consumer_members() || g.has_streams_members() {
                 return Err(GroupError::InconsistentGroupProtocol);
             }
+            // A classic join takes an empty streams group's id over (Kafka deletes it).
+            g.streams = None;
             let reply = g.join(p, now, &self.cfg);
             // A rejected first join leaves no group behind (MEMBER_ID_REQUIRED is not a
             // rejection: the group keeps the pending member).
@@ -145,10 +147,11 @@ impl GroupShard {
                 groups.insert(group_id.to_string(), Group::new(group_id, now));
             }
             let g = groups.get_mut(group_id).expect("present");
-            if !g.members.is_empty() {
-                // A classic group with members: not a consumer group.
+            if !g.members.is_empty() || g.has_streams_members() {
+                // A classic or streams group with members: not a consumer group.
                 return Err(GroupError::GroupIdNotFound);
             }
+            g.streams = None;
             let c = g.consumer.get_or_insert_with(Default::default);
             let result = c.heartbeat(p, &topics, now, &self.consumer_cfg_for(group_id));
             (result, c.take_records(group_id, &id_of))

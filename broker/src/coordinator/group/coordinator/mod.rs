@@ -10,7 +10,10 @@
 mod load;
 mod membership;
 mod offsets;
+mod streams;
 mod timers;
+
+pub use streams::StreamsFailure;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -104,6 +107,16 @@ impl GroupShard {
             heartbeat_interval_ms,
             max_size: self.consumer_cfg.max_size,
         }
+    }
+
+    /// The streams group settings of `group_id`: Kafka's defaults with the group's
+    /// overrides (`streams.*` GROUP configs).
+    fn streams_cfg_for(&self, group_id: &str) -> crate::coordinator::group::streams::StreamsConfig {
+        let overrides = self
+            .shard
+            .upgrade()
+            .and_then(|s| s.ctx.group_configs.get(group_id));
+        crate::config::group::streams_settings(overrides.as_deref())
     }
 
     fn shard(&self) -> Result<Rc<ShardState>, GroupError> {

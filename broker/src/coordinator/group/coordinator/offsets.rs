@@ -76,6 +76,14 @@ impl GroupShard {
                     let c = g.consumer.as_ref().expect("consumer group");
                     c.validate_member_epoch(member_id, generation)?
                 }
+                Some(g) if g.has_streams_members() => {
+                    let s = g.streams.as_ref().expect("streams group");
+                    let parts: Vec<(String, i32)> = items
+                        .iter()
+                        .map(|i| (i.topic.clone(), i.partition))
+                        .collect();
+                    s.validate_offset_commit(member_id, generation, txn.is_some(), version, &parts)?
+                }
                 Some(g) => g.validate_commit(member_id, instance_id, generation)?,
                 None if generation < 0 => {
                     groups.insert(group_id.to_string(), Group::new(group_id, now));
@@ -178,9 +186,12 @@ impl GroupShard {
         let groups = self.groups.borrow();
         let g = groups.get(group_id);
         // OffsetFetch v9 from a KIP-848 member carries its epoch: a stale one is refused.
-        if let (Some((member_id, epoch)), Some(c)) = (member, g.and_then(|g| g.consumer.as_ref())) {
-            if !c.members.is_empty() {
+        if let (Some((member_id, epoch)), Some(g)) = (member, g) {
+            if let Some(c) = g.consumer.as_ref().filter(|c| !c.members.is_empty()) {
                 c.validate_member_epoch(&member_id, epoch)?;
+            }
+            if let Some(s) = g.streams.as_ref().filter(|s| !s.members.is_empty()) {
+                s.validate_offset_fetch(&member_id, epoch)?;
             }
         }
         Ok(match topics {

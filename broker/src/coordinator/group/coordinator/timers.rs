@@ -30,6 +30,9 @@ impl GroupShard {
                     records.push((self.partition_of(&g.id), recs));
                 }
             }
+            if let Some(s) = g.streams.as_mut() {
+                s.tick(now, &self.streams_cfg_for(&g.id));
+            }
             g.tick(now, &self.cfg);
             if g.is_dirty() {
                 dirty.push(g.id.clone());
