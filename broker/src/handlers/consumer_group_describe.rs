@@ -93,7 +93,11 @@ pub async fn handle(
             }
             let groups = gs.groups.borrow();
             let g = groups.get(&key).ok_or(GroupError::GroupIdNotFound)?;
-            let Some(c) = g.consumer.as_ref().filter(|_| g.members.is_empty()) else {
+            let Some(c) = g
+                .consumer
+                .as_ref()
+                .filter(|_| g.members.is_empty() && !g.has_streams_members())
+            else {
                 return Ok(None);
             };
             let empty = Parts::new();

@@ -57,6 +57,10 @@ pub async fn handle(ctx: &RequestContext, req: DescribeGroupsRequest) -> Describ
         let r = group::on_coordinator(ctx.ctx(), &id, move |gs, _| async move {
             let groups = gs.groups.borrow();
             let g = groups.get(&key).ok_or(GroupError::GroupIdNotFound)?;
+            if g.streams.is_some() && g.members.is_empty() {
+                // Kafka: a streams group is "not a classic group" (GROUP_ID_NOT_FOUND).
+                return Err(GroupError::GroupIdNotFound);
+            }
             let stable = g.state == GroupState::Stable;
             let protocol = g.protocol.clone().unwrap_or_default();
             Ok(Described {

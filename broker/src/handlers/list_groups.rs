@@ -1,5 +1,6 @@
 //! ListGroups (key 16): every group on every coordinator shard, with state (v4+) and type
-//! (v5+, "classic", "consumer" for KIP-848 groups, "share" for KIP-932 ones) filters.
+//! (v5+, "classic", "consumer" for KIP-848 groups, "share" for KIP-932 ones, "streams" for
+//! KIP-1071 ones) filters.
 
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
@@ -21,23 +22,31 @@ pub async fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsR
             .borrow()
             .values()
             .filter(|g| g.state != GroupState::Dead)
-            .map(
-                |g| match g.consumer.as_ref().filter(|_| g.members.is_empty()) {
+            .map(|g| {
+                let kip848 = g.members.is_empty();
+                match (g.streams.as_ref(), g.consumer.as_ref()) {
+                    // KIP-1071 groups report protocol type and type "streams" and their states.
+                    (Some(s), _) if kip848 => (
+                        g.id.clone(),
+                        "streams".to_string(),
+                        s.state_name(),
+                        "streams",
+                    ),
                     // KIP-848 groups report protocol type "consumer" and their own states.
-                    Some(c) => (
+                    (_, Some(c)) if kip848 => (
                         g.id.clone(),
                         "consumer".to_string(),
                         c.state_name(),
                         "consumer",
                     ),
-                    None => (
+                    _ => (
                         g.id.clone(),
                         g.protocol_type.clone().unwrap_or_default(),
                         g.state.name(),
                         "classic",
                     ),
-                },
-            )
+                }
+            })
             .chain(
                 // Share groups (KIP-932) live beside the others on the coordinator shard.
                 crate::coordinator::share::group::ShareGroups::here()
@@ -75,7 +84,11 @@ pub async fn handle(ctx: &RequestContext, req: ListGroupsRequest) -> ListGroupsR
             cluster || access.allows(Operation::Describe, ResourceType::Group, id)
         })
         .filter(|(_, _, state, _)| {
-            states.is_empty() || states.contains(&state.to_ascii_lowercase())
+            // Kafka matches a streams group's NotReady as "not_ready" (its enum's name).
+            let lower = state.to_ascii_lowercase();
+            states.is_empty()
+                || states.contains(&lower)
+                || (lower == "notready" && states.iter().any(|s| s == "not_ready"))
         })
         .filter(|(_, _, _, kind)| types.is_empty() || types.iter().any(|t| t == kind))
         .map(|(id, protocol_type, state, kind)| {

@@ -11,6 +11,7 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Produced;
@@ -29,7 +30,7 @@ public final class StreamsApp {
         KStream<String, String> lines = b.stream(in, Consumed.with(Serdes.String(), Serdes.String()));
         lines.flatMapValues(v -> Arrays.asList(v.toLowerCase(Locale.ROOT).split("\\W+")))
                 .filter((k, w) -> !w.isEmpty())
-                .groupBy((k, w) -> w)
+                .groupBy((k, w) -> w, Grouped.with(Serdes.String(), Serdes.String()))
                 .count()
                 .toStream()
                 .to(out, Produced.with(Serdes.String(), Serdes.Long()));
@@ -52,6 +53,8 @@ public final class StreamsApp {
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
         p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, "streams");
         p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+        p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class.getName());
+        p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class.getName());
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "200");
         p.put(StreamsConfig.STATE_DIR_CONFIG, Files.createTempDirectory("strom-streams").toString());
         p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
