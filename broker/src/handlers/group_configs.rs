@@ -213,7 +213,7 @@ mod tests {
             code(alter(
                 &h,
                 "g",
-                &[("streams.session.timeout.ms", 0, Some("45000"))]
+                &[("streams.rack.aware.assignment.tags", 0, Some("zone"))]
             )),
             40
         );

@@ -410,7 +410,7 @@ mod tests {
             &cur,
             &[
                 up(GROUP_VERSION, 0, SafeDowngrade),
-                up("streams.version", 1, Upgrade),
+                up("transaction.version", 1, Upgrade),
             ],
             0,
         );
