@@ -19,6 +19,9 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.StreamsGroupDescription;
+import org.apache.kafka.clients.admin.StreamsGroupMemberAssignment;
+import org.apache.kafka.clients.admin.StreamsGroupMemberDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -154,6 +157,37 @@ class StreamsGroupsCompatTest {
         return latest;
     }
 
+    /**
+     * StreamsGroupDescribe: the word count's two subtopologies, `members` members, and their
+     * target assignments together hold every one of the `tasks` active tasks exactly once
+     * (polled: the target of a member that just joined may still be computed).
+     */
+    static void assertTargetCoversEveryTaskOnce(Admin admin, String app, int members, int tasks)
+            throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        String last = "";
+        while (System.nanoTime() < deadline) {
+            StreamsGroupDescription d = admin.describeStreamsGroups(List.of(app)).all()
+                    .get(30, TimeUnit.SECONDS).get(app);
+            assertEquals(2, d.subtopologies().size(), "word count's subtopologies: " + d);
+            List<String> targets = new ArrayList<>();
+            for (StreamsGroupMemberDescription m : d.members()) {
+                for (StreamsGroupMemberAssignment.TaskIds t : m.targetAssignment().activeTasks()) {
+                    for (int p : t.partitions()) {
+                        targets.add(t.subtopologyId() + "-" + p);
+                    }
+                }
+            }
+            if (d.members().size() == members && targets.size() == tasks
+                    && new java.util.HashSet<>(targets).size() == tasks) {
+                return;
+            }
+            last = d.toString();
+            Thread.sleep(500);
+        }
+        throw new AssertionError("target assignment never covered every task once: " + last);
+    }
+
     @Test
     void wordCountIsExactThroughAnInstanceKilledAndRestarted() throws Exception {
         String id = UUID.randomUUID().toString().substring(0, 8);
@@ -173,6 +207,7 @@ class StreamsGroupsCompatTest {
                     listed |= g.groupId().equals(app) && g.type().orElse(null) == GroupType.STREAMS;
                 }
                 assertTrue(listed, "the application is listed as a streams group");
+                assertTargetCoversEveryTaskOnce(admin, app, 2, 6);
             }
             sendLines(in, 300, 300, expected);
             a.kill();
