@@ -107,6 +107,8 @@ mod share_admin_tests;
 #[cfg(test)]
 mod share_tests;
 #[cfg(test)]
+mod streams_tests;
+#[cfg(test)]
 pub mod testing;
 #[cfg(test)]
 mod txn_coordinator_tests;

@@ -168,6 +168,32 @@ impl Harness {
         version: i16,
         req: Req,
     ) -> Option<Resp> {
+        self.call_key(
+            key as i16,
+            key.request_header_version(version),
+            version,
+            req,
+        )
+    }
+
+    /// `call` for an API of `codec::generated` (its key is not one of the crate's).
+    pub fn call_ext<Req: Encodable + HeaderVersion, Resp: Decodable + HeaderVersion>(
+        &self,
+        key: i16,
+        version: i16,
+        req: Req,
+    ) -> Resp {
+        self.call_key(key, Req::header_version(version), version, req)
+            .expect("a response")
+    }
+
+    fn call_key<Req: Encodable, Resp: Decodable + HeaderVersion>(
+        &self,
+        key: i16,
+        header_version: i16,
+        version: i16,
+        req: Req,
+    ) -> Option<Resp> {
         let corr = {
             let mut c = self.correlation.borrow_mut();
             *c += 1;
@@ -175,10 +201,10 @@ impl Harness {
         };
         let mut frame = BytesMut::new();
         RequestHeader::default()
-            .with_request_api_key(key as i16)
+            .with_request_api_key(key)
             .with_request_api_version(version)
             .with_correlation_id(corr)
-            .encode(&mut frame, key.request_header_version(version))
+            .encode(&mut frame, header_version)
             .expect("header encodes");
         req.encode(&mut frame, version).expect("request encodes");
         let resp = self
