@@ -129,16 +129,8 @@ pub fn array_len<B: Buf>(b: &mut B, flexible: bool) -> Result<usize> {
 
 /// A nullable array's length: classic -1 or compact 0 is `None`.
 pub fn nullable_array_len<B: Buf>(b: &mut B, flexible: bool) -> Result<Option<usize>> {
-    let n = if flexible {
-        match uvarint(b)?.checked_sub(1) {
-            None => return Ok(None),
-            Some(n) => n as usize,
-        }
-    } else {
-        match i32(b)? {
-            n if n < 0 => return Ok(None),
-            n => n as usize,
-        }
+    let Some(n) = length_or_null(b, flexible)? else {
+        return Ok(None);
     };
     // Each element takes at least a byte: a length beyond what is left is a lie, and must not
     // become an allocation.
@@ -174,18 +166,21 @@ pub fn f64<B: Buf>(b: &mut B) -> Result<f64> {
 
 /// Bytes with a length (classic int32, compact uvarint + 1); null as strings are.
 pub fn nullable_bytes<B: Buf>(b: &mut B, flexible: bool) -> Result<Option<Bytes>> {
-    let len = if flexible {
-        match uvarint(b)?.checked_sub(1) {
-            None => return Ok(None),
-            Some(n) => n as usize,
-        }
+    match length_or_null(b, flexible)? {
+        None => Ok(None),
+        Some(len) => take(b, len).map(Some),
+    }
+}
+
+/// An array's or a byte string's length: compact (uvarint + 1, 0 is null) or classic (int32,
+/// negative is null).
+fn length_or_null<B: Buf>(b: &mut B, flexible: bool) -> Result<Option<usize>> {
+    Ok(if flexible {
+        uvarint(b)?.checked_sub(1).map(|n| n as usize)
     } else {
-        match i32(b)? {
-            n if n < 0 => return Ok(None),
-            n => n as usize,
-        }
-    };
-    take(b, len).map(Some)
+        let n = i32(b)?;
+        (n >= 0).then_some(n as usize)
+    })
 }
 
 pub fn put_nullable_bytes<B: BufMut>(b: &mut B, bytes: Option<&Bytes>, flexible: bool) {

@@ -131,20 +131,22 @@ fn assignment(t: &Tasks) -> Assignment {
     }
 }
 
+fn key_values<'a>(pairs: impl Iterator<Item = (&'a String, &'a String)>) -> Vec<KeyValue> {
+    pairs
+        .map(|(k, v)| KeyValue {
+            key: k.clone(),
+            value: v.clone(),
+            ..Default::default()
+        })
+        .collect()
+}
+
 fn topic_info(t: &streams::topology::TopicInfo, partitions: i32) -> TopicInfo {
     TopicInfo {
         name: t.name.clone(),
         partitions,
         replication_factor: t.replication_factor,
-        topic_configs: t
-            .configs
-            .iter()
-            .map(|(k, v)| KeyValue {
-                key: k.clone(),
-                value: v.clone(),
-                ..Default::default()
-            })
-            .collect(),
+        topic_configs: key_values(t.configs.iter().map(|(k, v)| (k, v))),
         ..Default::default()
     }
 }
@@ -225,15 +227,7 @@ fn described(id: &str, g: &StreamsGroup) -> DescribedGroup {
                     port: *port,
                     ..Default::default()
                 }),
-                client_tags: m
-                    .client_tags
-                    .iter()
-                    .map(|(k, v)| KeyValue {
-                        key: k.clone(),
-                        value: v.clone(),
-                        ..Default::default()
-                    })
-                    .collect(),
+                client_tags: key_values(m.client_tags.iter()),
                 assignment: assignment(&m.assigned),
                 target_assignment: assignment(g.target.get(&m.member_id).unwrap_or(&empty)),
                 ..Default::default()

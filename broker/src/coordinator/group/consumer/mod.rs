@@ -14,7 +14,7 @@
 //! Kafka's KIP-848 records and replays it from there.
 
 mod persist;
-mod reconcile;
+pub(super) mod reconcile;
 #[cfg(test)]
 mod tests;
 

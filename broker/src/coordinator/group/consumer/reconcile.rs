@@ -8,7 +8,8 @@ use super::{ConsumerGroup, HeartbeatParams};
 use crate::coordinator::group::assignor::{Assignment, MemberSpec};
 use crate::coordinator::group::GroupError;
 
-fn minus(a: &Assignment, b: &Assignment) -> Assignment {
+/// What `a` has that `b` has not, topic by topic (also the streams groups' task sets).
+pub(in crate::coordinator::group) fn minus(a: &Assignment, b: &Assignment) -> Assignment {
     let mut out = Assignment::new();
     for (t, ps) in a {
         let keep: BTreeSet<i32> = match b.get(t) {
@@ -22,7 +23,7 @@ fn minus(a: &Assignment, b: &Assignment) -> Assignment {
     out
 }
 
-pub(super) fn intersect(a: &Assignment, b: &Assignment) -> Assignment {
+pub(in crate::coordinator::group) fn intersect(a: &Assignment, b: &Assignment) -> Assignment {
     let mut out = Assignment::new();
     for (t, ps) in a {
         if let Some(other) = b.get(t) {

@@ -4,37 +4,9 @@
 //! epoch and receive the tasks no other member still holds (the rest follow as they are
 //! released). Also the epoch checks of the members' offset commits and fetches.
 
-use std::collections::BTreeSet;
-
 use super::{MemberState, StreamsGroup, TaskSet, Tasks};
+use crate::coordinator::group::consumer::reconcile::{intersect, minus};
 use crate::coordinator::group::GroupError;
-
-fn minus(a: &TaskSet, b: &TaskSet) -> TaskSet {
-    let mut out = TaskSet::new();
-    for (s, ps) in a {
-        let keep: BTreeSet<i32> = match b.get(s) {
-            Some(other) => ps.difference(other).copied().collect(),
-            None => ps.clone(),
-        };
-        if !keep.is_empty() {
-            out.insert(s.clone(), keep);
-        }
-    }
-    out
-}
-
-fn intersect(a: &TaskSet, b: &TaskSet) -> TaskSet {
-    let mut out = TaskSet::new();
-    for (s, ps) in a {
-        if let Some(other) = b.get(s) {
-            let keep: BTreeSet<i32> = ps.intersection(other).copied().collect();
-            if !keep.is_empty() {
-                out.insert(s.clone(), keep);
-            }
-        }
-    }
-    out
-}
 
 fn union(a: &TaskSet, b: &TaskSet) -> TaskSet {
     let mut out = a.clone();
