@@ -311,3 +311,61 @@ fn given_copartitioned_sources_with_other_counts_when_configured_then_incorrectl
     );
     assert!(!c.is_ready());
 }
+
+#[test]
+fn given_standby_replicas_when_assigning_then_copies_on_the_other_process_only() {
+    let a = Tasks::default();
+    let b = Tasks::default();
+    let members = [
+        assignor::MemberSpec {
+            member_id: "a",
+            process_id: "p1",
+            current: &a,
+        },
+        assignor::MemberSpec {
+            member_id: "b",
+            process_id: "p2",
+            current: &b,
+        },
+    ];
+    let tasks: BTreeMap<String, i32> = [("0".to_string(), 2)].into();
+    let stateful = ["0".to_string()].into();
+    let out = assignor::assign(&members, &tasks, &stateful, 1);
+    for (m, other) in [("a", "b"), ("b", "a")] {
+        assert_eq!(out[m].active["0"].len(), 1, "{m}: one active task each");
+        assert_eq!(
+            out[m].standby["0"], out[other].active["0"],
+            "{m}: the other's task as standby"
+        );
+    }
+    // One process: no standby can go anywhere.
+    let one = assignor::assign(&members[..1], &tasks, &stateful, 1);
+    assert!(one["a"].standby.is_empty());
+    assert_eq!(one["a"].active["0"].len(), 2);
+}
+
+#[test]
+fn given_previous_owners_when_a_member_joins_then_each_keeps_what_it_can() {
+    let a = active(&[("0", &[0, 1, 2, 3])]);
+    let b = Tasks::default();
+    let members = [
+        assignor::MemberSpec {
+            member_id: "a",
+            process_id: "p1",
+            current: &a,
+        },
+        assignor::MemberSpec {
+            member_id: "b",
+            process_id: "p2",
+            current: &b,
+        },
+    ];
+    let tasks: BTreeMap<String, i32> = [("0".to_string(), 4)].into();
+    let out = assignor::assign(&members, &tasks, &Default::default(), 0);
+    assert_eq!(
+        out["a"].active["0"],
+        [0, 1].into(),
+        "a keeps its lowest partitions"
+    );
+    assert_eq!(out["b"].active["0"], [2, 3].into());
+}
