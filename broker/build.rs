@@ -6,9 +6,10 @@
 //! `src/codec/generated.rs`; `src/codec/schema_tests.rs` checks it byte for byte against an
 //! independent schema-driven encoder.
 //!
-//! Scope: what the schemas here use. Known tagged fields are refused (none of these messages
-//! has one yet), so a schema that needs them fails the build instead of being miscoded;
-//! unknown tagged fields are kept and written back, as Kafka does.
+//! Scope: what the schemas here use — requests, responses and the coordinator records of
+//! `__consumer_offsets` (`coordinator-key`, `coordinator-value`), nullable structs, and
+//! tagged fields (written when they differ from their default, in tag order with the unknown
+//! ones, which are kept and written back, as Kafka does).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -257,6 +258,8 @@ struct Field {
     ty: Ty,
     versions: Versions,
     nullable: Versions,
+    /// Tagged at these versions, with this tag.
+    tagged: Option<(Versions, i64)>,
     default: Option<Value>,
 }
 
@@ -265,9 +268,10 @@ impl Field {
         let name = f["name"].as_str().unwrap().to_string();
         let ty_name = f["type"].as_str().unwrap();
         let ty = Ty::parse(ty_name);
-        if f.get("taggedVersions").is_some() {
-            panic!("{name}: known tagged fields are not generated yet (build.rs)");
-        }
+        let tagged = f.get("taggedVersions").map(|t| {
+            let tag = f["tag"].as_i64().unwrap_or_else(|| panic!("{name}: a tag"));
+            (Versions::parse(Some(t)), tag)
+        });
         if let Some(sub) = f.get("fields") {
             let struct_name = ty_name.trim_start_matches("[]").to_string();
             let fields = parse_fields(sub, structs);
@@ -281,9 +285,20 @@ impl Field {
             rust_name: snake(&name),
             name,
             ty,
-            versions: Versions::parse(f.get("versions")),
+            // A tagged field may leave out `versions`: they are its tagged versions (Kafka's
+            // FieldSpec).
+            versions: Versions::parse(f.get("versions").or(f.get("taggedVersions"))),
             nullable,
+            tagged,
             default: f.get("default").cloned(),
+        }
+    }
+
+    /// A Rust condition: the field holds something other than its default.
+    fn differs_from_default(&self) -> String {
+        match self.default_expr().as_str() {
+            "None" => format!("self.{}.is_some()", self.rust_name),
+            d => format!("self.{} != {d}", self.rust_name),
         }
     }
 
@@ -302,6 +317,7 @@ impl Field {
     fn default_expr(&self) -> String {
         let literal = match &self.default {
             Some(Value::String(s)) if s == "null" => return "None".into(),
+            Some(Value::Null) => return "None".into(),
             Some(Value::String(s)) => match self.ty {
                 Ty::Str => Some(format!("{s:?}.to_string()")),
                 Ty::Bool => Some(s.clone()),
@@ -358,7 +374,8 @@ fn snake(name: &str) -> String {
 struct Message {
     name: String,
     api_key: i64,
-    is_request: bool,
+    /// "request", "response", "coordinator-key" or "coordinator-value".
+    kind: String,
     valid: Versions,
     flexible: Versions,
     top: Vec<Field>,
@@ -381,7 +398,7 @@ impl Message {
         Message {
             name: s["name"].as_str().unwrap().to_string(),
             api_key: s["apiKey"].as_i64().unwrap(),
-            is_request: s["type"] == "request",
+            kind: s["type"].as_str().unwrap().to_string(),
             valid: Versions::parse(s.get("validVersions")),
             flexible: Versions::parse(s.get("flexibleVersions")),
             top,
@@ -392,7 +409,11 @@ impl Message {
     fn render(&self) -> String {
         let mut o = String::new();
         let (min, max) = (self.valid.min, self.valid.max);
-        let header = if self.is_request { (2, 1) } else { (1, 0) };
+        let header = if self.kind == "request" {
+            (2, 1)
+        } else {
+            (1, 0)
+        };
         writeln!(
             o,
             "\n/// `{name}.json`: versions {min}..={max}.\npub mod {module} {{\n\
@@ -423,13 +444,22 @@ impl Message {
              fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {{\n\
              check_version(\"{n}\", version, MIN_VERSION, MAX_VERSION)?;\n\
              let flexible = {flexible};\nself.write(buf, version, flexible) }}\n\
-             fn compute_size(&self, version: i16) -> Result<usize> {{ encoded_size(self, version) }} }}\n\
-             impl HeaderVersion for {n} {{\n\
-             #[allow(unused_variables)]\n\
-             fn header_version(version: i16) -> i16 {{ {header_version} }} }}\n}}",
+             fn compute_size(&self, version: i16) -> Result<usize> {{ encoded_size(self, version) }} }}",
             n = self.name,
         )
         .unwrap();
+        // Records have no request or response header.
+        if self.kind == "request" || self.kind == "response" {
+            writeln!(
+                o,
+                "impl HeaderVersion for {n} {{\n\
+                 #[allow(unused_variables)]\n\
+                 fn header_version(version: i16) -> i16 {{ {header_version} }} }}",
+                n = self.name,
+            )
+            .unwrap();
+        }
+        o.push_str("}\n");
         o
     }
 }
@@ -480,6 +510,7 @@ fn render_struct(o: &mut String, name: &str, fields: &[Field]) {
          let mut this = {name}::default();"
     )
     .unwrap();
+    let mut tagged_reads = String::new();
     for f in fields {
         let read = if !f.is_option() {
             f.ty.read()
@@ -494,11 +525,22 @@ fn render_struct(o: &mut String, name: &str, fields: &[Field]) {
             )
         };
         let body = format!("this.{} = {read};", f.rust_name);
+        if let Some((tagged, tag)) = f.tagged {
+            // Read from the field's bytes in the tagged section, when it is there.
+            writeln!(
+                tagged_reads,
+                "if {} {{ if let Some(mut raw) = fields.remove(&{tag}) {{ let buf = &mut raw; {body} }} }}",
+                tagged.cond()
+            )
+            .unwrap();
+            continue;
+        }
         writeln!(o, "{}", guard(&f.versions.cond(), &body)).unwrap();
     }
     writeln!(
         o,
-        "if flexible {{ this.unknown_tagged_fields = decode_tagged(buf)?; }}\nOk(this) }}"
+        "if flexible {{ #[allow(unused_mut)] let mut fields = decode_tagged(buf)?; {tagged_reads} \
+         this.unknown_tagged_fields = fields; }}\nOk(this) }}"
     )
     .unwrap();
 
@@ -508,6 +550,7 @@ fn render_struct(o: &mut String, name: &str, fields: &[Field]) {
          pub(crate) fn write<B: ByteBufMut>(&self, buf: &mut B, version: i16, flexible: bool) -> Result<()> {{"
     )
     .unwrap();
+    let mut tagged_writes = String::new();
     for f in fields {
         let x = format!("self.{}", f.rust_name);
         let body = if f.is_option() {
@@ -533,11 +576,26 @@ fn render_struct(o: &mut String, name: &str, fields: &[Field]) {
         } else {
             format!("let x = &{x}; {}", f.ty.write("x"))
         };
+        if let Some((tagged, tag)) = f.tagged {
+            // Its bytes, only when it is not its default, among the tagged fields by tag.
+            writeln!(
+                tagged_writes,
+                "if {} && {} {{ let mut b = bytes::BytesMut::new(); {{ let buf = &mut b; {body} }} \
+                 fields.insert({tag}, b.freeze()); }}",
+                tagged.cond(),
+                f.differs_from_default()
+            )
+            .unwrap();
+            continue;
+        }
         writeln!(o, "{}", guard(&f.versions.cond(), &body)).unwrap();
     }
-    writeln!(
-        o,
-        "if flexible {{ encode_tagged(buf, &self.unknown_tagged_fields); }}\nOk(()) }} }}"
-    )
-    .unwrap();
+    let tagged_section = if tagged_writes.is_empty() {
+        "encode_tagged(buf, &self.unknown_tagged_fields);".to_string()
+    } else {
+        format!(
+            "let mut fields = self.unknown_tagged_fields.clone(); {tagged_writes} encode_tagged(buf, &fields);"
+        )
+    };
+    writeln!(o, "if flexible {{ {tagged_section} }}\nOk(()) }} }}").unwrap();
 }

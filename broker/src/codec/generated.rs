@@ -1,8 +1,11 @@
 //! The messages generated from Kafka's schemas in `schemas/` (`broker/build.rs`): the
-//! streams group APIs of KIP-1071 and KIP-1331, which kafka-protocol 0.18 does not have. Each
-//! message is a module named after it (`streams_group_heartbeat_request`, …) with its API key,
-//! version range and structs; the top-level struct implements kafka-protocol's `Encodable`,
-//! `Decodable` and `HeaderVersion`, so the handlers use it as they use the crate's.
+//! streams group APIs of KIP-1071 and KIP-1331, which kafka-protocol 0.18 does not have, and
+//! the streams group records of `__consumer_offsets` (record types 17 and 19–23, from the
+//! group coordinator's jar; what their persistence will write). Each message is a module
+//! named after it (`streams_group_heartbeat_request`, …) with its API key (a record's type),
+//! version range and structs; the top-level struct implements kafka-protocol's `Encodable`
+//! and `Decodable` (and a request's or response's `HeaderVersion`), so the handlers use it as
+//! they use the crate's.
 
 #[allow(unused_imports)]
 mod prelude {
@@ -11,7 +14,7 @@ mod prelude {
         check_version, decode_tagged, encode_tagged, encoded_size, wire,
     };
     pub(crate) use anyhow::{anyhow, bail, Result};
-    pub(crate) use bytes::Bytes;
+    pub(crate) use bytes::{BufMut, Bytes};
     pub(crate) use kafka_protocol::protocol::buf::{ByteBuf, ByteBufMut};
     pub(crate) use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
     pub(crate) use uuid::Uuid;
