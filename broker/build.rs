@@ -57,8 +57,8 @@ struct Versions {
 /// `body` run only at the versions of `cond` (a `Versions::cond`).
 fn guard(cond: &str, body: &str) -> String {
     match cond {
-        // A lone `match` is a statement already; anything else may bind names.
-        "true" if body.starts_with("match ") => body.to_string(),
+        // A lone `match` or `if` is a statement already; anything else may bind names.
+        "true" if body.starts_with("match ") || body.starts_with("if ") => body.to_string(),
         "true" => format!("{{ {body} }}"),
         _ => format!("if {cond} {{ {body} }}"),
     }
@@ -319,12 +319,17 @@ impl Field {
             Some(Value::String(s)) if s == "null" => return "None".into(),
             Some(Value::Null) => return "None".into(),
             Some(Value::String(s)) => match self.ty {
+                Ty::Str if s.is_empty() => None,
                 Ty::Str => Some(format!("{s:?}.to_string()")),
+                Ty::Bool if s == "false" => None,
                 Ty::Bool => Some(s.clone()),
+                Ty::Int(_) if s.trim() == "0" => None,
                 Ty::Int(t) => Some(format!("{s}_{t}")),
                 _ => panic!("{}: default {s} for {:?}", self.name, self.ty),
             },
+            Some(Value::Bool(false)) => None,
             Some(Value::Bool(b)) => Some(b.to_string()),
+            Some(Value::Number(n)) if n.as_i64() == Some(0) => None,
             Some(Value::Number(n)) => match self.ty {
                 Ty::Int(t) => Some(format!("{n}_{t}")),
                 _ => Some(n.to_string()),
@@ -527,12 +532,10 @@ fn render_struct(o: &mut String, name: &str, fields: &[Field]) {
         let body = format!("this.{} = {read};", f.rust_name);
         if let Some((tagged, tag)) = f.tagged {
             // Read from the field's bytes in the tagged section, when it is there.
-            writeln!(
-                tagged_reads,
-                "if {} {{ if let Some(mut raw) = fields.remove(&{tag}) {{ let buf = &mut raw; {body} }} }}",
-                tagged.cond()
-            )
-            .unwrap();
+            let take = format!(
+                "if let Some(mut raw) = fields.remove(&{tag}) {{ let buf = &mut raw; {body} }}"
+            );
+            writeln!(tagged_reads, "{}", guard(&tagged.cond(), &take)).unwrap();
             continue;
         }
         writeln!(o, "{}", guard(&f.versions.cond(), &body)).unwrap();
@@ -578,12 +581,14 @@ fn render_struct(o: &mut String, name: &str, fields: &[Field]) {
         };
         if let Some((tagged, tag)) = f.tagged {
             // Its bytes, only when it is not its default, among the tagged fields by tag.
+            let cond = match tagged.cond().as_str() {
+                "true" => f.differs_from_default(),
+                c => format!("{c} && {}", f.differs_from_default()),
+            };
             writeln!(
                 tagged_writes,
-                "if {} && {} {{ let mut b = bytes::BytesMut::new(); {{ let buf = &mut b; {body} }} \
-                 fields.insert({tag}, b.freeze()); }}",
-                tagged.cond(),
-                f.differs_from_default()
+                "if {cond} {{ let mut b = bytes::BytesMut::new(); {{ let buf = &mut b; {body} }} \
+                 fields.insert({tag}, b.freeze()); }}"
             )
             .unwrap();
             continue;
