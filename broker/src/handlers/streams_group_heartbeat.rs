@@ -93,7 +93,7 @@ pub async fn handle(
     let params = params(ctx, &req);
     let group_id = req.group_id.clone();
     let r = group::on_coordinator(ctx.ctx(), &req.group_id, move |gs, _| async move {
-        Ok(gs.streams_heartbeat(&group_id, params))
+        Ok(gs.streams_heartbeat(&group_id, params).await)
     })
     .await;
     let mut result = match r {

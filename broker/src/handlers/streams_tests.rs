@@ -180,3 +180,39 @@ fn given_a_topology_description_when_pushed_then_no_plugin_answer() {
         Some("The broker has no streams group topology description plugin configured.")
     );
 }
+
+#[test]
+fn given_a_member_when_the_coordinator_reloads_then_it_heartbeats_on_at_its_epoch() {
+    let h = super::group_tests::harness();
+    create(&h, "in", 2);
+    let r: StreamsGroupHeartbeatResponse = h.call_ext(88, 1, join("m-1"));
+    assert_eq!(r.error_code, 0);
+    let epoch = r.member_epoch;
+    // Forget the groups, as a restarted broker starts: the next request loads them from
+    // __consumer_offsets.
+    let groups = crate::coordinator::group::GroupShard::of(&h.state);
+    groups.forget_loaded();
+    groups.groups.borrow_mut().clear();
+    let beat = StreamsGroupHeartbeatRequest {
+        group_id: "app".into(),
+        member_id: "m-1".into(),
+        member_epoch: epoch,
+        endpoint_information_epoch: -1,
+        rebalance_timeout_ms: -1,
+        ..Default::default()
+    };
+    let r: StreamsGroupHeartbeatResponse = h.call_ext(88, 1, beat);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert!(r.member_epoch >= epoch);
+    let d: StreamsGroupDescribeResponse = h.call_ext(
+        89,
+        1,
+        StreamsGroupDescribeRequest {
+            group_ids: vec!["app".into()],
+            ..Default::default()
+        },
+    );
+    assert_eq!(d.groups[0].members.len(), 1);
+    assert_eq!(d.groups[0].members[0].process_id, "p-1");
+    assert_eq!(d.groups[0].topology.as_ref().map(|t| t.epoch), Some(0));
+}

@@ -81,6 +81,8 @@ pub enum GroupRecord {
         member: String,
         value: Option<CurrentAssignment>,
     },
+    /// A KIP-1071 streams group's records (keys 17, 19–23), in the generated codec.
+    Streams(crate::coordinator::group::streams::records::StreamsRecord),
 }
 
 /// Partitions by topic id, as the KIP-848 records hold them.
@@ -295,6 +297,7 @@ impl GroupRecord {
                 });
                 (k.freeze(), v)
             }
+            GroupRecord::Streams(r) => r.encode(),
         }
     }
 
@@ -396,6 +399,15 @@ impl GroupRecord {
                 }))
             }
             // 4 (subscription metadata, deprecated) and newer record types are not kept.
+            t if crate::coordinator::group::streams::records::is_streams_type(t) => {
+                crate::coordinator::group::streams::records::StreamsRecord::decode(
+                    t,
+                    &key[2..],
+                    value,
+                )
+                .map(|r| Some(GroupRecord::Streams(r)))
+                .map_err(|e| RecordError(format!("streams group record {t}: {e:#}")))
+            }
             _ => Ok(None),
         }
     }

@@ -91,6 +91,9 @@ impl GroupShard {
                 if let Some(c) = g.consumer.as_mut() {
                     c.finish_restore(now, &self.consumer_cfg_for(&g.id));
                 }
+                if let Some(s) = g.streams.as_mut() {
+                    s.finish_restore(now, self.streams_cfg_for(&g.id).session_timeout_ms);
+                }
             }
         }
         tracing::debug!(
@@ -116,6 +119,27 @@ impl GroupShard {
                 g.consumer
                     .get_or_insert_with(Default::default)
                     .restore(rec, name_of);
+            }
+            GroupRecord::Streams(rec) => {
+                let group = rec.group().to_string();
+                let tombstone = matches!(
+                    rec,
+                    crate::coordinator::group::streams::records::StreamsRecord::Metadata(_, None)
+                );
+                let g = groups
+                    .entry(group.clone())
+                    .or_insert_with(|| Group::new(&group, now));
+                if tombstone {
+                    // The group was deleted: what follows (its topology tombstone) is its end.
+                    g.streams = None;
+                } else if let Some(s) = g.streams.as_mut() {
+                    s.restore(rec);
+                } else if !matches!(
+                    rec,
+                    crate::coordinator::group::streams::records::StreamsRecord::Topology(_, None)
+                ) {
+                    g.streams.get_or_insert_with(Default::default).restore(rec);
+                }
             }
             GroupRecord::Offset {
                 group,

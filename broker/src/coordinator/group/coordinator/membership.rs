@@ -176,6 +176,9 @@ impl GroupShard {
                     value: None,
                 })
                 .collect();
+            if let Some(s) = &g.streams {
+                recs.extend(s.tombstones(group_id).into_iter().map(GroupRecord::Streams));
+            }
             if g.consumer.is_some() {
                 recs.push(GroupRecord::ConsumerEpoch {
                     group: group_id.to_string(),

@@ -3,6 +3,7 @@
 
 use super::GroupShard;
 use crate::coordinator::group::classic::Group;
+use crate::coordinator::group::records::GroupRecord;
 use crate::coordinator::group::streams::{HeartbeatParams, HeartbeatResult, StreamsGroup};
 use crate::coordinator::group::GroupError;
 
@@ -33,13 +34,23 @@ fn not_found(message: String) -> StreamsFailure {
 }
 
 impl GroupShard {
-    /// StreamsGroupHeartbeat (KIP-1071). Held in memory (`group::streams`): nothing is
-    /// written to `__consumer_offsets` but the members' offset commits.
-    pub fn streams_heartbeat(
+    /// StreamsGroupHeartbeat (KIP-1071). What it changed is durable in `__consumer_offsets`
+    /// (Kafka's streams group records) before the member hears back.
+    pub async fn streams_heartbeat(
         &self,
         group_id: &str,
         p: HeartbeatParams,
     ) -> Result<HeartbeatResult, StreamsFailure> {
+        let (result, recs) = self.streams_heartbeat_in_memory(group_id, p)?;
+        self.append(self.partition_of(group_id), &recs).await?;
+        result
+    }
+
+    fn streams_heartbeat_in_memory(
+        &self,
+        group_id: &str,
+        p: HeartbeatParams,
+    ) -> Result<(Result<HeartbeatResult, StreamsFailure>, Vec<GroupRecord>), StreamsFailure> {
         let topics = self.topic_partitions();
         let now = crate::now_ms();
         let cfg = self.streams_cfg_for(group_id);
@@ -66,8 +77,15 @@ impl GroupShard {
         // An empty classic or consumer group's id is taken over (Kafka replaces it).
         g.consumer = None;
         let s = g.streams.get_or_insert_with(StreamsGroup::default);
-        s.heartbeat(p, &topics, now, &cfg)
-            .map_err(StreamsFailure::from)
+        // A failed heartbeat may have changed the group too (a member fenced, a topology
+        // stored): what changed is written either way.
+        let result = s.heartbeat(p, &topics, now, &cfg);
+        let recs = s
+            .take_records(group_id)
+            .into_iter()
+            .map(GroupRecord::Streams)
+            .collect();
+        Ok((result.map_err(StreamsFailure::from), recs))
     }
 
     /// Runs `f` on the streams group `group_id` (`Err` with Kafka's message when there is

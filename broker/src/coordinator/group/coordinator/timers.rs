@@ -32,6 +32,14 @@ impl GroupShard {
             }
             if let Some(s) = g.streams.as_mut() {
                 s.tick(now, &self.streams_cfg_for(&g.id));
+                let recs: Vec<GroupRecord> = s
+                    .take_records(&g.id)
+                    .into_iter()
+                    .map(GroupRecord::Streams)
+                    .collect();
+                if !recs.is_empty() {
+                    records.push((self.partition_of(&g.id), recs));
+                }
             }
             g.tick(now, &self.cfg);
             if g.is_dirty() {
@@ -58,7 +66,7 @@ impl GroupShard {
                 let gs = gs.clone();
                 tokio::task::spawn_local(async move {
                     if let Err(e) = gs.append(p, &recs).await {
-                        tracing::warn!(partition = p, error = %e, "persisting consumer group failed");
+                        tracing::warn!(partition = p, error = %e, "persisting a consumer or streams group failed");
                     }
                 });
             }

@@ -11,12 +11,13 @@
 //! recomputed at most once per `assignment.interval.ms` and not before the initial rebalance
 //! delay has passed since the first member came (ASSIGNMENT_DELAYED meanwhile).
 //!
-//! Kept in memory only for now: a broker restart makes the members rejoin (UNKNOWN_MEMBER_ID →
-//! epoch 0), which costs a rebalance but loses nothing, since the committed offsets are
-//! durable records of `__consumer_offsets` like every group's.
+//! Durable as Kafka's are (`records`): what a heartbeat changed is written to
+//! `__consumer_offsets` in Kafka's streams group records before the member hears back, and a
+//! load replays them, so after a restart the members carry on at their epochs.
 
 mod assignor;
 mod reconcile;
+pub mod records;
 #[cfg(test)]
 mod tests;
 pub mod topology;
@@ -145,7 +146,8 @@ pub struct StreamsMember {
 }
 
 impl StreamsMember {
-    fn new(id: &str, now: i64, cfg: &StreamsConfig) -> StreamsMember {
+    /// A member as a load first meets it (its records fill it in).
+    fn restored(id: &str) -> StreamsMember {
         StreamsMember {
             member_id: id.to_string(),
             instance_id: None,
@@ -163,8 +165,15 @@ impl StreamsMember {
             assigned: Tasks::default(),
             pending_revocation: Tasks::default(),
             task_epochs: BTreeMap::new(),
-            session_deadline: now + i64::from(cfg.session_timeout_ms),
+            session_deadline: 0,
             revocation_deadline: None,
+        }
+    }
+
+    fn new(id: &str, now: i64, cfg: &StreamsConfig) -> StreamsMember {
+        StreamsMember {
+            session_deadline: now + i64::from(cfg.session_timeout_ms),
+            ..StreamsMember::restored(id)
         }
     }
 }
@@ -188,6 +197,7 @@ pub struct StreamsGroup {
     shutdown_requester: Option<String>,
     endpoint_epoch: i32,
     epoch_change: bool,
+    persisted: records::Persisted,
 }
 
 impl Default for StreamsGroup {
@@ -207,6 +217,7 @@ impl Default for StreamsGroup {
             shutdown_requester: None,
             endpoint_epoch: 0,
             epoch_change: false,
+            persisted: records::Persisted::default(),
         }
     }
 }
@@ -479,9 +490,10 @@ impl StreamsGroup {
         let c = topology::configure(t, &snapshot)
             .map_err(|e| GroupError::StreamsInvalidTopology(e.0))?;
         let validated = if c.is_ready() { t.epoch } else { -1 };
-        if self.configured.as_ref().map(|(old, _)| old) != Some(&c)
-            || validated != self.validated_topology_epoch
-        {
+        // The first configuration after a load changes nothing the members were assigned from
+        // unless its readiness differs (a new topology bumped the epoch when it was set).
+        let moved = self.configured.as_ref().is_some_and(|(old, _)| *old != c);
+        if moved || validated != self.validated_topology_epoch {
             self.bump();
         }
         self.validated_topology_epoch = validated;

@@ -369,3 +369,90 @@ fn given_previous_owners_when_a_member_joins_then_each_keeps_what_it_can() {
     );
     assert_eq!(out["b"].active["0"], [2, 3].into());
 }
+
+/// The group's records through their wire form into a fresh group, as a load replays them.
+fn reloaded(recs: &[records::StreamsRecord]) -> StreamsGroup {
+    let mut g = StreamsGroup::default();
+    for r in recs {
+        let (key, value) = r.encode();
+        let t = i16::from_be_bytes([key[0], key[1]]);
+        assert!(records::is_streams_type(t));
+        let back = records::StreamsRecord::decode(t, &key[2..], value.as_deref()).unwrap();
+        assert_eq!(&back, r);
+        g.restore(back);
+    }
+    g.finish_restore(0, 45_000);
+    g
+}
+
+#[test]
+fn given_a_reconciled_group_when_replayed_from_its_records_then_members_carry_on_without_a_rebalance(
+) {
+    let mut g = StreamsGroup::default();
+    let t = all_topics();
+    let mut recs = Vec::new();
+    let a = g.heartbeat(join("a", "p1"), &t, 0, &cfg()).unwrap();
+    recs.extend(g.take_records("app"));
+    let b = g.heartbeat(join("b", "p2"), &t, 10, &cfg()).unwrap();
+    recs.extend(g.take_records("app"));
+    let a_owned = g.members["a"].assigned.clone();
+    g.heartbeat(
+        beat("a", a.member_epoch, Some(a_owned.clone())),
+        &t,
+        20,
+        &cfg(),
+    )
+    .unwrap();
+    recs.extend(g.take_records("app"));
+    assert!(g.take_records("app").is_empty(), "nothing left to write");
+    let mut r = reloaded(&recs);
+    assert_eq!(
+        (r.group_epoch, r.assignment_epoch),
+        (g.group_epoch, g.assignment_epoch)
+    );
+    assert_eq!(r.topology, g.topology);
+    for id in ["a", "b"] {
+        let (was, now) = (&g.members[id], &r.members[id]);
+        assert_eq!(
+            (
+                now.epoch,
+                &now.assigned,
+                &now.pending_revocation,
+                &now.process_id
+            ),
+            (
+                was.epoch,
+                &was.assigned,
+                &was.pending_revocation,
+                &was.process_id
+            ),
+            "{id}"
+        );
+        assert_eq!(r.target.get(id), g.target.get(id), "{id}");
+    }
+    // b's next heartbeat after the restart: same epoch, no new target, no records but its own.
+    let epoch = r.group_epoch;
+    let after = r
+        .heartbeat(
+            beat("b", b.member_epoch, Some(Tasks::default())),
+            &t,
+            30,
+            &cfg(),
+        )
+        .unwrap();
+    assert_eq!(r.group_epoch, epoch, "the restart moved no epoch");
+    assert!(after.member_epoch >= b.member_epoch);
+    // Deleting writes the group's tombstones, and a replay of them leaves no group.
+    let mut all = recs.clone();
+    all.extend(r.take_records("app"));
+    all.extend(r.tombstones("app"));
+    let mut gone = StreamsGroup::default();
+    for rec in all {
+        if matches!(rec, records::StreamsRecord::Metadata(_, None)) {
+            gone = StreamsGroup::default();
+            continue;
+        }
+        gone.restore(rec);
+    }
+    assert!(gone.members.is_empty());
+}
