@@ -127,6 +127,29 @@ impl<T: HeaderVersion + Cap> HeaderVersion for Capped<T> {
     }
 }
 
+/// An API key as the broker names it in errors and metrics: kafka-protocol's, or one of the
+/// generated messages' (`generated::API_NAMES`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Api(pub i16);
+
+impl From<kafka_protocol::messages::ApiKey> for Api {
+    fn from(k: kafka_protocol::messages::ApiKey) -> Api {
+        Api(k as i16)
+    }
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Ok(k) = kafka_protocol::messages::ApiKey::try_from(self.0) {
+            return write!(f, "{k:?}");
+        }
+        match generated::API_NAMES.iter().find(|(k, _)| *k == self.0) {
+            Some((_, name)) => f.write_str(name),
+            None => write!(f, "ApiKey({})", self.0),
+        }
+    }
+}
+
 /// The first version of OffsetCommit and OffsetFetch that names topics by id (KIP-848).
 pub const TOPIC_IDS_VERSION: i16 = 10;
 

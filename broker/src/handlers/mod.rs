@@ -307,36 +307,16 @@ pub struct ApiSpec {
 }
 
 /// An API whose messages kafka-protocol does not have (`codec::generated`): its key is not
-/// one of the crate's `ApiKey`s, so it is named here. All of them are serial.
+/// one of the crate's `ApiKey`s (`Api` names it). All of them are serial.
 #[derive(Debug, Clone, Copy)]
 pub struct ExtApiSpec {
     pub key: i16,
-    pub name: &'static str,
     pub min: i16,
     pub max: i16,
     pub header_version: fn(i16) -> i16,
 }
 
-/// An API key as the broker names it in errors and metrics: kafka-protocol's, or one of
-/// `EXT_API_TABLE`'s.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct Api(pub i16);
-
-impl From<ApiKey> for Api {
-    fn from(k: ApiKey) -> Api {
-        Api(k as i16)
-    }
-}
-
-impl std::fmt::Debug for Api {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (ApiKey::try_from(self.0), ext_spec(self.0)) {
-            (Ok(k), _) => write!(f, "{k:?}"),
-            (Err(_), Some(s)) => f.write_str(s.name),
-            (Err(_), None) => write!(f, "ApiKey({})", self.0),
-        }
-    }
-}
+pub use crate::codec::Api;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
@@ -499,14 +479,13 @@ api_table! {
 }
 
 /// The serial APIs whose messages are generated from Kafka's schemas (`codec::generated`):
-/// `key => handler module, request type;`. Each module has `handle(ctx, req) -> response`.
+/// `handler module, request type;`. Each module has `handle(ctx, req) -> response`.
 macro_rules! ext_api_table {
-    ($( $name:ident => $module:ident, $req:ty ;)*) => {
+    ($( $module:ident, $req:ty ;)*) => {
         /// Every API of `codec::generated` the broker serves.
         pub static EXT_API_TABLE: &[ExtApiSpec] = &[
             $( ExtApiSpec {
                 key: $module::API_KEY,
-                name: stringify!($name),
                 min: $module::MIN_VERSION,
                 max: $module::MAX_VERSION,
                 header_version: <$req as HeaderVersion>::header_version,
@@ -538,11 +517,11 @@ macro_rules! ext_api_table {
 }
 
 ext_api_table! {
-    StreamsGroupHeartbeat => streams_group_heartbeat,
+    streams_group_heartbeat,
         crate::codec::generated::streams_group_heartbeat_request::StreamsGroupHeartbeatRequest;
-    StreamsGroupDescribe => streams_group_describe,
+    streams_group_describe,
         crate::codec::generated::streams_group_describe_request::StreamsGroupDescribeRequest;
-    StreamsGroupTopologyDescriptionUpdate => streams_group_topology_description_update,
+    streams_group_topology_description_update,
         crate::codec::generated::streams_group_topology_description_update_request::StreamsGroupTopologyDescriptionUpdateRequest;
 }
 

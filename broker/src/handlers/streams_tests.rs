@@ -216,3 +216,16 @@ fn given_a_member_when_the_coordinator_reloads_then_it_heartbeats_on_at_its_epoc
     assert_eq!(d.groups[0].members[0].process_id, "p-1");
     assert_eq!(d.groups[0].topology.as_ref().map(|t| t.epoch), Some(0));
 }
+
+#[test]
+fn given_generated_api_keys_when_named_then_as_kafka_names_them() {
+    use crate::codec::Api;
+    assert_eq!(format!("{:?}", Api(88)), "StreamsGroupHeartbeat");
+    assert_eq!(format!("{:?}", Api(89)), "StreamsGroupDescribe");
+    assert_eq!(
+        format!("{:?}", Api(93)),
+        "StreamsGroupTopologyDescriptionUpdate"
+    );
+    assert_eq!(format!("{:?}", Api(0)), "Produce");
+    assert_eq!(format!("{:?}", Api(999)), "ApiKey(999)");
+}

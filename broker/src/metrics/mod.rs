@@ -295,7 +295,7 @@ impl ShardMetrics {
         true
     }
 
-    pub fn observe_request(&self, api: impl Into<crate::handlers::Api>, version: i16, secs: f64) {
+    pub fn observe_request(&self, api: impl Into<crate::codec::Api>, version: i16, secs: f64) {
         let api = api.into();
         let key = (api.0, version);
         if let Some(h) = self.requests.borrow().get(&key) {
