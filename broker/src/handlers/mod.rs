@@ -387,13 +387,9 @@ macro_rules! api_table {
             let version = ctx.version();
             match key {
                 $( ApiKey::$key => {
-                    let req = match Decodable::decode(&mut body, version) {
+                    let req = match decode_request(key.into(), version, &mut body) {
                         Ok(req) => req,
-                        Err(e) => return Dispatched::Answered(Err(FrameError::Malformed {
-                            key: key.into(),
-                            version,
-                            message: format!("{e:#}"),
-                        })),
+                        Err(e) => return Dispatched::Answered(Err(e)),
                     };
                     api_table!(@call $module, ctx, key, req $(, $pipelined)?)
                 } )*
@@ -407,11 +403,8 @@ macro_rules! api_table {
         Dispatched::Responding($module::dispatch(Rc::new($ctx), $req).await)
     };
     (@call $module:ident, $ctx:ident, $key:ident, $req:ident) => {{
-        let mut resp = $module::handle(&$ctx, $req).await;
-        let throttle_ms = $ctx.throttle($ctx.record_request_time());
-        throttle::Throttled::raise_throttle_time_ms(&mut resp, throttle_ms);
-        let (version, correlation_id) = ($ctx.version(), $ctx.header.correlation_id);
-        Dispatched::Answered(encode_response($key, version, correlation_id, &resp).map(|b| Some(b.into())))
+        let resp = $module::handle(&$ctx, $req).await;
+        answer_serial(&$ctx, $key.into(), resp)
     }};
 }
 
@@ -478,6 +471,29 @@ api_table! {
     ListConfigResources => list_config_resources;
 }
 
+/// A request body, or the frame error that closes the connection.
+fn decode_request<R: Decodable>(key: Api, version: i16, body: &mut Bytes) -> Result<R, FrameError> {
+    R::decode(body, version).map_err(|e| FrameError::Malformed {
+        key,
+        version,
+        message: format!("{e:#}"),
+    })
+}
+
+/// A serial handler's response, with the request quota's throttle time, as its frame.
+fn answer_serial<R: Encodable + HeaderVersion + throttle::Throttled>(
+    ctx: &RequestContext,
+    key: Api,
+    mut resp: R,
+) -> Dispatched {
+    let throttle_ms = ctx.throttle(ctx.record_request_time());
+    resp.raise_throttle_time_ms(throttle_ms);
+    let (version, correlation_id) = (ctx.version(), ctx.header.correlation_id);
+    Dispatched::Answered(
+        encode_response(key, version, correlation_id, &resp).map(|b| Some(b.into())),
+    )
+}
+
 /// The serial APIs whose messages are generated from Kafka's schemas (`codec::generated`):
 /// `handler module, request type;`. Each module has `handle(ctx, req) -> response`.
 macro_rules! ext_api_table {
@@ -495,21 +511,12 @@ macro_rules! ext_api_table {
         async fn dispatch_ext(ctx: RequestContext, key: i16, mut body: Bytes) -> Dispatched {
             let version = ctx.version();
             $( if key == $module::API_KEY {
-                let req: $req = match Decodable::decode(&mut body, version) {
+                let req: $req = match decode_request(Api(key), version, &mut body) {
                     Ok(req) => req,
-                    Err(e) => return Dispatched::Answered(Err(FrameError::Malformed {
-                        key: Api(key),
-                        version,
-                        message: format!("{e:#}"),
-                    })),
+                    Err(e) => return Dispatched::Answered(Err(e)),
                 };
-                let mut resp = $module::handle(&ctx, req).await;
-                let throttle_ms = ctx.throttle(ctx.record_request_time());
-                resp.throttle_time_ms = throttle_ms;
-                let correlation_id = ctx.header.correlation_id;
-                return Dispatched::Answered(
-                    encode_response(Api(key), version, correlation_id, &resp).map(|b| Some(b.into())),
-                );
+                let resp = $module::handle(&ctx, req).await;
+                return answer_serial(&ctx, Api(key), resp);
             } )*
             Dispatched::Answered(Err(FrameError::UnknownApi(key)))
         }

@@ -37,6 +37,9 @@ macro_rules! unthrottled {
 }
 
 throttled!(
+    crate::codec::generated::streams_group_heartbeat_response::StreamsGroupHeartbeatResponse,
+    crate::codec::generated::streams_group_describe_response::StreamsGroupDescribeResponse,
+    crate::codec::generated::streams_group_topology_description_update_response::StreamsGroupTopologyDescriptionUpdateResponse,
     ListOffsetsResponse,
     MetadataResponse,
     ApiVersionsResponse,

@@ -332,10 +332,12 @@ impl StreamsGroup {
                 format!("Streams group member {requester} encountered a fatal error and requested a shutdown for the entire application."),
             ));
         }
-        let configured = self.configured().cloned().unwrap_or_default();
-        if let Some(s) = &configured.status {
-            statuses.push(s.clone());
-        }
+        // Only the status and the topics to create: the configured topology stays here.
+        let (status, to_create) = self
+            .configured()
+            .map(|c| (c.status.clone(), c.to_create.clone()))
+            .unwrap_or_default();
+        statuses.extend(status);
         let m = &self.members[&id];
         let tasks = (p.member_epoch == 0 || changed).then(|| m.assigned.clone());
         let endpoints = (p.endpoint_epoch != self.endpoint_epoch).then(|| self.endpoints(&id));
@@ -349,7 +351,7 @@ impl StreamsGroup {
             tasks,
             endpoint_epoch: self.endpoint_epoch,
             endpoints,
-            to_create: configured.to_create,
+            to_create,
         })
     }
 
