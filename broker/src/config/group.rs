@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use super::topic::ConfigType;
 use super::BrokerConfig;
+use crate::coordinator::share::OffsetReset;
 
 pub const SESSION_TIMEOUT: &str = "consumer.session.timeout.ms";
 pub const HEARTBEAT_INTERVAL: &str = "consumer.heartbeat.interval.ms";
@@ -316,7 +317,7 @@ pub fn validate(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> 
 /// Kafka's bounds of the share group configs Strom applies (`GroupConfig`): the delivery
 /// count limit 2..=10, the lock duration 1 s ..= 1 h (Kafka's broker bounds
 /// `group.share.{min,max}.record.lock.duration.ms` can be set that wide), and
-/// `share.auto.offset.reset` latest or earliest (`by_duration:` is not served yet).
+/// `share.auto.offset.reset` earliest, latest or `by_duration:<duration>`.
 fn share_invalid(name: &str, value: &str) -> Option<String> {
     let int = || value.trim().parse::<i64>().ok();
     let out_of = |lo: i64, hi: i64| {
@@ -325,10 +326,11 @@ fn share_invalid(name: &str, value: &str) -> Option<String> {
         })
     };
     match name {
-        "share.auto.offset.reset" => (!["latest", "earliest"]
-            .iter()
-            .any(|v| value.trim().eq_ignore_ascii_case(v)))
-        .then(|| format!("Invalid value {value} for configuration {name}: latest or earliest")),
+        // Kafka's `ShareGroupAutoOffsetResetStrategy.Validator` and its message.
+        "share.auto.offset.reset" => OffsetReset::parse(value).err().map(|_| {
+            let v = value.trim();
+            format!("Invalid value {v} for configuration {name}: Invalid value `{v}` for configuration {name}. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
+        }),
         "share.isolation.level" => (!["read_committed", "read_uncommitted"]
             .iter()
             .any(|v| value.trim().eq_ignore_ascii_case(v)))
@@ -459,7 +461,12 @@ mod tests {
             validate(&one("share.auto.offset.reset", "earliest"), &b),
             Ok(())
         );
-        assert!(validate(&one("share.auto.offset.reset", "by_duration:PT1H"), &b).is_err());
+        assert!(validate(&one("share.auto.offset.reset", "by_duration:PT1H"), &b).is_ok());
+        assert_eq!(
+            validate(&one("share.auto.offset.reset", "by_duration:-PT1H"), &b),
+            Err("Invalid value by_duration:-PT1H for configuration share.auto.offset.reset: Invalid value `by_duration:-PT1H` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.".into())
+        );
+        assert!(validate(&one("share.auto.offset.reset", "Earliest"), &b).is_err());
         assert!(validate(&one("share.delivery.count.limit", "1"), &b).is_err());
         assert!(validate(&one("share.record.lock.duration.ms", "999"), &b).is_err());
         assert!(validate(&one("share.isolation.level", "read_committed"), &b).is_ok());

@@ -15,6 +15,7 @@ pub mod dlq;
 pub mod group;
 pub mod inflight;
 pub mod records;
+pub mod reset;
 pub mod session;
 pub mod store;
 
@@ -23,6 +24,7 @@ use std::collections::BTreeMap;
 use crate::config::BrokerConfig;
 use crate::coordinator::log::CoordinatorLogError;
 use inflight::Limits;
+pub use reset::OffsetReset;
 
 /// Kafka's share coordinator topic.
 pub const SHARE_STATE_TOPIC: &str = "__share_group_state";
@@ -66,13 +68,6 @@ impl From<CoordinatorLogError> for ShareError {
     }
 }
 
-/// Where a share partition starts when it has no state yet (`share.auto.offset.reset`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OffsetReset {
-    Earliest,
-    Latest,
-}
-
 /// A share group's settings: Kafka's group configs (`share.*`) over Kafka's defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShareConfig {
@@ -92,10 +87,11 @@ impl ShareConfig {
                 .and_then(|v| v.trim().parse::<i64>().ok())
                 .unwrap_or(default)
         };
-        let reset = match o.and_then(|o| o.get("share.auto.offset.reset")) {
-            Some(v) if v.eq_ignore_ascii_case("earliest") => OffsetReset::Earliest,
-            _ => OffsetReset::Latest,
-        };
+        // Values were checked when set (`config::group`); Kafka's default is latest.
+        let reset = o
+            .and_then(|o| o.get("share.auto.offset.reset"))
+            .and_then(|v| OffsetReset::parse(v).ok())
+            .unwrap_or(OffsetReset::Latest);
         ShareConfig {
             limits: Limits {
                 lock_ms: get("share.record.lock.duration.ms", 30_000).max(1),

@@ -90,6 +90,23 @@ pub async fn on_partition(ctx: &BrokerContext, work: PartitionWork) -> Partition
         })
 }
 
+/// `share.auto.offset.reset=by_duration:`: the first record at or after `since` below the
+/// high watermark (ListOffsets' timestamp lookup). Where every record is older, Kafka's
+/// `offsetForTimestamp` throws OFFSET_NOT_AVAILABLE and the share fetch fails until a newer
+/// record arrives; Strom starts at the high watermark instead, which is where that newer
+/// record lands, without the failed fetches (FINDINGS #21). A read error fails this fetch
+/// (retriable) rather than guess a start that could skip records.
+fn by_duration_start(part: &crate::partition::Partition, since: i64) -> Result<i64, ShareError> {
+    let hw = part.high_watermark();
+    match part.log.offset_for_timestamp(since) {
+        Ok(Some((offset, _))) if offset < hw => Ok(offset),
+        Ok(_) => Ok(hw),
+        Err(e) => Err(ShareError::CoordinatorNotAvailable(format!(
+            "share.auto.offset.reset by_duration: the timestamp lookup failed: {e}"
+        ))),
+    }
+}
+
 async fn run(state: Rc<ShardState>, w: PartitionWork) -> PartitionDone {
     let Some(part) = state.partition(&w.topic, w.key.partition) else {
         return PartitionDone {
@@ -119,6 +136,15 @@ async fn run(state: Rc<ShardState>, w: PartitionWork) -> PartitionDone {
                 state: SharePartitionState::new(match w.config.reset {
                     OffsetReset::Earliest => part.log.log_start_offset(),
                     OffsetReset::Latest => part.high_watermark(),
+                    OffsetReset::ByDuration(ms) => match by_duration_start(&part, now - ms) {
+                        Ok(start) => start,
+                        Err(e) => {
+                            return PartitionDone {
+                                error: Some(e),
+                                ..Default::default()
+                            }
+                        }
+                    },
                 }),
                 snapshot_epoch: -1,
                 create_ms: now,

@@ -58,7 +58,8 @@ import org.junit.jupiter.api.Timeout;
  * consumers on one partition get every record once; RELEASE redelivers and REJECT archives;
  * records a consumer holds without acknowledging come back when their lock runs out; the
  * delivery count limit archives a record released again and again; RENEW (KIP-1222) keeps
- * records with their holder for several lock durations. Each group gets
+ * records with their holder for several lock durations; by_duration (KIP-1106) starts a new
+ * share partition inside its time window. Each group gets
  * share.auto.offset.reset=earliest and short locks through the GROUP config resource. The
  * scenarios mostly wait (on locks, on polls that must stay empty), so they all start at once
  * in @BeforeAll, each on its own topic and group, and each @Test awaits and reports its own.
@@ -107,13 +108,14 @@ class ShareGroupsCompatTest {
 
     /** After `connect`: the scenarios need the admin client. */
     static void startScenarios() {
-        pool = Executors.newFixedThreadPool(6);
+        pool = Executors.newFixedThreadPool(7);
         start("threeConsumersOnOnePartitionGetEveryRecordOnce", () -> { threeConsumersOnOnePartitionGetEveryRecordOnceScenario(); return null; });
         start("releaseRedeliversAndRejectArchives", () -> { releaseRedeliversAndRejectArchivesScenario(); return null; });
         start("recordsHeldWithoutAcknowledgementComeBackAfterTheLock", () -> { recordsHeldWithoutAcknowledgementComeBackAfterTheLockScenario(); return null; });
         start("deliveryCountLimitArchivesARecordReleasedOverAndOver", () -> { deliveryCountLimitArchivesARecordReleasedOverAndOverScenario(); return null; });
         start("adminAltersReplaysAndDeletesShareGroupOffsets", () -> { adminAltersReplaysAndDeletesShareGroupOffsetsScenario(); return null; });
         start("renewKeepsRecordsWithTheirHolderPastTheLock", () -> { renewKeepsRecordsWithTheirHolderPastTheLockScenario(); return null; });
+        start("byDurationStartsAtTheFirstRecordInsideTheWindow", () -> { byDurationStartsAtTheFirstRecordInsideTheWindowScenario(); return null; });
     }
 
     @Test
@@ -144,6 +146,11 @@ class ShareGroupsCompatTest {
     @Test
     void renewKeepsRecordsWithTheirHolderPastTheLock() throws Throwable {
         await("renewKeepsRecordsWithTheirHolderPastTheLock");
+    }
+
+    @Test
+    void byDurationStartsAtTheFirstRecordInsideTheWindow() throws Throwable {
+        await("byDurationStartsAtTheFirstRecordInsideTheWindow");
     }
 
     @AfterAll
@@ -245,6 +252,83 @@ class ShareGroupsCompatTest {
         // Acknowledged is final: a new member of the group finds nothing.
         try (KafkaShareConsumer<String, String> c = consumer(group, topic, true)) {
             assertTrue(pollFor(c, Duration.ofMillis(2500)).isEmpty(), "no redelivery after ACCEPT");
+        }
+    }
+
+    /**
+     * share.auto.offset.reset=by_duration:PT1H (KIP-1106): a new share partition starts at the
+     * first record stamped within the last hour, as ListOffsets by timestamp finds it, and
+     * serves everything after it in offset order, an older stamp included. A negative duration
+     * is refused as an invalid config.
+     */
+    static void byDurationStartsAtTheFirstRecordInsideTheWindowScenario() throws Exception {
+        String topic = "share-" + UUID.randomUUID();
+        admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+        long now = System.currentTimeMillis();
+        long hour = 3_600_000L;
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < 4; i++) {
+                producer.send(new ProducerRecord<>(topic, 0, now - 2 * hour, "k", "old" + i)).get();
+            }
+            for (int i = 0; i < 3; i++) {
+                producer.send(new ProducerRecord<>(topic, 0, now - hour / 6, "k", "recent" + i)).get();
+            }
+            producer.send(new ProducerRecord<>(topic, 0, now - 3 * hour, "k", "late")).get();
+        }
+        String group = "sg-" + UUID.randomUUID();
+        ConfigResource r = new ConfigResource(ConfigResource.Type.GROUP, group);
+        ExecutionException refused = assertThrows(ExecutionException.class, () -> admin.incrementalAlterConfigs(Map.of(r, List.of(
+                new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "by_duration:-PT1H"), AlterConfigOp.OpType.SET))))
+                .all().get(30, TimeUnit.SECONDS));
+        assertTrue(refused.getCause() instanceof org.apache.kafka.common.errors.InvalidConfigurationException
+                || refused.getCause() instanceof org.apache.kafka.common.errors.InvalidRequestException,
+                "negative duration refused: " + refused.getCause());
+        System.out.println("by_duration:-PT1H refused: " + refused.getCause());
+        admin.incrementalAlterConfigs(Map.of(r, List.of(
+                new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "by_duration:PT1H"), AlterConfigOp.OpType.SET))))
+                .all().get(30, TimeUnit.SECONDS);
+        List<String> got = new ArrayList<>();
+        try (KafkaShareConsumer<String, String> c = consumer(group, topic, true)) {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (got.size() < 4 && System.nanoTime() < deadline) {
+                for (ConsumerRecord<String, String> rec : c.poll(Duration.ofMillis(300))) {
+                    got.add(rec.offset() + ":" + rec.value());
+                    c.acknowledge(rec, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync(Duration.ofSeconds(10));
+            }
+            // Nothing before the window comes later either.
+            got.addAll(pollFor(c, Duration.ofMillis(1500)).stream().map(x -> x.offset() + ":" + x.value()).toList());
+        }
+        assertEquals(List.of("4:recent0", "5:recent1", "6:recent2", "7:late"), got);
+
+        // Every record older than the window: nothing is served, and a record written later
+        // is the first one delivered (Kafka fails the fetches until then, Strom starts at the
+        // high watermark; the consumer sees the same).
+        String allOld = "share-" + UUID.randomUUID();
+        admin.createTopics(List.of(new NewTopic(allOld, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+        String group2 = "sg-" + UUID.randomUUID();
+        admin.incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.GROUP, group2), List.of(
+                new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "by_duration:PT1H"), AlterConfigOp.OpType.SET))))
+                .all().get(30, TimeUnit.SECONDS);
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p);
+                KafkaShareConsumer<String, String> c = consumer(group2, allOld, true)) {
+            for (int i = 0; i < 3; i++) {
+                producer.send(new ProducerRecord<>(allOld, 0, now - 2 * hour, "k", "old" + i)).get();
+            }
+            assertEquals(List.of(), pollFor(c, Duration.ofMillis(3000)).stream().map(ConsumerRecord::value).toList());
+            producer.send(new ProducerRecord<>(allOld, 0, System.currentTimeMillis(), "k", "fresh")).get();
+            List<String> later = new ArrayList<>();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (later.isEmpty() && System.nanoTime() < deadline) {
+                later.addAll(pollFor(c, Duration.ofMillis(500)).stream().map(x -> x.offset() + ":" + x.value()).toList());
+            }
+            later.addAll(pollFor(c, Duration.ofMillis(1000)).stream().map(x -> x.offset() + ":" + x.value()).toList());
+            assertEquals(List.of("3:fresh"), later);
         }
     }
 
