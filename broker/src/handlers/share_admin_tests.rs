@@ -153,3 +153,58 @@ fn given_a_share_group_when_altering_and_deleting_offsets_then_kafka_admin_seman
     assert_eq!(start_offset(&h), -1);
     assert_eq!(delete_group(&h, "sg"), 69);
 }
+
+fn describe(h: &Harness) -> share_group_describe_response::DescribedGroup {
+    let req = ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("sg"))]);
+    let r: ShareGroupDescribeResponse = h.call(ApiKey::ShareGroupDescribe, 1, req);
+    r.groups[0].clone()
+}
+
+/// Forgets the groups as a restarted broker starts: the next request loads them again from
+/// `__consumer_offsets`.
+fn reload(h: &Harness) {
+    let groups = crate::coordinator::group::GroupShard::of(&h.state);
+    groups.forget_loaded();
+    groups.groups.borrow_mut().clear();
+    crate::coordinator::share::group::ShareGroups::here()
+        .groups
+        .borrow_mut()
+        .clear();
+}
+
+#[test]
+fn given_a_share_group_when_the_coordinator_reloads_then_members_and_epochs_are_kept() {
+    let h = Harness::new();
+    create(&h, "t", 1);
+    let m1 = heartbeat(&h, "m1", 0);
+    let m2 = heartbeat(&h, "m2", 0);
+    assert_eq!((m1.error_code, m2.error_code), (0, 0));
+    let before = describe(&h);
+    assert_eq!(before.members.len(), 2);
+    reload(&h);
+    let after = describe(&h);
+    assert_eq!(after.error_code, 0, "{:?}", after.error_message);
+    assert_eq!(
+        (
+            after.group_epoch,
+            after.assignment_epoch,
+            after.members.len()
+        ),
+        (before.group_epoch, before.assignment_epoch, 2)
+    );
+    // The members carry on at their epochs: no UNKNOWN_MEMBER_ID, no rejoin.
+    let m1 = heartbeat(&h, "m1", m1.member_epoch);
+    assert_eq!(m1.error_code, 0, "{:?}", m1.error_message);
+    assert_eq!(m1.member_epoch, before.group_epoch);
+    // A leave is durable too, and so is a delete: the group is gone after the next load.
+    assert_eq!(heartbeat(&h, "m2", -1).error_code, 0);
+    reload(&h);
+    assert_eq!(describe(&h).members.len(), 1);
+    assert_eq!(heartbeat(&h, "m1", -1).error_code, 0);
+    assert_eq!(delete_group(&h, "sg"), 0);
+    reload(&h);
+    assert_eq!(
+        describe(&h).error_code,
+        kafka_protocol::error::ResponseError::GroupIdNotFound.code()
+    );
+}

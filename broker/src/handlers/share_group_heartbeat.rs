@@ -1,6 +1,7 @@
 //! ShareGroupHeartbeat (key 76, KIP-932): join (epoch 0), heartbeat, leave (-1) and receive
 //! the broker-computed assignment of a share group (`coordinator::share::group`), on the
-//! group's coordinator shard. Partitions travel as topic ids on the wire, as names inside.
+//! group's coordinator shard, its changes written to `__consumer_offsets` before the answer.
+//! Partitions travel as topic ids on the wire, as names inside.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
@@ -61,11 +62,17 @@ pub async fn handle(
         if gs.groups.borrow().contains_key(&gid) {
             return Ok(Err(ShareError::GroupIdNotFound));
         }
-        let groups = ShareGroups::here();
-        let mut all = groups.groups.borrow_mut();
-        let g = all.entry(gid).or_default();
-        let counts = |t: &str| counts_catalog.get(t).map(|m| m.partitions);
-        Ok(g.heartbeat(hb, crate::now_ms(), cfg.session_timeout_ms, counts))
+        let answer = {
+            let groups = ShareGroups::here();
+            let mut all = groups.groups.borrow_mut();
+            let g = all.entry(gid.clone()).or_default();
+            let counts = |t: &str| counts_catalog.get(t).map(|m| m.partitions);
+            g.heartbeat(hb, crate::now_ms(), cfg.session_timeout_ms, counts)
+        };
+        // What the heartbeat changed (a failed one may have expired members too) is in
+        // `__consumer_offsets` before the member hears back, as Kafka's records are.
+        gs.persist_share(&gid).await?;
+        Ok(answer)
     })
     .await;
     let answer = match r {

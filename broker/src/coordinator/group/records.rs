@@ -83,6 +83,8 @@ pub enum GroupRecord {
     },
     /// A KIP-1071 streams group's records (keys 17, 19–23), in the generated codec.
     Streams(crate::coordinator::group::streams::records::StreamsRecord),
+    /// A KIP-932 share group's records (keys 10–15), in the generated codec.
+    Share(crate::coordinator::share::persist::ShareRecord),
 }
 
 /// Partitions by topic id, as the KIP-848 records hold them.
@@ -298,6 +300,7 @@ impl GroupRecord {
                 (k.freeze(), v)
             }
             GroupRecord::Streams(r) => r.encode(),
+            GroupRecord::Share(r) => r.encode(),
         }
     }
 
@@ -398,7 +401,8 @@ impl GroupRecord {
                     value,
                 }))
             }
-            // 4 (subscription metadata, deprecated) and newer record types are not kept.
+            // 4 and 9 (partition metadata, no longer written), 16 (regex resolutions) and newer
+            // record types are not kept.
             t if crate::coordinator::group::streams::records::is_streams_type(t) => {
                 crate::coordinator::group::streams::records::StreamsRecord::decode(
                     t,
@@ -407,6 +411,11 @@ impl GroupRecord {
                 )
                 .map(|r| Some(GroupRecord::Streams(r)))
                 .map_err(|e| RecordError(format!("streams group record {t}: {e:#}")))
+            }
+            t if crate::coordinator::share::persist::is_share_type(t) => {
+                crate::coordinator::share::persist::ShareRecord::decode(t, &key[2..], value)
+                    .map(|r| Some(GroupRecord::Share(r)))
+                    .map_err(|e| RecordError(format!("share group record {t}: {e:#}")))
             }
             _ => Ok(None),
         }

@@ -35,30 +35,43 @@ pub async fn empty_group(
     let timeout = ShareConfig::of(ctx, group_id).session_timeout_ms;
     let id = group_id.to_string();
     group::on_coordinator(ctx, group_id, move |gs, _| async move {
-        let groups = ShareGroups::here();
-        let mut all = groups.groups.borrow_mut();
-        // Kafka's `shareGroup(groupId)`: a classic or consumer group's id is no share group.
-        if how == Lookup::Create && !all.contains_key(&id) && !gs.groups.borrow().contains_key(&id)
-        {
-            all.insert(id.clone(), Default::default());
-        }
-        let Some(g) = all.get_mut(&id) else {
-            return Ok(Err(ShareError::GroupIdNotFound));
+        let topics = {
+            let groups = ShareGroups::here();
+            let mut all = groups.groups.borrow_mut();
+            // Kafka's `shareGroup(groupId)`: a classic or consumer group's id is no share
+            // group.
+            if how == Lookup::Create
+                && !all.contains_key(&id)
+                && !gs.groups.borrow().contains_key(&id)
+            {
+                all.insert(id.clone(), Default::default());
+            }
+            let Some(g) = all.get_mut(&id) else {
+                return Ok(Err(ShareError::GroupIdNotFound));
+            };
+            let now = crate::now_ms();
+            if g.members
+                .values()
+                .any(|m| now - m.last_heartbeat_ms < timeout)
+            {
+                return Ok(Err(ShareError::NonEmptyGroup));
+            }
+            // A member whose session ran out and that the timer has not removed yet leaves
+            // now, with the new group epoch its expiry gives.
+            let counts = gs.topic_partitions();
+            g.expire_members(now, timeout, |t| counts.get(t).copied());
+            g.topics_seen.extend(note);
+            g.topics_seen.clone()
         };
-        let now = crate::now_ms();
-        // A member whose session ran out is gone (the next heartbeat would expire it); the
-        // group is left alone otherwise, so its epochs move only with a heartbeat.
-        if g.members
-            .values()
-            .any(|m| now - m.last_heartbeat_ms < timeout)
-        {
-            return Ok(Err(ShareError::NonEmptyGroup));
-        }
-        g.members.clear();
-        g.topics_seen.extend(note);
-        let topics = g.topics_seen.clone();
-        if how == Lookup::Remove {
-            all.remove(&id);
+        // Durable before the answer: the group's existence (an alter creates it), the
+        // topics that now have share state, or (a delete) the group's tombstones.
+        let recs = if how == Lookup::Remove {
+            gs.remove_share_group(&id)
+        } else {
+            gs.share_records(&id)
+        };
+        if !recs.is_empty() {
+            gs.append(gs.partition_of(&id), &recs).await?;
         }
         Ok(Ok(topics))
     })

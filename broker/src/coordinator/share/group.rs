@@ -34,6 +34,8 @@ pub struct ShareGroup {
     /// Every topic the group was ever assigned or had offsets altered on: where it may have
     /// share state (Kafka's `ShareGroupStatePartitionMetadata`), which DeleteGroups deletes.
     pub topics_seen: BTreeSet<String>,
+    /// What `__consumer_offsets` has of the group (`persist`).
+    pub persisted: super::persist::Persisted,
 }
 
 impl ShareGroup {
@@ -119,6 +121,21 @@ impl ShareGroup {
         self.members
             .retain(|_, m| now_ms - m.last_heartbeat_ms < session_timeout_ms);
         before != self.members.len()
+    }
+
+    /// The timer's expiry: members whose session ran out leave, and the group gets a new
+    /// epoch and assignment; returns whether any left.
+    pub fn expire_members(
+        &mut self,
+        now_ms: i64,
+        session_timeout_ms: i64,
+        counts: impl Fn(&str) -> Option<i32>,
+    ) -> bool {
+        let left = self.expire(now_ms, session_timeout_ms);
+        if left {
+            self.bump(&counts);
+        }
+        left
     }
 
     /// One heartbeat; `counts` gives a topic's partition count (None: no such topic).

@@ -14,6 +14,7 @@ pub mod admin;
 pub mod dlq;
 pub mod group;
 pub mod inflight;
+pub mod persist;
 pub mod records;
 pub mod reset;
 pub mod session;

@@ -29,6 +29,7 @@ impl GroupShard {
         self.groups
             .borrow_mut()
             .retain(|id, _| super::offsets_partition(id, n) != p);
+        self.unload_share(p);
         for pending in self.pending_txn.borrow_mut().values_mut() {
             pending.retain(|o| o.partition_of_group != p);
         }
@@ -96,6 +97,7 @@ impl GroupShard {
                 }
             }
         }
+        self.finish_share_restore(p, now);
         tracing::debug!(
             partition = p,
             records = applied,
@@ -140,6 +142,14 @@ impl GroupShard {
                 ) {
                     g.streams.get_or_insert_with(Default::default).restore(rec);
                 }
+            }
+            GroupRecord::Share(rec) => {
+                let groups = crate::coordinator::share::group::ShareGroups::here();
+                crate::coordinator::share::persist::restore(
+                    &mut groups.groups.borrow_mut(),
+                    rec,
+                    name_of,
+                );
             }
             GroupRecord::Offset {
                 group,

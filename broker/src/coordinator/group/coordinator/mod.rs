@@ -5,11 +5,13 @@
 //! `load` replays a partition of the log into the groups; `membership` is the group requests
 //! (JoinGroup to LeaveGroup, ConsumerGroupHeartbeat, DeleteGroups); `offsets` the committed
 //! offsets (OffsetCommit and TxnOffsetCommit, OffsetFetch, OffsetDelete, retention);
-//! `timers` the per-shard tick that drives every group's timers.
+//! `share` the share groups' records; `timers` the per-shard tick that drives every group's
+//! timers.
 
 mod load;
 mod membership;
 mod offsets;
+mod share;
 mod streams;
 mod timers;
 
@@ -211,7 +213,7 @@ impl GroupShard {
     }
 
     /// Topic name → id, for KIP-848 records.
-    fn topic_ids(&self) -> impl Fn(&str) -> Option<uuid::Uuid> {
+    pub(crate) fn topic_ids(&self) -> impl Fn(&str) -> Option<uuid::Uuid> {
         let catalog = self.shard.upgrade().map(|s| s.ctx.catalog.snapshot());
         move |t: &str| catalog.as_ref()?.get(t).map(|m| m.id)
     }

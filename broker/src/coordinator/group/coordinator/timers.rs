@@ -46,6 +46,7 @@ impl GroupShard {
                 dirty.push(g.id.clone());
             }
         }
+        records.extend(self.share_tick(now));
         (dirty, records)
     }
 
@@ -66,7 +67,7 @@ impl GroupShard {
                 let gs = gs.clone();
                 tokio::task::spawn_local(async move {
                     if let Err(e) = gs.append(p, &recs).await {
-                        tracing::warn!(partition = p, error = %e, "persisting a consumer or streams group failed");
+                        tracing::warn!(partition = p, error = %e, "persisting a consumer, streams or share group failed");
                     }
                 });
             }
