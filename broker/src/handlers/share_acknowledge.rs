@@ -118,6 +118,7 @@ pub async fn handle(
                 member,
                 acks,
                 max_records: 0,
+                whole_batches: false,
                 max_bytes: 0,
                 release,
                 config: cfg,

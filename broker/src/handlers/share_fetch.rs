@@ -7,9 +7,10 @@
 //!
 //! v2 (KIP-1222) may carry RENEW acknowledgements (`IsRenewAck`): such a request only renews
 //! and acknowledges, fetching nothing, and Kafka insists its fetch limits be 0. v2's
-//! `ShareAcquireMode` (KIP-1206) needs nothing here: acquisition already stops at MaxRecords
-//! record by record, which is what the record-limit mode asks and the batch-optimized mode
-//! allows.
+//! `ShareAcquireMode` (KIP-1206): the record-limit mode stops at MaxRecords record by record;
+//! the batch-optimized mode (v1's only one) acquires each batch it starts whole, as Kafka
+//! does. A batch is read and sent once instead of once per MaxRecords records, which is
+//! what a consumer of large producer batches pays for most (benches/README.md, share groups).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -130,6 +131,8 @@ async fn answer(ctx: &RequestContext, req: ShareFetchRequest) -> ShareFetchRespo
     let mut releases: Vec<(Uuid, i32)> = forgotten;
     releases.extend(close);
     let max_records = usize::try_from(req.max_records.max(1)).unwrap_or(500);
+    // v1 has no mode and means Kafka's default, batch-optimized.
+    let whole_batches = req.share_acquire_mode != share_fetch::ACQUIRE_RECORD_LIMIT;
     let max_bytes = usize::try_from(req.max_bytes)
         .unwrap_or(0)
         .clamp(1, 64 << 20);
@@ -160,7 +163,7 @@ async fn answer(ctx: &RequestContext, req: ShareFetchRequest) -> ShareFetchRespo
                 p,
                 acks,
                 release,
-                fetching.then_some((max_records, max_bytes)),
+                fetching.then_some((max_records, max_bytes, whole_batches)),
                 cfg,
             )
         });
@@ -275,7 +278,7 @@ async fn run_partition(
     partition: i32,
     acks: Vec<(i64, i64, Vec<i8>)>,
     release: bool,
-    fetch: Option<(usize, usize)>,
+    fetch: Option<(usize, usize, bool)>,
     config: ShareConfig,
 ) -> ((Uuid, i32), PartitionDone) {
     let key = (topic_id, partition);
@@ -304,7 +307,7 @@ async fn run_partition(
             },
         );
     }
-    let (max_records, max_bytes) = fetch.unwrap_or((0, 0));
+    let (max_records, max_bytes, whole_batches) = fetch.unwrap_or((0, 0, false));
     let work = PartitionWork {
         key: StateKey {
             group_id: group.to_string(),
@@ -315,6 +318,7 @@ async fn run_partition(
         member: member.to_string(),
         acks,
         max_records,
+        whole_batches,
         max_bytes,
         release,
         config,

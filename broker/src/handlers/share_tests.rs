@@ -310,3 +310,47 @@ fn given_renew_acknowledgements_when_sent_at_v2_then_records_stay_with_their_hol
     );
     assert_eq!(start_offset(&h), 10);
 }
+
+/// A ShareFetch v2 of t-0 by `member` at `epoch` in `mode` (0 batch-optimized, 1 record
+/// limit), for at most `max_records`.
+fn fetch_v2(
+    h: &Harness,
+    member: &str,
+    epoch: i32,
+    mode: i8,
+    max_records: i32,
+) -> ShareFetchResponse {
+    let mut body = fetch_request(h, member, epoch, vec![]);
+    body.max_records = max_records;
+    let req = crate::codec::share_fetch::ShareFetchRequest {
+        body,
+        share_acquire_mode: mode,
+        is_renew_ack: false,
+    };
+    let r: crate::codec::Capped<ShareFetchResponse> = h.call(ApiKey::ShareFetch, 2, req);
+    r.0
+}
+
+#[test]
+fn given_batches_larger_than_max_records_when_fetching_then_whole_batches_unless_record_limit() {
+    let h = Harness::new();
+    create(&h, "t", 1);
+    assert_eq!(heartbeat(&h, "m1", 0).error_code, 0);
+    assert_eq!(heartbeat(&h, "m2", 0).error_code, 0);
+    assert!(
+        acquired(&fetch_as(&h, "m1", 0, vec![])).is_empty(),
+        "starts at the log end"
+    );
+    for _ in 0..2 {
+        let batch = crate::test_support::TestBatch::new(10).encode();
+        let _: ProduceResponse = h.call(ApiKey::Produce, 9, produce_req("t", 0, -1, batch));
+    }
+    // Batch-optimized (v1's only mode, v2's 0): the batch holding the 3rd record is taken
+    // whole, and no further batch is started.
+    assert_eq!(acquired(&fetch_v2(&h, "m1", 1, 0, 3)), vec![(0, 9, 1)]);
+    // Record limit: exactly MaxRecords, the batch split.
+    assert_eq!(acquired(&fetch_v2(&h, "m2", 0, 1, 3)), vec![(10, 12, 1)]);
+    assert_eq!(acquired(&fetch_v2(&h, "m2", 1, 1, 3)), vec![(13, 15, 1)]);
+    // Batch-optimized again: what is left of the batch, whole.
+    assert_eq!(acquired(&fetch_v2(&h, "m2", 2, 0, 1)), vec![(16, 19, 1)]);
+}

@@ -267,8 +267,38 @@ impl SharePartitionState {
         max: usize,
         limits: &Limits,
     ) -> Vec<(i64, i64, i16)> {
+        self.acquire_in(base, last, member, now_ms, max, limits, false)
+    }
+
+    /// Kafka's batch-optimized acquisition (KIP-1206's default mode): everything acquirable
+    /// in the batch, the in-flight bound checked only where the batch's new records begin
+    /// (Kafka's `canAcquireRecords` before a fetch), so a batch is never split by the bound.
+    /// The window may pass `max_locks` by less than one batch.
+    pub fn acquire_batch(
+        &mut self,
+        base: i64,
+        last: i64,
+        member: &str,
+        now_ms: i64,
+        limits: &Limits,
+    ) -> Vec<(i64, i64, i16)> {
+        self.acquire_in(base, last, member, now_ms, usize::MAX, limits, true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_in(
+        &mut self,
+        base: i64,
+        last: i64,
+        member: &str,
+        now_ms: i64,
+        max: usize,
+        limits: &Limits,
+        whole: bool,
+    ) -> Vec<(i64, i64, i16)> {
         let mut out: Vec<(i64, i64, i16)> = Vec::new();
         let mut taken = 0usize;
+        let mut grew = false;
         for o in base.max(self.start)..=last {
             if taken >= max {
                 break;
@@ -299,9 +329,10 @@ impl SharePartitionState {
                 }
                 Some(_) => continue,
                 None if o >= self.end => {
-                    if o - self.start >= limits.max_locks {
+                    if o - self.start >= limits.max_locks && !(whole && grew) {
                         break;
                     }
+                    grew = true;
                     self.records.insert(
                         o,
                         InFlight {

@@ -57,6 +57,20 @@ fn given_a_full_window_when_acquiring_then_stops_at_max_record_locks() {
 }
 
 #[test]
+fn given_a_batch_across_the_window_bound_when_acquired_whole_then_never_split() {
+    let mut s = SharePartitionState::new(100);
+    // Started below the bound, the batch is taken to its end (Kafka's batch-optimized
+    // acquisition); the next batch starts past the bound and gets nothing.
+    assert_eq!(s.acquire_batch(100, 105, "a", 0, &L), vec![(100, 105, 1)]);
+    assert_eq!(s.acquire_batch(106, 130, "a", 0, &L), vec![(106, 130, 1)]);
+    assert_eq!(s.fetch_offset(&L), None);
+    assert!(s.acquire_batch(131, 140, "a", 0, &L).is_empty());
+    // Released records are taken again whole too.
+    s.acknowledge("a", 100, 130, &[2], &L, 0).unwrap();
+    assert_eq!(s.acquire_batch(100, 130, "b", 0, &L), vec![(100, 130, 2)]);
+}
+
+#[test]
 fn given_a_snapshot_when_restored_then_acquired_become_available_with_their_counts() {
     let mut s = SharePartitionState::new(0);
     s.acquire(0, 5, "a", 0, 100, &L);

@@ -62,6 +62,9 @@ pub struct PartitionWork {
     pub acks: Vec<(i64, i64, Vec<i8>)>,
     /// Records to acquire (0: acknowledge only).
     pub max_records: usize,
+    /// Kafka's batch-optimized mode (KIP-1206, the default): a batch once started is
+    /// acquired whole, past `max_records`; the record-limit mode stops at it exactly.
+    pub whole_batches: bool,
     pub max_bytes: usize,
     /// Release everything the member holds here (its session closed).
     pub release: bool,
@@ -262,21 +265,20 @@ fn acquire(
                     continue;
                 }
             }
-            let got = s.acquire(
-                h.base_offset,
-                h.last_offset(),
-                &w.member,
-                now,
-                left,
-                &w.config.limits,
-            );
+            let (base, last, limits) = (h.base_offset, h.last_offset(), &w.config.limits);
+            let got = if w.whole_batches {
+                s.acquire_batch(base, last, &w.member, now, limits)
+            } else {
+                s.acquire(base, last, &w.member, now, left, limits)
+            };
             if got.is_empty() {
                 continue;
             }
-            left -= got
+            let n = got
                 .iter()
                 .map(|(f, l, _)| (l - f + 1) as usize)
                 .sum::<usize>();
+            left = left.saturating_sub(n);
             done.acquired.extend(got);
             done.records.push(chunk.slice_ref(raw));
         }
