@@ -9,9 +9,9 @@
 
 use std::collections::BTreeMap;
 
+use super::share_reset::OffsetReset;
 use super::topic::ConfigType;
 use super::BrokerConfig;
-use crate::coordinator::share::OffsetReset;
 
 pub const SESSION_TIMEOUT: &str = "consumer.session.timeout.ms";
 pub const HEARTBEAT_INTERVAL: &str = "consumer.heartbeat.interval.ms";

@@ -15,6 +15,7 @@ pub mod kafka_broker_configs;
 pub mod listeners;
 pub mod schema_validation;
 pub mod security;
+pub mod share_reset;
 pub mod tiered;
 pub mod topic;
 pub mod topic_def;

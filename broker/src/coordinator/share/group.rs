@@ -35,7 +35,7 @@ pub struct ShareGroup {
     /// share state (Kafka's `ShareGroupStatePartitionMetadata`), which DeleteGroups deletes.
     pub topics_seen: BTreeSet<String>,
     /// What `__consumer_offsets` has of the group (`persist`).
-    pub persisted: super::persist::Persisted,
+    pub persisted: Persisted,
 }
 
 impl ShareGroup {
@@ -53,6 +53,24 @@ impl ShareGroup {
             .flat_map(|m| m.subscribed.iter().cloned())
             .collect()
     }
+}
+
+/// What `__consumer_offsets` holds of a share group, to write only what changed (kept and
+/// read by `persist`).
+#[derive(Debug, Clone, Default)]
+pub struct Persisted {
+    /// Group epoch and metadata hash.
+    pub(super) metadata: Option<(i32, i64)>,
+    pub(super) target_epoch: Option<i32>,
+    pub(super) members: BTreeMap<
+        String,
+        crate::codec::generated::share_group_member_metadata_value::ShareGroupMemberMetadataValue,
+    >,
+    pub(super) targets: BTreeMap<String, Assignment>,
+    pub(super) current: BTreeMap<String, (i32, Assignment)>,
+    pub(super) topics_seen: Option<BTreeSet<String>>,
+    /// The metadata hash a load found, until `finish_restore` compares it.
+    pub(super) restored_hash: Option<i64>,
 }
 
 /// One heartbeat's content.

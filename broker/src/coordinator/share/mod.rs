@@ -16,16 +16,15 @@ pub mod group;
 pub mod inflight;
 pub mod persist;
 pub mod records;
-pub mod reset;
 pub mod session;
 pub mod store;
 
 use std::collections::BTreeMap;
 
+pub use crate::config::share_reset::OffsetReset;
 use crate::config::BrokerConfig;
 use crate::coordinator::log::CoordinatorLogError;
 use inflight::Limits;
-pub use reset::OffsetReset;
 
 /// Kafka's share coordinator topic.
 pub const SHARE_STATE_TOPIC: &str = "__share_group_state";

@@ -12,11 +12,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::protocol::{Decodable, Encodable};
+use bytes::Bytes;
+use kafka_protocol::protocol::Decodable;
 use uuid::Uuid;
 
 use super::group::{Assignment, Member, ShareGroup};
+use crate::codec::generated::{decode_record_value as decode, encode_record as encode};
 use crate::codec::generated::{
     share_group_current_member_assignment_key as current_key,
     share_group_current_member_assignment_value as current_value,
@@ -63,31 +64,6 @@ pub enum ShareRecord {
 /// The record types (key versions) of share group records.
 pub fn is_share_type(t: i16) -> bool {
     (member_key::API_KEY..=state_key::API_KEY).contains(&t)
-}
-
-fn encode<K: Encodable, V: Encodable>(
-    t: i16,
-    key: &K,
-    value: Option<&V>,
-) -> (Bytes, Option<Bytes>) {
-    let mut k = BytesMut::new();
-    k.put_i16(t);
-    key.encode(&mut k, 0).expect("a share record key encodes");
-    let v = value.map(|v| {
-        let mut b = BytesMut::new();
-        b.put_i16(0);
-        v.encode(&mut b, 0).expect("a share record value encodes");
-        b.freeze()
-    });
-    (k.freeze(), v)
-}
-
-fn decode<V: Decodable>(value: Option<&[u8]>) -> anyhow::Result<Option<V>> {
-    let Some(v) = value else { return Ok(None) };
-    let mut b = Bytes::copy_from_slice(v);
-    let version = crate::codec::wire::i16(&mut b)?;
-    anyhow::ensure!(version == 0, "value version {version}");
-    V::decode(&mut b, 0).map(Some)
 }
 
 impl ShareRecord {
@@ -184,20 +160,6 @@ impl ShareRecord {
             other => anyhow::bail!("record type {other} is not a share group's"),
         })
     }
-}
-
-/// What `__consumer_offsets` holds of a share group, to write only what changed.
-#[derive(Debug, Clone, Default)]
-pub struct Persisted {
-    /// Group epoch and metadata hash.
-    metadata: Option<(i32, i64)>,
-    target_epoch: Option<i32>,
-    members: BTreeMap<String, member_value::ShareGroupMemberMetadataValue>,
-    targets: BTreeMap<String, Assignment>,
-    current: BTreeMap<String, (i32, Assignment)>,
-    topics_seen: Option<BTreeSet<String>>,
-    /// The metadata hash a load found, until `finish_restore` compares it.
-    restored_hash: Option<i64>,
 }
 
 /// Strom's `MetadataHash`: FNV-1a over the subscribed topics' names and partition counts.

@@ -6,11 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::protocol::{Decodable, Encodable};
+use bytes::Bytes;
+use kafka_protocol::protocol::Decodable;
 
 use super::topology::{CopartitionGroup, Subtopology, TopicInfo, Topology};
 use super::{MemberState, StreamsGroup, StreamsMember, TaskSet, Tasks};
+use crate::codec::generated::{decode_record_value as decode, encode_record as encode};
 use crate::codec::generated::{
     streams_group_current_member_assignment_key as current_key,
     streams_group_current_member_assignment_value as current_value,
@@ -57,31 +58,6 @@ pub enum StreamsRecord {
 /// The record types (key versions) of streams group records.
 pub fn is_streams_type(t: i16) -> bool {
     t == meta_key::API_KEY || (member_key::API_KEY..=topology_key::API_KEY).contains(&t)
-}
-
-fn encode<K: Encodable, V: Encodable>(
-    t: i16,
-    key: &K,
-    value: Option<&V>,
-) -> (Bytes, Option<Bytes>) {
-    let mut k = BytesMut::new();
-    k.put_i16(t);
-    key.encode(&mut k, 0).expect("a streams record key encodes");
-    let v = value.map(|v| {
-        let mut b = BytesMut::new();
-        b.put_i16(0);
-        v.encode(&mut b, 0).expect("a streams record value encodes");
-        b.freeze()
-    });
-    (k.freeze(), v)
-}
-
-fn decode<V: Decodable>(value: Option<&[u8]>) -> anyhow::Result<Option<V>> {
-    let Some(v) = value else { return Ok(None) };
-    let mut b = Bytes::copy_from_slice(v);
-    let version = crate::codec::wire::i16(&mut b)?;
-    anyhow::ensure!(version == 0, "value version {version}");
-    V::decode(&mut b, 0).map(Some)
 }
 
 impl StreamsRecord {

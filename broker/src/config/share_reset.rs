@@ -6,7 +6,8 @@
 //! case-sensitive and the duration is `java.time.Duration.parse`'s grammar (days, hours,
 //! minutes, seconds with up to nine decimals, each part signed; no years or months), and a
 //! negative total is refused. A general ISO-8601 crate would accept years, months and weeks,
-//! which Kafka refuses, so the small grammar is parsed here.
+//! which Kafka refuses, so the small grammar is parsed here. The share coordinator reads
+//! the parsed value (`coordinator::share::ShareConfig`).
 
 /// Where a share partition starts when it has no state yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
