@@ -163,7 +163,9 @@ mod tests {
                 ("metadata.version".into(), 7, 33),
                 ("group.version".into(), 0, 1),
                 ("share.version".into(), 0, 2),
-                ("streams.version".into(), 0, 1)
+                ("streams.version".into(), 0, 1),
+                // KIP-890 part 2, finalized at 0 (off) on a fresh node.
+                ("transaction.version".into(), 0, 2)
             ]
         );
         assert_eq!(

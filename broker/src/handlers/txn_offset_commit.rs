@@ -1,6 +1,7 @@
 //! TxnOffsetCommit (key 28): offsets committed inside a transaction. The group coordinator
 //! first checks with the transaction coordinator that the group's `__consumer_offsets`
-//! partition is in the producer's transaction (AddOffsetsToTxn came first), then writes the
+//! partition is in the producer's transaction (AddOffsetsToTxn came first; from v5, KIP-890
+//! part 2, the request adds it itself), then writes the
 //! offsets into that partition as transactional records (acks=all). They stay pending, visible
 //! to no OffsetFetch, until the transaction's marker: applied on commit, dropped on abort.
 
@@ -24,7 +25,13 @@ pub const MAX_VERSION: i16 = 5;
 /// The first version whose clients understand PRODUCER_FENCED (KIP-588).
 const FENCED_SINCE: i16 = 3;
 
-/// Asks the transaction coordinator whether `__consumer_offsets`-`p` is in the transaction.
+/// The first version of KIP-890 part 2 (transaction.version 2): the request adds the group's
+/// offsets partition to the transaction itself, as AddOffsetsToTxn did (Kafka's
+/// `transactionSupportedOperation = addPartition` above v4).
+const IMPLICIT_ADD_SINCE: i16 = 5;
+
+/// Asks the transaction coordinator whether `__consumer_offsets`-`p` is in the transaction,
+/// or (v5+) adds it there.
 async fn verify(
     ctx: &RequestContext,
     req: &TxnOffsetCommitRequest,
@@ -33,6 +40,13 @@ async fn verify(
     let tid = req.transactional_id.to_string();
     let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
     let id = tid.clone();
+    if ctx.version() >= IMPLICIT_ADD_SINCE {
+        return txn::on_coordinator(ctx.ctx(), &tid, move |txns, _| async move {
+            txns.add_partitions(&id, pid, epoch, vec![(OFFSETS_TOPIC.to_string(), p)])
+                .await
+        })
+        .await;
+    }
     let in_txn = txn::on_coordinator(ctx.ctx(), &tid, move |txns, _| async move {
         txns.verify(&id, pid, epoch, &[(OFFSETS_TOPIC.to_string(), p)])
     })

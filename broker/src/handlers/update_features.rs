@@ -131,18 +131,15 @@ mod tests {
     #[test]
     fn given_unsupported_level_when_updating_then_invalid_update_version_for_all() {
         let h = Harness::new();
-        let r: UpdateFeaturesResponse = h.call(
-            ApiKey::UpdateFeatures,
-            2,
-            update("transaction.version", 2, 1),
-        );
+        let r: UpdateFeaturesResponse =
+            h.call(ApiKey::UpdateFeatures, 2, update("kraft.version", 1, 1));
         assert_eq!(r.error_code, 95);
         assert_eq!(
             r.error_message.as_deref(),
             Some(
                 "The update failed for all features since the following feature had an error: \
-                 Invalid update version 2 for feature transaction.version. Local controller 0 \
-                 does not support this feature."
+                 Invalid update version 1 for feature kraft.version. Local controller 0 does \
+                 not support this feature."
             )
         );
         assert!(r.results.is_empty());

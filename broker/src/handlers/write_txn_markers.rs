@@ -3,8 +3,8 @@
 //! `frontend::write_txn_marker` directly; this handler serves the same step over the wire
 //! (Kafka's inter-broker API, also used by admin tooling), one marker per partition, all
 //! partitions concurrently, each fdatasync'd before the response. v2's transaction version
-//! is read but not acted on: Strom finalizes no `transaction.version` above 0, so every
-//! marker it gets is a legacy one.
+//! is read but not acted on: a TV2 marker (KIP-890 part 2) carries the bumped producer
+//! epoch, which the partition's producer state accepts as any newer epoch's marker.
 
 use futures::future::join_all;
 use kafka_protocol::error::ResponseError;

@@ -17,10 +17,15 @@
 //!   streams groups (`coordinator::group::streams`; at 0 their APIs answer
 //!   UNSUPPORTED_VERSION). A data dir written before keeps 0 until `kafka-features.sh
 //!   upgrade`, as an upgraded Kafka cluster does.
-//! - `transaction.version`, `kraft.version` and `eligible.leader.replicas.version` are at 0
-//!   and not advertised (Kafka lists only features whose maximum is above 0): Strom's
-//!   coordinator writes the v0 transaction log records (TV0), has no KRaft quorum and no
-//!   replication.
+//! - `transaction.version` 0..=2, finalized at 0 on a fresh data dir (a fresh Kafka 4.4
+//!   cluster finalizes 2; FINDINGS #7): 2 is KIP-890 part 2, which a client uses once it sees
+//!   the level finalized — Produce v12+ and TxnOffsetCommit v5 add their partition to the
+//!   transaction themselves (no AddPartitionsToTxn / AddOffsetsToTxn), and every EndTxn v5
+//!   bumps the producer epoch. 1 changes nothing a client sees. `kafka-features.sh upgrade
+//!   --feature transaction.version=2` turns it on.
+//! - `kraft.version` and `eligible.leader.replicas.version` are at 0 and not advertised
+//!   (Kafka lists only features whose maximum is above 0): Strom has no KRaft quorum and no
+//!   eligible leader replicas.
 //!
 //! The finalized levels live in `<data-dir>/strom-features.json`, written atomically before
 //! an UpdateFeatures is answered, with an epoch that moves at every change (Kafka's is the
@@ -36,6 +41,7 @@ pub const METADATA_VERSION: &str = "metadata.version";
 pub const GROUP_VERSION: &str = "group.version";
 pub const SHARE_VERSION: &str = "share.version";
 pub const STREAMS_VERSION: &str = "streams.version";
+pub const TRANSACTION_VERSION: &str = "transaction.version";
 
 /// A feature this node implements: its supported range and the level a new cluster starts at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +77,12 @@ pub static SUPPORTED: &[FeatureSpec] = &[
         min: 0,
         max: 1,
         bootstrap: 1,
+    },
+    FeatureSpec {
+        name: TRANSACTION_VERSION,
+        min: 0,
+        max: 2,
+        bootstrap: 0,
     },
 ];
 
@@ -335,7 +347,7 @@ mod tests {
         let f = Finalized::bootstrap();
         assert_eq!(f.level(METADATA_VERSION), 33);
         assert_eq!(f.level(GROUP_VERSION), 1);
-        assert_eq!(f.level("transaction.version"), 0);
+        assert_eq!(f.level(TRANSACTION_VERSION), 0);
         assert!(SUPPORTED.iter().all(|s| s.max > 0 && s.min <= s.bootstrap));
     }
 
@@ -344,9 +356,14 @@ mod tests {
         let cur = Finalized::bootstrap();
         use UpgradeType::*;
         assert_eq!(
-            message(plan(&cur, &[up("transaction.version", 2, Upgrade)], 0)),
-            "Invalid update version 2 for feature transaction.version. Local controller 0 does \
-             not support this feature."
+            message(plan(&cur, &[up("kraft.version", 1, Upgrade)], 0)),
+            "Invalid update version 1 for feature kraft.version. Local controller 0 does not \
+             support this feature."
+        );
+        assert_eq!(
+            message(plan(&cur, &[up(TRANSACTION_VERSION, 3, Upgrade)], 0)),
+            "Invalid update version 3 for feature transaction.version. Local controller 0 only \
+             supports versions 0-2"
         );
         assert_eq!(
             message(plan(&cur, &[up(GROUP_VERSION, 3, Upgrade)], 5)),
@@ -410,7 +427,7 @@ mod tests {
             &cur,
             &[
                 up(GROUP_VERSION, 0, SafeDowngrade),
-                up("transaction.version", 1, Upgrade),
+                up("kraft.version", 1, Upgrade),
             ],
             0,
         );

@@ -5,7 +5,8 @@
 //!   leader as WriteTxnMarkers (Kafka's `TransactionMarkerChannelManager`);
 //! - a partition leader that is not the transaction's coordinator verifies a transactional
 //!   batch with AddPartitionsToTxn v4 `verify_only` on the coordinator (KIP-890's
-//!   `AddPartitionsToTxnManager`).
+//!   `AddPartitionsToTxnManager`), or, for a Produce v12+ (KIP-890 part 2), adds the
+//!   partition with the same request without `verify_only`.
 //!
 //! One connection per call: these are a few requests per transaction, not the data path.
 
@@ -94,14 +95,15 @@ pub async fn write_marker(
 }
 
 /// Asks the coordinator at `addr` whether `topic`-`partition` is in the producer's ongoing
-/// transaction at `epoch`.
+/// transaction at `epoch` (`verify_only`), or to add it there (KIP-890 part 2's implicit
+/// add of a Produce v12+); true when it is in the transaction now.
 pub async fn verify(
     addr: &str,
     transactional_id: &str,
     producer_id: i64,
     epoch: i16,
-    topic: &str,
-    partition: i32,
+    (topic, partition): (&str, i32),
+    verify_only: bool,
 ) -> Result<bool, String> {
     let mut conn = KafkaConn::connect(addr, TIMEOUT, "strom-txn-verifier", MAX_RESPONSE)
         .await
@@ -113,7 +115,7 @@ pub async fn verify(
             )))
             .with_producer_id(ProducerId(producer_id))
             .with_producer_epoch(epoch)
-            .with_verify_only(true)
+            .with_verify_only(verify_only)
             .with_topics(vec![AddPartitionsToTxnTopic::default()
                 .with_name(TopicName(StrBytes::from_string(topic.to_string())))
                 .with_partitions(vec![partition])]),
