@@ -24,6 +24,8 @@ COMMON = {
     "group.version": {"SupportedMinVersion": "0", "SupportedMaxVersion": "1", "FinalizedVersionLevel": "1"},
     # KIP-1071 streams groups.
     "streams.version": {"SupportedMinVersion": "0", "SupportedMaxVersion": "1", "FinalizedVersionLevel": "1"},
+    # KIP-890 part 2, transactions v2.
+    "transaction.version": {"SupportedMinVersion": "0", "SupportedMaxVersion": "2", "FinalizedVersionLevel": "2"},
 }
 
 
@@ -42,7 +44,7 @@ def test_features_describe_lists_metadata_and_group_version(broker):
     assert got["share.version"]["FinalizedVersionLevel"] == "2"
     assert got["share.version"]["SupportedMaxVersion"] == "2"
     if broker.name == "strom":
-        # TV0, no KRaft: not advertised.
+        # No KRaft quorum, no eligible leader replicas: not advertised.
         assert set(got) == set(COMMON) | {"share.version"}
     else:
         assert set(COMMON) < set(got)

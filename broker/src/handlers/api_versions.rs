@@ -164,7 +164,6 @@ mod tests {
                 ("group.version".into(), 0, 1),
                 ("share.version".into(), 0, 2),
                 ("streams.version".into(), 0, 1),
-                // KIP-890 part 2, finalized at 0 (off) on a fresh node.
                 ("transaction.version".into(), 0, 2)
             ]
         );
@@ -174,7 +173,8 @@ mod tests {
                 ("group.version".into(), 1),
                 ("metadata.version".into(), 33),
                 ("share.version".into(), 2),
-                ("streams.version".into(), 1)
+                ("streams.version".into(), 1),
+                ("transaction.version".into(), 2)
             ]
         );
         assert!(v4.finalized_features_epoch >= 0);

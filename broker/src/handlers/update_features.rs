@@ -119,13 +119,14 @@ mod tests {
             vec![
                 ("metadata.version".into(), 33),
                 ("share.version".into(), 2),
-                ("streams.version".into(), 1)
+                ("streams.version".into(), 1),
+                ("transaction.version".into(), 2)
             ]
         );
         let r: UpdateFeaturesResponse =
             h.call(ApiKey::UpdateFeatures, 2, update("group.version", 1, 1));
         assert_eq!((r.error_code, r.results.len()), (0, 0), "v2 has no results");
-        assert_eq!(finalized(&h).1.len(), 4);
+        assert_eq!(finalized(&h).1.len(), 5);
     }
 
     #[test]

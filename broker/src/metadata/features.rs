@@ -17,12 +17,12 @@
 //!   streams groups (`coordinator::group::streams`; at 0 their APIs answer
 //!   UNSUPPORTED_VERSION). A data dir written before keeps 0 until `kafka-features.sh
 //!   upgrade`, as an upgraded Kafka cluster does.
-//! - `transaction.version` 0..=2, finalized at 0 on a fresh data dir (a fresh Kafka 4.4
-//!   cluster finalizes 2; FINDINGS #7): 2 is KIP-890 part 2, which a client uses once it sees
-//!   the level finalized — Produce v12+ and TxnOffsetCommit v5 add their partition to the
-//!   transaction themselves (no AddPartitionsToTxn / AddOffsetsToTxn), and every EndTxn v5
-//!   bumps the producer epoch. 1 changes nothing a client sees. `kafka-features.sh upgrade
-//!   --feature transaction.version=2` turns it on.
+//! - `transaction.version` 0..=2, finalized at 2 on a fresh data dir as a fresh Kafka 4.4
+//!   cluster is: KIP-890 part 2, which a client uses once it sees the level finalized —
+//!   Produce v12+ and TxnOffsetCommit v5 add their partition to the transaction themselves
+//!   (no AddPartitionsToTxn / AddOffsetsToTxn), and every EndTxn v5 bumps the producer
+//!   epoch. 1 changes nothing a client sees. A data dir written before keeps 0 until
+//!   `kafka-features.sh upgrade --feature transaction.version=2`.
 //! - `kraft.version` and `eligible.leader.replicas.version` are at 0 and not advertised
 //!   (Kafka lists only features whose maximum is above 0): Strom has no KRaft quorum and no
 //!   eligible leader replicas.
@@ -82,7 +82,7 @@ pub static SUPPORTED: &[FeatureSpec] = &[
         name: TRANSACTION_VERSION,
         min: 0,
         max: 2,
-        bootstrap: 0,
+        bootstrap: 2,
     },
 ];
 
@@ -347,7 +347,7 @@ mod tests {
         let f = Finalized::bootstrap();
         assert_eq!(f.level(METADATA_VERSION), 33);
         assert_eq!(f.level(GROUP_VERSION), 1);
-        assert_eq!(f.level(TRANSACTION_VERSION), 0);
+        assert_eq!(f.level(TRANSACTION_VERSION), 2);
         assert!(SUPPORTED.iter().all(|s| s.max > 0 && s.min <= s.bootstrap));
     }
 

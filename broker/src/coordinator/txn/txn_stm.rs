@@ -56,14 +56,21 @@ impl TxnState {
     }
 
     /// Kafka's `validPreviousStates`: the states a transaction may enter this one from.
-    /// (PrepareAbort from Empty is KIP-890's abort of an empty transaction.)
+    /// (PrepareAbort from Empty and the Complete states is KIP-890's abort of an empty
+    /// transaction by a TV2 client.)
     fn valid_previous(self) -> &'static [TxnState] {
         use TxnState::*;
         match self {
             Empty => &[Empty, CompleteCommit, CompleteAbort],
             Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
             PrepareCommit => &[Ongoing],
-            PrepareAbort => &[Ongoing, PrepareEpochFence, Empty],
+            PrepareAbort => &[
+                Ongoing,
+                PrepareEpochFence,
+                Empty,
+                CompleteCommit,
+                CompleteAbort,
+            ],
             CompleteCommit => &[PrepareCommit],
             CompleteAbort => &[PrepareAbort],
             Dead => &[Empty, CompleteCommit, CompleteAbort],
@@ -360,16 +367,30 @@ impl TxnEntry {
                 }
                 Ok(EndPlan::Prepare(t))
             }
-            // KIP-890: a TV2 client may abort a transaction that added nothing.
-            TxnState::Empty if bump && !commit && m.producer_epoch < i16::MAX => {
+            // A retry of the EndTxn that completed it (a TV2 retry carries the old epoch).
+            s if s == complete && (!bump || retry_after_bump) => Ok(EndPlan::Done),
+            // KIP-890: a TV2 client may abort a transaction that added nothing, also right
+            // after the last one completed (Kafka's CompleteCommit/CompleteAbort arms).
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                if bump && !commit && !retry_after_bump && m.producer_epoch < i16::MAX =>
+            {
                 let mut t = m.to(prepare, now);
                 t.producer_epoch = m.producer_epoch + 1;
                 t.last_producer_epoch = m.producer_epoch;
                 t.client_txn_version = 2;
                 Ok(EndPlan::Prepare(t))
             }
-            s if s == complete => Ok(EndPlan::Done),
             s if s == prepare => Err(TxnError::ConcurrentTransactions),
+            // TV2: the last transaction's markers are still being written and this request,
+            // at the epoch its EndTxn bumped to, is the next transaction's (an abort of one
+            // that has added nothing yet): it can be served once they are, so it is retriable.
+            // Kafka answers INVALID_TXN_STATE here, a window its page-cache markers keep
+            // short and Strom's fsync'd ones do not.
+            TxnState::PrepareCommit | TxnState::PrepareAbort
+                if bump && m.client_txn_version >= 2 && epoch == m.producer_epoch =>
+            {
+                Err(TxnError::ConcurrentTransactions)
+            }
             _ => wrong(),
         }
     }
@@ -444,6 +465,9 @@ mod tests {
             (Ongoing, PrepareAbort),
             (PrepareEpochFence, PrepareAbort),
             (Empty, PrepareAbort),
+            // TV2's abort of an empty transaction (Kafka 4.4's VALID_PREVIOUS_STATES).
+            (CompleteCommit, PrepareAbort),
+            (CompleteAbort, PrepareAbort),
             (PrepareCommit, CompleteCommit),
             (PrepareAbort, CompleteAbort),
             (Empty, Dead),
@@ -672,7 +696,13 @@ mod tests {
         let done = TxnEntry::new(TxnEntry::new(t.clone()).complete(8).unwrap());
         assert_eq!(done.end_txn(PID, 1, true, true, 9), Ok(EndPlan::Done));
         assert_eq!(
-            TxnEntry::new(t).end_txn(PID, 1, true, true, 9),
+            TxnEntry::new(t.clone()).end_txn(PID, 1, true, true, 9),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        // The next transaction's abort, at the bumped epoch, while the markers are written:
+        // retriable, not an invalid transition.
+        assert_eq!(
+            TxnEntry::new(t).end_txn(PID, 2, false, true, 9),
             Err(TxnError::ConcurrentTransactions)
         );
         // An empty transaction may be aborted.
@@ -680,6 +710,19 @@ mod tests {
             panic!()
         };
         assert_eq!((t.state, t.producer_epoch), (PrepareAbort, 4));
+        // And right after a completed one, at the epoch its EndTxn gave.
+        for done in [CompleteCommit, CompleteAbort] {
+            let EndPlan::Prepare(t) = entry(done, 3).end_txn(PID, 3, false, true, 7).unwrap()
+            else {
+                panic!("{done:?}")
+            };
+            assert_eq!((t.state, t.producer_epoch), (PrepareAbort, 4));
+        }
+        // Without the bump (TV0/1) a second abort is the first one's retry.
+        assert_eq!(
+            entry(CompleteAbort, 3).end_txn(PID, 3, false, false, 7),
+            Ok(EndPlan::Done)
+        );
     }
 
     #[test]
