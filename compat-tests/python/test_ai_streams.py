@@ -311,6 +311,30 @@ def test_sse_stream_with_key_filter_and_last_event_id_resume(strom_broker):
     assert re.findall(r"^id: ?(\d+)$", out, re.M) == [str(i) for i in range(7)]
 
 
+KEEP_ALIVE_S = 15  # broker/src/server/streams.rs KEEP_ALIVE
+
+
+def test_given_an_idle_topic_when_streaming_then_a_keep_alive_comment_comes_within_the_interval(strom_broker):
+    """Nothing to send: the stream still writes an SSE comment every interval, so proxies
+    and load balancers that close idle connections keep it open, and the reader sees it is
+    alive."""
+    b = strom_broker
+    topic = unique("tokens-idle")
+    create(b.bootstrap, topic, {})
+    url = f"{admin_url(b)}/v1/topics/{topic}/partitions/0/stream?offset=latest"
+    started = time.monotonic()
+    # The socket timeout bounds each read: a stream without keep-alives fails here.
+    with urllib.request.urlopen(url, timeout=KEEP_ALIVE_S + 5) as r:
+        for raw in r:
+            line = raw.decode().rstrip("\n")
+            assert not line.startswith(("id:", "data:")), f"an event on an idle topic: {line!r}"
+            if line.startswith(":"):
+                break
+    elapsed = time.monotonic() - started
+    assert line == ": keep-alive", line
+    assert elapsed < KEEP_ALIVE_S + 2, f"the first keep-alive after {elapsed:.1f} s"
+
+
 def group_offset(bootstrap: str, group: str, topic: str) -> int:
     """G's committed offset of partition 0 (OffsetFetch, as kafka-consumer-groups reads it)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
