@@ -160,6 +160,9 @@ def test_traced_records_get_produce_and_fetch_spans_under_their_parent(traced, c
         assert s.resource.get("service.name") == "strom"
         assert s.end_ns >= s.start_ns > 0
     assert send_a.name == f"send {topic}" and recv_a.name == f"receive {topic}"
+    # The record's `tracestate` goes on with its context: vendors' entries reach the spans.
+    assert (send_a.trace_state, recv_a.trace_state) == ("vendor=1", "vendor=1")
+    assert by[("send", alias.replace("-", ""))].trace_state == "", "x-trace-id carries no state"
     alias_trace = alias.replace("-", "")
     assert by[("send", alias_trace)].attributes["messaging.kafka.offset"] == 1
     assert by[("receive", alias_trace)].attributes["messaging.kafka.offset"] == 1
@@ -263,6 +266,7 @@ def test_sink_dead_letter_continues_the_records_trace(traced):
     [span] = [s for s in spans if s.name == f"dead-letter {dlq}"]
     assert span.parent_span_id == parent, span
     assert span.kind == 4  # SPAN_KIND_PRODUCER
+    assert span.trace_state == "vendor=dlq", span
     assert span.status_code == 2, span  # error: the record did not reach the database
     a = span.attributes
     assert a["messaging.destination.name"] == dlq
