@@ -19,6 +19,7 @@ class Span:
         self.trace_id = s.trace_id.hex()
         self.span_id = s.span_id.hex()
         self.parent_span_id = s.parent_span_id.hex()
+        self.trace_state = s.trace_state  # W3C `tracestate`, as the span carries it on
         self.kind = s.kind
         self.start_ns, self.end_ns = s.start_time_unix_nano, s.end_time_unix_nano
         self.resource = resource

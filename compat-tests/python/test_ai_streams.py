@@ -3,7 +3,7 @@
 every compression codec, consumed redacted; a rule change applies to the next batch; an
 idempotent producer through redaction; named rule sets from the broker config file), token
 streams over SSE (curl, Python, and headless Chromium's EventSource across a broker
-restart), and session reads by key after a restart.
+restart), and session reads by key after a restart, DeleteRecords and compaction.
 
 Strom only: Apache Kafka has none of these features, so there is nothing to compare with.
 """
@@ -311,6 +311,30 @@ def test_sse_stream_with_key_filter_and_last_event_id_resume(strom_broker):
     assert re.findall(r"^id: ?(\d+)$", out, re.M) == [str(i) for i in range(7)]
 
 
+KEEP_ALIVE_S = 15  # broker/src/server/streams.rs KEEP_ALIVE
+
+
+def test_given_an_idle_topic_when_streaming_then_a_keep_alive_comment_comes_within_the_interval(strom_broker):
+    """Nothing to send: the stream still writes an SSE comment every interval, so proxies
+    and load balancers that close idle connections keep it open, and the reader sees it is
+    alive."""
+    b = strom_broker
+    topic = unique("tokens-idle")
+    create(b.bootstrap, topic, {})
+    url = f"{admin_url(b)}/v1/topics/{topic}/partitions/0/stream?offset=latest"
+    started = time.monotonic()
+    # The socket timeout bounds each read: a stream without keep-alives fails here.
+    with urllib.request.urlopen(url, timeout=KEEP_ALIVE_S + 5) as r:
+        for raw in r:
+            line = raw.decode().rstrip("\n")
+            assert not line.startswith(("id:", "data:")), f"an event on an idle topic: {line!r}"
+            if line.startswith(":"):
+                break
+    elapsed = time.monotonic() - started
+    assert line == ": keep-alive", line
+    assert elapsed < KEEP_ALIVE_S + 2, f"the first keep-alive after {elapsed:.1f} s"
+
+
 def group_offset(bootstrap: str, group: str, topic: str) -> int:
     """G's committed offset of partition 0 (OffsetFetch, as kafka-consumer-groups reads it)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
@@ -507,6 +531,97 @@ def test_sse_and_key_reads_follow_the_acls():
             assert (e.value.code, name in body["message"]) == (status, True), (url, headers, body)
     finally:
         b.cleanup()
+
+
+# --- session reads after DeleteRecords and compaction ---------------------------------------
+
+
+def key_read(b, topic: str, key: str, n: int = 100) -> list[tuple[int, str]]:
+    body = get_json(f"{admin_url(b)}/v1/topics/{topic}/keys/{key}/records?last={n}")
+    return [(r["offset"], r["value"]) for r in body["records"]]
+
+
+def test_given_delete_records_when_reading_a_key_then_the_deleted_records_are_gone(strom_broker):
+    """DeleteRecords moves the log start: the index, built before it (by the first read),
+    keeps the older offsets, and the read must not answer them."""
+    from confluent_kafka import TopicPartition
+
+    b = strom_broker
+    topic = unique("sessions-deleted")
+    create(b.bootstrap, topic, {"strom.key.index": "true"})
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    for turn in range(10):
+        p.produce(topic, key="s", value=f"turn {turn}", partition=0)
+        p.produce(topic, key="other", value=f"other {turn}", partition=0)
+    assert p.flush(TIMEOUT_S) == 0
+    assert key_read(b, topic, "s") == [(2 * t, f"turn {t}") for t in range(10)]
+    tp = TopicPartition(topic, 0, 11)  # deletes turns 0..5 of "s" (offsets 0, 2, .., 10)
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    assert a.delete_records([tp], request_timeout=TIMEOUT_S)[tp].result(timeout=TIMEOUT_S).low_watermark == 11
+    assert key_read(b, topic, "s") == [(2 * t, f"turn {t}") for t in range(6, 10)]
+    assert key_read(b, topic, "s", 2) == [(16, "turn 8"), (18, "turn 9")]
+    assert key_read(b, topic, "other") == [(2 * t + 1, f"other {t}") for t in range(5, 10)]
+
+
+def test_given_a_compacted_topic_when_the_cleaner_ran_then_a_key_read_has_only_the_survivors(strom_broker):
+    """Five rounds over two keys, each round in its own segment (segment.ms counts record
+    time), and a key written once: after the cleaner ran, the index still holds every
+    offset it saw, and the read answers only the records compaction kept."""
+    b = strom_broker
+    topic = unique("sessions-compacted")
+    create(b.bootstrap, topic, {"strom.key.index": "true", "cleanup.policy": "compact", "segment.ms": "100",
+                                "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"})
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    offsets = {}
+
+    def report(err, m):
+        assert err is None, err
+        offsets[m.value().decode()] = m.offset()
+
+    p.produce(topic, key="once", value="once v0", partition=0, on_delivery=report)
+    for r in range(5):
+        for k in ("a", "b"):
+            p.produce(topic, key=k, value=f"{k} v{r}", partition=0, on_delivery=report)
+        assert p.flush(TIMEOUT_S) == 0
+        if r == 0:
+            # The first read builds the index, before the cleaner can have run; the
+            # appends after it keep it up to date.
+            assert key_read(b, topic, "a") == [(offsets["a v0"], "a v0")]
+        time.sleep(0.3)
+    # Rolls the last round's segment closed, so all of it is cleanable.
+    p.produce(topic, key="zz-trigger", value="t", partition=0, on_delivery=report)
+    assert p.flush(TIMEOUT_S) == 0
+
+    def compacted():
+        values = [m.value().decode() for m in consume_all(b.bootstrap, topic, len(offsets))]
+        return values == ["once v0", "a v4", "b v4", "t"]
+
+    deadline = time.monotonic() + TIMEOUT_S
+    while not compacted():
+        assert time.monotonic() < deadline, "the cleaner did not compact the topic"
+        time.sleep(1)
+    assert key_read(b, topic, "a") == [(offsets["a v4"], "a v4")]
+    assert key_read(b, topic, "b") == [(offsets["b v4"], "b v4")]
+    assert key_read(b, topic, "once") == [(offsets["once v0"], "once v0")]
+
+
+def consume_all(bootstrap: str, topic: str, most: int) -> list:
+    """Partition 0 from the start to the high watermark (a compacted topic has fewer records
+    than offsets)."""
+    from confluent_kafka import TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"), "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        out, deadline = [], time.monotonic() + 10
+        while time.monotonic() < deadline and (not out or out[-1].offset() < high - 1) and len(out) < most:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                out.append(m)
+        return out
+    finally:
+        c.close()
 
 
 # --- a broker of our own: named rule sets, session reads and the browser across restarts ---

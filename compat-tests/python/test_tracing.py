@@ -160,11 +160,48 @@ def test_traced_records_get_produce_and_fetch_spans_under_their_parent(traced, c
         assert s.resource.get("service.name") == "strom"
         assert s.end_ns >= s.start_ns > 0
     assert send_a.name == f"send {topic}" and recv_a.name == f"receive {topic}"
+    # The record's `tracestate` goes on with its context: vendors' entries reach the spans.
+    assert (send_a.trace_state, recv_a.trace_state) == ("vendor=1", "vendor=1")
+    assert by[("send", alias.replace("-", ""))].trace_state == "", "x-trace-id carries no state"
     alias_trace = alias.replace("-", "")
     assert by[("send", alias_trace)].attributes["messaging.kafka.offset"] == 1
     assert by[("receive", alias_trace)].attributes["messaging.kafka.offset"] == 1
     # The untraced record (offset 2) has no span at all.
     assert {s.trace_id for s in spans} == {trace_a, alias_trace}, spans
+
+
+@pytest.mark.parametrize("ratio", ["0", "1"])
+def test_given_a_sampler_ratio_when_traced_records_are_produced_and_fetched_then_spans_only_if_sampled(ratio):
+    """`otel.traces.sampler.ratio` 0 drops every trace, a sampled `traceparent` and an
+    `x-trace-id` alike (the sampler decides by trace id, not by the parent's flag); 1 keeps
+    every one. A broker of its own per ratio; its stop flushes the exporter, so what has not
+    arrived by then was never exported."""
+    from confluent_kafka import Producer
+
+    rx = OtlpReceiver()
+    try:
+        b = brokers.start_strom(extra_args=["--set", f"otel_exporter_otlp_endpoint={rx.endpoint}",
+                                            "--set", f"otel_traces_sampler_ratio={ratio}"])
+        try:
+            b.wait_ready(serving=True)
+            topic = unique_topic(f"sampled-{ratio}")
+            assert admin.create_topic("confluent", b.bootstrap, topic, 1) == 0
+            tp, trace_id, _ = traceparent()
+            alias = uuid.uuid4().hex
+            p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
+            p.produce(topic, value=b"a", partition=0, headers=[("traceparent", tp.encode())])
+            p.produce(topic, value=b"b", partition=0, headers=[("x-trace-id", alias.encode())])
+            assert p.flush(30) == 0
+            consume_all(b.bootstrap, topic, 2)
+        finally:
+            b.cleanup()
+        names = {(s.name, s.trace_id) for s in rx.spans}
+        if ratio == "1":
+            assert names == {(f"{op} {topic}", t) for op in ("send", "receive") for t in (trace_id, alias)}, names
+        else:
+            assert names == set(), names
+    finally:
+        rx.close()
 
 
 def test_kafka_python_traced_record_gets_a_produce_span(traced):
@@ -263,6 +300,7 @@ def test_sink_dead_letter_continues_the_records_trace(traced):
     [span] = [s for s in spans if s.name == f"dead-letter {dlq}"]
     assert span.parent_span_id == parent, span
     assert span.kind == 4  # SPAN_KIND_PRODUCER
+    assert span.trace_state == "vendor=dlq", span
     assert span.status_code == 2, span  # error: the record did not reach the database
     a = span.attributes
     assert a["messaging.destination.name"] == dlq

@@ -161,10 +161,20 @@ impl Otel {
     }
 }
 
+impl Otel {
+    /// Sends what the batch processor still holds and stops it, so a clean stop loses no
+    /// span. `Server::shutdown` calls it once the shards and the admin port have stopped
+    /// making spans: the exporter lives in the shared `BrokerContext`, which a detached task
+    /// may still hold when the process exits, so `Drop` alone may never run. A second call
+    /// (then `Drop`'s) is a no-op.
+    pub fn shutdown(&self) {
+        let _ = self.provider.shutdown();
+    }
+}
+
 impl Drop for Otel {
     fn drop(&mut self) {
-        // Sends what the batch processor still holds (a clean stop loses no span).
-        let _ = self.provider.shutdown();
+        self.shutdown();
     }
 }
 

@@ -366,6 +366,10 @@ impl Server {
         if let Some(a) = self.admin.take() {
             let _ = a.join();
         }
+        // Nothing makes spans any more: send the ones still queued (`Otel::shutdown`).
+        if let Some(o) = &self.ctx.otel {
+            o.shutdown();
+        }
         let dir = &self.ctx.config.data_dir;
         shard::checkpoint::write_checkpoints(dir, &entries)?;
         if !failed {
