@@ -73,16 +73,27 @@ impl GroupShard {
         if all.is_empty() {
             return Vec::new();
         }
-        let counts = self.topic_partitions();
-        let id_of = self.topic_ids();
+        // The catalog's counts and ids are read only once some member has expired: most
+        // ticks expire nobody, and this runs every 50 ms.
+        let mut counts = None;
         let mut out = Vec::new();
         for (id, g) in all.iter_mut() {
             if g.members.is_empty() {
                 continue;
             }
             let timeout = ShareConfig::of(&shard.ctx, id).session_timeout_ms;
+            if g.members
+                .values()
+                .all(|m| now - m.last_heartbeat_ms < timeout)
+            {
+                continue;
+            }
+            let counts = counts.get_or_insert_with(|| self.topic_partitions());
             if g.expire_members(now, timeout, |t| counts.get(t).copied()) {
-                out.push((self.partition_of(id), wrap(g.take_records(id, &id_of))));
+                out.push((
+                    self.partition_of(id),
+                    wrap(g.take_records(id, &self.topic_ids())),
+                ));
             }
         }
         out
