@@ -591,3 +591,138 @@ def test_producer_ids_are_distinct_across_nodes(cluster):
     # Each node's ids come from its own block (consecutive within the node).
     blocks = {pid // 1000 for pid in ids}
     assert len(blocks) == len(cluster), ids
+
+
+# --- Controlled shutdown (docs/design.md "Cluster"): a node stopped cleanly (SIGTERM) first
+# asks the quorum to move its leaderships to other in-sync replicas and take it out of every
+# ISR, so a rolling restart of every node costs clients retriable errors only.
+
+
+def test_rolling_restart_under_load_loses_nothing_and_gives_no_client_error(cluster):
+    topic, group, partitions = "rolling", "rolling-group", 3
+    create(cluster, topic, partitions, {"min.insync.replicas": "2"})
+    acked, errors, consumer_errors, seen = [], [], [], set()
+    lock, stop_producing, stop_consuming = threading.Lock(), threading.Event(), threading.Event()
+
+    def delivered(err, msg):
+        with lock:
+            if err:
+                errors.append(err)
+            else:
+                acked.append((msg.partition(), msg.offset(), msg.value().decode()))
+
+    def produce():
+        producer = Producer({"bootstrap.servers": ",".join(n.bootstrap for n in cluster),
+                             "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                             "message.timeout.ms": 120000, "reconnect.backoff.max.ms": 500,
+                             "topic.metadata.refresh.interval.ms": 1000})
+        i = 0
+        while not stop_producing.is_set():
+            try:
+                producer.produce(topic, value=f"{i % partitions}-{i // partitions:07d}".encode(),
+                                 partition=i % partitions, on_delivery=delivered)
+                i += 1
+            except BufferError:
+                pass
+            producer.poll(0.002)
+        assert producer.flush(120) == 0
+
+    def consume():
+        consumer = Consumer({"bootstrap.servers": ",".join(n.bootstrap for n in cluster),
+                             "group.id": group, "auto.offset.reset": "earliest",
+                             "enable.auto.commit": True, "auto.commit.interval.ms": 500,
+                             "topic.metadata.refresh.interval.ms": 1000})
+        consumer.subscribe([topic])
+        while not stop_consuming.is_set():
+            m = consumer.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                consumer_errors.append(m.error())
+                continue
+            with lock:
+                seen.add(m.value().decode())
+        consumer.close()
+
+    producer_thread, consumer_thread = threading.Thread(target=produce), threading.Thread(target=consume)
+    producer_thread.start()
+    consumer_thread.start()
+    stops = []
+    try:
+        wait_for("first acks", lambda: len(acked) > 50)
+        for node_id in (1, 2, 3):
+            for p in range(partitions):
+                wait_isr(cluster, topic, p, 3)
+            node = cluster[node_id - 1]
+            began = time.monotonic()
+            assert node.stop() == 0, f"node {node_id} did not stop cleanly:\n{node.log_tail()}"
+            stops.append(time.monotonic() - began)
+            log = node.log_path.read_text(errors="replace")
+            assert "controlled shutdown: leadership moved away" in log, node.log_tail()
+            # It led nothing when it went: every partition already had another leader.
+            for p in range(partitions):
+                md = partition_md(live_bootstrap(cluster), topic, p)
+                assert md is not None and md.leader not in (-1, node_id), (p, md)
+            with lock:
+                mark = len(acked)
+            wait_for(f"acks with node {node_id} down", lambda: len(acked) > mark + 20)
+            restart(cluster, node_id)
+        for p in range(partitions):
+            wait_isr(cluster, topic, p, 3)
+        with lock:
+            mark = len(acked)
+        wait_for("acks after the last restart", lambda: len(acked) > mark + 20)
+    finally:
+        stop_producing.set()
+        producer_thread.join(180)
+    print(f"clean stops took {[round(s, 2) for s in stops]} s")
+    # Retriable errors are retried inside the client; none may reach the application.
+    assert errors == []
+    assert not any(e.fatal() for e in consumer_errors), consumer_errors
+    try:
+        wanted = {v for _, _, v in acked}
+        wait_for("the group to read every acknowledged record", lambda: wanted <= seen, 60)
+    finally:
+        stop_consuming.set()
+        consumer_thread.join(60)
+    for p in range(partitions):
+        mine = sorted((o, v) for q, o, v in acked if q == p)
+        got = read_all(cluster, topic, p, len(mine))
+        values = [v for _, v in got]
+        assert len(set(values)) == len(values), f"partition {p}: a record read twice"
+        assert values == sorted(values), f"partition {p}: records out of order"
+        assert dict(got).items() >= dict(mine).items(), f"partition {p}: an acknowledged record moved or is missing"
+
+
+def test_node_replaced_on_an_empty_data_dir_catches_up_byte_identical(cluster):
+    """docs/operations.md "Replacing a node": a node whose disk is lost comes back under its
+    node id on an empty data dir; the quorum gives it the metadata, the leaders its
+    partitions' data, and it rejoins every ISR with logs identical to its peers'."""
+    topic, partitions, n = "replaced", 2, 200
+    create(cluster, topic, partitions, {"min.insync.replicas": "2"})
+    producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+
+    def send(tag):
+        for i in range(n):
+            producer.produce(topic, value=f"{tag}-{i:05d}".encode(), partition=i % partitions)
+        assert producer.flush(60) == 0
+
+    send("before")
+    lost = 3
+    kill9(cluster, lost)
+    shutil.rmtree(cluster[lost - 1].workdir / "data")
+    send("while-gone")
+    restart(cluster, lost)
+    for p in range(partitions):
+        wait_isr(cluster, topic, p, 3)
+    send("after")
+    admin = AdminClient({"bootstrap.servers": cluster[lost - 1].bootstrap})
+    assert topic in admin.list_topics(timeout=10).topics, "the replaced node knows the topic"
+    for p in range(partitions):
+        def logs():
+            data = [(m.workdir / "data" / f"{topic}-{p}" / "00000000000000000000.log").read_bytes()
+                    for m in cluster]
+            return data if all(d == data[0] for d in data) else None
+        data = wait_for(f"identical replica logs of {topic}-{p}", logs, 30)
+        assert data[0].count(b"before-") == data[0].count(b"after-") == n // partitions

@@ -115,7 +115,9 @@ pub async fn fence(
             let alive = liveness.alive(id);
             let cmd = match (alive, image.fenced.contains(&id)) {
                 (false, false) => Command::FenceBroker { id },
-                (true, true) => Command::UnfenceBroker { id },
+                // A broker in controlled shutdown still heartbeats until it stops; it comes
+                // back by registering again.
+                (true, true) if !image.shutting_down.contains(&id) => Command::UnfenceBroker { id },
                 _ => continue,
             };
             tracing::info!(broker = id, fenced = !alive, "broker session changed");

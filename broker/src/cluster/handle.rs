@@ -107,6 +107,46 @@ impl ClusterHandle {
         Ok(outcome)
     }
 
+    /// Kafka's controlled shutdown, before a clean stop: asks the quorum to move this
+    /// node's leaderships to other in-sync replicas and to take it out of every ISR
+    /// (`Command::ControlledShutdown`), and returns once its own image shows that done, so
+    /// producers and consumers find the new leaders (NOT_LEADER_OR_FOLLOWER, retriable)
+    /// while this node still answers, and acks=all stops waiting on it. Bounded by
+    /// `timeout`: without a quorum there is nobody to hand over to, and the node stops as
+    /// after a kill (its partitions move when the controller fences it). Called from
+    /// outside the cluster's runtime.
+    pub fn controlled_shutdown(&self, timeout: Duration) {
+        let me = self.node_id;
+        let started = Instant::now();
+        let image = self.image();
+        if !image.live_brokers().iter().any(|b| *b != me) {
+            // The last broker up (a whole cluster stopping): nobody to hand over to.
+            tracing::info!("controlled shutdown: no other live broker to move leadership to");
+            return;
+        }
+        let cmd = Command::ControlledShutdown { id: me };
+        let outcome = self
+            .runtime
+            .block_on(async { tokio::time::timeout(timeout, self.propose(cmd)).await });
+        match outcome {
+            Ok(Ok(Outcome::Done)) if !self.image().leads_movable(me) => {
+                tracing::info!(
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "controlled shutdown: leadership moved away"
+                );
+            }
+            Ok(Ok(other)) => {
+                tracing::warn!(outcome = ?other, "controlled shutdown not granted; stopping anyway");
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "controlled shutdown without a metadata quorum; stopping anyway");
+            }
+            Err(_) => {
+                tracing::warn!(?timeout, "controlled shutdown timed out; stopping anyway");
+            }
+        }
+    }
+
     /// Stops the Raft node and its thread (clean shutdown; before the shards stop).
     pub fn stop(&self) {
         let _ = self.stop.send(true);

@@ -67,6 +67,10 @@ pub struct MetadataImage {
     /// `ProducerIdsRecord.nextProducerId`).
     #[serde(default)]
     pub next_producer_id: i64,
+    /// Brokers in controlled shutdown (Kafka's `BrokerRegistration.inControlledShutdown`):
+    /// fenced, and not unfenced by their heartbeats until they register again (restart).
+    #[serde(default)]
+    pub shutting_down: BTreeSet<i32>,
 }
 
 /// Producer ids per `AllocateProducerIds` block (Kafka's `ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`).
@@ -104,6 +108,11 @@ pub enum Command {
     UnfenceBroker {
         id: i32,
     },
+    /// A broker stopping cleanly asks to lead nothing and leave every ISR first (Kafka's
+    /// controlled shutdown), so its clients move to the new leaders before it goes.
+    ControlledShutdown {
+        id: i32,
+    },
     /// A leader changes its partition's ISR (Kafka's AlterPartition); refused unless the
     /// proposer still leads at `leader_epoch`.
     AlterIsr {
@@ -134,6 +143,8 @@ pub enum Outcome {
     InvalidReplicationFactor(i32),
     /// An ISR change from a leader that no longer leads at that epoch.
     Stale,
+    /// A command about a broker that never registered.
+    UnknownBroker,
     /// The producer id block `[start, start + len)` for the proposing broker.
     ProducerIds {
         start: i64,
@@ -147,6 +158,8 @@ impl MetadataImage {
             Command::RegisterBroker { broker, cluster_id } => {
                 self.cluster_id.get_or_insert_with(|| cluster_id.clone());
                 self.brokers.insert(broker.id, broker.clone());
+                // A new life of the broker: its heartbeats may unfence it again.
+                self.shutting_down.remove(&broker.id);
                 Outcome::Done
             }
             Command::CreateTopic {
@@ -208,14 +221,15 @@ impl MetadataImage {
                     .extend(added);
                 Outcome::Done
             }
-            Command::FenceBroker { id } => {
-                self.fenced.insert(*id);
-                let fenced = self.fenced.clone();
-                for p in self.replicated_partitions_mut() {
-                    fence_in(p, *id, &fenced);
+            Command::ControlledShutdown { id } => {
+                if !self.brokers.contains_key(id) {
+                    return Outcome::UnknownBroker;
                 }
-                Outcome::Done
+                self.shutting_down.insert(*id);
+                self.fence(*id)
             }
+            Command::FenceBroker { id } => self.fence(*id),
+            Command::UnfenceBroker { id } if self.shutting_down.contains(id) => Outcome::Done,
             Command::UnfenceBroker { id } => {
                 self.fenced.remove(id);
                 for p in self.replicated_partitions_mut() {
@@ -248,6 +262,29 @@ impl MetadataImage {
                 Outcome::Done
             }
         }
+    }
+
+    /// Broker `id` is out (gone, or stopping): it leaves every ISR it can leave and every
+    /// partition it led gets a new leader (`fence_in`).
+    fn fence(&mut self, id: i32) -> Outcome {
+        self.fenced.insert(id);
+        let fenced = self.fenced.clone();
+        for p in self.replicated_partitions_mut() {
+            fence_in(p, id, &fenced);
+        }
+        Outcome::Done
+    }
+
+    /// Whether `id` leads a replicated partition that another in-sync replica could lead:
+    /// a broker in controlled shutdown waits until it leads none.
+    pub fn leads_movable(&self, id: i32) -> bool {
+        self.topics.values().flat_map(|t| &t.partitions).any(|p| {
+            p.leader == id
+                && p.replicated()
+                && p.in_sync()
+                    .iter()
+                    .any(|r| *r != id && !self.fenced.contains(r))
+        })
     }
 
     fn replicated_partitions_mut(&mut self) -> impl Iterator<Item = &mut PartitionRecord> {
@@ -570,6 +607,59 @@ mod tests {
         let p = image.topics["r"].partitions[0].clone();
         assert_eq!(p.leader, last);
         assert_eq!(p.leader_epoch, 4);
+    }
+
+    #[test]
+    fn given_leader_in_controlled_shutdown_then_leads_nothing_until_it_registers_again() {
+        let mut image = MetadataImage::default();
+        for id in 1..=3 {
+            register(&mut image, id);
+        }
+        image.apply(&create_rf("r", 3, 3));
+        let before = image.topics["r"].clone();
+        let me = before.partitions[0].leader;
+        assert!(image.leads_movable(me));
+        assert_eq!(
+            image.apply(&Command::ControlledShutdown { id: me }),
+            Outcome::Done
+        );
+        assert!(!image.leads_movable(me));
+        for (old, new) in before.partitions.iter().zip(&image.topics["r"].partitions) {
+            assert_ne!(new.leader, me);
+            assert!(!new.isr.contains(&me), "{new:?}");
+            let moved = old.leader == me;
+            assert_eq!(new.leader_epoch, old.leader_epoch + i32::from(moved));
+        }
+        assert!(!image.live_brokers().contains(&me));
+        // Its heartbeats until it stops do not bring it back...
+        let stopping = image.clone();
+        image.apply(&Command::UnfenceBroker { id: me });
+        assert_eq!(image, stopping);
+        // ...its next life does.
+        register(&mut image, me);
+        image.apply(&Command::UnfenceBroker { id: me });
+        assert!(image.live_brokers().contains(&me));
+        assert_eq!(
+            image.apply(&Command::ControlledShutdown { id: 9 }),
+            Outcome::UnknownBroker
+        );
+    }
+
+    #[test]
+    fn given_sole_isr_member_in_controlled_shutdown_then_partition_waits_for_it() {
+        let mut image = MetadataImage::default();
+        for id in 1..=2 {
+            register(&mut image, id);
+        }
+        image.apply(&create_rf("r", 1, 2));
+        let p = image.topics["r"].partitions[0].clone();
+        let other = p.replicas[1];
+        image.apply(&Command::FenceBroker { id: other });
+        image.apply(&Command::ControlledShutdown { id: p.leader });
+        let now = &image.topics["r"].partitions[0];
+        assert_eq!(now.leader, -1, "no in-sync replica to take over");
+        assert_eq!(now.isr, vec![p.leader]);
+        assert!(!image.leads_movable(p.leader));
     }
 
     #[test]

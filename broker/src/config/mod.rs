@@ -152,7 +152,9 @@ pub struct BrokerConfig {
     pub auto_create_topics_enable: bool,
     /// Kafka `num.partitions`: partitions of auto-created topics. Default 1, >= 1.
     pub num_partitions: i32,
-    /// Kafka `default.replication.factor`. Single node: only 1 is accepted. Default 1.
+    /// Kafka `default.replication.factor`: replicas of auto-created topics and of
+    /// CreateTopics with -1. Default 1; above 1 only with `controller.quorum.voters` (a
+    /// single node has one replica), and checked against the live brokers at creation.
     pub default_replication_factor: i16,
     /// Kafka `socket.request.max.bytes`: largest request frame accepted, bytes. Default 100 MiB.
     pub socket_request_max_bytes: u32,
@@ -672,10 +674,13 @@ impl BrokerConfig {
         if self.num_partitions < 1 {
             return Err(bad("num_partitions", "must be >= 1".into()));
         }
-        if self.default_replication_factor != 1 {
+        if self.default_replication_factor < 1 {
+            return Err(bad("default_replication_factor", "must be >= 1".into()));
+        }
+        if self.default_replication_factor != 1 && self.controller_quorum_voters.trim().is_empty() {
             return Err(bad(
                 "default_replication_factor",
-                "a single-node broker only supports 1".into(),
+                "a single-node broker (no controller.quorum.voters) only supports 1".into(),
             ));
         }
         if self.socket_request_max_bytes < 1024 {

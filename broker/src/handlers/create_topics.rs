@@ -145,6 +145,12 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
     let mut throttle_ms = 0i64;
     for t in &req.topics {
         let mut result = CreatableTopicResult::default().with_name(t.name.clone());
+        // -1: the broker's `default.replication.factor`, as Kafka resolves it (and reports it).
+        let rf = match (t.assignments.first(), t.replication_factor) {
+            (Some(a), _) => a.broker_ids.len() as i32,
+            (None, -1) => i32::from(ctx.ctx().config.default_replication_factor),
+            (None, n) => i32::from(n),
+        };
         let outcome = if duplicates.contains(t.name.as_str()) {
             Err(CreateError::InvalidRequest(format!(
                 "Create topics request from client contains multiple entries for the following topics: {}",
@@ -176,7 +182,6 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
                     }
                     Ok(ms) => {
                         throttle_ms = throttle_ms.max(ms);
-                        let rf = t.replication_factor.max(1) as i32;
                         create_replicated(
                             ctx.ctx(),
                             t.name.as_str(),
@@ -196,7 +201,7 @@ pub async fn handle(ctx: &RequestContext, req: CreateTopicsRequest) -> CreateTop
                 if ctx.version() >= 5 {
                     result = result
                         .with_num_partitions(partitions)
-                        .with_replication_factor(t.replication_factor.max(1));
+                        .with_replication_factor(rf as i16);
                     let name = t.name.as_str();
                     if access.allows(Operation::DescribeConfigs, ResourceType::Topic, name) {
                         result = result.with_configs(Some(describe_configs(ctx, &configs)));

@@ -41,14 +41,16 @@ impl From<ClusterError> for CreateError {
     }
 }
 
-/// Creates the topic in the catalog and opens its partitions on their home shards.
+/// Creates the topic in the catalog and opens its partitions on their home shards, with
+/// `default.replication.factor` replicas (Kafka's auto-creation; 1 on a single node).
 pub async fn create_topic(
     broker: &BrokerContext,
     name: &str,
     partitions: i32,
     configs: BTreeMap<String, String>,
 ) -> Result<Arc<TopicMeta>, CreateError> {
-    create_replicated(broker, name, partitions, 1, configs).await
+    let rf = i32::from(broker.config.default_replication_factor);
+    create_replicated(broker, name, partitions, rf, configs).await
 }
 
 /// `create_topic` with `replication_factor` replicas per partition (clustered only: the

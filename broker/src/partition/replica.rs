@@ -133,6 +133,29 @@ impl Partition {
         Ok(())
     }
 
+    /// The high watermark this replica had before a restart (`replication-offset-checkpoint`),
+    /// at open, before anything reads it: its log may hold records past it that the ISR
+    /// never had, which a new leader would not have; they become visible again only when
+    /// the ISR has them (leader) or the leader says so (follower).
+    pub fn restore_high_watermark(&self, checkpointed: i64) {
+        let hw = checkpointed
+            .max(self.log.log_start_offset())
+            .min(self.log.written_end_offset());
+        self.high_watermark.send_modify(|v| *v = hw);
+        self.replica.leader_hw.set(hw);
+        let lso = self.txns.borrow().last_stable_offset(hw);
+        self.last_stable.send_modify(|v| *v = lso);
+    }
+
+    /// What `replication-offset-checkpoint` keeps of this partition: its high watermark
+    /// when replicated (a single node's is its log end, nothing to keep).
+    pub fn checkpointed_high_watermark(&self) -> Option<i64> {
+        match &*self.replica.role.borrow() {
+            Role::Single => None,
+            Role::Leader { .. } | Role::Follower { .. } => Some(self.high_watermark()),
+        }
+    }
+
     /// The epoch a leader writes into its batches (0 when not replicated, as before).
     pub(super) fn append_epoch(&self) -> i32 {
         match &*self.replica.role.borrow() {

@@ -191,3 +191,35 @@ fn given_leader_when_follower_lags_past_lag_max_then_shrink_proposed_once() {
         assert_eq!(p.isr_to_shrink(Duration::ZERO), Some((3, vec![1])));
     });
 }
+
+#[test]
+fn given_restarted_replica_with_checkpointed_hw_then_records_past_it_wait_for_the_isr() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let quorum = Arc::new(AtomicBool::new(true));
+        {
+            let p = partition(dir.path());
+            p.set_role(leader(&[1, 2], &quorum)).unwrap();
+            append(&p, 5, 1).await.unwrap();
+            p.replica_read(2, 5, 1 << 20).unwrap();
+            append(&p, 3, 1).await.unwrap();
+            assert_eq!(p.high_watermark(), 5, "follower 2 has 5 of 8");
+            assert_eq!(p.checkpointed_high_watermark(), Some(5));
+            p.log.flush().await.unwrap();
+        }
+        // Restarted: the log has 8 records, the ISR had 5 of them.
+        let p = partition(dir.path());
+        assert_eq!(p.checkpointed_high_watermark(), None, "single until a role");
+        p.restore_high_watermark(5);
+        assert_eq!(p.high_watermark(), 5);
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        assert_eq!(p.high_watermark(), 5, "not the log end of 8");
+        p.replica_read(2, 8, 1 << 20).unwrap();
+        assert_eq!(p.high_watermark(), 8, "the ISR has them now");
+        // A checkpoint past the log end (a truncated tail) is capped at it.
+        let empty = tempfile::tempdir().unwrap();
+        let q = partition(empty.path());
+        q.restore_high_watermark(7);
+        assert_eq!(q.high_watermark(), 0);
+    });
+}

@@ -19,7 +19,6 @@ pub mod stream_group;
 pub mod streams;
 pub mod tls;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -32,6 +31,11 @@ use crate::config::{BrokerConfig, Origin};
 use crate::metadata::catalog::CatalogHandle;
 use crate::security::ListenerInfo;
 use crate::shard::{self, BrokerContext, ShardMessage};
+
+/// How long a clustered node waits for the quorum to move its leaderships away before it
+/// stops: one metadata write normally takes milliseconds; a quorum that cannot take it
+/// within this long will not, and the node then stops as after a kill.
+const CONTROLLED_SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub struct Server {
     /// The first listener's bound address (`--listen`'s, in the one-listener form).
@@ -83,17 +87,7 @@ impl Server {
                 "no clean-shutdown marker: logs are recovered from their recovery points"
             );
         }
-        let recovery_points: HashMap<(String, i32), i64> =
-            storage::logdir::read_checkpoint(&data_dir.join(shard::checkpoint::RECOVERY_CHECKPOINT))
-                .unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "unreadable recovery checkpoint; recovering every log fully");
-                    HashMap::new()
-                });
-        let log_starts: HashMap<(String, i32), i64> =
-            storage::logdir::read_checkpoint(&data_dir.join(shard::checkpoint::LOG_START_CHECKPOINT)).unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "unreadable log-start checkpoint; log start offsets come from the segments");
-                HashMap::new()
-            });
+        let checkpoints = shard::checkpoint::StartCheckpoints::read(&data_dir);
         let registry_listen_set = origins.contains_key("schema_registry_listen");
         let catalog = CatalogHandle::open(&data_dir, config.clone(), origins)?;
         let producer_ids = crate::metadata::producer_ids::ProducerIdAllocator::open(&data_dir)?;
@@ -237,7 +231,7 @@ impl Server {
             admin::spawn_thread_with("admin", metrics_std, router, streams, shutdown, security)?
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
-        let recovery_points = Arc::new((recovery_points, log_starts));
+        let checkpoints = Arc::new(checkpoints);
         let cpus = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
@@ -264,7 +258,7 @@ impl Server {
             let tls = tls.clone();
             let shutdown = shutdown_rx.clone();
             let ready = ready_tx.clone();
-            let points = recovery_points.clone();
+            let points = checkpoints.clone();
 
             let handle = std::thread::Builder::new()
                 .name(format!("shard-{id}"))
@@ -342,8 +336,11 @@ impl Server {
     /// Clean shutdown: stop accepting, finish in-flight requests, close logs, write the
     /// checkpoints and the clean-shutdown marker.
     pub fn shutdown(mut self) -> anyhow::Result<()> {
-        // The quorum first: applying its entries needs the shards.
+        // The quorum first: applying its entries needs the shards. Before it, the partitions
+        // this node leads move to other replicas while it still answers (controlled
+        // shutdown), so a rolling restart costs clients retriable errors only.
         if let Some(c) = self.ctx.cluster.get() {
+            c.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT);
             c.stop();
         }
         let _ = self.shutdown.send(true);

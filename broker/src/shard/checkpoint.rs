@@ -1,6 +1,7 @@
 //! Kafka's checkpoint files for the whole broker: `recovery-point-offset-checkpoint` (where
-//! recovery after a crash starts per partition) and `log-start-offset-checkpoint` (what
-//! DeleteRecords moved), written periodically, before DeleteRecords answers, and at
+//! recovery after a crash starts per partition), `log-start-offset-checkpoint` (what
+//! DeleteRecords moved) and `replication-offset-checkpoint` (the high watermark of each
+//! replicated partition), written periodically, before DeleteRecords answers, and at
 //! shutdown. The aborted-transaction index files written since the last checkpoint are
 //! fsynced before a recovery point passes them.
 
@@ -14,34 +15,98 @@ use super::BrokerContext;
 
 pub const RECOVERY_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_CHECKPOINT: &str = "log-start-offset-checkpoint";
+pub const HIGH_WATERMARK_CHECKPOINT: &str = "replication-offset-checkpoint";
+
+/// Kafka's `replica.high.watermark.checkpoint.interval.ms` default: how often a clustered
+/// node writes its high watermarks (and the other two files with them).
+const HIGH_WATERMARK_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Offsets by partition, as Kafka's checkpoint files hold them.
 pub type Checkpoint = HashMap<(String, i32), i64>;
 
+/// The checkpoint files as read at start.
+#[derive(Default)]
+pub struct StartCheckpoints {
+    pub recovery_points: Checkpoint,
+    pub log_starts: Checkpoint,
+    /// Replicated partitions only. A restarted replica does not know which of its records
+    /// the ISR had: it starts from this (lower, safe) high watermark rather than its log
+    /// end, so a consumer never reads a record a new leader may not have (Kafka reads the
+    /// same file at start).
+    pub high_watermarks: Checkpoint,
+}
+
+impl StartCheckpoints {
+    /// Reads the three files of `dir`; an unreadable one is logged and taken as empty.
+    pub fn read(dir: &std::path::Path) -> StartCheckpoints {
+        let read = |name: &str, what: &str| {
+            storage::logdir::read_checkpoint(&dir.join(name)).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, file = name, "unreadable checkpoint; {what}");
+                HashMap::new()
+            })
+        };
+        StartCheckpoints {
+            recovery_points: read(RECOVERY_CHECKPOINT, "recovering every log fully"),
+            log_starts: read(
+                LOG_START_CHECKPOINT,
+                "log start offsets come from the segments",
+            ),
+            high_watermarks: read(
+                HIGH_WATERMARK_CHECKPOINT,
+                "replicated partitions start from their log start until their ISR catches up",
+            ),
+        }
+    }
+}
+
+/// One partition's line in each checkpoint file.
+#[derive(Debug, Clone)]
+pub struct PartitionCheckpoint {
+    pub topic: String,
+    pub partition: i32,
+    pub recovery_point: i64,
+    pub log_start: i64,
+    /// Set for replicated partitions (leader or follower) only.
+    pub high_watermark: Option<i64>,
+}
+
 pub fn write_checkpoints(
     dir: &std::path::Path,
-    entries: &[(String, i32, i64, i64)],
+    entries: &[PartitionCheckpoint],
 ) -> anyhow::Result<()> {
-    let recovery: Vec<(String, i32, i64)> = entries
-        .iter()
-        .map(|(t, p, r, _)| (t.clone(), *p, *r))
-        .collect();
-    let starts: Vec<(String, i32, i64)> = entries
-        .iter()
-        .map(|(t, p, _, s)| (t.clone(), *p, *s))
-        .collect();
-    storage::logdir::write_checkpoint(&dir.join(RECOVERY_CHECKPOINT), &recovery)?;
-    storage::logdir::write_checkpoint(&dir.join(LOG_START_CHECKPOINT), &starts)?;
+    let column = |f: fn(&PartitionCheckpoint) -> Option<i64>| -> Vec<(String, i32, i64)> {
+        entries
+            .iter()
+            .filter_map(|e| Some((e.topic.clone(), e.partition, f(e)?)))
+            .collect()
+    };
+    storage::logdir::write_checkpoint(
+        &dir.join(RECOVERY_CHECKPOINT),
+        &column(|e| Some(e.recovery_point)),
+    )?;
+    storage::logdir::write_checkpoint(
+        &dir.join(LOG_START_CHECKPOINT),
+        &column(|e| Some(e.log_start)),
+    )?;
+    let hws = column(|e| e.high_watermark);
+    let hw_path = dir.join(HIGH_WATERMARK_CHECKPOINT);
+    // A single node never writes the file (nothing of it is replicated).
+    if !hws.is_empty() || hw_path.exists() {
+        storage::logdir::write_checkpoint(&hw_path, &hws)?;
+    }
     Ok(())
 }
 
 /// Writes the recovery-point checkpoint periodically so a crash recovers only the tail.
 pub async fn checkpoint_loop(ctx: Arc<BrokerContext>, mut shutdown: watch::Receiver<bool>) {
-    let every = Duration::from_millis(
+    let mut every = Duration::from_millis(
         ctx.config
             .log_flush_offset_checkpoint_interval_ms
             .clamp(100, i64::MAX) as u64,
     );
+    if !ctx.config.controller_quorum_voters.trim().is_empty() {
+        every = every.min(HIGH_WATERMARK_INTERVAL);
+    }
     loop {
         tokio::select! {
             _ = shutdown.changed() => return,
@@ -74,13 +139,12 @@ pub async fn checkpoint_now(ctx: &BrokerContext) -> anyhow::Result<()> {
                 .collect();
             let e: Vec<_> = parts
                 .iter()
-                .map(|((t, p), part)| {
-                    (
-                        t.to_string(),
-                        *p,
-                        part.log.durable_end_offset(),
-                        part.log.log_start_offset(),
-                    )
+                .map(|((t, p), part)| PartitionCheckpoint {
+                    topic: t.to_string(),
+                    partition: *p,
+                    recovery_point: part.log.durable_end_offset(),
+                    log_start: part.log.log_start_offset(),
+                    high_watermark: part.checkpointed_high_watermark(),
                 })
                 .collect();
             (e, dirty)

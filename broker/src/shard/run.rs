@@ -11,12 +11,12 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::sync::{mpsc, watch};
 
-use super::checkpoint::Checkpoint;
+use super::checkpoint::{PartitionCheckpoint, StartCheckpoints};
 use super::{BrokerContext, ShardMessage, ShardState};
 
 /// What a shard hands back when it stops: per partition (topic, partition, recovery point,
 /// log start offset).
-pub type ShardReport = Vec<(String, i32, i64, i64)>;
+pub type ShardReport = Vec<PartitionCheckpoint>;
 
 /// Runs shard `id` on the calling thread until `shutdown`. `serve` is the server's side of
 /// the shard (its listener's accept loop and the connections): called once the partitions
@@ -28,7 +28,7 @@ pub fn run_shard<S, Fut>(
     mut inbox: mpsc::Receiver<ShardMessage>,
     shutdown: watch::Receiver<bool>,
     ready: std::sync::mpsc::Sender<Result<usize, String>>,
-    checkpoints: Arc<(Checkpoint, Checkpoint)>,
+    checkpoints: Arc<StartCheckpoints>,
     serve: S,
 ) -> anyhow::Result<ShardReport>
 where
@@ -52,7 +52,7 @@ where
                         continue;
                     }
                     let key = (topic.name.to_string(), p);
-                    let point = checkpoints.0.get(&key).copied().unwrap_or(0);
+                    let point = checkpoints.recovery_points.get(&key).copied().unwrap_or(0);
                     let part = match super::open_partition(&state, topic, p, Some(point)) {
                         Ok(part) => part,
                         Err(e) => {
@@ -65,10 +65,13 @@ where
                     };
                     // Storage does not persist the log start offset (DeleteRecords may have
                     // moved it inside a segment): Kafka's checkpoint file does.
-                    if let Some(&start) = checkpoints.1.get(&key) {
+                    if let Some(&start) = checkpoints.log_starts.get(&key) {
                         if start > part.log.log_start_offset() && start <= part.log.log_end_offset() {
                             part.log.advance_log_start(start)?;
                         }
+                    }
+                    if let Some(&hw) = checkpoints.high_watermarks.get(&key) {
+                        part.restore_high_watermark(hw);
                     }
                 }
             }
@@ -109,6 +112,14 @@ where
         let mut report = Vec::new();
         for ((topic, p), part) in partitions {
             let start = part.log.log_start_offset();
+            let hw = part.checkpointed_high_watermark();
+            let entry = |recovery_point| PartitionCheckpoint {
+                topic: topic.to_string(),
+                partition: p,
+                recovery_point,
+                log_start: start,
+                high_watermark: hw,
+            };
             match Rc::try_unwrap(part) {
                 Ok(part) => {
                     if let Err(e) = part.write_producer_snapshot() {
@@ -117,13 +128,13 @@ where
                     }
                     let end = part.log.log_end_offset();
                     part.log.close().await.with_context(|| format!("closing {topic}-{p}"))?;
-                    report.push((topic.to_string(), p, end, start));
+                    report.push(entry(end));
                 }
                 Err(part) => {
                     // Still referenced by a task that outlived the grace period: flush what we
                     // can and report only what is durable.
                     part.log.flush().await?;
-                    report.push((topic.to_string(), p, part.log.durable_end_offset(), start));
+                    report.push(entry(part.log.durable_end_offset()));
                 }
             }
         }
