@@ -31,6 +31,9 @@ pub struct SessionPartition {
     pub last_high_watermark: i64,
     pub last_stable_offset: i64,
     pub last_log_start: i64,
+    /// A follower's own log start (the request's `log_start_offset`; -1 from consumers):
+    /// the leader's DeleteRecords waits for its followers' (`Partition::low_watermark`).
+    pub replica_log_start: i64,
 }
 
 impl SessionPartition {
@@ -86,6 +89,7 @@ fn request_partitions(req: &FetchRequest) -> Vec<SessionPartition> {
                 last_high_watermark: -1,
                 last_stable_offset: -1,
                 last_log_start: -1,
+                replica_log_start: p.log_start_offset,
             })
         })
         .collect()

@@ -726,3 +726,60 @@ def test_node_replaced_on_an_empty_data_dir_catches_up_byte_identical(cluster):
             return data if all(d == data[0] for d in data) else None
         data = wait_for(f"identical replica logs of {topic}-{p}", logs, 30)
         assert data[0].count(b"before-") == data[0].count(b"after-") == n // partitions
+
+
+def test_delete_records_moves_every_replicas_log_start(cluster):
+    """DeleteRecords goes to the leader and answers once the in-sync followers moved their
+    log starts too (Kafka's low watermark): a new leader then starts where the old one did.
+    A follower away meanwhile, whose log now ends below the leader's start, starts over
+    there (Kafka's truncateFullyAndStartAt) and rejoins the ISR."""
+    topic = "trimmed"
+    create(cluster, topic, 1, {"min.insync.replicas": "2", "segment.bytes": "1024"})
+    producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+
+    def send(first, n):
+        for i in range(first, first + n):
+            producer.produce(topic, value=f"r{i:05d}".encode(), partition=0)
+        assert producer.flush(60) == 0
+
+    def delete_before(offset):
+        admin = AdminClient({"bootstrap.servers": live_bootstrap(cluster)})
+        f = admin.delete_records([TopicPartition(topic, 0, offset)])
+        return list(f.values())[0].result(timeout=30).low_watermark
+
+    def earliest():
+        c = Consumer({"bootstrap.servers": live_bootstrap(cluster), "group.id": "trimmed-w"})
+        try:
+            return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[0]
+        finally:
+            c.close()
+
+    send(0, 100)
+    assert delete_before(60) == 60
+    leader = wait_isr(cluster, topic, 0, 3).leader
+    kill9(cluster, leader)
+    wait_for("a new leader", lambda: (lambda m: m if m and m.leader not in (-1, leader) else None)(
+        partition_md(live_bootstrap(cluster), topic, 0)))
+    assert earliest() == 60, "the new leader starts where the old one did"
+    restart(cluster, leader)
+    md = wait_isr(cluster, topic, 0, 3)
+
+    away = next(i for i in (1, 2, 3) if i != md.leader)
+    kill9(cluster, away)
+    wait_isr(cluster, topic, 0, 2)
+    send(100, 100)
+    assert delete_before(150) == 150
+    restart(cluster, away)
+    wait_isr(cluster, topic, 0, 3)
+    send(200, 10)
+    data = cluster[away - 1].workdir / "data"
+    logs = sorted((data / f"{topic}-0").glob("*.log"))
+    # Its first segment is the leader's batch that holds offset 150, as Kafka's would be.
+    assert logs and 100 <= int(logs[0].stem) <= 150, logs
+    assert b"r00099" not in b"".join(f.read_bytes() for f in logs), "records it had before"
+    checkpoint = data / "log-start-offset-checkpoint"
+    wait_for("the returning follower's log start of 150 in its checkpoint", lambda: checkpoint.exists()
+             and f"{topic} 0 150" in checkpoint.read_text(), 15)
+    got = read_all(cluster, topic, 0, 60)
+    assert [v for _, v in got] == [f"r{i:05d}" for i in range(150, 210)]

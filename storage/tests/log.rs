@@ -237,6 +237,40 @@ fn given_truncate_to_when_reading_then_later_offsets_gone_and_appends_continue()
 }
 
 #[test]
+fn given_log_behind_a_new_start_when_truncating_fully_then_it_restarts_empty_there_and_reopens_so()
+{
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), small_segments(), 0);
+        for i in 0..30 {
+            log.append(batch_n(i, 2, 200, 0), opts(Durability::Fsync))
+                .await
+                .unwrap();
+        }
+        assert!(log.segment_base_offsets().len() > 1);
+        log.truncate_fully_and_start_at(100).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (100, 100));
+        assert_eq!(log.segment_base_offsets(), vec![100]);
+        assert!(read_all(&log, 100).is_empty());
+        assert!(matches!(
+            log.read(40, 1000, i64::MAX),
+            Err(StorageError::OffsetOutOfRange { .. })
+        ));
+        let r = log
+            .append(batch_n(1, 3, 10, 9), opts(Durability::Fsync))
+            .await
+            .unwrap();
+        assert_eq!(r.base_offset, 100);
+        // Again at the base of the one segment there is: it is emptied in place.
+        log.truncate_fully_and_start_at(100).unwrap();
+        assert_eq!(log.log_end_offset(), 100);
+        drop(log);
+        let log = open(dir.path(), small_segments(), 0);
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (100, 100));
+    });
+}
+
+#[test]
 fn given_reader_holding_bytes_when_segment_truncated_or_deleted_then_bytes_stay_valid() {
     let dir = tempfile::tempdir().unwrap();
     run(async {

@@ -11,6 +11,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
@@ -278,7 +279,8 @@ async fn fetch_once(
                 .with_partition(p.index)
                 .with_current_leader_epoch(*epoch)
                 .with_fetch_offset(p.log.log_end_offset())
-                .with_log_start_offset(-1)
+                // The leader's DeleteRecords waits for its followers' starts to move too.
+                .with_log_start_offset(p.log.log_start_offset())
                 .with_partition_max_bytes(PARTITION_MAX_BYTES),
         );
         asked.push(pe);
@@ -320,18 +322,33 @@ async fn fetch_once(
             if !still_following(p, leader, *epoch) || p.truncate_is_pending() {
                 continue;
             }
+            let out_of_range = pr.error_code == ResponseError::OffsetOutOfRange.code();
+            if out_of_range && pr.log_start_offset > p.log.log_end_offset() {
+                // The leader deleted what this replica would fetch next (DeleteRecords or
+                // retention while it was away): it starts over at the leader's start.
+                if let Err(e) = p.follow_log_start(pr.log_start_offset).await {
+                    tracing::error!(topic = %p.topic, partition = p.index, error = %e, "follower cannot start over at the leader's log start");
+                    backoff = true;
+                }
+                continue;
+            }
             if pr.error_code != 0 {
                 tracing::debug!(topic = %p.topic, partition = p.index, code = pr.error_code, "replica fetch refused");
                 backoff = true;
                 continue;
             }
-            let Some(records) = pr.records.filter(|r| !r.is_empty()) else {
-                p.note_leader_hw(pr.high_watermark);
-                continue;
-            };
-            if let Err(e) = p.append_replicated(vec![records], pr.high_watermark).await {
-                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "follower append failed");
-                backoff = true;
+            match pr.records.filter(|r| !r.is_empty()) {
+                None => p.note_leader_hw(pr.high_watermark),
+                Some(records) => {
+                    if let Err(e) = p.append_replicated(vec![records], pr.high_watermark).await {
+                        tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "follower append failed");
+                        backoff = true;
+                        continue;
+                    }
+                }
+            }
+            if let Err(e) = p.follow_log_start(pr.log_start_offset).await {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "follower cannot move its log start to the leader's");
             }
         }
     }

@@ -4,7 +4,10 @@
 //! below the new start are deleted at once (renamed `.deleted`, unlinked after
 //! `file.delete.delay.ms`); records below it in the remaining first segment stop being
 //! readable at once and go with their segment later (retention). The new log start offsets are
-//! written to `log-start-offset-checkpoint` before the answer, so they survive a crash.
+//! written to `log-start-offset-checkpoint` before the answer, so they survive a crash. On
+//! a cluster only the leader takes it (NOT_LEADER_OR_FOLLOWER elsewhere) and answers once
+//! its in-sync followers moved their starts too (the low watermark), within the request's
+//! timeout (REQUEST_TIMED_OUT after it).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_response::{
@@ -12,7 +15,10 @@ use kafka_protocol::messages::delete_records_response::{
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
+use std::time::Duration;
+
 use super::RequestContext;
+use crate::partition::DeleteRecordsError;
 use crate::shard::frontend::{self};
 
 pub const MIN_VERSION: i16 = 0;
@@ -28,12 +34,14 @@ const INTERNAL_TOPICS: [&str; 3] = [
 /// The one place DeleteRecords failures become Kafka error codes.
 pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let catalog = ctx.ctx().catalog.snapshot();
-    let mut topics = Vec::new();
-    let mut moved = false;
+    // A replicated leader waits for its followers (`wait_low_watermark`), at most this long.
+    let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
     // Kafka's `handleDeleteRecordsRequest`: DELETE on each topic, else its partitions are
     // TOPIC_AUTHORIZATION_FAILED.
     let access = ctx.access();
-    for t in req.topics {
+    let mut topics = Vec::new();
+    let mut deletions = Vec::new();
+    for (ti, t) in req.topics.iter().enumerate() {
         let meta = catalog.get(t.name.as_str()).cloned();
         let internal = INTERNAL_TOPICS.contains(&t.name.as_str());
         let allowed = access.allows(
@@ -42,7 +50,7 @@ pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRe
             t.name.as_str(),
         );
         let mut partitions = Vec::new();
-        for p in t.partitions {
+        for (pi, p) in t.partitions.iter().enumerate() {
             let base = DeleteRecordsPartitionResult::default()
                 .with_partition_index(p.partition_index)
                 .with_low_watermark(-1);
@@ -50,27 +58,22 @@ pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRe
                 _ if !allowed => ResponseError::TopicAuthorizationFailed.code(),
                 _ if internal => ResponseError::InvalidTopicException.code(),
                 Some(m) if p.partition_index >= 0 && p.partition_index < m.partitions => {
-                    let r = frontend::delete_records(
-                        ctx.ctx(),
-                        m.name.clone(),
-                        p.partition_index,
-                        p.offset,
-                    )
-                    .await;
-                    match r {
-                        Ok(Ok(low)) => {
-                            moved = true;
-                            partitions.push(base.with_low_watermark(low));
-                            continue;
-                        }
-                        Ok(Err(e)) => {
-                            tracing::debug!(topic = %m.name, partition = p.partition_index, error = %e, "delete records refused");
-                            super::errors::delete_records_code(&e)
-                        }
-                        Err(e) => {
-                            tracing::warn!(topic = %m.name, partition = p.partition_index, error = %e, "delete records failed");
-                            super::errors::frontend_code(&e)
-                        }
+                    if crate::cluster::led_elsewhere(ctx.ctx(), &m.name, p.partition_index) {
+                        ResponseError::NotLeaderOrFollower.code()
+                    } else {
+                        let (name, index, offset) = (m.name.clone(), p.partition_index, p.offset);
+                        deletions.push(async move {
+                            let r = frontend::delete_records(
+                                ctx.ctx(),
+                                name.clone(),
+                                index,
+                                offset,
+                                timeout,
+                            )
+                            .await;
+                            (ti, pi, name, r)
+                        });
+                        0
                     }
                 }
                 _ => ResponseError::UnknownTopicOrPartition.code(),
@@ -79,9 +82,31 @@ pub async fn handle(ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRe
         }
         topics.push(
             DeleteRecordsTopicResult::default()
-                .with_name(t.name)
+                .with_name(t.name.clone())
                 .with_partitions(partitions),
         );
+    }
+    // All partitions at once: each may wait on its followers.
+    let mut moved = false;
+    for (ti, pi, name, r) in futures::future::join_all(deletions).await {
+        let result = &mut topics[ti].partitions[pi];
+        let index = result.partition_index;
+        match r {
+            Ok(Ok(low)) => {
+                moved = true;
+                result.low_watermark = low;
+            }
+            Ok(Err(e)) => {
+                // The leader's own start moved before a follower timed out.
+                moved |= matches!(e, DeleteRecordsError::ReplicasTimedOut { .. });
+                tracing::debug!(topic = %name, partition = index, error = %e, "delete records refused");
+                result.error_code = super::errors::delete_records_code(&e);
+            }
+            Err(e) => {
+                tracing::warn!(topic = %name, partition = index, error = %e, "delete records failed");
+                result.error_code = super::errors::frontend_code(&e);
+            }
+        }
     }
     if moved {
         if let Err(e) = crate::shard::checkpoint::checkpoint_now(ctx.ctx()).await {

@@ -170,6 +170,7 @@ pub fn delete_records_code(e: &DeleteRecordsError) -> i16 {
         DeleteRecordsError::Policy(_) => ResponseError::PolicyViolation.code(),
         DeleteRecordsError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
         DeleteRecordsError::Storage(s) => storage_code(s),
+        DeleteRecordsError::ReplicasTimedOut { .. } => ResponseError::RequestTimedOut.code(),
     }
 }
 
@@ -537,6 +538,13 @@ mod tests {
         assert_eq!(frontend_code(&FrontendError::Storage(oor)), 1);
         let table = [
             (DeleteRecordsError::Policy("t-0".into()), 44),
+            (
+                DeleteRecordsError::ReplicasTimedOut {
+                    offset: 5,
+                    low_watermark: 3,
+                },
+                7,
+            ),
             (
                 DeleteRecordsError::OffsetOutOfRange {
                     offset: 9,

@@ -220,6 +220,10 @@ pub enum DeleteRecordsError {
     OffsetOutOfRange { offset: i64, high_watermark: i64 },
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// A replicated leader moved its start, but its in-sync followers' did not reach the
+    /// offset within the request's timeout (Kafka's expired `DelayedDeleteRecords`).
+    #[error("the followers' log start offsets did not reach {offset} in time (low watermark {low_watermark})")]
+    ReplicasTimedOut { offset: i64, low_watermark: i64 },
 }
 
 /// The second phase of an append: the write (and fdatasync for acks=all).

@@ -59,6 +59,8 @@ struct Progress {
     /// The previous fetch: when, and the leader's written end then.
     last_fetch: Instant,
     end_at_last_fetch: i64,
+    /// The follower's own log start as its last fetch said (-1: not known yet).
+    log_start: i64,
 }
 
 /// The replication state a `Partition` carries.
@@ -119,6 +121,7 @@ impl Partition {
                             caught_up: now,
                             last_fetch: now,
                             end_at_last_fetch: i64::MAX,
+                            log_start: -1,
                         },
                     );
                 }
@@ -265,6 +268,7 @@ impl Partition {
         &self,
         follower: i32,
         offset: i64,
+        follower_log_start: i64,
         max_bytes: usize,
     ) -> Result<(FetchOutcome, Option<IsrChange>), StorageError> {
         let mut expand = None;
@@ -284,7 +288,9 @@ impl Partition {
                     caught_up: now,
                     last_fetch: now,
                     end_at_last_fetch: i64::MAX,
+                    log_start: -1,
                 });
+                f.log_start = follower_log_start;
                 if offset >= written {
                     f.caught_up = now;
                 } else if offset >= f.end_at_last_fetch {
@@ -320,6 +326,73 @@ impl Partition {
             expired: 0,
         };
         Ok((outcome, expand))
+    }
+
+    /// Kafka's `lowWatermarkIfLeader`: the lowest log start over this leader and its in-sync
+    /// followers (those whose log start is known), what DeleteRecords answers once it
+    /// reaches the requested offset. A partition that is not a replicated leader: its own
+    /// log start.
+    pub fn low_watermark(&self) -> i64 {
+        let own = self.log.log_start_offset();
+        let Role::Leader { me, isr, .. } = &*self.replica.role.borrow() else {
+            return own;
+        };
+        let followers = self.replica.followers.borrow();
+        isr.iter()
+            .filter(|r| *r != me)
+            .filter_map(|r| followers.get(r).map(|f| f.log_start))
+            .filter(|s| *s >= 0)
+            .fold(own, i64::min)
+    }
+
+    /// DeleteRecords on a replicated leader answers once the low watermark has reached
+    /// `start` (the followers moved theirs on their next fetches), as Kafka's
+    /// `DelayedDeleteRecords`; the low watermark it reached otherwise.
+    pub async fn wait_low_watermark(
+        &self,
+        start: i64,
+        timeout: Duration,
+    ) -> Result<i64, super::DeleteRecordsError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let low = self.low_watermark();
+            if low >= start {
+                return Ok(low);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(super::DeleteRecordsError::ReplicasTimedOut {
+                    offset: start,
+                    low_watermark: low,
+                });
+            }
+            // Followers fetch within their long poll (500 ms) at the latest.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A follower learns the leader's log start from each fetch answer (Kafka's
+    /// `maybeIncrementLogStartOffset` on the follower): records the leader deleted go here
+    /// too. A leader whose log starts past this replica's end (DeleteRecords or retention
+    /// while it was away) makes it start over, empty, there (`truncateFullyAndStartAt`).
+    pub async fn follow_log_start(&self, leader_start: i64) -> Result<(), StorageError> {
+        if leader_start <= self.log.log_start_offset() {
+            return Ok(());
+        }
+        if leader_start <= self.log.log_end_offset() {
+            return self.log.advance_log_start(leader_start);
+        }
+        self.log.flush().await?;
+        tracing::info!(topic = %self.topic, partition = self.index, leader_start, log_end = self.log.log_end_offset(), "the leader's log starts past this replica's end: starting over there");
+        self.log.truncate_fully_and_start_at(leader_start)?;
+        self.producers.borrow_mut().truncate_from(0);
+        self.txns.borrow_mut().truncate_from(0);
+        self.dedup.borrow_mut().take();
+        self.key_index.borrow_mut().take();
+        self.expiry.borrow_mut().truncate_from(0);
+        self.high_watermark.send_modify(|v| *v = leader_start);
+        self.replica.leader_hw.set(leader_start);
+        self.publish_offsets();
+        Ok(())
     }
 
     /// On a leader: the ISR without the followers not caught up within `lag_max` (Kafka's
@@ -392,6 +465,23 @@ impl Partition {
         leader_hw: i64,
     ) -> Result<(), PartitionError> {
         let mut headers: Vec<BatchHeader> = Vec::new();
+        // An empty replica whose start lies inside the leader's first batch (DeleteRecords
+        // cut into it; `follow_log_start` started this log there): the batch is taken whole,
+        // from its base, and the start put back after it, as Kafka's follower does
+        // (`appendRecordsToFollowerOrFutureReplica` on UnexpectedAppendOffsetException).
+        let start = self.log.log_start_offset();
+        let mut restore_start = None;
+        if let Some(first) = chunks
+            .first()
+            .filter(|_| start == self.log.log_end_offset())
+        {
+            let h = storage::batch::validate_stored(first).map_err(PartitionError::Corrupt)?;
+            if h.base_offset < start && h.last_offset() >= start {
+                self.log.flush().await?;
+                self.log.truncate_fully_and_start_at(h.base_offset)?;
+                restore_start = Some(start);
+            }
+        }
         for chunk in chunks {
             // Runs of batches of one epoch: the log stamps one epoch per append.
             let mut at = 0;
@@ -432,6 +522,9 @@ impl Partition {
                 }
                 txn::replay(&self.log, &mut producers, &mut txns, h)?;
             }
+        }
+        if let Some(start) = restore_start {
+            self.log.advance_log_start(start)?;
         }
         if !headers.is_empty() {
             // Rebuilt from the log when next needed.

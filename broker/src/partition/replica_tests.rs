@@ -63,14 +63,14 @@ fn given_leader_with_isr_when_followers_fetch_then_hw_is_min_over_isr_and_never_
         assert_eq!(p.high_watermark(), 0, "follower 2 has nothing yet");
         // Follower 3 is out of the ISR; at the HW it counts as caught up (Kafka's
         // maybeExpandIsr) and is proposed once, until the image answers.
-        let (o, expand) = p.replica_read(3, 0, 1 << 20).unwrap();
+        let (o, expand) = p.replica_read(3, 0, -1, 1 << 20).unwrap();
         assert_eq!(o.high_watermark, 0);
         assert!(!o.data.chunks.is_empty(), "followers read past the HW");
         assert_eq!(expand, Some((3, vec![1, 2, 3])));
-        let (o, _) = p.replica_read(2, 5, 1 << 20).unwrap();
+        let (o, _) = p.replica_read(2, 5, -1, 1 << 20).unwrap();
         assert_eq!(o.high_watermark, 5);
         // A stale fetch offset does not move the HW back.
-        p.replica_read(2, 2, 1 << 20).unwrap();
+        p.replica_read(2, 2, -1, 1 << 20).unwrap();
         assert_eq!(p.high_watermark(), 5);
         let read = p.read(0, 1 << 20, false).unwrap();
         let first = BatchHeader::parse(&read.data.chunks[0]).unwrap();
@@ -79,12 +79,12 @@ fn given_leader_with_isr_when_followers_fetch_then_hw_is_min_over_isr_and_never_
             "the leader's epoch in the batch"
         );
         // Out of the ISR, follower 3 does not hold the HW; one proposal is in flight.
-        assert_eq!(p.replica_read(3, 5, 1 << 20).unwrap().1, None);
+        assert_eq!(p.replica_read(3, 5, -1, 1 << 20).unwrap().1, None);
         p.set_role(leader(&[1, 2, 3], &quorum)).unwrap();
         append(&p, 1, 1).await.unwrap();
-        p.replica_read(2, 6, 1 << 20).unwrap();
+        p.replica_read(2, 6, -1, 1 << 20).unwrap();
         assert_eq!(p.high_watermark(), 5, "3 is in the ISR now and still at 5");
-        p.replica_read(3, 6, 1 << 20).unwrap();
+        p.replica_read(3, 6, -1, 1 << 20).unwrap();
         assert_eq!(p.high_watermark(), 6);
     });
 }
@@ -109,7 +109,7 @@ fn given_leader_when_acks_all_then_waits_for_isr_and_fails_without_quorum() {
             })
         };
         tokio::task::yield_now().await;
-        p.replica_read(2, 2, 1 << 20).unwrap();
+        p.replica_read(2, 2, -1, 1 << 20).unwrap();
         assert!(waiter.await.unwrap().is_ok());
         assert_eq!(p.check_min_isr(2), Ok(()));
         assert_eq!(p.check_min_isr(3), Err(2));
@@ -143,14 +143,14 @@ fn given_follower_when_appending_fetched_batches_then_leader_offsets_epochs_and_
             f.take_truncate_pending(),
             "a new follower epoch asks for truncation"
         );
-        let (fetched, _) = l.replica_read(2, 0, 1 << 20).unwrap();
+        let (fetched, _) = l.replica_read(2, 0, -1, 1 << 20).unwrap();
         f.append_replicated(fetched.data.chunks.clone(), fetched.high_watermark)
             .await
             .unwrap();
         assert_eq!(f.log.log_end_offset(), 5);
         assert_eq!(f.latest_epoch(), Some(3));
         assert_eq!(f.high_watermark(), 0, "the leader's HW was 0 at that fetch");
-        let (again, _) = l.replica_read(2, 5, 1 << 20).unwrap();
+        let (again, _) = l.replica_read(2, 5, -1, 1 << 20).unwrap();
         f.note_leader_hw(again.high_watermark);
         assert_eq!(f.high_watermark(), 5);
         let theirs = l.read(0, 1 << 20, false).unwrap();
@@ -178,7 +178,7 @@ fn given_leader_when_follower_lags_past_lag_max_then_shrink_proposed_once() {
         let quorum = Arc::new(AtomicBool::new(true));
         p.set_role(leader(&[1, 2, 3], &quorum)).unwrap();
         append(&p, 2, 1).await.unwrap();
-        p.replica_read(2, 2, 1 << 20).unwrap();
+        p.replica_read(2, 2, -1, 1 << 20).unwrap();
         assert_eq!(p.isr_to_shrink(Duration::from_secs(3600)), None);
         // Every follower lags by more than nothing: both go, the leader stays.
         assert_eq!(p.isr_to_shrink(Duration::ZERO), Some((3, vec![1])));
@@ -201,7 +201,7 @@ fn given_restarted_replica_with_checkpointed_hw_then_records_past_it_wait_for_th
             let p = partition(dir.path());
             p.set_role(leader(&[1, 2], &quorum)).unwrap();
             append(&p, 5, 1).await.unwrap();
-            p.replica_read(2, 5, 1 << 20).unwrap();
+            p.replica_read(2, 5, -1, 1 << 20).unwrap();
             append(&p, 3, 1).await.unwrap();
             assert_eq!(p.high_watermark(), 5, "follower 2 has 5 of 8");
             assert_eq!(p.checkpointed_high_watermark(), Some(5));
@@ -214,12 +214,38 @@ fn given_restarted_replica_with_checkpointed_hw_then_records_past_it_wait_for_th
         assert_eq!(p.high_watermark(), 5);
         p.set_role(leader(&[1, 2], &quorum)).unwrap();
         assert_eq!(p.high_watermark(), 5, "not the log end of 8");
-        p.replica_read(2, 8, 1 << 20).unwrap();
+        p.replica_read(2, 8, -1, 1 << 20).unwrap();
         assert_eq!(p.high_watermark(), 8, "the ISR has them now");
         // A checkpoint past the log end (a truncated tail) is capped at it.
         let empty = tempfile::tempdir().unwrap();
         let q = partition(empty.path());
         q.restore_high_watermark(7);
         assert_eq!(q.high_watermark(), 0);
+    });
+}
+
+#[test]
+fn given_leader_when_deleting_records_then_low_watermark_waits_for_in_sync_followers_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        append(&p, 5, 1).await.unwrap();
+        p.replica_read(2, 5, 0, 1 << 20).unwrap();
+        p.replica_read(3, 5, -1, 1 << 20).unwrap(); // not in the ISR: not counted
+        assert_eq!(p.delete_records(3).unwrap(), 3);
+        assert_eq!(p.low_watermark(), 0, "follower 2 still starts at 0");
+        let waited = p.wait_low_watermark(3, Duration::from_millis(50)).await;
+        assert!(matches!(
+            waited,
+            Err(crate::partition::DeleteRecordsError::ReplicasTimedOut {
+                offset: 3,
+                low_watermark: 0
+            })
+        ));
+        p.replica_read(2, 5, 3, 1 << 20).unwrap();
+        assert_eq!(p.low_watermark(), 3);
+        assert_eq!(p.wait_low_watermark(3, Duration::ZERO).await.unwrap(), 3);
     });
 }

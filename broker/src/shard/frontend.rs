@@ -289,8 +289,9 @@ pub struct ReadSpec {
     pub partition: i32,
     pub offset: i64,
     pub max_bytes: usize,
-    /// A follower's fetch (its node id): read to the log end, and record its progress.
-    pub replica: Option<i32>,
+    /// A follower's fetch (its node id and log start): read to the log end, and record its
+    /// progress.
+    pub replica: Option<(i32, i64)>,
 }
 
 /// A fetch read, the partition's offsets (also when the read failed: Kafka answers them with
@@ -319,9 +320,9 @@ pub async fn fetch_many(
             .into_iter()
             .map(|r| match find(&state, &r.topic, r.partition) {
                 Ok(p) if r.replica.is_some() => {
-                    let follower = r.replica.expect("guarded");
+                    let (follower, log_start) = r.replica.expect("guarded");
                     let watch = Some(p.watch_log_end());
-                    let outcome = match p.replica_read(follower, r.offset, r.max_bytes) {
+                    let outcome = match p.replica_read(follower, r.offset, log_start, r.max_bytes) {
                         Ok((o, expand)) => {
                             if let Some((epoch, isr)) = expand {
                                 if let Some(c) = state.ctx.cluster.get() {
@@ -473,6 +474,7 @@ pub async fn delete_records(
     topic: Arc<str>,
     partition: i32,
     offset: i64,
+    timeout: std::time::Duration,
 ) -> Result<Result<i64, DeleteRecordsError>, FrontendError> {
     let shard = home(ctx, &topic, partition);
     invoke_on(ctx, shard, move |state| async move {
@@ -481,7 +483,10 @@ pub async fn delete_records(
             state.ctx.remote.clone(),
             crate::tiered::remote_of(&state, &p),
         ) else {
-            return Ok(p.delete_records(offset));
+            return Ok(match p.delete_records(offset) {
+                Ok(start) => p.wait_low_watermark(start, timeout).await,
+                Err(e) => Err(e),
+            });
         };
         // Tiered: the log start bounds both tiers (Kafka's `logStartOffset`), so an offset
         // below the local log start moves the remote log's start, durably, before the answer.

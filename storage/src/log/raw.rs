@@ -1,16 +1,12 @@
 //! Appends that keep the batches' own offsets: `strom migrate` copies another Kafka log
 //! offset for offset, so consumers' committed offsets stay valid on Strom.
 
-use std::future::Future;
-use std::rc::Rc;
-
 use bytes::Bytes;
+use std::future::Future;
 
 use super::{AppendOptions, AppendResult, Durability, PartitionLog};
 use crate::batch;
-use crate::clock::now_ms;
 use crate::error::StorageError;
-use crate::segment::Segment;
 
 impl PartitionLog {
     /// Appends v2 batches at their own base offsets (not rewritten; the partition leader
@@ -29,7 +25,7 @@ impl PartitionLog {
         let started = (|| {
             let first = batch::frame(&batches)?.base_offset;
             if first > self.inner.log_end.get() && self.size_bytes() == 0 {
-                self.restart_at(first)?;
+                self.truncate_fully_and_start_at(first)?;
             }
             let opts = AppendOptions {
                 durability,
@@ -40,28 +36,6 @@ impl PartitionLog {
         })();
         let epoch = self.inner.truncations.get();
         self.finish_append(started, durability, epoch)
-    }
-
-    /// Replaces the (empty) segments with one starting at `offset`.
-    fn restart_at(&self, offset: i64) -> Result<(), StorageError> {
-        self.ensure_quiescent()?;
-        let inner = &self.inner;
-        let old: Vec<i64> = inner.segments.borrow().keys().copied().collect();
-        let seg = Segment::create(&inner.dir, offset, &inner.config, now_ms())
-            .map_err(|e| StorageError::io(e, &inner.dir))?;
-        inner.segments.borrow_mut().insert(offset, Rc::new(seg));
-        for b in old.into_iter().filter(|&b| b != offset) {
-            inner.delete_segment(b)?;
-        }
-        inner
-            .io
-            .sync_dir_blocking(&inner.dir)
-            .map_err(|e| StorageError::io(e, &inner.dir))?;
-        inner.log_start.set(offset);
-        inner.log_end.set(offset);
-        inner.written_end.set(offset);
-        inner.durable_end.set(offset);
-        Ok(())
     }
 }
 

@@ -37,6 +37,64 @@ impl PartitionLog {
         r
     }
 
+    /// Kafka's `truncateFullyAndStartAt`: every segment goes and the log starts again,
+    /// empty, at `offset` (a follower whose leader's log now starts past this log's end).
+    /// Needs all appends completed.
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), StorageError> {
+        self.ensure_quiescent()?;
+        let r = self.restart_empty_at(offset);
+        if let Err(e) = &r {
+            self.inner
+                .fail(format!("truncate_fully_and_start_at({offset}) failed: {e}"));
+        }
+        r
+    }
+
+    fn restart_empty_at(&self, offset: i64) -> Result<(), StorageError> {
+        let inner = &self.inner;
+        let bases: Vec<i64> = inner.segments.borrow().keys().copied().collect();
+        // The new segment exists before the old ones go, so that a failure leaves the log
+        // with a segment; one already based at `offset` is emptied instead.
+        if bases.contains(&offset) {
+            let seg = inner.segments.borrow()[&offset].clone();
+            seg.set_active(true)
+                .map_err(|e| StorageError::io(e, seg.log_path()))?;
+            seg.truncate_to(offset)?;
+        } else {
+            let seg = Segment::create(&inner.dir, offset, &inner.config, now_ms())
+                .map_err(|e| StorageError::io(e, &inner.dir))?;
+            inner.segments.borrow_mut().insert(offset, Rc::new(seg));
+        }
+        for b in bases.into_iter().filter(|b| *b != offset) {
+            inner.delete_segment(b)?;
+        }
+        inner
+            .io
+            .sync_dir_blocking(&inner.dir)
+            .map_err(|e| StorageError::io(e, &inner.dir))?;
+        self.note_truncation(offset);
+        inner.log_start.set(offset);
+        inner.log_end.set(offset);
+        inner.written_end.set(offset);
+        inner.durable_end.set(offset);
+        inner.io.notify();
+        let mut epochs = inner.epochs.borrow_mut();
+        epochs.truncate_from_end(offset)?;
+        epochs.truncate_from_start(offset)
+    }
+
+    /// Readers that cached positions learn of a cut (`truncations`, `truncated_to`).
+    fn note_truncation(&self, end: i64) {
+        let inner = &self.inner;
+        let epoch = inner.truncations.get() + 1;
+        inner.truncations.set(epoch);
+        let mut cuts = inner.truncated_to.borrow_mut();
+        cuts.push_back((epoch, end));
+        if cuts.len() > 64 {
+            cuts.pop_front();
+        }
+    }
+
     fn truncate_files(&self, offset: i64) -> Result<(), StorageError> {
         let inner = &self.inner;
         if offset >= inner.log_end.get() {
@@ -75,15 +133,7 @@ impl PartitionLog {
             .io
             .sync_dir_blocking(&inner.dir)
             .map_err(|e| StorageError::io(e, &inner.dir))?;
-        let epoch = inner.truncations.get() + 1;
-        inner.truncations.set(epoch);
-        {
-            let mut cuts = inner.truncated_to.borrow_mut();
-            cuts.push_back((epoch, end));
-            if cuts.len() > 64 {
-                cuts.pop_front();
-            }
-        }
+        self.note_truncation(end);
         inner.log_end.set(end);
         inner.written_end.set(end);
         inner.durable_end.set(inner.durable_end.get().min(end));

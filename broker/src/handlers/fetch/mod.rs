@@ -389,7 +389,7 @@ async fn read_concurrently(
             partition: p,
             offset: w.session.fetch_offset,
             max_bytes: w.session.max_bytes.max(0) as usize,
-            replica,
+            replica: replica.map(|id| (id, w.session.replica_log_start)),
         };
         let s = home_shard(&meta.name, p, shards);
         by_shard[s].0.push(i);
