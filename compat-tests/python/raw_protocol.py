@@ -55,6 +55,22 @@ class Reader:
         self.pos += struct.calcsize(">" + fmt)
         return v
 
+    def uvarint(self) -> int:
+        shift = value = 0
+        while True:
+            b = self.data[self.pos]
+            self.pos += 1
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                return value
+            shift += 7
+
+    def compact_string(self) -> str:
+        n = self.uvarint() - 1
+        s = self.data[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
     def string(self) -> str | None:
         n = self.take("h")
         if n < 0:
@@ -64,9 +80,12 @@ class Reader:
         return s
 
 
-def describe_topic_configs(bootstrap: str, topic: str) -> dict[str, str | None]:
-    """DescribeConfigs v1 of one topic at this broker: every config's value."""
-    body = struct.pack(">i", 1) + struct.pack(">b", 2) + string(topic) + struct.pack(">i", -1) + b"\x00"
+TOPIC, BROKER, GROUP = 2, 4, 32
+
+
+def describe_configs(bootstrap: str, resource_type: int, name: str) -> dict[str, str | None]:
+    """DescribeConfigs v1 of one resource at this broker: every config's value."""
+    body = struct.pack(">i", 1) + struct.pack(">b", resource_type) + string(name) + struct.pack(">i", -1) + b"\x00"
     r = Reader(raw_call(bootstrap, 32, 1, body))
     r.take("i")  # throttle
     assert r.take("i") == 1, "one result"
@@ -81,6 +100,10 @@ def describe_topic_configs(bootstrap: str, topic: str) -> dict[str, str | None]:
             r.string(), r.string(), r.take("b")
         configs[name] = value
     return configs
+
+
+def describe_topic_configs(bootstrap: str, topic: str) -> dict[str, str | None]:
+    return describe_configs(bootstrap, TOPIC, topic)
 
 
 def describe_user_quotas(bootstrap: str, user: str) -> dict[str, float]:
@@ -108,3 +131,30 @@ def init_producer_id(bootstrap: str) -> int:
     error = r.take("h")
     assert error == 0, error
     return r.take("q")
+
+
+def finalized_features(bootstrap: str) -> tuple[int, dict[str, int]]:
+    """ApiVersions v3 at this broker: the finalized features' epoch and max levels."""
+    name = b"strom-compat"
+    body = bytes([len(name) + 1]) + name + b"\x021\x00"  # software name, version "1", no tags
+    # ApiVersions answers with a v0 response header even at v3: no header tags to skip.
+    r = Reader(raw_call(bootstrap, 18, 3, body, flexible=True))
+    assert r.take("h") == 0, "ApiVersions error"
+    for _ in range(r.uvarint() - 1):
+        r.take("h"), r.take("h"), r.take("h")
+        assert r.uvarint() == 0, "no tags per api"
+    r.take("i")  # throttle
+    epoch, levels = -1, {}
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        if tag == 1:
+            epoch = r.take("q")
+        elif tag == 2:
+            for _ in range(r.uvarint() - 1):
+                feature = r.compact_string()
+                levels[feature] = r.take("h")
+                r.take("h")
+                assert r.uvarint() == 0
+        r.pos = end
+    return epoch, levels

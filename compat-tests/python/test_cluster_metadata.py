@@ -8,7 +8,8 @@ made through one node holds on every node:
   (TOPIC_AUTHORIZATION_FAILED before, with confluent-kafka);
 - a topic's `max.message.bytes` set with `kafka-configs.sh` is described alike by every
   node (DescribeConfigs sent to each) and enforced by each partition's leader;
-- a client quota set with `kafka-configs.sh` is described by every node;
+- a client quota set with `kafka-configs.sh` is described by every node, and so are a
+  cluster-wide broker default, a group's config and a feature level (`kafka-features.sh`);
 - a node killed -9 and restarted keeps all of it and learns what changed while it was down.
 The admin tools send each request to a broker of their choosing; so each check asks every
 node, which fails unless the change reached them all.
@@ -260,6 +261,26 @@ def test_client_quota_set_through_one_node_is_described_by_every_node(cluster):
                  lambda: raw.describe_user_quotas(n.bootstrap, "alice") == {"producer_byte_rate": 1048576.0})
 
 
+def test_broker_default_group_config_and_feature_level_hold_on_every_node(cluster):
+    n1, n2, n3 = cluster
+    tool("kafka-configs", n2, "--alter", "--entity-type", "brokers", "--entity-default",
+         "--add-config", "log.retention.ms=3600000")
+    tool("kafka-configs", n3, "--alter", "--entity-type", "groups", "--entity-name", "g1",
+         "--add-config", "consumer.session.timeout.ms=50000")
+    tool("kafka-features", n1, "downgrade", "--feature", "transaction.version=1")
+    epochs = set()
+    for n in cluster:
+        wait_for(f"node {n.id} describing the cluster-wide log.retention.ms",
+                 lambda: raw.describe_configs(n.bootstrap, raw.BROKER, "").get("log.retention.ms") == "3600000")
+        wait_for(f"node {n.id} describing g1's session timeout",
+                 lambda: raw.describe_configs(n.bootstrap, raw.GROUP, "g1").get("consumer.session.timeout.ms")
+                 == "50000")
+        epoch, levels = wait_for(f"node {n.id} finalizing transaction.version 1", lambda: (
+            lambda f: f if f[1].get("transaction.version") == 1 else None)(raw.finalized_features(n.bootstrap)))
+        epochs.add(epoch)
+    assert len(epochs) == 1, f"one epoch for the cluster's levels: {epochs}"
+
+
 def test_node_killed_and_restarted_keeps_it_all_and_learns_what_changed_meanwhile(cluster):
     n1, _, n3 = cluster
     n3.kill9()
@@ -272,6 +293,8 @@ def test_node_killed_and_restarted_keeps_it_all_and_learns_what_changed_meanwhil
     for user in ("alice", "carol"):
         wait_for(f"{user} authenticated by the restarted node", lambda: authenticates(n3, user))
     assert raw.describe_topic_configs(n3.bootstrap, "cfg-t")["max.message.bytes"] == "2048"
+    assert raw.describe_configs(n3.bootstrap, raw.GROUP, "g1")["consumer.session.timeout.ms"] == "50000"
+    assert raw.finalized_features(n3.bootstrap)[1]["transaction.version"] == 1
     wait_for("alice's quota gone on the restarted node", lambda: raw.describe_user_quotas(n3.bootstrap, "alice") == {})
     leaders = create_topic(n1, "acl-t2", 3)
     tool("kafka-acls", n1, "--add", "--allow-principal", "User:alice", "--operation", "Write",
