@@ -37,7 +37,7 @@ pub enum ClusterError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot migrate this node's single-node data dir into the cluster: {0}. Nothing was migrated and the data dir is unchanged; rename or delete one of the two topics, or start this node on an empty data dir")]
+    #[error("cannot migrate this node's single-node data dir into the cluster: {0}. Nothing was migrated and this node's topics are as they were; delete or rename one of the two topics, then start this node again")]
     MigrationConflict(String),
     #[error("raft: {0}")]
     Raft(String),
