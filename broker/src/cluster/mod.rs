@@ -76,6 +76,9 @@ pub fn start(
             dir: dir.clone(),
             source,
         })?;
+    } else if dir.join(migrate::PENDING_FILE).exists() {
+        // Pending, but the data dir holds nothing to migrate any more.
+        migrate::finish(&dir);
     }
     let listener = std::net::TcpListener::bind(own)
         .and_then(|l| l.set_nonblocking(true).map(|_| l))
