@@ -21,7 +21,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COMPAT_DIR = REPO_ROOT / "compat-tests"
-STROM_BIN = Path(os.environ.get("STROM_BIN", REPO_ROOT / "target" / "release" / "strom"))
+# Absolute: brokers run with their temp workdir as cwd, so a relative STROM_BIN (as in
+# `STROM_BIN=../../target/debug/strom`) must not be resolved there.
+STROM_BIN = Path(os.environ.get("STROM_BIN", REPO_ROOT / "target" / "release" / "strom")).resolve()
 KAFKA_SH = COMPAT_DIR / "kafka" / "kafka.sh"
 
 START_TIMEOUT_S = float(os.environ.get("STROM_COMPAT_START_TIMEOUT", "60"))

@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import struct
 import tempfile
@@ -34,6 +33,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import brokers
+from raw_protocol import raw_call
 
 NODES = 3
 PARTITIONS = 6
@@ -549,31 +549,6 @@ def marker_coordinator_epoch(cluster, topic, p):
         epochs.append(coordinator_epoch)
         pos += 36 + 1
     return max(epochs, default=-1)
-
-
-def raw_call(bootstrap, api_key, version, body, flexible=False):
-    """One request with a v1 header (v2 when `flexible`); returns the response body after the
-    correlation id (and, when flexible, starting with the response header's tag byte)."""
-    host, port = bootstrap.rsplit(":", 1)
-    client = b"strom-compat"
-    header = struct.pack(">hhih", api_key, version, 7, len(client)) + client
-    if flexible:
-        header += b"\x00"
-    with socket.create_connection((host, int(port)), timeout=10) as s:
-        frame = header + body
-        s.sendall(struct.pack(">i", len(frame)) + frame)
-        size = struct.unpack(">i", recv_exact(s, 4))[0]
-        data = recv_exact(s, size)
-    return data[4:]
-
-
-def recv_exact(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        assert chunk, "connection closed"
-        buf += chunk
-    return buf
 
 
 def test_producer_ids_are_distinct_across_nodes(cluster):

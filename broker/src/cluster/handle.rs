@@ -37,8 +37,8 @@ pub enum ClusterError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the data dir has topics of a single node and no metadata log; joining a cluster would drop them (migration into the cluster is not implemented yet): start clustered nodes on empty data dirs")]
-    SingleNodeDataDir,
+    #[error("cannot migrate this node's single-node data dir into the cluster: {0}. Nothing was migrated and this node's topics are as they were; delete or rename one of the two topics, then start this node again")]
+    MigrationConflict(String),
     #[error("raft: {0}")]
     Raft(String),
     #[error("no metadata quorum within {PROPOSE_TIMEOUT:?}: {0}")]

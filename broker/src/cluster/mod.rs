@@ -1,11 +1,14 @@
 //! The cluster: the metadata quorum of `controller.quorum.voters` (Kafka's KRaft, on
 //! openraft). docs/design.md "Cluster" has the design; in short:
 //!
-//! `image.rs` (the state machine: brokers, topics, partition placement) ← `store.rs`
+//! `image/` (the state machine: brokers, topics, partition placement, ACLs, users, quotas,
+//! configs, feature levels) ← `store.rs`
 //! (openraft's log, vote and snapshot on disk under `<data-dir>/cluster/`) ← openraft, on its
 //! own `cluster` thread and runtime, talking to the peers through `network.rs` (its own TCP
 //! port). Applied commands flow to `materialize.rs`, which changes the local catalog and
-//! partitions; shards read the published image (`ClusterHandle::image`) as an `Arc`.
+//! partitions and mirrors the rest into the node's stores; shards read the published image
+//! (`ClusterHandle::image`) as an `Arc`. A single node's data dir joins the image on its
+//! first clustered start (`migrate.rs`).
 //!
 //! Partitions with more than one replica are replicated in Kafka's ISR model: `controller.rs`
 //! (broker sessions, fencing, failover through the image), `replicas.rs` (roles and the
@@ -18,6 +21,7 @@ pub mod handle;
 pub mod image;
 mod liveness;
 mod materialize;
+pub mod migrate;
 pub mod network;
 pub mod replicas;
 pub mod store;
@@ -61,8 +65,20 @@ pub fn start(
         .get(&(node_id as u64))
         .ok_or(voters::VotersError::NotAVoter(node_id))?;
     let dir = ctx.config.data_dir.join("cluster");
-    if !dir.exists() && !ctx.catalog.snapshot().topics.is_empty() {
-        return Err(ClusterError::SingleNodeDataDir);
+    // Before the metadata log exists: its directory is what says the node has been clustered.
+    let migration = if !dir.exists() || dir.join(migrate::PENDING_FILE).exists() {
+        migrate::capture(&ctx)
+    } else {
+        None
+    };
+    if migration.is_some() {
+        migrate::mark_pending(&dir).map_err(|source| ClusterError::Store {
+            dir: dir.clone(),
+            source,
+        })?;
+    } else if dir.join(migrate::PENDING_FILE).exists() {
+        // Pending, but the data dir holds nothing to migrate any more.
+        migrate::finish(&dir);
     }
     let listener = std::net::TcpListener::bind(own)
         .and_then(|l| l.set_nonblocking(true).map(|_| l))
@@ -76,6 +92,10 @@ pub fn start(
     let (materialized_tx, materialized_rx) = watch::channel(0u64);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (migrated_tx, migrated_rx) = std::sync::mpsc::channel();
+    let (hold_tx, hold_rx) = tokio::sync::oneshot::channel();
+    let migrating = migration.is_some();
+    let hold = migrating.then_some(hold_rx);
     let quorum = Arc::new(AtomicBool::new(false));
     let liveness = Arc::new(liveness::Liveness::default());
     let quorum_flag = quorum.clone();
@@ -121,8 +141,25 @@ pub fn start(
                     dir,
                     applied_rx,
                     materialized_tx,
+                    hold,
                 ));
                 form(&raft, &voters).await;
+                if let Some(m) = migration {
+                    match migrate::propose(raft.clone(), m).await {
+                        Ok(index) => {
+                            let _ = hold_tx.send(index);
+                            let _ = migrated_tx.send(Ok(()));
+                        }
+                        Err(e) => {
+                            // `start` fails with it and stops this thread.
+                            let _ = migrated_tx.send(Err(e));
+                            let mut stop = stop_rx;
+                            let _ = stop.wait_for(|s| *s).await;
+                            let _ = raft.shutdown().await;
+                            return;
+                        }
+                    }
+                }
                 tokio::spawn(register(raft.clone(), registration, ctx.cluster_id.clone()));
                 tokio::spawn(controller::heartbeat(
                     raft.clone(),
@@ -149,6 +186,18 @@ pub fn start(
     let (raft, runtime) = ready_rx
         .recv()
         .map_err(|_| ClusterError::Raft("the cluster thread died while starting".into()))??;
+    if migrating {
+        // The node serves nothing until its data is in the image (or refused by it).
+        let migrated = migrated_rx
+            .recv()
+            .map_err(|_| ClusterError::Raft("the cluster thread died while migrating".into()))
+            .and_then(|r| r);
+        if let Err(e) = migrated {
+            let _ = stop_tx.send(true);
+            let _ = thread.join();
+            return Err(e);
+        }
+    }
     tracing::info!(node_id, raft = %own, voters = voters_summary(&raft), "metadata quorum started");
     Ok(Some(Arc::new(ClusterHandle {
         node_id,

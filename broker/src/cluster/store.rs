@@ -22,16 +22,19 @@ use openraft::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::image::{Command, MetadataImage, Outcome, TopicRecord};
+use super::image::{MetadataImage, Outcome, Section, TopicRecord};
 use super::types::{NodeId, TypeConfig};
 
-/// A change the local catalog must follow, in log order.
+/// A change the local catalog and stores must follow, in log order.
 #[derive(Debug)]
 pub enum Applied {
-    /// `index` applied; `topic` changed to this record (`None`: deleted), if a topic changed.
+    /// `index` applied: `topics` may have changed to these records (`None`: deleted), and
+    /// `sections` of `image` (the image right after this entry) may have changed.
     Entry {
         index: u64,
-        topic: Option<(String, Option<TopicRecord>)>,
+        topics: Vec<(String, Option<TopicRecord>)>,
+        sections: &'static [Section],
+        image: Arc<MetadataImage>,
     },
     /// The whole image replaced by a snapshot from the leader (this node was too far
     /// behind): reconcile with it.
@@ -146,8 +149,8 @@ impl Store {
         self.inner.lock().expect("cluster store lock")
     }
 
-    fn publish(&self, image: &MetadataImage) -> Arc<MetadataImage> {
-        let arc = Arc::new(image.clone());
+    fn publish(&self, image: MetadataImage) -> Arc<MetadataImage> {
+        let arc = Arc::new(image);
         *self.image.write().expect("image lock") = arc.clone();
         arc
     }
@@ -300,7 +303,7 @@ impl RaftStorage<TypeConfig> for Store {
         for entry in entries {
             let mut inner = self.lock();
             inner.last_applied = Some(entry.log_id);
-            let mut topic = None;
+            let (mut topics, mut sections) = (Vec::new(), &[][..]);
             let outcome = match &entry.payload {
                 EntryPayload::Blank => Outcome::Done,
                 EntryPayload::Membership(m) => {
@@ -309,21 +312,30 @@ impl RaftStorage<TypeConfig> for Store {
                 }
                 EntryPayload::Normal(cmd) => {
                     let outcome = inner.image.apply(cmd);
-                    if let Command::CreateTopic { name, .. }
-                    | Command::DeleteTopic { name }
-                    | Command::CreatePartitions { name, .. } = cmd
-                    {
-                        topic = Some((name.clone(), inner.image.topics.get(name).cloned()));
+                    // A refused migration changed nothing, and its topics are the node's
+                    // own, not the image's: there is nothing to follow.
+                    if !matches!(outcome, Outcome::MigrationConflict(_)) {
+                        topics = cmd
+                            .topics()
+                            .into_iter()
+                            .map(|name| {
+                                let record = inner.image.topics.get(&name).cloned();
+                                (name, record)
+                            })
+                            .collect();
+                        sections = cmd.sections();
                     }
                     outcome
                 }
             };
             let image = inner.image.clone();
             drop(inner);
-            self.publish(&image);
+            let image = self.publish(image);
             let _ = self.applied.send(Applied::Entry {
                 index: entry.log_id.index,
-                topic,
+                topics,
+                sections,
+                image,
             });
             outcomes.push(outcome);
         }
@@ -358,7 +370,7 @@ impl RaftStorage<TypeConfig> for Store {
         inner.membership = meta.last_membership.clone();
         inner.image = image.clone();
         drop(inner);
-        let arc = self.publish(&image);
+        let arc = self.publish(image);
         let _ = self.applied.send(Applied::Image {
             index: meta.last_log_id.map_or(0, |l| l.index),
             image: arc,

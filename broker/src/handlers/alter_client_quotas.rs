@@ -2,7 +2,9 @@
 //! entities (KIP-546), what `kafka-configs.sh --alter --entity-type users|clients` sends.
 //! Kafka's `ClientQuotaControlManager.alterClientQuotas`: every entity is checked on its own
 //! (types, names, keys, values) and answered with its own error; the valid ones are applied
-//! together, persisted before the answer, and enforced from the next request on every shard.
+//! together, persisted before the answer, and enforced from the next request on every shard
+//! (on a cluster: through the metadata quorum, answered once this node has them; every node
+//! enforces them as it applies the entry).
 //! `validate_only` checks and applies nothing. ALTER_CONFIGS on the cluster is needed, else
 //! every entity is CLUSTER_AUTHORIZATION_FAILED (Kafka's `ControllerApis`).
 
@@ -15,6 +17,7 @@ use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasRespon
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
+use crate::cluster::image::Command;
 use crate::metadata::quotas::{self as q, QuotaAlteration, QuotaEntity, Quotas};
 use crate::security::acl::Operation;
 
@@ -61,20 +64,26 @@ pub async fn handle(
     }
     let (results, changes) = plan(&store.snapshot(), &req.entries);
     if !req.validate_only && !changes.is_empty() {
-        if let Err(e) = store.alter(&changes) {
+        let entities = changes.len();
+        let stored = match ctx.ctx().cluster.get() {
+            Some(cluster) => cluster
+                .propose(Command::AlterQuotas { changes })
+                .await
+                .map(|_| ())
+                .map_err(|e| (super::errors::cluster_write_code(&e), e.to_string())),
+            None => store
+                .alter(&changes)
+                .map_err(|e| (ResponseError::UnknownServerError, e.to_string())),
+        };
+        if let Err((code, e)) = stored {
             tracing::error!(error = %e, "persisting client quotas failed");
             let entries = results
                 .iter()
-                .map(|(entity, _)| {
-                    answer(
-                        entity,
-                        Some((ResponseError::UnknownServerError, e.to_string())),
-                    )
-                })
+                .map(|(entity, _)| answer(entity, Some((code, e.clone()))))
                 .collect();
             return AlterClientQuotasResponse::default().with_entries(entries);
         }
-        tracing::info!(entities = changes.len(), "client quotas altered");
+        tracing::info!(entities, "client quotas altered");
     }
     AlterClientQuotasResponse::default().with_entries(
         results
@@ -235,6 +244,11 @@ fn check(
 fn validate_value(key: &str, kind: KeyType, v: f64) -> Result<(), String> {
     if v <= 0.0 || v.is_nan() {
         return Err(format!("Quota {key} must be greater than 0"));
+    }
+    // Kafka stores an infinite DOUBLE; JSON (the quota file, the cluster's metadata log) has
+    // no infinity, so Strom refuses one rather than write what it could not read back.
+    if v.is_infinite() {
+        return Err(format!("Quota {key} must be a finite number"));
     }
     match kind {
         KeyType::Double => return Ok(()),

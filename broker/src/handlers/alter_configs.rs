@@ -32,12 +32,12 @@ async fn alter(
     if r.resource_type == super::group_configs::RESOURCE_GROUP {
         changes::check_entries(&entries)?;
         let name = r.resource_name.as_str();
-        return super::group_configs::alter(ctx, name, &list, false, validate_only);
+        return super::group_configs::alter(ctx, name, &list, false, validate_only).await;
     }
     if r.resource_type == changes::RESOURCE_CLIENT_METRICS {
         changes::check_entries(&entries)?;
         let name = r.resource_name.as_str();
-        return super::client_metrics_configs::alter(ctx, name, &list, false, validate_only);
+        return super::client_metrics_configs::alter(ctx, name, &list, false, validate_only).await;
     }
     let target = changes::preprocess(ctx, r.resource_type, r.resource_name.as_str(), &entries)?;
     let configs = changes::apply_ops(&target, Default::default(), &list)?;

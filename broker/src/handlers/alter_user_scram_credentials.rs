@@ -5,7 +5,8 @@
 //! request (DUPLICATE_RESOURCE), a non-empty name, a known mechanism
 //! (UNSUPPORTED_SASL_MECHANISM), 4096..=16384 iterations (UNACCEPTABLE_CREDENTIAL), deleting
 //! only what exists (RESOURCE_NOT_FOUND). The accepted changes are persisted together before
-//! the answer and apply at once on every shard.
+//! the answer and apply at once on every shard — on a cluster through the metadata quorum,
+//! answered once this node has them (the other nodes follow as they apply the entry).
 
 use std::collections::BTreeMap;
 
@@ -17,6 +18,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
+use crate::cluster::image::Command;
 use crate::metadata::scram::{CredentialChange, ScramMechanism};
 use crate::security::acl::Operation;
 use crate::security::scram::credential_from_salted;
@@ -145,10 +147,21 @@ pub async fn handle(
         }
     }
     let batch: Vec<CredentialChange> = changes.values().cloned().collect();
-    if let Err(e) = store.apply(&batch) {
+    let stored = match ctx.ctx().cluster.get() {
+        Some(_) if batch.is_empty() => Ok(()),
+        Some(cluster) => cluster
+            .propose(Command::AlterCredentials { changes: batch })
+            .await
+            .map(|_| ())
+            .map_err(|e| (super::errors::cluster_write_code(&e), e.to_string())),
+        None => store
+            .apply(&batch)
+            .map_err(|e| (ResponseError::UnknownServerError, e.to_string())),
+    };
+    if let Err((code, e)) = stored {
         tracing::error!(error = %e, "persisting SCRAM credentials failed");
         for user in changes.into_keys() {
-            errors.insert(user, (ResponseError::UnknownServerError, e.to_string()));
+            errors.insert(user, (code, e.clone()));
         }
         changes = BTreeMap::new();
     }

@@ -14,6 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::config_changes::{self as changes, AlterError, Change, RESOURCE_CLIENT_METRICS};
 use super::RequestContext;
+use crate::cluster::image::ConfigResource;
 use crate::telemetry::subscription::{INTERVAL_MS, MATCH, METRICS};
 use crate::telemetry::{AlterSubscriptionError, SubscriptionError};
 
@@ -73,8 +74,9 @@ pub fn describe(
 }
 
 /// Applies `changes` (`incremental`: to the current configs, else to none, as the legacy
-/// AlterConfigs replaces them), validates the result and, unless `validate_only`, keeps it.
-pub fn alter(
+/// AlterConfigs replaces them), validates the result and, unless `validate_only`, keeps it
+/// (on a cluster, through the metadata quorum: validated here, kept by every node).
+pub async fn alter(
     ctx: &RequestContext,
     name: &str,
     changes: &[Change],
@@ -94,11 +96,13 @@ pub fn alter(
             Err(changes::not_a_list(c))
         }
     })?;
-    match telemetry.alter(name, configs, validate_only) {
+    let clustered = ctx.ctx().cluster.get().is_some();
+    match telemetry.alter(name, configs.clone(), validate_only || clustered) {
+        Ok(()) if validate_only => Ok(()),
         Ok(()) => {
-            if !validate_only {
-                tracing::info!(subscription = %name, "client metrics subscription altered");
-            }
+            let resource = ConfigResource::ClientMetrics(name.to_string());
+            changes::replicate(ctx, resource, configs).await?;
+            tracing::info!(subscription = %name, "client metrics subscription altered");
             Ok(())
         }
         Err(AlterSubscriptionError::Invalid(SubscriptionError::InvalidRequest(m))) => {

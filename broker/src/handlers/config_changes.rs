@@ -12,6 +12,7 @@ use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
+use crate::cluster::image::{Command, ConfigResource, Outcome};
 use crate::config::dynamic::{self};
 use crate::config::topic::{self as topic_config, ConfigType};
 use crate::metadata::catalog::CatalogError;
@@ -333,7 +334,9 @@ pub fn apply_changes(
 }
 
 /// Validates the full new config set of `target`, then (unless `validate_only`) persists it
-/// and pushes the resulting settings to the partitions on their home shards.
+/// and pushes the resulting settings to the partitions on their home shards. On a cluster
+/// the set goes through the metadata quorum instead (`replicate`): every node's materializer
+/// persists and pushes it, this one's before the answer.
 pub async fn commit(
     ctx: &RequestContext,
     target: &AlterTarget,
@@ -353,6 +356,10 @@ pub async fn commit(
             if validate_only {
                 return Ok(());
             }
+            if replicate(ctx, ConfigResource::Topic(name.clone()), configs.clone()).await? {
+                tracing::info!(topic = %name, "topic configs altered");
+                return Ok(());
+            }
             broker
                 .catalog
                 .set_configs(name, configs)
@@ -370,6 +377,14 @@ pub async fn commit(
             if validate_only {
                 return Ok(());
             }
+            // Kafka keeps a broker's own values in the quorum too (`ConfigRecord` of resource
+            // `"<id>"`): described the same wherever they are read, and kept if the node's
+            // data dir is lost.
+            let node = node_scope.then_some(broker.config.node_id);
+            if replicate(ctx, ConfigResource::Broker(node), configs.clone()).await? {
+                tracing::info!(node_scope, "dynamic broker configs altered");
+                return Ok(());
+            }
             let catalog = broker
                 .catalog
                 .set_broker_dynamic(*node_scope, configs)
@@ -382,6 +397,29 @@ pub async fn commit(
         }
     }
     Ok(())
+}
+
+/// When clustered, proposes `configs` as `resource`'s whole config set and waits until this
+/// node has applied it (true); false on a single node, which writes its own files.
+pub async fn replicate(
+    ctx: &RequestContext,
+    resource: ConfigResource,
+    configs: BTreeMap<String, String>,
+) -> Result<bool, AlterError> {
+    let Some(cluster) = ctx.ctx().cluster.get() else {
+        return Ok(false);
+    };
+    let name = match &resource {
+        ConfigResource::Topic(name) => Some(name.clone()),
+        _ => None,
+    };
+    match cluster
+        .propose(Command::SetConfigs { resource, configs })
+        .await?
+    {
+        Outcome::UnknownTopic => Err(AlterError::UnknownTopic(name.unwrap_or_default())),
+        _ => Ok(true),
+    }
 }
 
 /// DescribeConfigs of a named resource (a group, a client-metrics subscription): the result

@@ -1,7 +1,8 @@
 //! CreateAcls (key 30, v1–3). Checks ALTER on the cluster (else every creation gets
 //! CLUSTER_AUTHORIZATION_FAILED, as Kafka's `AclApis.handleCreateAcls`); with no authorizer
 //! every creation gets SECURITY_DISABLED. Each creation is validated alone (INVALID_REQUEST
-//! with Kafka's message); the valid ones are stored together, durably, before the answer.
+//! with Kafka's message); the valid ones are stored together, durably, before the answer —
+//! on a cluster through the metadata quorum, answered once this node has them.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_acls_request::AclCreation;
@@ -10,6 +11,7 @@ use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
+use crate::cluster::image::Command;
 use crate::security::acl::{AclBinding, Operation, PatternType, Permission, ResourceType};
 
 pub const MIN_VERSION: i16 = 1;
@@ -36,15 +38,27 @@ pub async fn handle(ctx: &RequestContext, req: CreateAclsRequest) -> CreateAclsR
         })
         .collect();
     let valid: Vec<AclBinding> = bindings.iter().filter_map(|b| b.clone().ok()).collect();
-    let stored = ctx.ctx().acls.create(&valid).map_err(|e| {
+    let stored = match ctx.ctx().cluster.get() {
+        Some(_) if valid.is_empty() => Ok(()),
+        Some(cluster) => cluster
+            .propose(Command::CreateAcls { acls: valid })
+            .await
+            .map(|_| ())
+            .map_err(|e| (super::errors::cluster_write_code(&e), e.to_string())),
+        None => ctx
+            .ctx()
+            .acls
+            .create(&valid)
+            .map_err(|e| (ResponseError::UnknownServerError, e.to_string())),
+    };
+    if let Err((_, e)) = &stored {
         tracing::warn!(error = %e, "CreateAcls: cannot store ACLs");
-        e.to_string()
-    });
+    }
     let results = bindings
         .into_iter()
         .map(|b| match (b, &stored) {
             (Err(msg), _) => fail(ResponseError::InvalidRequest, msg),
-            (Ok(_), Err(msg)) => fail(ResponseError::UnknownServerError, msg.clone()),
+            (Ok(_), Err((code, msg))) => fail(*code, msg.clone()),
             (Ok(_), Ok(())) => AclCreationResult::default().with_error_message(None),
         })
         .collect();

@@ -1,6 +1,7 @@
 //! DeleteAcls (key 31, v1–3): removes the ACLs each filter matches and returns them per
 //! filter. Checks ALTER on the cluster (every filter CLUSTER_AUTHORIZATION_FAILED); no
-//! authorizer is SECURITY_DISABLED; a filter with an UNKNOWN element INVALID_REQUEST.
+//! authorizer is SECURITY_DISABLED; a filter with an UNKNOWN element INVALID_REQUEST. On a
+//! cluster the filters go through the metadata quorum, which decides what they remove.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
@@ -11,6 +12,7 @@ use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
+use crate::cluster::image::{Command, Outcome};
 use crate::security::acl::{AclFilter, Operation, PatternType, Permission, ResourceType};
 
 pub const MIN_VERSION: i16 = 1;
@@ -34,11 +36,30 @@ pub async fn handle(ctx: &RequestContext, req: DeleteAclsRequest) -> DeleteAclsR
         .filter(|f| !f.is_unknown())
         .cloned()
         .collect();
-    let mut removed = match ctx.ctx().acls.delete(&known) {
+    let removed = match ctx.ctx().cluster.get() {
+        Some(_) if known.is_empty() => Ok(Vec::new()),
+        Some(cluster) => match cluster
+            .propose(Command::DeleteAcls { filters: known })
+            .await
+        {
+            Ok(Outcome::AclsDeleted(removed)) => Ok(removed),
+            Ok(other) => Err((
+                ResponseError::UnknownServerError,
+                format!("unexpected answer: {other:?}"),
+            )),
+            Err(e) => Err((super::errors::cluster_write_code(&e), e.to_string())),
+        },
+        None => ctx
+            .ctx()
+            .acls
+            .delete(&known)
+            .map_err(|e| (ResponseError::UnknownServerError, e.to_string())),
+    };
+    let mut removed = match removed {
         Ok(r) => r.into_iter(),
-        Err(e) => {
+        Err((code, e)) => {
             tracing::warn!(error = %e, "DeleteAcls: cannot store ACLs");
-            return all(fail(ResponseError::UnknownServerError, e.to_string()));
+            return all(fail(code, e));
         }
     };
     let results = filters

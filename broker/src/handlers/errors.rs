@@ -9,6 +9,7 @@ use kafka_protocol::error::ResponseError;
 use storage::batch::BatchError;
 use storage::StorageError;
 
+use crate::cluster::handle::ClusterError;
 use crate::config::dynamic::BrokerConfigError;
 use crate::config::topic::TopicConfigError;
 use crate::coordinator::group::GroupError;
@@ -47,6 +48,18 @@ pub enum AlterError {
     UnknownTopic(String),
     #[error("{0}")]
     Storage(String),
+    /// The metadata quorum did not take the change in time (clustered).
+    #[error("{0}")]
+    Timeout(String),
+}
+
+impl From<ClusterError> for AlterError {
+    fn from(e: ClusterError) -> Self {
+        match e {
+            ClusterError::NoQuorum(_) => AlterError::Timeout(e.to_string()),
+            other => AlterError::Storage(other.to_string()),
+        }
+    }
 }
 
 impl From<TopicConfigError> for AlterError {
@@ -266,8 +279,24 @@ pub fn alter_code(e: &AlterError) -> i16 {
         AlterError::InvalidTopic(_) => ResponseError::InvalidTopicException,
         AlterError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
         AlterError::Storage(_) => ResponseError::KafkaStorageError,
+        AlterError::Timeout(_) => ResponseError::RequestTimedOut,
     };
     r.code()
+}
+
+/// A change the metadata quorum was asked to make and did not (clustered ACL, SCRAM, quota
+/// and feature writes): no quorum within the proposal's time is Kafka's REQUEST_TIMED_OUT
+/// (what its brokers answer when the forwarded request times out at the controller); the
+/// rest is a broker fault.
+pub fn cluster_write_code(e: &ClusterError) -> ResponseError {
+    match e {
+        ClusterError::NoQuorum(_) => ResponseError::RequestTimedOut,
+        ClusterError::Voters(_)
+        | ClusterError::Bind { .. }
+        | ClusterError::Store { .. }
+        | ClusterError::MigrationConflict(_)
+        | ClusterError::Raft(_) => ResponseError::UnknownServerError,
+    }
 }
 
 /// GetTelemetrySubscriptions and PushTelemetry (Kafka's `ClientMetricsManager`).
@@ -602,6 +631,20 @@ mod tests {
             find_coordinator_code(&FindError::Group(GroupError::CoordinatorNotAvailable)),
             15
         );
+    }
+
+    #[test]
+    fn given_each_cluster_write_error_when_mapping_then_kafka_code() {
+        let s = String::new;
+        for (e, code) in [
+            (ClusterError::NoQuorum(s()), 7),
+            (ClusterError::Raft(s()), -1),
+            (ClusterError::MigrationConflict(s()), -1),
+        ] {
+            assert_eq!(cluster_write_code(&e).code(), code, "{e:?}");
+        }
+        assert_eq!(alter_code(&ClusterError::NoQuorum(s()).into()), 7);
+        assert_eq!(alter_code(&ClusterError::Raft(s()).into()), 56);
     }
 
     #[test]

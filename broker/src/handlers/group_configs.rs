@@ -14,6 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 pub use super::config_changes::RESOURCE_GROUP;
 use super::config_changes::{self as changes, AlterError, Change};
 use super::RequestContext;
+use crate::cluster::image::ConfigResource;
 use crate::config::group::{self, GROUP_CONFIGS};
 use crate::config::topic::ConfigSource;
 
@@ -81,8 +82,8 @@ pub fn describe(
 
 /// Applies `changes` to the group's overrides (`incremental`: from the current ones, else
 /// from none, as the legacy AlterConfigs replaces them), validates and (unless
-/// `validate_only`) persists them.
-pub fn alter(
+/// `validate_only`) persists them (on a cluster, through the metadata quorum).
+pub async fn alter(
     ctx: &RequestContext,
     name: &str,
     changes: &[Change],
@@ -103,6 +104,11 @@ pub fn alter(
     let configs = changes::apply_changes(current, changes, |c| Err(changes::not_a_list(c)))?;
     group::validate(&configs, &ctx.ctx().config).map_err(AlterError::InvalidConfig)?;
     if validate_only {
+        return Ok(());
+    }
+    let resource = ConfigResource::Group(name.to_string());
+    if changes::replicate(ctx, resource, configs.clone()).await? {
+        tracing::info!(group = %name, "group configs altered");
         return Ok(());
     }
     store

@@ -59,9 +59,10 @@ async fn alter(
     let Some(target) = target else {
         let name = r.resource_name.as_str();
         if r.resource_type == changes::RESOURCE_CLIENT_METRICS {
-            return super::client_metrics_configs::alter(ctx, name, &list, true, validate_only);
+            return super::client_metrics_configs::alter(ctx, name, &list, true, validate_only)
+                .await;
         }
-        return super::group_configs::alter(ctx, name, &list, true, validate_only);
+        return super::group_configs::alter(ctx, name, &list, true, validate_only).await;
     };
     let configs = changes::apply_ops(&target, changes::current(ctx, &target), &list)?;
     changes::commit(ctx, &target, configs, validate_only).await

@@ -2,7 +2,8 @@
 //! `updateFeatures`. The checks and messages are `metadata::features`' (Kafka's
 //! `FeatureControlManager`); the answer is shaped as Kafka's `QuorumController.updateFeatures`
 //! shapes it: one top-level error for the whole request, and per-feature results (v0–v1) only
-//! on success.
+//! on success. On a cluster the levels are cluster-wide: the update goes through the metadata
+//! quorum and is decided there, against the image's levels (validate-only is checked here).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
@@ -10,7 +11,8 @@ use kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::metadata::features::{FeatureUpdate, UpgradeType};
+use crate::cluster::image::{Command, Outcome};
+use crate::metadata::features::{FeatureError, FeatureUpdate, UpgradeType};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 2;
@@ -46,8 +48,32 @@ pub async fn handle(ctx: &RequestContext, req: UpdateFeaturesRequest) -> UpdateF
                 super::errors::CLUSTER_AUTHORIZATION_FAILED,
             )));
     }
-    match ctx.ctx().features.update(&updates, req.validate_only) {
-        Ok(_) => {
+    let updated = match ctx.ctx().cluster.get() {
+        Some(cluster) if !req.validate_only => {
+            let cmd = Command::UpdateFeatures {
+                updates,
+                node: cluster.node_id,
+                local: (*ctx.ctx().features.snapshot()).clone(),
+            };
+            match cluster.propose(cmd).await {
+                Ok(Outcome::Refused(msg)) => Err(FeatureError::InvalidUpdate(msg)),
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "UpdateFeatures failed");
+                    return UpdateFeaturesResponse::default()
+                        .with_error_code(super::errors::cluster_write_code(&e).code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string())));
+                }
+            }
+        }
+        _ => ctx
+            .ctx()
+            .features
+            .update(&updates, req.validate_only)
+            .map(|_| ()),
+    };
+    match updated {
+        Ok(()) => {
             let results = if version <= 1 {
                 req.feature_updates
                     .iter()

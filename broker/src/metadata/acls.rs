@@ -2,9 +2,11 @@
 //!
 //! `AclStore` is what the broker needs; `FileAclStore` keeps the bindings in
 //! `<data-dir>/strom-acls.json`, rewritten atomically before a change is acknowledged (like
-//! the SCRAM credentials). The cluster's replicated metadata state machine will implement the
-//! same trait. The authorizer reads an `Arc` snapshot: one atomic load-and-clone per check,
-//! no lock held while matching.
+//! the SCRAM credentials). A single node changes it with `create` / `delete`; on a cluster the
+//! bindings live in the replicated image (`cluster::image`, which changes them with the same
+//! `add` / `remove` below) and every node mirrors the image's list into its file with
+//! `replace_all`, so the authorizer reads the same `Arc` snapshot either way: one atomic
+//! load-and-clone per check, no lock held while matching.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -38,6 +40,29 @@ pub trait AclStore: Send + Sync {
     /// Removes every binding that one of `filters` matches; returns, per filter, the
     /// bindings it removed (a binding two filters match is reported by both, as Kafka does).
     fn delete(&self, filters: &[AclFilter]) -> Result<Vec<Vec<AclBinding>>, AclStoreError>;
+    /// Makes the bindings exactly `acls` (a cluster node mirroring its image), durably;
+    /// writes nothing when they are already.
+    fn replace_all(&self, acls: &[AclBinding]) -> Result<(), AclStoreError>;
+}
+
+/// Adds the bindings of `new` that `acls` lacks, in order (CreateAcls).
+pub fn add(acls: &mut Vec<AclBinding>, new: &[AclBinding]) {
+    for a in new {
+        if !acls.contains(a) {
+            acls.push(a.clone());
+        }
+    }
+}
+
+/// Removes every binding one of `filters` matches; per filter, the bindings it matched (a
+/// binding two filters match is reported by both, as Kafka does).
+pub fn remove(acls: &mut Vec<AclBinding>, filters: &[AclFilter]) -> Vec<Vec<AclBinding>> {
+    let removed = filters
+        .iter()
+        .map(|f| acls.iter().filter(|a| f.matches(a)).cloned().collect())
+        .collect();
+    acls.retain(|a| !filters.iter().any(|f| f.matches(a)));
+    removed
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -91,11 +116,7 @@ impl AclStore for FileAclStore {
     fn create(&self, acls: &[AclBinding]) -> Result<(), AclStoreError> {
         let mut s = self.state.write().unwrap_or_else(|e| e.into_inner());
         let mut next = (**s).clone();
-        for a in acls {
-            if !next.contains(a) {
-                next.push(a.clone());
-            }
-        }
+        add(&mut next, acls);
         self.persist(&next)?;
         *s = Arc::new(next);
         Ok(())
@@ -103,21 +124,24 @@ impl AclStore for FileAclStore {
 
     fn delete(&self, filters: &[AclFilter]) -> Result<Vec<Vec<AclBinding>>, AclStoreError> {
         let mut s = self.state.write().unwrap_or_else(|e| e.into_inner());
-        let removed: Vec<Vec<AclBinding>> = filters
-            .iter()
-            .map(|f| s.iter().filter(|a| f.matches(a)).cloned().collect())
-            .collect();
+        let mut next = (**s).clone();
+        let removed = remove(&mut next, filters);
         if removed.iter().all(Vec::is_empty) {
             return Ok(removed);
         }
-        let next: Vec<AclBinding> = s
-            .iter()
-            .filter(|a| !filters.iter().any(|f| f.matches(a)))
-            .cloned()
-            .collect();
         self.persist(&next)?;
         *s = Arc::new(next);
         Ok(removed)
+    }
+
+    fn replace_all(&self, acls: &[AclBinding]) -> Result<(), AclStoreError> {
+        let mut s = self.state.write().unwrap_or_else(|e| e.into_inner());
+        if **s == acls {
+            return Ok(());
+        }
+        self.persist(acls)?;
+        *s = Arc::new(acls.to_vec());
+        Ok(())
     }
 }
 
@@ -159,5 +183,8 @@ mod tests {
         assert_eq!(removed, vec![vec![acl("a", Operation::Read)]; 2]);
         let again = FileAclStore::open(dir.path()).unwrap();
         assert_eq!(*again.snapshot(), vec![acl("b", Operation::Write)]);
+        again.replace_all(&[acl("c", Operation::Read)]).unwrap();
+        let mirrored = FileAclStore::open(dir.path()).unwrap();
+        assert_eq!(*mirrored.snapshot(), vec![acl("c", Operation::Read)]);
     }
 }

@@ -29,7 +29,10 @@
 //!
 //! The finalized levels live in `<data-dir>/strom-features.json`, written atomically before
 //! an UpdateFeatures is answered, with an epoch that moves at every change (Kafka's is the
-//! metadata log offset; clients only compare epochs).
+//! metadata log offset; clients only compare epochs). On a cluster they are cluster-wide, as
+//! in Kafka: the replicated image holds them (`cluster::image`; an update is checked by
+//! `plan` there, against the image's levels), and every node mirrors them into its file
+//! (`FeaturesHandle::replace`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -98,7 +101,8 @@ pub struct Finalized {
 }
 
 impl Finalized {
-    fn bootstrap() -> Finalized {
+    /// The levels a new cluster starts at.
+    pub fn bootstrap() -> Finalized {
         Finalized {
             epoch: 0,
             levels: SUPPORTED
@@ -116,7 +120,7 @@ impl Finalized {
 
 /// Kafka's `FeatureUpdate.UpgradeType` (UpdateFeatures v1+; v0's AllowDowngrade maps to
 /// `SafeDowngrade`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum UpgradeType {
     Unknown,
     Upgrade,
@@ -135,8 +139,9 @@ impl UpgradeType {
     }
 }
 
-/// One requested change.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One requested change (serialisable: a cluster replicates the request, and its controller
+/// decides it against the image's levels).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FeatureUpdate {
     pub name: String,
     pub level: i16,
@@ -323,6 +328,23 @@ impl FeaturesHandle {
         let next = Arc::new(stored.finalized);
         *self.current.write().expect("features lock") = next.clone();
         Ok(next)
+    }
+
+    /// Makes the levels exactly `finalized` (a cluster node mirroring its image), durably;
+    /// writes nothing when they are already.
+    pub fn replace(&self, finalized: &Finalized) -> Result<(), FeatureError> {
+        let _guard = self.writer.lock().expect("features writer");
+        if *self.snapshot() == *finalized {
+            return Ok(());
+        }
+        let stored = Stored {
+            version: 1,
+            finalized: finalized.clone(),
+        };
+        let bytes = serde_json::to_vec_pretty(&stored).expect("features serialise");
+        storage::logdir::write_atomic(&self.path, &bytes).map_err(FeatureError::Persist)?;
+        *self.current.write().expect("features lock") = Arc::new(stored.finalized);
+        Ok(())
     }
 }
 

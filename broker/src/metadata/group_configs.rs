@@ -3,7 +3,8 @@
 //! `<data-dir>/strom-group-configs.json`, written atomically before an alter is answered, and
 //! serves reads from an in-memory copy (the group coordinator reads them per heartbeat).
 //! The CLIENT_METRICS resources (KIP-714 subscriptions, `telemetry`) are kept the same way,
-//! in a file of their own (`open_file`).
+//! in a file of their own (`open_file`). On a cluster both live in the replicated image
+//! (`cluster::image`) and every node mirrors them into its files (`replace_all`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -96,6 +97,26 @@ impl GroupConfigsHandle {
         } else {
             next.insert(group.to_string(), Arc::new(overrides));
         }
+        self.publish(next)
+    }
+
+    /// Makes every name's overrides exactly `all` (a cluster node mirroring its image; empty
+    /// overrides are dropped); writes nothing when they are already.
+    pub fn replace_all(&self, all: &BTreeMap<String, Overrides>) -> Result<(), GroupConfigsError> {
+        let _guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let next: BTreeMap<String, Arc<Overrides>> = all
+            .iter()
+            .filter(|(_, o)| !o.is_empty())
+            .map(|(g, o)| (g.clone(), Arc::new(o.clone())))
+            .collect();
+        if *self.all() == next {
+            return Ok(());
+        }
+        self.publish(next)
+    }
+
+    /// Persists `next`, then publishes it (the caller holds `writer`).
+    fn publish(&self, next: BTreeMap<String, Arc<Overrides>>) -> Result<(), GroupConfigsError> {
         let stored = Stored {
             version: 1,
             groups: next
@@ -131,6 +152,12 @@ mod tests {
             .unwrap()
             .get("g")
             .is_none());
+        let mirrored: BTreeMap<String, Overrides> =
+            [("h".to_string(), [("a".into(), "1".into())].into())].into();
+        h.replace_all(&mirrored).unwrap();
+        let h = GroupConfigsHandle::open(dir.path()).unwrap();
+        assert_eq!(h.get("h").unwrap()["a"], "1");
+        assert_eq!(h.all().len(), 1);
         std::fs::write(dir.path().join(FILE), b"{").unwrap();
         assert!(matches!(
             GroupConfigsHandle::open(dir.path()),

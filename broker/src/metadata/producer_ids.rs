@@ -92,6 +92,12 @@ impl ProducerIdAllocator {
         }
     }
 
+    /// The first id a single node has not persisted a block for: no id at or above it was
+    /// ever handed out (a cluster it joins continues above it).
+    pub fn single_node_end(&self) -> i64 {
+        self.state.lock().expect("producer id lock").1
+    }
+
     /// The next producer id. On a cluster, call `ready` first (an empty block is an error
     /// the client retries).
     pub fn next(&self) -> std::io::Result<i64> {

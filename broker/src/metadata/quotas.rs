@@ -3,7 +3,9 @@
 //! the type's `<default>`; each entity has values for Kafka's quota keys. Strom keeps them in
 //! `<data-dir>/strom-client-quotas.json`, written atomically before an alter is answered, and
 //! hands every reader (the quota managers of all shards, DescribeClientQuotas) an `Arc`
-//! snapshot, so a change applies to the next request on every shard.
+//! snapshot, so a change applies to the next request on every shard. On a cluster the quotas
+//! live in the replicated image (`cluster::image`, changed with the same `apply_alterations`)
+//! and every node mirrors them into its file (`replace_all`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -113,22 +115,22 @@ impl QuotaStore {
     pub fn alter(&self, changes: &[(QuotaEntity, QuotaAlteration)]) -> Result<(), QuotasError> {
         let _guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = (*self.snapshot()).clone();
-        for (entity, ops) in changes {
-            let values = next.entry(entity.clone()).or_default();
-            for (key, value) in ops {
-                match value {
-                    Some(v) => {
-                        values.insert(key.clone(), *v);
-                    }
-                    None => {
-                        values.remove(key);
-                    }
-                }
-            }
-            if values.is_empty() {
-                next.remove(entity);
-            }
+        apply_alterations(&mut next, changes);
+        self.publish(next)
+    }
+
+    /// Makes the quotas exactly `quotas` (a cluster node mirroring its image); writes nothing
+    /// when they are already.
+    pub fn replace_all(&self, quotas: &Quotas) -> Result<(), QuotasError> {
+        let _guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if *self.snapshot() == *quotas {
+            return Ok(());
         }
+        self.publish(quotas.clone())
+    }
+
+    /// Persists `next`, then publishes it (the caller holds `writer`).
+    fn publish(&self, next: Quotas) -> Result<(), QuotasError> {
         let stored = Stored {
             version: 1,
             entries: next
@@ -144,6 +146,45 @@ impl QuotaStore {
         self.any.store(!next.is_empty(), Ordering::Relaxed);
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
         Ok(())
+    }
+}
+
+/// Applies each entity's alteration in order: a value sets its key, `None` removes it; an
+/// entity left without values goes.
+pub fn apply_alterations(quotas: &mut Quotas, changes: &[(QuotaEntity, QuotaAlteration)]) {
+    for (entity, ops) in changes {
+        let values = quotas.entry(entity.clone()).or_default();
+        for (key, value) in ops {
+            match value {
+                Some(v) => {
+                    values.insert(key.clone(), *v);
+                }
+                None => {
+                    values.remove(key);
+                }
+            }
+        }
+        if values.is_empty() {
+            quotas.remove(entity);
+        }
+    }
+}
+
+/// `Quotas` as a list of `(entity, values)` pairs in JSON: an entity is a map, which JSON
+/// cannot have as an object key (`#[serde(with = "quotas::as_pairs")]`).
+pub mod as_pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{QuotaEntity, QuotaValues, Quotas};
+
+    pub fn serialize<S: Serializer>(q: &Quotas, s: S) -> Result<S::Ok, S::Error> {
+        let pairs: Vec<(&QuotaEntity, &QuotaValues)> = q.iter().collect();
+        pairs.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Quotas, D::Error> {
+        let pairs = Vec::<(QuotaEntity, QuotaValues)>::deserialize(d)?;
+        Ok(pairs.into_iter().collect())
     }
 }
 
@@ -188,6 +229,13 @@ mod tests {
         let q = QuotaStore::open(dir.path()).unwrap().snapshot();
         assert!(!q.contains_key(&alice));
         assert!(q.contains_key(&clients));
+        let mut mirrored = Quotas::new();
+        mirrored.insert(
+            alice.clone(),
+            [(CONSUMER_BYTE_RATE.to_string(), 5.0)].into(),
+        );
+        s.replace_all(&mirrored).unwrap();
+        assert_eq!(*QuotaStore::open(dir.path()).unwrap().snapshot(), mirrored);
         std::fs::write(dir.path().join(FILE), b"[").unwrap();
         assert!(matches!(
             QuotaStore::open(dir.path()),

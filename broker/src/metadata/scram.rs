@@ -4,9 +4,11 @@
 //!
 //! `CredentialStore` is the interface the rest of the broker uses; `FileCredentialStore`
 //! keeps them in `<data-dir>/strom-scram-credentials.json`, rewritten atomically before a
-//! change is acknowledged (like the topic catalog). The cluster's replicated metadata state
-//! machine will implement the same trait. Reads take a shared lock for a map lookup, once per
-//! authentication: nothing on the request path.
+//! change is acknowledged (like the topic catalog). On a cluster the credentials live in the
+//! replicated image (`cluster::image`, changed with the same `apply_changes`), and every node
+//! mirrors them into its file (`replace_all`), so SASL reads the same store either way.
+//! Reads take a shared lock for a map lookup, once per authentication: nothing on the
+//! request path.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -83,8 +85,12 @@ mod b64 {
     }
 }
 
-/// One change of AlterUserScramCredentials (or `strom user add`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Every user's credentials, per mechanism.
+pub type Users = BTreeMap<String, BTreeMap<ScramMechanism, StoredCredential>>;
+
+/// One change of AlterUserScramCredentials (or `strom user add`); serialisable, as a cluster
+/// replicates the changes themselves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CredentialChange {
     Upsert {
         user: String,
@@ -118,12 +124,51 @@ pub trait CredentialStore: Send + Sync {
     fn users(&self) -> BTreeMap<String, Vec<(ScramMechanism, i32)>>;
     /// Applies all `changes` at once, durably, before returning.
     fn apply(&self, changes: &[CredentialChange]) -> Result<(), CredentialStoreError>;
+    /// Every credential (what a single node hands a cluster when it joins one).
+    fn all(&self) -> Users;
+    /// Makes the credentials exactly `users` (a cluster node mirroring its image), durably;
+    /// writes nothing when they are already.
+    fn replace_all(&self, users: &Users) -> Result<(), CredentialStoreError>;
+}
+
+/// Applies `changes` in order: an upsert replaces the user's credential for its mechanism, a
+/// delete removes it (and the user with its last one).
+pub fn apply_changes(users: &mut Users, changes: &[CredentialChange]) {
+    for c in changes {
+        match c {
+            CredentialChange::Upsert {
+                user,
+                mechanism,
+                credential,
+            } => {
+                users
+                    .entry(user.clone())
+                    .or_default()
+                    .insert(*mechanism, credential.clone());
+            }
+            CredentialChange::Delete { user, mechanism } => {
+                if let Some(m) = users.get_mut(user) {
+                    m.remove(mechanism);
+                    if m.is_empty() {
+                        users.remove(user);
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 struct Stored {
     version: u32,
-    users: BTreeMap<String, BTreeMap<ScramMechanism, StoredCredential>>,
+    users: Users,
+}
+
+impl FileCredentialStore {
+    fn persist(&self, next: &Stored) -> Result<(), CredentialStoreError> {
+        let bytes = serde_json::to_vec_pretty(next).expect("credentials serialise");
+        storage::logdir::write_atomic(&self.path, &bytes).map_err(CredentialStoreError::Persist)
+    }
 }
 
 /// The single node's credential store: a JSON file in the data dir.
@@ -178,30 +223,27 @@ impl CredentialStore for FileCredentialStore {
     fn apply(&self, changes: &[CredentialChange]) -> Result<(), CredentialStoreError> {
         let mut s = self.state.write().unwrap_or_else(|e| e.into_inner());
         let mut next = s.clone();
-        for c in changes {
-            match c {
-                CredentialChange::Upsert {
-                    user,
-                    mechanism,
-                    credential,
-                } => {
-                    next.users
-                        .entry(user.clone())
-                        .or_default()
-                        .insert(*mechanism, credential.clone());
-                }
-                CredentialChange::Delete { user, mechanism } => {
-                    if let Some(m) = next.users.get_mut(user) {
-                        m.remove(mechanism);
-                        if m.is_empty() {
-                            next.users.remove(user);
-                        }
-                    }
-                }
-            }
+        apply_changes(&mut next.users, changes);
+        self.persist(&next)?;
+        *s = next;
+        Ok(())
+    }
+
+    fn all(&self) -> Users {
+        let s = self.state.read().unwrap_or_else(|e| e.into_inner());
+        s.users.clone()
+    }
+
+    fn replace_all(&self, users: &Users) -> Result<(), CredentialStoreError> {
+        let mut s = self.state.write().unwrap_or_else(|e| e.into_inner());
+        if s.users == *users {
+            return Ok(());
         }
-        let bytes = serde_json::to_vec_pretty(&next).expect("credentials serialise");
-        storage::logdir::write_atomic(&self.path, &bytes).map_err(CredentialStoreError::Persist)?;
+        let next = Stored {
+            version: 1,
+            users: users.clone(),
+        };
+        self.persist(&next)?;
         *s = next;
         Ok(())
     }
@@ -257,5 +299,14 @@ mod tests {
             text.contains("SCRAM-SHA-512") && !text.contains("password"),
             "{text}"
         );
+        let mut mirrored = Users::new();
+        mirrored
+            .entry("carol".into())
+            .or_default()
+            .insert(ScramMechanism::Sha256, cred(8192));
+        again.replace_all(&mirrored).unwrap();
+        let reopened = FileCredentialStore::open(dir.path()).unwrap();
+        assert_eq!(reopened.all(), mirrored);
+        assert_eq!(reopened.credential("alice", ScramMechanism::Sha512), None);
     }
 }

@@ -223,7 +223,8 @@ impl AclBinding {
 
 /// A DescribeAcls / DeleteAcls filter (`AclBindingFilter`): `None` text fields match
 /// anything, ANY enums match anything, MATCH patterns match what would apply to the name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Serialisable: a cluster replicates DeleteAcls as its filters (`cluster::image`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AclFilter {
     pub resource_type: ResourceType,
     pub resource_name: Option<String>,

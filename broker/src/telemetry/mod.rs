@@ -206,6 +206,31 @@ impl ClientTelemetry {
         Ok(())
     }
 
+    /// Makes the subscriptions exactly `all` (a cluster node mirroring its image): each one
+    /// that differs is altered as above, each one not in `all` removed. A subscription that no
+    /// longer parses is skipped with a log line, as at open.
+    pub fn replace_all(&self, all: &BTreeMap<String, Overrides>) -> Result<(), GroupConfigsError> {
+        let current = self.store.all();
+        let gone = current.keys().filter(|n| !all.contains_key(*n));
+        let changed = all
+            .iter()
+            .filter(|(n, c)| current.get(*n).map(|o| &**o) != Some(*c));
+        let wanted: Vec<(String, Overrides)> = gone
+            .map(|n| (n.clone(), Overrides::new()))
+            .chain(changed.map(|(n, c)| (n.clone(), c.clone())))
+            .collect();
+        for (name, configs) in wanted {
+            match self.alter(&name, configs, false) {
+                Ok(()) => {}
+                Err(AlterSubscriptionError::Storage(e)) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(subscription = %name, error = %e, "ignoring client metrics subscription")
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// GetTelemetrySubscriptions: the instance's subscription (a new instance id for the
     /// zero id), or THROTTLING_QUOTA_EXCEEDED when it asks again within its interval.
     pub fn subscribe(

@@ -363,3 +363,25 @@ fn given_an_authorizer_when_a_user_lacks_cluster_configs_then_cluster_authorizat
     assert_eq!(r, vec![(0, None)]);
     assert_eq!(shown(&describe(&h, 1, &[], false)).len(), 1);
 }
+
+#[test]
+fn given_an_infinite_double_quota_when_altering_then_refused_as_it_could_not_be_read_back() {
+    let h = Harness::new();
+    let r = alter(
+        &h,
+        1,
+        vec![entry(
+            &[("user", Some("inf"))],
+            &[("request_percentage", Some(f64::INFINITY))],
+        )],
+        false,
+    );
+    assert_eq!(
+        r,
+        vec![(
+            INVALID_REQUEST,
+            Some("Quota request_percentage must be a finite number".into())
+        )]
+    );
+    assert!(shown(&describe(&h, 1, &[], false)).is_empty());
+}
