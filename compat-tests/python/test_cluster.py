@@ -66,13 +66,20 @@ def cluster(request):
 
 
 def wait_for(what, check, timeout_s=30.0):
+    """`check()` until it returns something true. A client error counts as "not yet": on
+    two loaded cores a node that serves Metadata may still time out a client's first
+    requests (confluent-kafka's list_topics raises _TRANSPORT then)."""
     deadline = time.monotonic() + timeout_s
+    last_error = None
     while time.monotonic() < deadline:
-        v = check()
+        try:
+            v = check()
+        except KafkaException as e:
+            v, last_error = None, e
         if v:
             return v
         time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
 
 
 def test_producer_bootstrapped_on_one_node_reaches_every_partition_leader(cluster):
@@ -293,20 +300,27 @@ def leader_kill_cycles(cluster, topic, partitions, acks):
 
 def check_read_back(cluster, topic, partitions, acks):
     """Every acknowledged record read back exactly once, at the offset it was acknowledged
-    with, in send order per partition; nothing read that was not acknowledged."""
+    with, in send order per partition; nothing read that was not acknowledged. A record
+    acknowledged without an offset (librdkafka reported one such against Kafka once,
+    FINDINGS.md "Client quirks") is checked by its value only."""
     assert acks.errors == [], acks.errors[:5]
     for p in range(partitions):
-        mine = sorted((o, v) for q, o, v, _ in acks.items if q == p)
+        mine = [(o, v) for q, o, v, _ in acks.items if q == p]
         assert mine, f"nothing acknowledged on {topic}-{p}"
-        offsets = [o for o, _ in mine]
+        known = sorted((o, v) for o, v in mine if o is not None)
+        unknown = {v for o, v in mine if o is None}
+        if unknown:
+            print(f"{cluster.kind}: {topic}-{p}: {len(unknown)} acks without an offset, first {sorted(unknown)[:5]}")
+        offsets = [o for o, _ in known]
         assert len(set(offsets)) == len(offsets), f"{topic}-{p}: two records acknowledged at one offset"
         got = read_all(cluster, topic, p, len(mine))
         values = [v for _, v in got]
         assert len(set(values)) == len(values), f"{topic}-{p}: a record read twice"
         assert values == sorted(values), f"{topic}-{p}: records out of order"
         by_offset = dict(got)
-        moved = [(o, v, by_offset.get(o)) for o, v in mine if by_offset.get(o) != v]
+        moved = [(o, v, by_offset.get(o)) for o, v in known if by_offset.get(o) != v]
         assert not moved, f"{topic}-{p}: {len(moved)} acknowledged records not at their offset, first {moved[:3]}"
+        assert unknown <= set(values), f"{topic}-{p}: acknowledged records missing: {sorted(unknown - set(values))[:5]}"
         # Every record sent was acknowledged (no error), so each one read is one of those.
         assert len(got) == len(mine), f"{topic}-{p}: {len(got)} read, {len(mine)} acknowledged"
 
@@ -395,7 +409,8 @@ def test_java_idempotent_producer_keeps_every_ack_across_leader_kills(cluster, j
         for line in proc.stdout:
             f = line.split()
             if f and f[0] == "ACK":
-                acks.add(int(f[1]), int(f[2]), f[3])
+                # RecordMetadata.offset() is -1 when the client knows none.
+                acks.add(int(f[1]), int(f[2]) if int(f[2]) >= 0 else None, f[3])
             elif f and f[0] == "ERR":
                 acks.error(line.strip())
             elif f and f[0] == "DONE":
