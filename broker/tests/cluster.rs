@@ -10,9 +10,11 @@ use std::time::Duration;
 use common::cluster::{try_call, TestCluster};
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeClusterRequest, DescribeClusterResponse, MetadataResponse,
+    ApiKey, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse, MetadataResponse,
 };
+use strom::codec::api_versions::ApiVersionsRequest;
+use strom::codec::Capped;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -164,6 +166,32 @@ fn given_three_nodes_when_leader_killed_and_restarted_then_topics_agree_everywhe
         .map(|i| c.metadata(i).unwrap().cluster_id.unwrap().to_string())
         .collect();
     assert_eq!(cluster_ids.len(), 1, "one cluster id: {cluster_ids:?}");
+    // KIP-1242: a client (the Java client 4.x) names the cluster id Metadata gave it and the
+    // node it dials in ApiVersions v5; each node accepts the cluster's id, which is not its
+    // own on two of them, and refuses another node's id with REBOOTSTRAP_REQUIRED.
+    let cluster_id = cluster_ids.into_iter().next().unwrap();
+    for (i, node_id) in all.iter().enumerate() {
+        let versions = |node_id| -> i16 {
+            let req = ApiVersionsRequest {
+                cluster_id: Some(cluster_id.clone().into()),
+                node_id,
+                ..Default::default()
+            };
+            let r: Capped<ApiVersionsResponse> =
+                try_call(c.nodes[i].kafka, ApiKey::ApiVersions, 5, &req).unwrap();
+            r.error_code
+        };
+        assert_eq!(
+            versions(*node_id),
+            0,
+            "node {node_id} takes the cluster's id"
+        );
+        assert_eq!(
+            versions(node_id % 3 + 1),
+            129,
+            "node {node_id} named as another"
+        );
+    }
 
     // A topic created through node 1 is on nodes 2 and 3 with the same id and leaders, and
     // its partitions are led by all three nodes.

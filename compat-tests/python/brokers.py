@@ -316,3 +316,114 @@ def _start_kafka(security: dict | None) -> BrokerProcess:
         b.cleanup()  # the error carries the log tail; the temp dir would be left behind
         raise
     return b
+
+
+# --- Clusters: N nodes of one broker kind on 127.0.0.1, each node also a metadata voter
+# (python/test_cluster.py). A node is a BrokerProcess whose `extra` holds what restarting it
+# takes: its command, environment and node id; its PID is the broker's own (Strom's, or the
+# JVM kafka.sh execs), so kill -9 hits the broker.
+
+# Kafka's nodes fence a broker after 3 s without a heartbeat, heartbeating every 500 ms:
+# Strom's fixed values (docs/design.md "Cluster"), so that both brokers' failovers start
+# from the same detection time (Kafka's defaults are 9 s and 2 s). Everything else is
+# Kafka's default.
+KAFKA_CLUSTER_PROPERTIES = "broker.session.timeout.ms=3000\nbroker.heartbeat.interval.ms=500"
+# Three JVMs (and the clients' JVMs) share two cores with everything else.
+KAFKA_CLUSTER_HEAP = "-Xms128m -Xmx384m"
+
+
+class Cluster(list):
+    """The nodes, node id i at index i-1; `kind` is "strom" or "kafka"."""
+
+    def __init__(self, kind: str, root: Path):
+        super().__init__()
+        self.kind = kind
+        self.root = root
+
+    def kill9(self, node_id: int) -> None:
+        n = self[node_id - 1]
+        n.proc.send_signal(signal.SIGKILL)
+        n.proc.wait(timeout=10)
+
+    def restart(self, node_id: int) -> BrokerProcess:
+        """The node again, on its ports and data, once it serves Metadata."""
+        old = self[node_id - 1]
+        k = old.extra["restarts"] + 1
+        n = _spawn(f"{old.name.split('-restart')[0]}-restart{k}", old.extra["cmd"], old.workdir, old.port,
+                   old.extra["env"], **{**old.extra, "restarts": k})
+        self[node_id - 1] = n
+        n.wait_ready(timeout_s=_cluster_start_timeout(self.kind), serving=True)
+        return n
+
+    def stop(self) -> None:
+        # SIGTERM to all first: stopped one by one, the last Kafka nodes would wait in their
+        # controlled shutdown for a quorum that has gone (then SIGKILL, 20 s each).
+        for n in self:
+            if n.alive():
+                n.proc.send_signal(signal.SIGTERM)
+        for n in self:
+            n.stop()
+
+
+def _cluster_start_timeout(kind: str) -> float:
+    # A JVM each, on two busy cores, the first time with the StorageTool's JVM before it.
+    return max(START_TIMEOUT_S, 180) if kind == "kafka" else START_TIMEOUT_S
+
+
+def start_cluster(kind: str, nodes: int = 3) -> Cluster:
+    """`nodes` brokers of `kind` forming one cluster, every node serving Metadata; started
+    again on fresh ports if a node lost one (`_retrying_bind`)."""
+    if kind == "kafka":
+        fetch_kafka()
+    elif not STROM_BIN.is_file():
+        raise BrokerStartError(f"{STROM_BIN} not found: build it with `cargo build --release -p strom`")
+    return _retrying_bind(lambda: _start_cluster(kind, nodes))
+
+
+def _start_cluster(kind: str, count: int) -> Cluster:
+    cluster = Cluster(kind, Path(tempfile.mkdtemp(prefix=f"strom-compat-{kind}-cluster-")))
+    # Per node: the client port, the quorum (Raft / KRaft controller) port, and Strom's metrics port.
+    ports = {i: (free_port(), free_port(), free_port()) for i in range(1, count + 1)}
+    voters = ",".join(f"{i}@127.0.0.1:{p[1]}" for i, p in ports.items())
+    cluster_id = _kafka_cluster_id()
+    try:
+        for i, (port, quorum_port, metrics_port) in ports.items():
+            workdir = cluster.root / f"node-{i}"
+            workdir.mkdir()
+            if kind == "kafka":
+                argv = ["bash", str(KAFKA_SH), "node", str(i), str(port), str(quorum_port), str(workdir),
+                        voters, cluster_id]
+                env = {"KAFKA_HEAP_OPTS": KAFKA_CLUSTER_HEAP, "KAFKA_EXTRA_PROPERTIES": KAFKA_CLUSTER_PROPERTIES}
+            else:
+                argv = [
+                    str(STROM_BIN), "serve",
+                    "--node-id", str(i),
+                    "--listen", f"127.0.0.1:{port}",
+                    "--metrics-listen", f"127.0.0.1:{metrics_port}",
+                    "--data-dir", str(workdir / "data"),
+                    "--shards", "1",
+                    "--set", f"controller.quorum.voters={voters}",
+                    "--set", "schema_registry_enable=false",
+                ]
+                env = {}
+            cluster.append(_spawn(f"{kind}-{i}", argv, workdir, port, env, cmd=argv, env=env, node_id=i,
+                                  restarts=0))
+        # Each waits for the others: no node serves before a quorum of them has formed.
+        for n in cluster:
+            n.wait_ready(timeout_s=_cluster_start_timeout(kind), serving=True)
+    except BaseException:
+        cluster.stop()
+        shutil.rmtree(cluster.root, ignore_errors=True)
+        raise
+    return cluster
+
+
+def _kafka_cluster_id() -> str:
+    """16 random bytes as Kafka writes a Uuid (URL-safe base64, no padding), not starting
+    with '-' (kafka.sh `run` says why)."""
+    import base64
+
+    while True:
+        cid = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid

@@ -1,18 +1,23 @@
-"""A 3-node Strom cluster (metadata quorum over `controller.quorum.voters`) driven by
-confluent-kafka: a topic created through node 1 is placed on all three nodes, a producer
-bootstrapped on node 1 only sends each partition's records to its leader (NOT_LEADER_OR_
-FOLLOWER elsewhere makes librdkafka follow Metadata), and an RF=1 record is stored on its
-leader's disk only. Then partition replication (docs/design.md "Partition replication"):
-an RF=3 topic keeps every acknowledged record of an idempotent acks=all producer, exactly
-once and in order, while its leader is killed -9 and restarted (`STROM_CLUSTER_CYCLES`
-cycles, 3 by default); the replicas' logs end byte-identical; with 2 of 3 nodes down
-acks=all gets NOT_ENOUGH_REPLICAS and acks=1 still works on the survivor's partition.
-Then the coordinators (group and transaction) across a kill -9 of the node that leads their
-internal partition, and producer ids handed out by different nodes.
+"""A 3-node cluster (every node a broker and a metadata voter: Strom's
+`controller.quorum.voters`, Kafka 4.4's static KRaft quorum), run once per module for each
+broker (`brokers.start_cluster`), the same scenarios against both (`test_x[strom]` next to
+`test_x[kafka]`; compat-tests/FINDINGS.md #20 says where they differ and who is right):
+a topic created through node 1 is placed on all three nodes, a producer bootstrapped on
+node 1 only sends each partition's records to its leader (NOT_LEADER_OR_FOLLOWER elsewhere
+makes the client follow Metadata), and an RF=1 record is stored on its leader's disk only.
+Then partition replication (docs/design.md "Partition replication"): RF=3 topics of several
+partitions keep every acknowledged record of an idempotent acks=all producer, confluent-kafka
+and the Java client (java/.../ClusterProducer.java), exactly once, in order and at the
+offset it was acknowledged with, while partition leaders are killed -9 and restarted
+(`STROM_CLUSTER_CYCLES` cycles on Strom, 10 by default, `STROM_CLUSTER_KAFKA_CYCLES` on
+Kafka, 3; each prints its cost); the replicas' logs end
+byte-identical; with 2 of 3 nodes down acks=all is refused (Strom: NOT_ENOUGH_REPLICAS) or
+times out (Kafka) and acks=1 still works on the survivor's partition. Then the coordinators
+(group and transaction) across a kill -9 of the node that leads their internal partition,
+and producer ids handed out by different nodes.
 
-One cluster for the module: the tests run in file order and each leaves all nodes up.
-
-Strom only: the 3-node Apache Kafka counterpart is not run yet.
+One cluster per broker for the module: the tests run in file order and each leaves all
+nodes up.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ import os
 import re
 import shutil
 import signal
+import socket
 import statistics
 import struct
-import tempfile
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -34,55 +40,53 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import brokers
 from raw_protocol import raw_call
+from conftest import BROKERS
 
 NODES = 3
 PARTITIONS = 6
 PER_PARTITION = 100
+# Kill cycles per kill test: the issue asks for 10 on Strom in CI (about 7 s each for
+# confluent-kafka, 10 s for the Java client); the Kafka side, a JVM start per cycle (20–25 s),
+# runs 3 for the differential.
+CYCLES = {"strom": int(os.environ.get("STROM_CLUSTER_CYCLES", "10")),
+          "kafka": int(os.environ.get("STROM_CLUSTER_KAFKA_CYCLES", "3"))}
+# Per kill cycle: a failover (3 s session), a restart (a JVM start for Kafka) and the
+# replica's catch-up, each bounded by its own wait below.
+CYCLES_TIMEOUT_S = 240 + 120 * max(CYCLES.values())
+
+JAVA_PRODUCER = (Path(__file__).resolve().parent.parent / "java" / "src" / "test" / "java" / "dev" / "strom"
+                 / "compat" / "ClusterProducer.java")
+JAVA_RATE = 500  # records per second, all partitions together: about what the confluent loop sends
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    if not brokers.STROM_BIN.is_file():
-        raise brokers.BrokerStartError("build target/release/strom first")
-    root = Path(tempfile.mkdtemp(prefix="strom-compat-cluster-"))
-    ports = {i: (brokers.free_port(), brokers.free_port(), brokers.free_port()) for i in range(1, NODES + 1)}
-    voters = ",".join(f"{i}@127.0.0.1:{p[1]}" for i, p in ports.items())
-    nodes = []
+@pytest.fixture(scope="module", params=BROKERS)
+def cluster(request):
+    c = brokers.start_cluster(request.param, NODES)
     try:
-        for i, (kafka, raft, metrics) in ports.items():
-            workdir = root / f"node-{i}"
-            workdir.mkdir()
-            argv = [
-                str(brokers.STROM_BIN), "serve",
-                "--node-id", str(i),
-                "--listen", f"127.0.0.1:{kafka}",
-                "--metrics-listen", f"127.0.0.1:{metrics}",
-                "--data-dir", str(workdir / "data"),
-                "--shards", "1",
-                "--set", f"controller.quorum.voters={voters}",
-                "--set", "schema_registry_enable=false",
-            ]
-            nodes.append(brokers._spawn(f"strom-{i}", argv, workdir, kafka, cmd=argv, restarts=0))
-        for n in nodes:
-            n.wait_ready(serving=True)
-        yield nodes
+        yield c
     finally:
-        for n in nodes:
-            n.stop()
+        c.stop()
         if os.environ.get("STROM_CLUSTER_KEEP"):
-            print(f"cluster data and logs kept in {root}")
+            print(f"cluster data and logs kept in {c.root}")
         else:
-            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(c.root, ignore_errors=True)
 
 
 def wait_for(what, check, timeout_s=30.0):
+    """`check()` until it returns something true. A client error counts as "not yet": on
+    two loaded cores a node that serves Metadata may still time out a client's first
+    requests (confluent-kafka's list_topics raises _TRANSPORT then)."""
     deadline = time.monotonic() + timeout_s
+    last_error = None
     while time.monotonic() < deadline:
-        v = check()
+        try:
+            v = check()
+        except KafkaException as e:
+            v, last_error = None, e
         if v:
             return v
         time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
 
 
 def test_producer_bootstrapped_on_one_node_reaches_every_partition_leader(cluster):
@@ -125,7 +129,8 @@ def test_producer_bootstrapped_on_one_node_reaches_every_partition_leader(cluste
     for p in range(PARTITIONS):
         assert got[p] == [f"{p}-{j}" for j in range(PER_PARTITION)], f"partition {p}"
 
-    # Each partition's records are on its leader's disk and nowhere else.
+    # Each partition's records are on its leader's disk and nowhere else (Kafka does not
+    # even make the directory elsewhere; Strom makes it, empty, on every node).
     for p, leader in leaders.items():
         for node_id, n in zip((1, 2, 3), cluster):
             log = n.workdir / "data" / f"routed-{p}" / "00000000000000000000.log"
@@ -134,24 +139,6 @@ def test_producer_bootstrapped_on_one_node_reaches_every_partition_leader(cluste
                 assert size > 0, f"partition {p} on its leader {leader}"
             else:
                 assert size == 0, f"partition {p} written on node {node_id}, led by {leader}"
-
-
-CYCLES = int(os.environ.get("STROM_CLUSTER_CYCLES", "3"))
-
-
-def kill9(cluster, node_id):
-    n = cluster[node_id - 1]
-    n.proc.send_signal(signal.SIGKILL)
-    n.proc.wait(timeout=10)
-
-
-def restart(cluster, node_id):
-    old = cluster[node_id - 1]
-    k = old.extra["restarts"] + 1
-    n = brokers._spawn(f"strom-{node_id}-restart{k}", old.extra["cmd"], old.workdir, old.port,
-                       cmd=old.extra["cmd"], restarts=k)
-    cluster[node_id - 1] = n
-    n.wait_ready(serving=True)
 
 
 def partition_md(bootstrap, topic, p):
@@ -236,124 +223,275 @@ def test_kafka_topics_describe_shows_replicas_and_isr(cluster):
         assert sorted(int(b) for b in row["Isr"].split(",")) == sorted(md.isrs) == [1, 2, 3]
 
 
+# --- Leader kill -9 cycles under idempotent acks=all producers. Values are
+# `p<partition>-<seq, 7 digits>`: in one partition their order is the send order.
+
+
+class Acks:
+    """What a producer was told: acknowledged records (partition, offset, value, when it
+    was heard, time.monotonic()) and errors, from its callbacks' thread."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.items = []
+        self.errors = []
+
+    def add(self, partition, offset, value):
+        with self.lock:
+            self.items.append((partition, offset, value, time.monotonic()))
+
+    def error(self, what):
+        with self.lock:
+            self.errors.append(what)
+
+    def __len__(self):
+        with self.lock:
+            return len(self.items)
+
+    def partitions(self):
+        with self.lock:
+            return {a[0] for a in self.items}
+
+    def first_after(self, index, t, partitions):
+        """When every one of `partitions` had an ack (past `index`) heard after `t`: the
+        latest of their first such acks; None until then."""
+        with self.lock:
+            tail = self.items[index:]
+        first = {}
+        for p, _offset, _value, at in tail:
+            if at > t and p in partitions and p not in first:
+                first[p] = at
+        return max(first.values()) if len(first) == len(partitions) else None
+
+
+def leader_kill_cycles(cluster, topic, partitions, acks):
+    """`CYCLES[kind]` times: kill -9 the leader of partition `cycle % partitions` (and so every
+    partition it leads), wait until each of those has an ack written after the kill (the
+    failover), a new leader without the dead one in its ISR and the dead broker gone from
+    every survivor's Metadata; restart it, wait for full ISRs and for more acks. Prints the
+    failover times and each cycle's cost."""
+    failovers, costs = [], []
+    for k in range(CYCLES[cluster.kind]):
+        began = time.monotonic()
+        leader = wait_isr(cluster, topic, k % partitions, 3).leader
+        led = {p for p in range(partitions) if wait_isr(cluster, topic, p, 3).leader == leader}
+        killed_at = time.monotonic()
+        cluster.kill9(leader)
+        # Acks the dead leader sent before it died may still reach their callbacks.
+        time.sleep(0.2)
+        before = len(acks)
+        first = wait_for(f"an ack on each of {sorted(led)} written after the kill of {leader}",
+                         lambda: acks.first_after(before, killed_at, led), 60)
+        failovers.append(first - killed_at)
+        for p in sorted(led):
+            md = wait_for(f"a new leader of {topic}-{p} in metadata",
+                          lambda p=p: (lambda m: m if m and m.leader not in (-1, leader) else None)(
+                              partition_md(live_bootstrap(cluster), topic, p)))
+            assert leader not in md.isrs, f"the dead leader left the ISR of {topic}-{p}"
+        # A fenced broker is left out of Metadata, as Kafka lists only live brokers (every
+        # survivor, once it has applied the fencing).
+        for n in [n for n in cluster if n.alive()]:
+            wait_for(f"node {n.name} to stop listing broker {leader}", lambda n=n: leader not in AdminClient(
+                {"bootstrap.servers": n.bootstrap}).list_topics(timeout=5).brokers, 15)
+        cluster.restart(leader)
+        for p in range(partitions):
+            wait_isr(cluster, topic, p, 3, 120)
+        mark = len(acks)
+        wait_for("acks after the rejoin", lambda: len(acks) > mark + 20)
+        costs.append(time.monotonic() - began)
+    print(f"{cluster.kind}: failover (kill -9 to first ack) over {len(failovers)} cycles: "
+          f"min {min(failovers):.2f}s median {statistics.median(failovers):.2f}s max {max(failovers):.2f}s "
+          f"all {[round(f, 2) for f in failovers]}; cycle cost {[round(c, 1) for c in costs]}s, "
+          f"mean {statistics.mean(costs):.1f}s")
+
+
+def check_read_back(cluster, topic, partitions, acks):
+    """Every acknowledged record read back exactly once, at the offset it was acknowledged
+    with, in send order per partition; nothing read that was not acknowledged. A record
+    acknowledged without an offset (librdkafka reported one such against Kafka once,
+    FINDINGS.md "Client quirks") is checked by its value only."""
+    assert acks.errors == [], acks.errors[:5]
+    for p in range(partitions):
+        mine = [(o, v) for q, o, v, _ in acks.items if q == p]
+        assert mine, f"nothing acknowledged on {topic}-{p}"
+        known = sorted((o, v) for o, v in mine if o is not None)
+        unknown = {v for o, v in mine if o is None}
+        if unknown:
+            print(f"{cluster.kind}: {topic}-{p}: {len(unknown)} acks without an offset, first {sorted(unknown)[:5]}")
+        offsets = [o for o, _ in known]
+        assert len(set(offsets)) == len(offsets), f"{topic}-{p}: two records acknowledged at one offset"
+        got = read_all(cluster, topic, p, len(mine))
+        values = [v for _, v in got]
+        assert len(set(values)) == len(values), f"{topic}-{p}: a record read twice"
+        assert values == sorted(values), f"{topic}-{p}: records out of order"
+        by_offset = dict(got)
+        moved = [(o, v, by_offset.get(o)) for o, v in known if by_offset.get(o) != v]
+        assert not moved, f"{topic}-{p}: {len(moved)} acknowledged records not at their offset, first {moved[:3]}"
+        assert unknown <= set(values), f"{topic}-{p}: acknowledged records missing: {sorted(unknown - set(values))[:5]}"
+        # Every record sent was acknowledged (no error), so each one read is one of those.
+        assert len(got) == len(mine), f"{topic}-{p}: {len(got)} read, {len(mine)} acknowledged"
+
+
+def check_identical_replicas(cluster, topic, partitions, acks):
+    """All replicas' logs end byte-identical (every record is below the high watermark now)."""
+    for p in range(partitions):
+        def logs(p=p):
+            data = [(n.workdir / "data" / f"{topic}-{p}" / "00000000000000000000.log").read_bytes()
+                    for n in cluster]
+            return data if all(d == data[0] for d in data) else None
+        data = wait_for(f"identical replica logs of {topic}-{p}", logs, 30)
+        assert len(data[0]) >= 10 * sum(1 for a in acks.items if a[0] == p), \
+            "every acknowledged value is in the compared bytes"
+
+
+@pytest.mark.timeout(CYCLES_TIMEOUT_S)
 def test_rf3_acks_all_keeps_every_acknowledged_record_across_leader_kills(cluster):
-    topic = "replicated"
-    create(cluster, topic, 1, {"min.insync.replicas": "2"})
-    acked, errors, lock = [], [], threading.Lock()
+    topic, partitions = "replicated", 3
+    create(cluster, topic, partitions, {"min.insync.replicas": "2"})
+    acks = Acks()
     stop = threading.Event()
+    unflushed = []
 
     def delivered(err, msg):
-        with lock:
-            if err:
-                errors.append(err)
-            else:
-                acked.append((msg.offset(), msg.value().decode(), time.monotonic()))
+        if err:
+            acks.error(err)
+        else:
+            acks.add(msg.partition(), msg.offset(), msg.value().decode())
 
     def produce():
         producer = Producer({"bootstrap.servers": ",".join(n.bootstrap for n in cluster),
                              "acks": "all", "enable.idempotence": True, "linger.ms": 5,
                              "message.timeout.ms": 120000, "reconnect.backoff.max.ms": 500,
                              "topic.metadata.refresh.interval.ms": 1000})
+        seq = [0] * partitions
         i = 0
         while not stop.is_set():
+            p = i % partitions
             try:
-                producer.produce(topic, value=f"v{i:07d}".encode(), partition=0, on_delivery=delivered)
+                producer.produce(topic, value=f"p{p}-{seq[p]:07d}".encode(), partition=p, on_delivery=delivered)
+                seq[p] += 1
                 i += 1
             except BufferError:
                 pass
             producer.poll(0.002)
-        assert producer.flush(120) == 0
+        unflushed.append(producer.flush(120))
 
     t = threading.Thread(target=produce)
     t.start()
-    failovers = []
     try:
-        wait_for("first acks", lambda: len(acked) > 50)
-        for _ in range(CYCLES):
-            leader = wait_isr(cluster, topic, 0, 3).leader
-            killed_at = time.monotonic()
-            kill9(cluster, leader)
-            # Acks the dead leader sent before it died may still reach their callbacks.
-            time.sleep(0.2)
-            with lock:
-                before = len(acked)
-
-            def acked_after_kill():
-                with lock:
-                    late = [a[2] for a in acked[before:] if a[2] > killed_at]
-                return late[0] if late else None
-            first = wait_for("an acknowledged write after the kill", acked_after_kill, 60)
-            failovers.append(first - killed_at)
-            md = wait_for("a new leader in metadata", lambda: (lambda m: m if m and m.leader not in (-1, leader)
-                                                               else None)(partition_md(live_bootstrap(cluster), topic, 0)))
-            assert leader not in md.isrs, "the dead leader left the ISR"
-            # A fenced broker is left out of Metadata, as Kafka lists only live brokers (every
-            # survivor, once it has applied the fencing).
-            for n in [n for n in cluster if n.alive()]:
-                wait_for(f"node {n.name} to stop listing broker {leader}", lambda: leader not in AdminClient(
-                    {"bootstrap.servers": n.bootstrap}).list_topics(timeout=5).brokers, 15)
-            restart(cluster, leader)
-            wait_isr(cluster, topic, 0, 3)
-            with lock:
-                mark = len(acked)
-            wait_for("acks after the rejoin", lambda: len(acked) > mark + 20)
+        wait_for("first acks on every partition", lambda: acks.partitions() == set(range(partitions)))
+        leader_kill_cycles(cluster, topic, partitions, acks)
     finally:
         stop.set()
         t.join(180)
-    print(f"failover (kill -9 to first ack) over {len(failovers)} cycles: "
-          f"min {min(failovers):.2f}s median {statistics.median(failovers):.2f}s max {max(failovers):.2f}s "
-          f"all {[round(f, 2) for f in failovers]}")
-    assert errors == []
-    acked.sort()
-    offsets = [a[0] for a in acked]
-    assert len(set(offsets)) == len(offsets), "two records acknowledged at one offset"
-    got = read_all(cluster, topic, 0, len(acked))
-    values = [v for _, v in got]
-    assert len(set(values)) == len(values), "a record read twice"
-    assert values == sorted(values), "records out of order"
-    assert set(values) >= {a[1] for a in acked}, "an acknowledged record is missing"
-    # Every acked record sits at the offset it was acknowledged with.
-    by_offset = dict(got)
-    assert all(by_offset.get(o) == v for o, v, _ in acked)
+    assert unflushed == [0], "every record delivered before the producer's end"
+    check_read_back(cluster, topic, partitions, acks)
+    check_identical_replicas(cluster, topic, partitions, acks)
 
-    # All replicas end byte-identical (every record is below the high watermark now).
-    def logs():
-        data = [(n.workdir / "data" / f"{topic}-0" / "00000000000000000000.log").read_bytes()
-                for n in cluster]
-        return data if all(d == data[0] for d in data) else None
-    data = wait_for("identical replica logs", logs, 30)
-    assert len(data[0]) >= 8 * len(acked), "every acknowledged value is in the compared bytes"
+
+@pytest.fixture(scope="module")
+def java_classpath(tmp_path_factory):
+    from test_share_groups import _classpath
+
+    return _classpath(tmp_path_factory.mktemp("java-classpath"))
+
+
+@pytest.mark.timeout(CYCLES_TIMEOUT_S)
+def test_java_idempotent_producer_keeps_every_ack_across_leader_kills(cluster, java_classpath):
+    """The same cycles under the Java client's KafkaProducer (idempotence on by default,
+    acks=all), a child JVM printing each acknowledged (partition, offset, value)."""
+    topic, partitions = "java-replicated", 3
+    create(cluster, topic, partitions, {"min.insync.replicas": "2"})
+    acks, done = Acks(), []
+    stderr_path = cluster.root / "java-producer.err"
+    with open(stderr_path, "wb") as stderr:
+        proc = subprocess.Popen(
+            ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", java_classpath,
+             str(JAVA_PRODUCER), ",".join(n.bootstrap for n in cluster), topic, str(partitions), str(JAVA_RATE)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+            preexec_fn=brokers._die_with_parent,
+        )
+
+    def pump():
+        for line in proc.stdout:
+            f = line.split()
+            if f and f[0] == "ACK":
+                # RecordMetadata.offset() is -1 when the client knows none.
+                acks.add(int(f[1]), int(f[2]) if int(f[2]) >= 0 else None, f[3])
+            elif f and f[0] == "ERR":
+                acks.error(line.strip())
+            elif f and f[0] == "DONE":
+                done.append(int(f[1]))
+
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    try:
+        # The source launcher compiles the program first: a few seconds of one busy core.
+        wait_for("the Java producer's first acks on every partition",
+                 lambda: acks.partitions() == set(range(partitions)) or proc.poll() is not None, 120)
+        assert proc.poll() is None, f"the Java producer exited:\n{brokers.tail(stderr_path)}"
+        leader_kill_cycles(cluster, topic, partitions, acks)
+    finally:
+        proc.stdin.close()  # its end stops the producer, which flushes and says DONE
+        try:
+            proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        t.join(10)
+    assert proc.returncode == 0, f"the Java producer failed ({proc.returncode}):\n{brokers.tail(stderr_path)}"
+    assert done == [len(acks) + len(acks.errors)], (done, len(acks), acks.errors[:5])
+    check_read_back(cluster, topic, partitions, acks)
+    check_identical_replicas(cluster, topic, partitions, acks)
 
 
 def test_two_of_three_down_refuses_acks_all_and_takes_acks_1(cluster):
+    """Nodes 2 and 3 killed at once: no metadata quorum is left, so nothing can shrink the
+    ISR of a partition node 1 leads. Strom's leader knows it lost the quorum and refuses
+    acks=all before the append (NOT_ENOUGH_REPLICAS); Kafka's appends and waits for the dead
+    followers until the producer gives up (FINDINGS.md #20). acks=1 works on both."""
     topic = "minority"
     create(cluster, topic, 3, {"min.insync.replicas": "2"})
     survivor = 1
     mds = [partition_md(cluster[0].bootstrap, topic, p) for p in range(3)]
     own = next(p for p, md in enumerate(mds) if md.leader == survivor)
-    for node_id in (2, 3):
-        kill9(cluster, node_id)
-    # The survivor notices it lost the metadata quorum within the session timeout (3 s).
-    time.sleep(4)
+    try:
+        for node_id in (2, 3):
+            cluster.kill9(node_id)
+        # The survivor notices it lost the metadata quorum within the session timeout (3 s).
+        time.sleep(4)
 
-    def send(acks):
-        result = []
-        producer = Producer({"bootstrap.servers": cluster[0].bootstrap, "acks": acks, "retries": 0,
-                             "enable.idempotence": False, "message.timeout.ms": 15000})
-        producer.produce(topic, value=f"acks={acks}".encode(), partition=own,
-                         on_delivery=lambda err, msg: result.append((err, msg.offset())))
-        producer.flush(30)
-        return result[0]
+        def send(acks):
+            result = []
+            producer = Producer({"bootstrap.servers": cluster[0].bootstrap, "acks": acks, "retries": 0,
+                                 "enable.idempotence": False, "message.timeout.ms": 15000})
+            producer.produce(topic, value=f"acks={acks}".encode(), partition=own,
+                             on_delivery=lambda err, msg: result.append((err, msg.offset())))
+            producer.flush(30)
+            return result[0]
 
-    err, _ = send("all")
-    assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS, err
-    err, offset = send("1")
-    assert err is None and offset == 0
-    for node_id in (2, 3):
-        restart(cluster, node_id)
-    wait_isr(cluster, topic, own, 3)
+        err, _ = send("all")
+        print(f"{cluster.kind}: acks=all with 2 of 3 down: {err}")
+        assert err is not None
+        if cluster.kind == "strom":
+            assert err.code() == KafkaError.NOT_ENOUGH_REPLICAS, err
+        else:
+            assert err.code() in (KafkaError._MSG_TIMED_OUT, KafkaError.REQUEST_TIMED_OUT), err
+        err, offset = send("1")
+        print(f"{cluster.kind}: acks=1 with 2 of 3 down: {err} offset {offset}")
+        assert err is None
+    finally:
+        for node_id in (2, 3):
+            if not cluster[node_id - 1].alive():
+                cluster.restart(node_id)
+    wait_isr(cluster, topic, own, 3, 120)
     got = read_all(cluster, topic, own, 1)
-    assert [v for _, v in got] == ["acks=1"]
+    print(f"{cluster.kind}: read back after the restarts: {got}")
+    if cluster.kind == "strom":
+        assert got == [(0, "acks=1")]
+    else:
+        # The timed-out acks=all record is in the log before the acks=1 one.
+        assert got == [(0, "acks=all"), (1, "acks=1")]
 
 
 # --- Coordinators on the cluster (docs/design.md "Cluster": coordinators follow the leaders
@@ -409,7 +547,7 @@ def test_group_resumes_from_committed_offsets_across_coordinator_kill(cluster):
     committed = {tp.partition: max(tp.offset, 0) for tp in consumer.committed(parts, timeout=30)}
     assert sum(committed.values()) >= 150, committed
     old = wait_for("the group's coordinator", lambda: coordinator_of(cluster, group))
-    kill9(cluster, old)
+    cluster.kill9(old)
     wait_for("a new group coordinator", lambda: (lambda c: c if c not in (None, old) else None)(
         coordinator_of(cluster, group)), 60)
     consume(3 * n, commit_each=True)
@@ -430,7 +568,7 @@ def test_group_resumes_from_committed_offsets_across_coordinator_kill(cluster):
     fresh.close()
     final = {tp.partition: tp.offset for tp in got}
     assert final == {0: n, 1: n, 2: n}, ([(tp.partition, tp.offset, tp.error) for tp in got], commit_errors)
-    restart(cluster, old)
+    cluster.restart(old)
     for p in range(3):
         wait_isr(cluster, topic, p, 3)
 
@@ -476,7 +614,7 @@ def test_transactions_commit_exactly_once_across_txn_coordinator_kill(cluster):
         # AddPartitionsToTxn waited for them).
         epochs.append(marker_coordinator_epoch(cluster, topic, 0))
         killed.append(txn_coordinator(cluster, txn_id))
-        kill9(cluster, killed[0])
+        cluster.kill9(killed[0])
 
     for k in range(30):
         one_txn(k, kill_coordinator if k == 10 else None)
@@ -507,7 +645,7 @@ def test_transactions_commit_exactly_once_across_txn_coordinator_kill(cluster):
     # the new coordinator's are newer, so the partitions would fence the old one's.
     wait_for("markers of the new coordinator's epoch",
              lambda: marker_coordinator_epoch(cluster, topic, 0) > epochs[0], 30)
-    restart(cluster, coordinator)
+    cluster.restart(coordinator)
     for p in range(2):
         wait_isr(cluster, topic, p, 3)
 
@@ -630,10 +768,13 @@ def test_rolling_restart_under_load_loses_nothing_and_gives_no_client_error(clus
                 wait_isr(cluster, topic, p, 3)
             node = cluster[node_id - 1]
             began = time.monotonic()
-            assert node.stop() == 0, f"node {node_id} did not stop cleanly:\n{node.log_tail()}"
+            # Kafka's JVM ends with 143 (SIGTERM) once its shutdown hook has run.
+            clean = (0,) if cluster.kind == "strom" else (0, 143)
+            assert node.stop() in clean, f"node {node_id} did not stop cleanly:\n{node.log_tail()}"
             stops.append(time.monotonic() - began)
-            log = node.log_path.read_text(errors="replace")
-            assert "controlled shutdown: leadership moved away" in log, node.log_tail()
+            if cluster.kind == "strom":
+                log = node.log_path.read_text(errors="replace")
+                assert "controlled shutdown: leadership moved away" in log, node.log_tail()
             # It led nothing when it went: every partition had another leader in the image
             # (the survivors apply the entry within a Raft heartbeat or so; well before the
             # 3 s after which a node that just vanished would be fenced).
@@ -643,7 +784,7 @@ def test_rolling_restart_under_load_loses_nothing_and_gives_no_client_error(clus
             with lock:
                 mark = len(acked)
             wait_for(f"acks with node {node_id} down", lambda: len(acked) > mark + 20)
-            restart(cluster, node_id)
+            cluster.restart(node_id)
         for p in range(partitions):
             wait_isr(cluster, topic, p, 3)
         with lock:
@@ -675,6 +816,10 @@ def test_node_replaced_on_an_empty_data_dir_catches_up_byte_identical(cluster):
     """docs/operations.md "Replacing a node": a node whose disk is lost comes back under its
     node id on an empty data dir; the quorum gives it the metadata, the leaders its
     partitions' data, and it rejoins every ISR with logs identical to its peers'."""
+    if cluster.kind == "kafka":
+        pytest.skip("Kafka 4.4's static KRaft quorum takes a voter back on an empty log dir only "
+                    "after `kafka-storage format` with the cluster id and, for a lost metadata "
+                    "log, KIP-853's directory ids: another procedure than Strom's")
     topic, partitions, n = "replaced", 2, 200
     create(cluster, topic, partitions, {"min.insync.replicas": "2"})
     producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "acks": "all",
@@ -687,10 +832,10 @@ def test_node_replaced_on_an_empty_data_dir_catches_up_byte_identical(cluster):
 
     send("before")
     lost = 3
-    kill9(cluster, lost)
+    cluster.kill9(lost)
     shutil.rmtree(cluster[lost - 1].workdir / "data")
     send("while-gone")
-    restart(cluster, lost)
+    cluster.restart(lost)
     for p in range(partitions):
         wait_isr(cluster, topic, p, 3)
     send("after")
@@ -711,7 +856,7 @@ def test_delete_records_moves_every_replicas_log_start(cluster):
     A follower away meanwhile, whose log now ends below the leader's start, starts over
     there (Kafka's truncateFullyAndStartAt) and rejoins the ISR."""
     topic = "trimmed"
-    create(cluster, topic, 1, {"min.insync.replicas": "2", "segment.bytes": "1024"})
+    create(cluster, topic, 1, {"min.insync.replicas": "2"})
     producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "acks": "all",
                          "enable.idempotence": True, "linger.ms": 5})
 
@@ -735,19 +880,19 @@ def test_delete_records_moves_every_replicas_log_start(cluster):
     send(0, 100)
     assert delete_before(60) == 60
     leader = wait_isr(cluster, topic, 0, 3).leader
-    kill9(cluster, leader)
+    cluster.kill9(leader)
     wait_for("a new leader", lambda: (lambda m: m if m and m.leader not in (-1, leader) else None)(
         partition_md(live_bootstrap(cluster), topic, 0)))
     assert earliest() == 60, "the new leader starts where the old one did"
-    restart(cluster, leader)
+    cluster.restart(leader)
     md = wait_isr(cluster, topic, 0, 3)
 
     away = next(i for i in (1, 2, 3) if i != md.leader)
-    kill9(cluster, away)
+    cluster.kill9(away)
     wait_isr(cluster, topic, 0, 2)
     send(100, 100)
     assert delete_before(150) == 150
-    restart(cluster, away)
+    cluster.restart(away)
     wait_isr(cluster, topic, 0, 3)
     send(200, 10)
     data = cluster[away - 1].workdir / "data"
@@ -755,8 +900,11 @@ def test_delete_records_moves_every_replicas_log_start(cluster):
     # Its first segment is the leader's batch that holds offset 150, as Kafka's would be.
     assert logs and 100 <= int(logs[0].stem) <= 150, logs
     assert b"r00099" not in b"".join(f.read_bytes() for f in logs), "records it had before"
-    checkpoint = data / "log-start-offset-checkpoint"
-    wait_for("the returning follower's log start of 150 in its checkpoint", lambda: checkpoint.exists()
-             and f"{topic} 0 150" in checkpoint.read_text(), 15)
+    if cluster.kind == "strom":
+        # Kafka writes this file every 60 s (`log.flush.start.offset.checkpoint.interval.ms`),
+        # Strom's cluster nodes every 5 s.
+        checkpoint = data / "log-start-offset-checkpoint"
+        wait_for("the returning follower's log start of 150 in its checkpoint", lambda: checkpoint.exists()
+                 and f"{topic} 0 150" in checkpoint.read_text(), 15)
     got = read_all(cluster, topic, 0, 60)
     assert [v for _, v in got] == [f"r{i:05d}" for i in range(150, 210)]

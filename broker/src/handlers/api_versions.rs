@@ -72,9 +72,12 @@ pub async fn handle(ctx: &RequestContext, req: ApiVersionsRequest) -> Capped<Api
     let broker = ctx.ctx();
     let mut resp = ApiVersionsResponse::default().with_api_keys(api_keys());
     // KIP-1242: a client that names the cluster and node it means to reach, and reached
-    // another, must re-bootstrap (its metadata is stale).
+    // another, must re-bootstrap (its metadata is stale). The cluster id is the one Metadata
+    // gave it: on a cluster the image's, not this node's own.
     if let (Some(cluster), true) = (&req.cluster_id, req.node_id >= 0) {
-        if cluster.as_str() != broker.cluster_id || req.node_id != broker.config.node_id {
+        if cluster.as_str() != broker.cluster_id_for_clients()
+            || req.node_id != broker.config.node_id
+        {
             resp = resp.with_error_code(ResponseError::RebootstrapRequired.code());
         }
     }

@@ -33,16 +33,13 @@ pub async fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> Descri
                     .with_is_fenced(image.fenced.contains(&b.id))
             })
             .collect();
-        let cluster_id = image.cluster_id.clone();
         return DescribeClusterResponse::default()
             .with_cluster_authorized_operations(ctx.access().operations(
                 req.include_cluster_authorized_operations,
                 crate::security::acl::ResourceType::Cluster,
                 crate::security::acl::CLUSTER_NAME,
             ))
-            .with_cluster_id(StrBytes::from_string(
-                cluster_id.unwrap_or_else(|| broker.cluster_id.clone()),
-            ))
+            .with_cluster_id(StrBytes::from_string(broker.cluster_id_for_clients()))
             .with_controller_id(BrokerId(cluster.controller().unwrap_or(-1)))
             .with_brokers(brokers);
     }

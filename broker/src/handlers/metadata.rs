@@ -204,13 +204,8 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
                         .with_rack(b.rack.clone().map(StrBytes::from_string))
                 })
                 .collect();
-            let id = image.cluster_id.clone();
             let controller = BrokerId(cluster.controller().unwrap_or(-1));
-            (
-                brokers,
-                controller,
-                id.unwrap_or_else(|| broker.cluster_id.clone()),
-            )
+            (brokers, controller, broker.cluster_id_for_clients())
         }
     };
     MetadataResponse::default()

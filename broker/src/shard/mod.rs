@@ -108,6 +108,17 @@ impl BrokerContext {
     pub fn shard_count(&self) -> usize {
         self.shard_senders.len()
     }
+
+    /// The cluster id clients are told (Metadata, DescribeCluster) and that ApiVersions v5
+    /// checks theirs against: on a cluster the image's, set by the first broker registered
+    /// and the same on every node; this node's own on a single node, and on a cluster until
+    /// the image has one. Each node's own id differs from the image's on all but one node.
+    pub fn cluster_id_for_clients(&self) -> String {
+        self.cluster
+            .get()
+            .and_then(|c| c.image().cluster_id.clone())
+            .unwrap_or_else(|| self.cluster_id.clone())
+    }
 }
 
 /// The partitions' home: a stable function of topic and partition, so every shard computes
