@@ -140,6 +140,17 @@ def test_producer_bootstrapped_on_one_node_reaches_every_partition_leader(cluste
             else:
                 assert size == 0, f"partition {p} written on node {node_id}, led by {leader}"
 
+    # kafka-log-dirs (DescribeLogDirs to every broker) names each partition on its one replica.
+    import json
+    import kafka_tools
+    r = kafka_tools.run("kafka-log-dirs", n1.bootstrap, "--describe", "--broker-list", "1,2,3",
+                        "--topic-list", "routed")
+    assert r.rc == 0, f"kafka-log-dirs failed ({r.rc}):\n{r.out}\n{r.err}"
+    described = json.loads(next(line for line in r.lines() if line.startswith("{")))
+    hosted = {b["broker"]: sorted(int(q["partition"].rsplit("-", 1)[1]) for d in b["logDirs"]
+                                  for q in d["partitions"]) for b in described["brokers"]}
+    assert hosted == {b: sorted(p for p, l in leaders.items() if l == b) for b in (1, 2, 3)}, hosted
+
 
 def partition_md(bootstrap, topic, p):
     admin = AdminClient({"bootstrap.servers": bootstrap})

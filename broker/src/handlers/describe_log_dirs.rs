@@ -1,5 +1,5 @@
-//! DescribeLogDirs (key 35): the one data dir, its partitions' sizes, and the filesystem's
-//! total and usable bytes.
+//! DescribeLogDirs (key 35): the one data dir, its partitions' sizes (on a cluster, of the
+//! replicas this node holds), and the filesystem's total and usable bytes.
 
 use kafka_protocol::messages::DescribeLogDirsRequest;
 use kafka_protocol::protocol::StrBytes;
@@ -64,10 +64,19 @@ pub async fn handle(
             })
             .collect(),
     };
+    // Clustered: only the replicas this node holds, as Kafka lists the logs of its dirs (a
+    // node opens every partition's directory, also of those it does not replicate).
+    let image = broker.cluster.get().map(|c| c.image());
+    let hosted = |topic: &str, p: i32| {
+        image.as_ref().is_none_or(|i| {
+            i.partition(topic, p)
+                .is_some_and(|r| r.replicas.contains(&broker.config.node_id))
+        })
+    };
     let mut topics = Vec::new();
     for (name, parts) in wanted {
         let mut partitions = Vec::new();
-        for p in parts {
+        for p in parts.into_iter().filter(|p| hosted(&name, *p)) {
             if let Ok(o) = frontend::offsets(broker, name.clone(), p).await {
                 partitions.push(DescribeLogDirsPartition {
                     partition_index: p,
@@ -75,6 +84,9 @@ pub async fn handle(
                     ..Default::default()
                 });
             }
+        }
+        if partitions.is_empty() && image.is_some() {
+            continue;
         }
         topics.push(DescribeLogDirsTopic {
             name: StrBytes::from_string(name.to_string()),
