@@ -288,4 +288,31 @@ fn given_three_nodes_when_leader_killed_and_restarted_then_topics_agree_everywhe
         });
         assert!(c.running(i));
     }
+
+    // auto.leader.rebalance.enable: a partition whose preferred leader was killed moves to
+    // another replica, and back to the preferred one once it returned and is in sync.
+    let r = create(&c, 0, "balanced", 1, 3);
+    assert_eq!(r.topics[0].error_code, 0, "{:?}", r.topics[0].error_message);
+    let preferred = c.wait_for("balanced's replicas", WAIT, || {
+        let m = c.metadata(0)?;
+        let p = topic(&m, "balanced")?.partitions.first()?.clone();
+        (p.isr_nodes.len() == 3).then(|| p.replica_nodes[0].0)
+    });
+    let gone = c.index_of(preferred);
+    c.kill(gone);
+    let other = (gone + 1) % 3;
+    c.wait_for(
+        "another leader while the preferred one is away",
+        WAIT,
+        || {
+            let l = placement(&c, other, "balanced")?.1[0];
+            (l != preferred && l >= 0).then_some(())
+        },
+    );
+    c.spawn(gone);
+    c.wait_for(
+        "the preferred replica leading again",
+        Duration::from_secs(60),
+        || (placement(&c, other, "balanced")?.1[0] == preferred).then_some(()),
+    );
 }

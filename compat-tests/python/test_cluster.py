@@ -22,6 +22,7 @@ nodes up.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -141,7 +142,6 @@ def test_producer_bootstrapped_on_one_node_reaches_every_partition_leader(cluste
                 assert size == 0, f"partition {p} written on node {node_id}, led by {leader}"
 
     # kafka-log-dirs (DescribeLogDirs to every broker) names each partition on its one replica.
-    import json
     import kafka_tools
     r = kafka_tools.run("kafka-log-dirs", n1.bootstrap, "--describe", "--broker-list", "1,2,3",
                         "--topic-list", "routed")
@@ -919,3 +919,108 @@ def test_delete_records_moves_every_replicas_log_start(cluster):
                  and f"{topic} 0 150" in checkpoint.read_text(), 15)
     got = read_all(cluster, topic, 0, 60)
     assert [v for _, v in got] == [f"r{i:05d}" for i in range(150, 210)]
+
+
+# --- Operations with Kafka's own tools (issue 17): kafka-metadata-quorum, kafka-leader-election.
+
+
+def test_metadata_quorum_tool_shows_one_leader_and_three_voters_from_every_node(cluster):
+    import kafka_tools
+    leaders = set()
+    for n in cluster:
+        r = kafka_tools.ok(kafka_tools.run("kafka-metadata-quorum", n.bootstrap, "describe", "--status"))
+        status = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in r.lines())}
+        leaders.add(status["LeaderId"])
+        assert int(status["LeaderEpoch"]) >= 1 and int(status["HighWatermark"]) > 0, status
+        voters = json.loads(status["CurrentVoters"])
+        assert sorted(v["id"] for v in voters) == [1, 2, 3], status
+        assert all(v["endpoints"] for v in voters), status
+    assert len(leaders) == 1 and leaders <= {"1", "2", "3"}, leaders
+    r = kafka_tools.ok(kafka_tools.run("kafka-metadata-quorum", cluster[0].bootstrap, "describe", "--replication"))
+    rows = [line.split() for line in r.lines()[1:]]
+    assert sorted(row[0] for row in rows) == ["1", "2", "3"], r.out
+    assert [row[-1] for row in rows].count("Leader") == 1, r.out
+    # Every follower has (nearly) all the leader has: a lag of a few entries at most.
+    lags = [int(row[3]) for row in rows]
+    assert max(lags) < 50, r.out
+
+
+def test_leader_election_tool_gives_partitions_back_to_their_preferred_replica(cluster):
+    import kafka_tools
+    topic = "elected"
+    create(cluster, topic, 3, {"min.insync.replicas": "2"})
+    preferred = partition_md(cluster[0].bootstrap, topic, 0).replicas[0]
+    node = cluster[preferred - 1]
+    node.stop()  # a clean stop: its partitions move to the next in-sync replica
+    cluster.restart(preferred)
+    for p in range(3):
+        wait_isr(cluster, topic, p, 3, 120)
+    md = partition_md(live_bootstrap(cluster), topic, 0)
+    assert md.leader != preferred, "the restarted node leads nothing yet"
+    r = kafka_tools.ok(kafka_tools.run("kafka-leader-election", live_bootstrap(cluster), "--election-type",
+                                       "preferred", "--topic", topic, "--partition", "0"))
+    assert r.lines() == [f"Successfully completed leader election (PREFERRED) for partitions {topic}-0"], r.out
+    wait_for(f"{topic}-0 led by {preferred} again", lambda: partition_md(live_bootstrap(cluster), topic, 0).leader
+             == preferred, 15)
+    r = kafka_tools.ok(kafka_tools.run("kafka-leader-election", live_bootstrap(cluster), "--election-type",
+                                       "preferred", "--topic", topic, "--partition", "0"))
+    assert r.lines() == [f"Valid replica already elected for partitions {topic}-0"], r.out
+    # The others back too, with --all-topic-partitions: only those that needed it are named.
+    r = kafka_tools.ok(kafka_tools.run("kafka-leader-election", live_bootstrap(cluster), "--election-type",
+                                       "preferred", "--all-topic-partitions"))
+    for p in range(3):
+        md = wait_for(f"{topic}-{p} led by its preferred replica",
+                      lambda p=p: (lambda m: m if m and m.leader == m.replicas[0] else None)(
+                          partition_md(live_bootstrap(cluster), topic, p)), 15)
+        assert md.leader == md.replicas[0]
+
+
+def lose_the_last_in_sync_replica(cluster, topic, configs):
+    """An RF=2 topic whose follower dies (the ISR shrinks to the leader), then its leader, and
+    then the follower comes back: no in-sync replica is live. (With two of three nodes down
+    the metadata quorum waits; the follower's return restores it.) Returns (dead leader,
+    live out-of-sync follower)."""
+    admin = AdminClient({"bootstrap.servers": live_bootstrap(cluster)})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=2, config=configs)])[topic] \
+        .result(timeout=30)
+    md = wait_isr(cluster, topic, 0, 2)
+    leader, follower = md.leader, next(r for r in md.replicas if r != md.leader)
+    cluster.kill9(follower)
+    wait_isr(cluster, topic, 0, 1)
+    producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "acks": "1"})
+    producer.produce(topic, value=b"only-on-the-leader")
+    assert producer.flush(30) == 0
+    cluster.kill9(leader)
+    cluster.restart(follower)
+    return leader, follower
+
+
+def test_unclean_election_gives_a_leaderless_partition_a_live_out_of_sync_replica(cluster):
+    """A clean cluster keeps such a partition without a leader;
+    `kafka-leader-election --election-type unclean`, or the topic's
+    `unclean.leader.election.enable`, makes the live out-of-sync replica its leader."""
+    import kafka_tools
+
+    def led_by(topic, leader):
+        return lambda: (lambda m: m if m is not None and m.leader == leader else None)(
+            partition_md(live_bootstrap(cluster), topic, 0))
+
+    topic = "unclean-asked"
+    leader, follower = lose_the_last_in_sync_replica(cluster, topic, {})
+    wait_for(f"{topic} without a leader", led_by(topic, -1), 30)
+    time.sleep(2)
+    assert partition_md(live_bootstrap(cluster), topic, 0).leader == -1, "a clean cluster waits"
+    r = kafka_tools.ok(kafka_tools.run("kafka-leader-election", live_bootstrap(cluster), "--election-type",
+                                       "unclean", "--topic", topic, "--partition", "0"))
+    assert r.lines() == [f"Successfully completed leader election (UNCLEAN) for partitions {topic}-0"], r.out
+    md = wait_for(f"{topic} led by the out-of-sync replica", led_by(topic, follower), 30)
+    assert md.isrs == [follower]
+    cluster.restart(leader)
+    wait_isr(cluster, topic, 0, 2, 120)
+
+    topic = "unclean-allowed"
+    leader, follower = lose_the_last_in_sync_replica(cluster, topic, {"unclean.leader.election.enable": "true"})
+    md = wait_for(f"{topic} led by the out-of-sync replica on its own", led_by(topic, follower), 30)
+    assert md.isrs == [follower]
+    cluster.restart(leader)
+    wait_isr(cluster, topic, 0, 2, 120)

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use super::image::{Command, MetadataImage};
+use super::image::{Command, Elected, ElectionType, MetadataImage, Outcome};
 pub use super::liveness::{Liveness, SESSION_TIMEOUT};
 use super::network::{PeerClient, PeerRequest, PeerResponse};
 use super::types::{NodeId, Raft};
@@ -123,6 +123,64 @@ pub async fn fence(
             tracing::info!(broker = id, fenced = !alive, "broker session changed");
             if let Err(e) = raft.client_write(cmd).await {
                 tracing::info!(broker = id, error = %e, "cannot change the broker's session");
+            }
+        }
+    }
+}
+
+/// Kafka's `maxElectionsPerImbalance`: preferred elections in one metadata entry.
+const MAX_ELECTIONS_PER_ROUND: usize = 1000;
+
+/// On the Raft leader only, every `interval` (`leader.imbalance.check.interval.seconds`): gives
+/// partitions back to their preferred replica where it is in sync and live
+/// (`auto.leader.rebalance.enable`, Kafka's `maybeBalancePartitionLeaders`), so leadership
+/// spreads over the nodes again after restarts moved it away.
+pub async fn rebalance(
+    raft: Raft,
+    me: NodeId,
+    image: Arc<RwLock<Arc<MetadataImage>>>,
+    interval: Duration,
+) {
+    loop {
+        tokio::time::sleep(interval).await;
+        if raft.metrics().borrow().current_leader != Some(me) {
+            continue;
+        }
+        loop {
+            let partitions = image
+                .read()
+                .expect("image lock")
+                .imbalanced(MAX_ELECTIONS_PER_ROUND);
+            let (count, more) = (
+                partitions.len(),
+                partitions.len() == MAX_ELECTIONS_PER_ROUND,
+            );
+            if count == 0 {
+                break;
+            }
+            let cmd = Command::ElectLeaders {
+                election: ElectionType::Preferred,
+                partitions,
+            };
+            match raft.client_write(cmd).await {
+                Ok(r) => {
+                    let done = match &r.data {
+                        Outcome::Elections(v) => v.iter().filter(|e| **e == Elected::Done).count(),
+                        _ => 0,
+                    };
+                    tracing::info!(
+                        imbalanced = count,
+                        elected = done,
+                        "preferred leaders back (auto.leader.rebalance.enable)"
+                    );
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "cannot rebalance leaders now");
+                    break;
+                }
+            }
+            if !more {
+                break;
             }
         }
     }

@@ -54,6 +54,7 @@ pub struct ClusterHandle {
     /// False while this node is cut off from the metadata quorum (`controller`).
     pub quorum: Arc<AtomicBool>,
     pub(super) runtime: tokio::runtime::Handle,
+    pub(super) liveness: Arc<super::liveness::Liveness>,
     pub(super) stop: watch::Sender<bool>,
     pub(super) thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -144,6 +145,34 @@ impl ClusterHandle {
             Err(_) => {
                 tracing::warn!(?timeout, "controlled shutdown timed out; stopping anyway");
             }
+        }
+    }
+
+    /// The metadata quorum as its Raft leader sees it (DescribeQuorum): here when this node
+    /// leads, else asked of the leader over the peer port.
+    pub async fn describe_quorum(&self) -> Result<super::quorum::QuorumView, ClusterError> {
+        if let Some(v) = super::quorum::leader_view(&self.raft, &self.liveness) {
+            return Ok(v);
+        }
+        let m = self.raft.metrics().borrow().clone();
+        let addr = m
+            .current_leader
+            .and_then(|l| m.membership_config.membership().get_node(&l).cloned())
+            .and_then(|n| n.addr.parse().ok())
+            .ok_or_else(|| ClusterError::NoQuorum("no metadata leader known".into()))?;
+        let answer = self
+            .runtime
+            .spawn(async move {
+                PeerClient::new(addr)
+                    .call(&PeerRequest::DescribeQuorum, Duration::from_secs(5))
+                    .await
+            })
+            .await
+            .map_err(|e| ClusterError::Raft(e.to_string()))?;
+        match answer {
+            Ok(PeerResponse::DescribeQuorum(Some(v))) => Ok(v),
+            Ok(_) => Err(ClusterError::NoQuorum("the metadata leader moved".into())),
+            Err(e) => Err(ClusterError::NoQuorum(e.to_string())),
         }
     }
 

@@ -28,6 +28,15 @@ impl Liveness {
             .insert(id, Instant::now());
     }
 
+    /// How long ago the leader last heard from `id`, if ever.
+    pub(super) fn seen_ago(&self, id: i32) -> Option<Duration> {
+        self.seen
+            .lock()
+            .expect("liveness")
+            .get(&id)
+            .map(|t| t.elapsed())
+    }
+
     pub(super) fn alive(&self, id: i32) -> bool {
         self.seen
             .lock()

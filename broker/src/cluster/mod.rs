@@ -23,6 +23,7 @@ mod liveness;
 mod materialize;
 pub mod migrate;
 pub mod network;
+pub mod quorum;
 pub mod replicas;
 pub mod store;
 pub mod types;
@@ -32,6 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use openraft::{BasicNode, Config, SnapshotPolicy};
 use tokio::sync::watch;
@@ -98,6 +100,7 @@ pub fn start(
     let hold = migrating.then_some(hold_rx);
     let quorum = Arc::new(AtomicBool::new(false));
     let liveness = Arc::new(liveness::Liveness::default());
+    let handle_liveness = liveness.clone();
     let quorum_flag = quorum.clone();
     let shared_image = image.clone();
     let registration = BrokerRecord {
@@ -167,6 +170,14 @@ pub fn start(
                     quorum_flag,
                     liveness.clone(),
                 ));
+                if ctx.config.auto_leader_rebalance_enable {
+                    tokio::spawn(controller::rebalance(
+                        raft.clone(),
+                        node_id as u64,
+                        shared_image.clone(),
+                        Duration::from_secs(ctx.config.leader_imbalance_check_interval_seconds),
+                    ));
+                }
                 tokio::spawn(controller::fence(
                     raft.clone(),
                     node_id as u64,
@@ -206,6 +217,7 @@ pub fn start(
         materialized: materialized_rx,
         quorum,
         runtime,
+        liveness: handle_liveness,
         stop: stop_tx,
         thread: Mutex::new(Some(thread)),
     })))

@@ -36,6 +36,8 @@ pub enum PeerRequest {
     Forward(Command),
     /// A broker's heartbeat to the Raft leader (`controller`).
     Heartbeat(i32),
+    /// DescribeQuorum, asked of the Raft leader (`quorum.rs`).
+    DescribeQuorum,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -48,6 +50,8 @@ pub enum PeerResponse {
     /// When the receiver leads the metadata quorum with a fresh quorum ack: the index its
     /// state machine has applied (the sender counts as caught up once it has that too).
     Heartbeat(Option<u64>),
+    /// The leader's view of the quorum; `None` when the receiver does not lead.
+    DescribeQuorum(Option<super::quorum::QuorumView>),
 }
 
 fn codec() -> LengthDelimitedCodec {
@@ -240,6 +244,9 @@ async fn answer(
             }
             let applied = raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
             PeerResponse::Heartbeat(leads.then_some(applied))
+        }
+        PeerRequest::DescribeQuorum => {
+            PeerResponse::DescribeQuorum(super::quorum::leader_view(raft, liveness))
         }
         PeerRequest::Append(r) => PeerResponse::Append(raft.append_entries(r).await),
         PeerRequest::Vote(r) => PeerResponse::Vote(raft.vote(r).await),

@@ -148,6 +148,13 @@ pub struct BrokerConfig {
     /// and their Raft (peer) addresses; this node's `node_id` must be one of them and its
     /// entry is the address it binds. Empty (default) = a single node. Restart needed.
     pub controller_quorum_voters: String,
+    /// Kafka `auto.leader.rebalance.enable`: on a cluster, the controller gives partitions
+    /// back to their preferred (first) replica once it is in sync again, every
+    /// `leader_imbalance_check_interval_seconds`. Default true. Restart needed.
+    pub auto_leader_rebalance_enable: bool,
+    /// Kafka `leader.imbalance.check.interval.seconds`: how often the controller looks for
+    /// partitions not led by their preferred replica. Default 300, >= 1. Restart needed.
+    pub leader_imbalance_check_interval_seconds: u64,
     /// Kafka `auto.create.topics.enable`. Default true.
     pub auto_create_topics_enable: bool,
     /// Kafka `num.partitions`: partitions of auto-created topics. Default 1, >= 1.
@@ -371,6 +378,8 @@ impl Default for BrokerConfig {
             node_id: 0,
             cluster_id: String::new(),
             controller_quorum_voters: String::new(),
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_seconds: 300,
             auto_create_topics_enable: true,
             num_partitions: 1,
             default_replication_factor: 1,
@@ -673,6 +682,12 @@ impl BrokerConfig {
         }
         if self.num_partitions < 1 {
             return Err(bad("num_partitions", "must be >= 1".into()));
+        }
+        if self.leader_imbalance_check_interval_seconds < 1 {
+            return Err(bad(
+                "leader_imbalance_check_interval_seconds",
+                "must be >= 1".into(),
+            ));
         }
         if self.default_replication_factor < 1 {
             return Err(bad("default_replication_factor", "must be >= 1".into()));

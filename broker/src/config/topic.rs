@@ -485,15 +485,11 @@ fn invalid(name: &str, value: &str, reason: &str) -> TopicConfigError {
 pub const NOT_IMPLEMENTED: &[(&str, &str)] = &[
     (
         "follower.replication.throttled.replicas",
-        "replication is not built yet (one node)",
+        "replication throttles are not built yet (issue 17)",
     ),
     (
         "leader.replication.throttled.replicas",
-        "replication is not built yet (one node)",
-    ),
-    (
-        "unclean.leader.election.enable",
-        "replication is not built yet (one node)",
+        "replication throttles are not built yet (issue 17)",
     ),
     ("remote.copy.lag.bytes", "tiered storage is not built yet"),
     ("remote.copy.lag.ms", "tiered storage is not built yet"),

@@ -1,9 +1,11 @@
-//! DescribeQuorum (key 55, KIP-595/KIP-853): `kafka-metadata-quorum.sh describe`. A single
-//! Strom node is its own quorum: the only voter, leader of `__cluster_metadata`-0, no
-//! observers. Strom keeps metadata in files, not a replicated log, so there are no log
-//! offsets or fetch times to report: those are -1 (Kafka's "unknown"), and the voter has no
-//! directory id (the zero uuid of a static quorum, kraft.version 0). When the cluster
-//! lands, this answers from its Raft state.
+//! DescribeQuorum (key 55, KIP-595/KIP-853): `kafka-metadata-quorum.sh describe`. On a
+//! cluster, the metadata quorum as its Raft leader sees it (`cluster::quorum`): leader, epoch
+//! (the Raft term), high watermark and each voter's log end and last contact, the voters'
+//! endpoints being their Raft ports (Kafka's controller listener, named CONTROLLER). A
+//! single Strom node is its own quorum: the only voter, leader of `__cluster_metadata`-0, no
+//! observers, and with its metadata in files, not a replicated log, no offsets or fetch
+//! times to report: those are -1 (Kafka's "unknown"). Voters have no directory id (the zero
+//! uuid of a static quorum, kraft.version 0).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_quorum_response::{
@@ -47,7 +49,22 @@ pub async fn handle(ctx: &RequestContext, req: DescribeQuorumRequest) -> Describ
     };
     let index = topic.partitions[0].partition_index;
     let partition = PartitionData::default().with_partition_index(index);
-    let partition = if topic.topic_name.as_str() != CLUSTER_METADATA_TOPIC || index != 0 {
+    let known = topic.topic_name.as_str() == CLUSTER_METADATA_TOPIC && index == 0;
+    if let (Some(cluster), true) = (broker.cluster.get(), known) {
+        return match cluster.describe_quorum().await {
+            Ok(view) => clustered(ctx.version(), topic.topic_name.clone(), partition, &view),
+            Err(e) => {
+                tracing::debug!(error = %e, "no metadata leader to describe the quorum");
+                let p = partition
+                    .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                    .with_error_message(Some(StrBytes::from_string(e.to_string())));
+                DescribeQuorumResponse::default().with_topics(vec![TopicData::default()
+                    .with_topic_name(topic.topic_name.clone())
+                    .with_partitions(vec![p])])
+            }
+        };
+    }
+    let partition = if !known {
         partition.with_error_code(ResponseError::UnknownTopicOrPartition.code())
     } else {
         let voter = ReplicaState::default()
@@ -76,6 +93,52 @@ pub async fn handle(ctx: &RequestContext, req: DescribeQuorumRequest) -> Describ
     DescribeQuorumResponse::default()
         .with_topics(vec![TopicData::default()
             .with_topic_name(topic.topic_name.clone())
+            .with_partitions(vec![partition])])
+        .with_nodes(nodes)
+}
+
+/// The answer from the Raft leader's view.
+fn clustered(
+    version: i16,
+    topic: kafka_protocol::messages::TopicName,
+    partition: PartitionData,
+    view: &crate::cluster::quorum::QuorumView,
+) -> DescribeQuorumResponse {
+    let voters = view
+        .voters
+        .iter()
+        .map(|v| {
+            ReplicaState::default()
+                .with_replica_id(BrokerId(v.id))
+                .with_log_end_offset(v.log_end_offset)
+                .with_last_fetch_timestamp(v.last_fetch_ms)
+                .with_last_caught_up_timestamp(v.last_caught_up_ms)
+        })
+        .collect();
+    let partition = partition
+        .with_leader_id(BrokerId(view.leader))
+        .with_leader_epoch(i32::try_from(view.epoch).unwrap_or(i32::MAX))
+        .with_high_watermark(view.high_watermark)
+        .with_current_voters(voters);
+    let nodes = if version >= 2 {
+        view.voters
+            .iter()
+            .filter_map(|v| {
+                let addr: std::net::SocketAddr = v.addr.parse().ok()?;
+                Some(Node::default().with_node_id(BrokerId(v.id)).with_listeners(
+                    vec![Listener::default()
+                            .with_name(StrBytes::from_static_str("CONTROLLER"))
+                            .with_host(StrBytes::from_string(addr.ip().to_string()))
+                            .with_port(addr.port())],
+                ))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    DescribeQuorumResponse::default()
+        .with_topics(vec![TopicData::default()
+            .with_topic_name(topic)
             .with_partitions(vec![partition])])
         .with_nodes(nodes)
 }

@@ -92,6 +92,9 @@ impl TestCluster {
                 &format!("controller.quorum.voters={}", self.voters),
             ])
             .args(["--set", "schema.registry.enable=false"])
+            // The controller gives leadership back to preferred replicas within seconds here
+            // (Kafka's default looks every 5 minutes).
+            .args(["--set", "leader.imbalance.check.interval.seconds=2"])
             .env("RUST_LOG", "info,openraft=warn")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())

@@ -10,6 +10,7 @@
 //! (`Command::Migrate`) in `migrate.rs`. The rules those arms apply are the ones a single node
 //! applies to its files (`metadata::{acls, scram, quotas, features}`), written once.
 
+mod elect;
 mod migrate;
 mod settings;
 
@@ -23,6 +24,7 @@ use crate::metadata::group_configs::Overrides;
 use crate::metadata::quotas::{self, QuotaAlteration, QuotaEntity, Quotas};
 use crate::metadata::scram::{CredentialChange, Users};
 use crate::security::acl::{AclBinding, AclFilter};
+pub use elect::{Elected, ElectionType, UNCLEAN_CONFIG};
 
 /// A broker as clients see it (Metadata's broker list).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -265,6 +267,12 @@ pub enum Command {
     },
     /// A single node's data dir joins the cluster (`migrate.rs`).
     Migrate(Box<Migration>),
+    /// ElectLeaders (`kafka-leader-election.sh`) and the controller's preferred-leader
+    /// rebalance (`elect.rs`).
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Vec<(String, i32)>,
+    },
 }
 
 impl Command {
@@ -334,10 +342,39 @@ pub enum Outcome {
     },
     /// Nothing migrated: the image holds a topic the node's data dir contradicts.
     MigrationConflict(String),
+    /// Per partition of an ElectLeaders, in the order asked.
+    Elections(Vec<Elected>),
 }
 
 impl MetadataImage {
     pub fn apply(&mut self, cmd: &Command) -> Outcome {
+        let outcome = self.apply_command(cmd);
+        // A partition may have lost its last in-sync leader, or a topic may now allow an
+        // out-of-sync one (Kafka elects uncleanly on those same events).
+        let may_elect = matches!(
+            cmd,
+            Command::FenceBroker { .. }
+                | Command::UnfenceBroker { .. }
+                | Command::ControlledShutdown { .. }
+                | Command::SetConfigs {
+                    resource: ConfigResource::Topic(_) | ConfigResource::Broker(None),
+                    ..
+                }
+        );
+        if may_elect {
+            for (topic, partition, leader) in self.elect_unclean_where_allowed() {
+                tracing::warn!(
+                    topic,
+                    partition,
+                    leader,
+                    "unclean leader election (unclean.leader.election.enable): records only the lost in-sync replicas had are gone"
+                );
+            }
+        }
+        outcome
+    }
+
+    fn apply_command(&mut self, cmd: &Command) -> Outcome {
         match cmd {
             Command::RegisterBroker { broker, cluster_id } => {
                 self.cluster_id.get_or_insert_with(|| cluster_id.clone());
@@ -456,6 +493,10 @@ impl MetadataImage {
                 local,
             } => self.update_features(updates, *node, local),
             Command::Migrate(m) => self.migrate(m),
+            Command::ElectLeaders {
+                election,
+                partitions,
+            } => Outcome::Elections(self.elect_leaders(*election, partitions)),
         }
     }
 

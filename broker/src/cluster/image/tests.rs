@@ -698,3 +698,140 @@ fn given_snapshot_from_before_these_sections_when_loaded_then_they_are_empty() {
     assert!(image.acls.is_empty() && image.users.is_empty() && image.quotas.is_empty());
     assert!(image.broker_configs.is_empty() && image.features.is_none());
 }
+
+fn elect(
+    image: &mut MetadataImage,
+    election: ElectionType,
+    partitions: &[(&str, i32)],
+) -> Vec<Elected> {
+    let partitions = partitions
+        .iter()
+        .map(|(t, p)| (t.to_string(), *p))
+        .collect();
+    match image.apply(&Command::ElectLeaders {
+        election,
+        partitions,
+    }) {
+        Outcome::Elections(v) => v,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn given_leader_moved_when_electing_preferred_then_first_replica_leads_again_if_in_sync() {
+    let mut image = MetadataImage::default();
+    for id in 1..=3 {
+        register(&mut image, id);
+    }
+    image.apply(&create_rf("r", 1, 3));
+    let preferred = image.topics["r"].partitions[0].replicas[0];
+    assert_eq!(
+        elect(
+            &mut image,
+            ElectionType::Preferred,
+            &[("r", 0), ("r", 7), ("x", 0)]
+        ),
+        vec![
+            Elected::NotNeeded,
+            Elected::UnknownPartition,
+            Elected::UnknownTopic
+        ]
+    );
+    image.apply(&Command::FenceBroker { id: preferred });
+    assert_eq!(image.imbalanced(10), vec![], "the preferred one is gone");
+    assert_eq!(
+        elect(&mut image, ElectionType::Preferred, &[("r", 0)]),
+        vec![Elected::PreferredNotAvailable]
+    );
+    // Back, but out of the ISR until its leader takes it in: still not available.
+    image.apply(&Command::UnfenceBroker { id: preferred });
+    assert_eq!(
+        elect(&mut image, ElectionType::Preferred, &[("r", 0)]),
+        vec![Elected::PreferredNotAvailable]
+    );
+    let p = image.topics["r"].partitions[0].clone();
+    let mut isr = p.isr.clone();
+    isr.push(preferred);
+    image.apply(&Command::AlterIsr {
+        topic: "r".into(),
+        partition: 0,
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        isr,
+    });
+    assert_eq!(image.imbalanced(10), vec![("r".to_string(), 0)]);
+    assert_eq!(
+        elect(&mut image, ElectionType::Preferred, &[("r", 0)]),
+        vec![Elected::Done]
+    );
+    let now = &image.topics["r"].partitions[0];
+    assert_eq!(now.leader, preferred);
+    assert_eq!(now.leader_epoch, p.leader_epoch + 1);
+    assert_eq!(image.imbalanced(10), vec![]);
+}
+
+#[test]
+fn given_leaderless_partition_when_electing_unclean_then_a_live_replica_leads_alone() {
+    let mut image = MetadataImage::default();
+    for id in 1..=3 {
+        register(&mut image, id);
+    }
+    image.apply(&create_rf("r", 1, 3));
+    let order = image.topics["r"].partitions[0].replicas.clone();
+    assert_eq!(
+        elect(&mut image, ElectionType::Unclean, &[("r", 0)]),
+        vec![Elected::NotNeeded],
+        "it has a leader"
+    );
+    // The ISR shrinks to the last one standing, which then goes too.
+    for id in &order {
+        image.apply(&Command::FenceBroker { id: *id });
+    }
+    let last = image.topics["r"].partitions[0].isr.clone();
+    assert_eq!(image.topics["r"].partitions[0].leader, -1);
+    assert_eq!(
+        elect(&mut image, ElectionType::Unclean, &[("r", 0)]),
+        vec![Elected::EligibleNotAvailable],
+        "nobody is live"
+    );
+    let stale = order.iter().copied().find(|r| !last.contains(r)).unwrap();
+    image.apply(&Command::UnfenceBroker { id: stale });
+    assert_eq!(
+        image.topics["r"].partitions[0].leader, -1,
+        "clean: it waits"
+    );
+    assert_eq!(
+        elect(&mut image, ElectionType::Unclean, &[("r", 0)]),
+        vec![Elected::Done]
+    );
+    let p = &image.topics["r"].partitions[0];
+    assert_eq!((p.leader, p.isr.clone()), (stale, vec![stale]));
+}
+
+#[test]
+fn given_topic_allowing_unclean_when_its_last_in_sync_replica_goes_then_a_live_one_leads() {
+    let mut image = MetadataImage::default();
+    for id in 1..=3 {
+        register(&mut image, id);
+    }
+    image.apply(&create_rf("r", 1, 3));
+    let order = image.topics["r"].partitions[0].replicas.clone();
+    // The ISR is down to one member (the others fell behind), which then dies.
+    let p = image.topics["r"].partitions[0].clone();
+    image.apply(&Command::AlterIsr {
+        topic: "r".into(),
+        partition: 0,
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        isr: vec![order[0]],
+    });
+    image.apply(&Command::FenceBroker { id: order[0] });
+    assert_eq!(image.topics["r"].partitions[0].leader, -1);
+    image.apply(&Command::SetConfigs {
+        resource: ConfigResource::Topic("r".into()),
+        configs: BTreeMap::from([(UNCLEAN_CONFIG.to_string(), "true".to_string())]),
+    });
+    let p = &image.topics["r"].partitions[0];
+    assert_eq!(p.leader, order[1], "the first live replica");
+    assert_eq!(p.isr, vec![order[1]]);
+}
