@@ -58,13 +58,12 @@ pub fn report(brokers: &[BrokerRun], lims: Option<&LimitsRun>, ratios: bool) -> 
     }
     out += "\nThroughput cells: MB/s (messages/s). Latency cells: p50 / p99 / p99.9 / max in ms, \
             from the intended send time (coordinated-omission corrected).\n";
-    if let Some(o) = others.first() {
+    if !others.is_empty() {
         out += &format!(
             "Ratio cells: {first}'s figure over the other broker's; throughput: MB/s (above 1: \
              {first} moves more), latency: p50 / p99 / p99.9 (below 1: {first} is quicker); \
-             `*`: one of the two figures carries a note (failures, records short), e.g. {first} / {o}.\n",
+             `*`: one of the two figures carries a note (failures, records short).\n",
             first = brokers[0].broker,
-            o = o.broker
         );
     }
     out += "\n";
@@ -130,12 +129,13 @@ fn shares(brokers: &[BrokerRun], l: &LimitsRun) -> String {
     let (Some(tcp), Some(sync)) = (limit("loopback"), limit("fdatasync write, 1 MiB")) else {
         return String::new();
     };
+    // None when the run has no such workload (cluster.sh runs acks=all only): "–", not 0%.
     let best = |b: &BrokerRun, f: &dyn Fn(&str) -> bool| {
         b.rows
             .iter()
             .filter(|r| f(&r.workload))
             .filter_map(|r| r.mb_per_s)
-            .fold(0.0f64, f64::max)
+            .reduce(f64::max)
     };
     let mut out = format!(
         "\nBest figures as a share of the machine's limits (loopback {tcp:.0} MB/s, fdatasync \
@@ -147,7 +147,10 @@ fn shares(brokers: &[BrokerRun], l: &LimitsRun) -> String {
         let p1 = best(b, &|w| w.starts_with("produce") && w.contains("acks=1 "));
         let pall = best(b, &|w| w.starts_with("produce") && w.contains("acks=all"));
         let cons = best(b, &|w| w.starts_with("consume"));
-        let pct = |v: f64, lim: f64| format!("{:.0}% ({v:.0} MB/s)", 100.0 * v / lim);
+        let pct = |v: Option<f64>, lim: f64| {
+            v.map(|v| format!("{:.0}% ({v:.0} MB/s)", 100.0 * v / lim))
+                .unwrap_or_else(|| "–".into())
+        };
         out += &format!(
             "| {} | {} | {} | {} | {} |\n",
             b.broker,
@@ -227,8 +230,8 @@ pub fn failover(runs: &[Failover]) -> String {
     }
     let mut out = String::from(
         "\nFailover: kill -9 of a partition leader under an idempotent acks=all producer, to the \
-         first acknowledged write on every partition it led (seconds; the 3 s session timeout \
-         of both brokers included):\n\n| broker | cycles | min | median | max | every cycle |\n\
+         first acknowledged write on every partition it led (seconds; the 3 s session of both \
+         brokers included, which runs from the last heartbeat, up to 0.5 s before the kill):\n\n| broker | cycles | min | median | max | every cycle |\n\
          |---|---|---|---|---|---|\n",
     );
     for f in runs {
