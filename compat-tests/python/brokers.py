@@ -370,17 +370,18 @@ def _cluster_start_timeout(kind: str) -> float:
     return max(START_TIMEOUT_S, 180) if kind == "kafka" else START_TIMEOUT_S
 
 
-def start_cluster(kind: str, nodes: int = 3) -> Cluster:
+def start_cluster(kind: str, nodes: int = 3, shards: int = 1) -> Cluster:
     """`nodes` brokers of `kind` forming one cluster, every node serving Metadata; started
-    again on fresh ports if a node lost one (`_retrying_bind`)."""
+    again on fresh ports if a node lost one (`_retrying_bind`). `shards`: each Strom node's
+    (benches/quick/failover.py runs them as benches/cluster.sh does)."""
     if kind == "kafka":
         fetch_kafka()
     elif not STROM_BIN.is_file():
         raise BrokerStartError(f"{STROM_BIN} not found: build it with `cargo build --release -p strom`")
-    return _retrying_bind(lambda: _start_cluster(kind, nodes))
+    return _retrying_bind(lambda: _start_cluster(kind, nodes, shards))
 
 
-def _start_cluster(kind: str, count: int) -> Cluster:
+def _start_cluster(kind: str, count: int, shards: int) -> Cluster:
     cluster = Cluster(kind, Path(tempfile.mkdtemp(prefix=f"strom-compat-{kind}-cluster-")))
     # Per node: the client port, the quorum (Raft / KRaft controller) port, and Strom's metrics port.
     ports = {i: (free_port(), free_port(), free_port()) for i in range(1, count + 1)}
@@ -401,7 +402,7 @@ def _start_cluster(kind: str, count: int) -> Cluster:
                     "--listen", f"127.0.0.1:{port}",
                     "--metrics-listen", f"127.0.0.1:{metrics_port}",
                     "--data-dir", str(workdir / "data"),
-                    "--shards", "1",
+                    "--shards", str(shards),
                     "--set", f"controller.quorum.voters={voters}",
                     "--set", "schema_registry_enable=false",
                 ]

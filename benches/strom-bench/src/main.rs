@@ -6,12 +6,19 @@
 //!   strom-bench report limits.json strom.json kafka.json > table.md
 //!   strom-bench plot --dir results/ limits.json strom.json kafka.json   # SVG charts
 //!
+//! A cluster: `--bootstrap` lists its nodes, `--pid` takes every node's PID (repeated or
+//! comma-separated; CPU and memory are summed), `--replication-factor 3` creates replicated
+//! topics (`min.insync.replicas` 2, as a production cluster of 3 runs), `wait --brokers 3`
+//! waits for the cluster to form, and `report --ratios` adds the first broker's ratio to each
+//! other one.
+//!
 //! Every workload is bounded in time (`--seconds`); progress goes to stderr. benches/run.sh
-//! starts the brokers and runs all three steps.
+//! (one node each) and benches/cluster.sh (three) start the brokers and run the steps.
 
 mod limits;
 mod plot;
 mod proc;
+mod report;
 mod workloads;
 
 use std::path::PathBuf;
@@ -43,8 +50,23 @@ enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Renders result files (from `run` and `limits`) as markdown tables.
-    Report { files: Vec<PathBuf> },
+    /// Renders result files (from `run`, `limits` and benches/quick/failover.py) as
+    /// markdown tables.
+    Report {
+        /// Adds columns with the first broker's figures over each other broker's.
+        #[arg(long)]
+        ratios: bool,
+        files: Vec<PathBuf>,
+    },
+    /// Waits until the brokers at `--bootstrap` list `--brokers` brokers in Metadata.
+    Wait {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long, default_value_t = 1)]
+        brokers: usize,
+        #[arg(long, default_value_t = 180)]
+        timeout: u64,
+    },
     /// Draws result files as SVG charts (throughput.svg, latency.svg) into `--dir`.
     Plot {
         #[arg(long)]
@@ -53,17 +75,28 @@ enum Cmd {
     },
 }
 
-/// Broker runs (in the order given) and the limits, from result files.
-fn load(files: &[PathBuf]) -> anyhow::Result<(Vec<BrokerRun>, Option<LimitsRun>)> {
-    let mut brokers = Vec::new();
-    let mut lims = None;
+/// Everything the result files hold: broker runs (in the order given), the limits and the
+/// failover measurements.
+#[derive(Default)]
+struct Loaded {
+    brokers: Vec<BrokerRun>,
+    limits: Option<LimitsRun>,
+    failover: Vec<report::Failover>,
+}
+
+fn load(files: &[PathBuf]) -> anyhow::Result<Loaded> {
+    let mut l = Loaded::default();
     for f in files {
-        match serde_json::from_slice::<ResultFile>(&std::fs::read(f)?)? {
-            ResultFile::Broker(b) => brokers.push(b),
-            ResultFile::Limits(l) => lims = Some(l),
+        let bytes = std::fs::read(f)?;
+        match serde_json::from_slice::<ResultFile>(&bytes)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?
+        {
+            ResultFile::Broker(b) => l.brokers.push(b),
+            ResultFile::Limits(x) => l.limits = Some(x),
+            ResultFile::Failover(x) => l.failover.extend(x.failover),
         }
     }
-    Ok((brokers, lims))
+    Ok(l)
 }
 
 #[derive(Parser)]
@@ -73,9 +106,18 @@ struct RunArgs {
     /// Name of the broker in the tables.
     #[arg(long)]
     name: String,
-    /// The broker's process id, for CPU seconds and RSS from /proc.
+    /// The broker's process id, for CPU seconds and RSS from /proc; a cluster's nodes, as
+    /// `--pid A --pid B` or `--pid A,B,C`: their figures are summed.
+    #[arg(long, value_delimiter = ',')]
+    pid: Vec<u32>,
+    /// Replicas of each topic created (1: a single node).
+    #[arg(long, default_value_t = 1)]
+    replication_factor: i32,
+    /// The topics' `min.insync.replicas`; default 2 from a replication factor of 3 up (what
+    /// a production cluster sets, so acks=all survives one lost replica and no more), else
+    /// the broker's default.
     #[arg(long)]
-    pid: Option<u32>,
+    min_insync_replicas: Option<u32>,
     /// Seconds per workload (each is also bounded by its flush/consume deadline).
     #[arg(long, default_value_t = 5)]
     seconds: u64,
@@ -86,10 +128,14 @@ struct RunArgs {
     partitions: i32,
     #[arg(long, default_value_t = 2)]
     producers: usize,
+    /// The acks of the produce cases ("1", "all"). The consume case reads the 1 KiB
+    /// N-partition topic of the first one.
+    #[arg(long, value_delimiter = ',', default_value = "1,all")]
+    acks: Vec<String>,
     /// Fixed rates (messages/s) of the end-to-end latency runs.
     #[arg(long, value_delimiter = ',', default_value = "1000,10000,50000")]
     rates: Vec<u64>,
-    /// Rate of the embedding workload (384 float32 = 1536 B per record).
+    /// Rate of the embedding workload (384 float32 = 1536 B per record); 0 leaves it out.
     #[arg(long, default_value_t = 10000)]
     embedding_rate: u64,
     /// Runs only the workloads whose name contains this (e.g. "acks=all 1 part"), to profile
@@ -144,6 +190,7 @@ struct LimitsRun {
 enum ResultFile {
     Broker(BrokerRun),
     Limits(LimitsRun),
+    Failover(report::FailoverFile),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -168,29 +215,44 @@ fn main() -> anyhow::Result<()> {
             std::fs::write(&out, serde_json::to_string_pretty(&r)?)?;
             Ok(())
         }
-        Cmd::Report { files } => {
-            let (brokers, lims) = load(&files)?;
-            print!("{}", report(&brokers, lims.as_ref()));
+        Cmd::Report { ratios, files } => {
+            let l = load(&files)?;
+            let mut out = report::report(&l.brokers, l.limits.as_ref(), ratios);
+            out += &report::failover(&l.failover);
+            print!("{out}");
             Ok(())
         }
         Cmd::Plot { dir, files } => {
-            let (brokers, lims) = load(&files)?;
-            plot::write(&dir, &brokers, lims.as_ref())
+            let l = load(&files)?;
+            plot::write(&dir, &l.brokers, l.limits.as_ref())
+        }
+        Cmd::Wait {
+            bootstrap,
+            brokers,
+            timeout,
+        } => {
+            let target = Target {
+                bootstrap,
+                run_id: "wait".into(),
+                replication_factor: 1,
+                min_insync_replicas: None,
+            };
+            target.wait_for_brokers(brokers, Duration::from_secs(timeout))
         }
     }
 }
 
-/// Measures `f` and the broker's CPU and RSS around it.
-fn measured(pid: Option<u32>, name: String, f: impl FnOnce() -> anyhow::Result<Row>) -> Row {
+/// Measures `f` and the brokers' CPU and RSS around it (summed over `pids`).
+fn measured(pids: &[u32], name: String, f: impl FnOnce() -> anyhow::Result<Row>) -> Row {
     eprintln!("  {name}");
-    let before = pid.and_then(proc::sample);
+    let before = proc::sample_all(pids);
     let started = Instant::now();
     let mut row = f().unwrap_or_else(|e| Row {
         note: format!("failed: {e:#}"),
         ..Default::default()
     });
     row.workload = name;
-    if let (Some(b), Some(a)) = (before, pid.and_then(proc::sample)) {
+    if let (Some(b), Some(a)) = (before, proc::sample_all(pids)) {
         let cpu = a.cpu_seconds - b.cpu_seconds;
         row.cpu_s = Some(cpu);
         row.rss_mb = Some(a.rss_bytes as f64 / 1e6);
@@ -254,9 +316,19 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_nanos();
+    for acks in &a.acks {
+        anyhow::ensure!(
+            ["0", "1", "all"].contains(&acks.as_str()),
+            "--acks takes 0, 1 or all, not {acks:?}"
+        );
+    }
     let target = Target {
         bootstrap: a.bootstrap.clone(),
         run_id: format!("{:x}", (nanos as u64) ^ std::process::id() as u64),
+        replication_factor: a.replication_factor,
+        min_insync_replicas: a
+            .min_insync_replicas
+            .or((a.replication_factor >= 3).then_some(2)),
     };
     let t = Duration::from_secs(a.seconds);
     let only = a.only.clone();
@@ -264,8 +336,9 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     eprintln!("{}: produce", a.name);
     let mut consume_source = None;
+    let consume_acks = a.acks.first().cloned().unwrap_or_default();
     for &size in &a.sizes {
-        for acks in ["1", "all"] {
+        for acks in a.acks.iter().map(String::as_str) {
             for (parts, prods) in [(1, 1), (a.partitions, a.producers)] {
                 let topic = target.topic(&format!("p-{size}-{acks}-{parts}x{prods}"));
                 let name = format!(
@@ -276,13 +349,13 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
                     continue;
                 }
                 let mut delivered = 0;
-                rows.push(measured(a.pid, name, || {
+                rows.push(measured(&a.pid, name, || {
                     target.create_topic(&topic, parts)?;
                     let r = workloads::produce(&target, &topic, parts, prods, size, acks, t)?;
                     delivered = r.messages;
                     Ok(throughput_row(&r))
                 }));
-                if size == 1024 && acks == "1" && parts > 1 {
+                if size == 1024 && acks == consume_acks && parts > 1 {
                     consume_source = Some((topic, parts, delivered));
                 } else {
                     target.delete_topic(&topic);
@@ -294,7 +367,7 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     if let Some((topic, parts, n)) = consume_source {
         if wanted(&consume_name) {
             eprintln!("{}: consume", a.name);
-            rows.push(measured(a.pid, consume_name, || {
+            rows.push(measured(&a.pid, consume_name, || {
                 let r = workloads::consume(&target, &topic, parts, n, t * 6)?;
                 Ok(throughput_row(&r))
             }));
@@ -308,7 +381,7 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
             continue;
         }
         let topic = target.topic(&format!("lat-{rate}"));
-        rows.push(measured(a.pid, name, || {
+        rows.push(measured(&a.pid, name, || {
             target.create_topic(&topic, 1)?;
             Ok(latency_row(&workloads::end_to_end(
                 &target, &topic, rate, 100, t,
@@ -317,9 +390,9 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     let rate = a.embedding_rate;
     let name = format!("embeddings 384×f32 @ {rate}/s, acks=all");
-    if wanted(&name) {
+    if rate > 0 && wanted(&name) {
         let topic = target.topic("embeddings");
-        rows.push(measured(a.pid, name, || {
+        rows.push(measured(&a.pid, name, || {
             target.create_topic(&topic, 1)?;
             Ok(latency_row(&workloads::end_to_end(
                 &target,
@@ -339,148 +412,6 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     };
     std::fs::write(&a.out, serde_json::to_string_pretty(&run)?)?;
     Ok(())
-}
-
-fn report(brokers: &[BrokerRun], lims: Option<&LimitsRun>) -> String {
-    let mut out = String::new();
-    let first = brokers.first();
-    if let Some(b) = first {
-        out += &format!("Run of {} on {}.\n\n", b.date, b.machine);
-    }
-    out += "| workload |";
-    for b in brokers {
-        out += &format!(" {} |", b.broker);
-    }
-    out += "\n|---|";
-    for _ in brokers {
-        out += "---|";
-    }
-    out += "\n";
-    let workloads: Vec<&str> = first
-        .map(|b| b.rows.iter().map(|r| r.workload.as_str()).collect())
-        .unwrap_or_default();
-    for w in workloads {
-        out += &format!("| {w} |");
-        for b in brokers {
-            let cell = b
-                .rows
-                .iter()
-                .find(|r| r.workload == w)
-                .map(cell)
-                .unwrap_or_default();
-            out += &format!(" {cell} |");
-        }
-        out += "\n";
-    }
-    out += "\nThroughput cells: MB/s (messages/s). Latency cells: p50 / p99 / p99.9 / max in ms, \
-            from the intended send time (coordinated-omission corrected).\n\n";
-    out += "Broker cost over the whole suite (CPU seconds per GB produced or consumed; peak \
-            resident memory: all of it, and the anonymous part, without the file pages a broker \
-            that reads through mmap has mapped):\n\n| broker | CPU s / GB | peak RSS MB | peak anon RSS MB |\n|---|---|---|---|\n";
-    for b in brokers {
-        let (mut cpu, mut gb, mut rss) = (0.0, 0.0, 0.0f64);
-        let anon = b
-            .rows
-            .iter()
-            .filter_map(|r| r.rss_anon_mb)
-            .fold(0.0f64, f64::max);
-        for r in &b.rows {
-            if let (Some(c), Some(per)) = (r.cpu_s, r.cpu_s_per_gb) {
-                cpu += c;
-                gb += c / per;
-            }
-            rss = rss.max(r.rss_mb.unwrap_or(0.0));
-        }
-        let per = if gb > 0.0 {
-            format!("{:.1}", cpu / gb)
-        } else {
-            "–".into()
-        };
-        let rss = if rss > 0.0 {
-            format!("{rss:.0}")
-        } else {
-            "–".into()
-        };
-        let anon = if anon > 0.0 {
-            format!("{anon:.0}")
-        } else {
-            "–".into()
-        };
-        out += &format!("| {} | {per} | {rss} | {anon} |\n", b.broker);
-    }
-    if let Some(l) = lims {
-        out += "\nMachine limits, same run:\n\n| limit | MB/s | ops/s |\n|---|---|---|\n";
-        for x in &l.limits {
-            let ops = x
-                .ops_per_s
-                .map(|o| format!("{o:.0}"))
-                .unwrap_or_else(|| "–".into());
-            out += &format!("| {} | {:.0} | {ops} |\n", x.name, x.mb_per_s);
-        }
-        out += &ratios(brokers, l);
-    }
-    out
-}
-
-/// Each broker's best figures as a share of the limit that bounds them: produce and consume
-/// against one loopback TCP stream (every byte crosses it), acks=all produce against the
-/// fdatasync write rate at 1 MiB per sync (a durable broker's ceiling on this disk when
-/// group commit gathers ~1 MiB per sync).
-fn ratios(brokers: &[BrokerRun], l: &LimitsRun) -> String {
-    let limit = |prefix: &str| {
-        l.limits
-            .iter()
-            .find(|x| x.name.starts_with(prefix))
-            .map(|x| x.mb_per_s)
-    };
-    let (Some(tcp), Some(sync)) = (limit("loopback"), limit("fdatasync write, 1 MiB")) else {
-        return String::new();
-    };
-    let best = |b: &BrokerRun, f: &dyn Fn(&str) -> bool| {
-        b.rows
-            .iter()
-            .filter(|r| f(&r.workload))
-            .filter_map(|r| r.mb_per_s)
-            .fold(0.0f64, f64::max)
-    };
-    let mut out = format!(
-        "\nBest figures as a share of the machine's limits (loopback {tcp:.0} MB/s, fdatasync \
-         at 1 MiB per sync {sync:.0} MB/s):\n\n| broker | produce acks=1 / loopback | \
-         produce acks=all / loopback | produce acks=all / fdatasync 1 MiB | consume / loopback |\n\
-         |---|---|---|---|---|\n"
-    );
-    for b in brokers {
-        let p1 = best(b, &|w| w.starts_with("produce") && w.contains("acks=1 "));
-        let pall = best(b, &|w| w.starts_with("produce") && w.contains("acks=all"));
-        let cons = best(b, &|w| w.starts_with("consume"));
-        let pct = |v: f64, lim: f64| format!("{:.0}% ({v:.0} MB/s)", 100.0 * v / lim);
-        out += &format!(
-            "| {} | {} | {} | {} | {} |\n",
-            b.broker,
-            pct(p1, tcp),
-            pct(pall, tcp),
-            pct(pall, sync),
-            pct(cons, tcp)
-        );
-    }
-    out
-}
-
-fn cell(r: &Row) -> String {
-    let mut s = match (r.p50_ms, r.mb_per_s, r.msgs_per_s) {
-        (Some(p50), _, _) => format!(
-            "{p50:.2} / {:.2} / {:.2} / {:.2}",
-            r.p99_ms.unwrap_or(0.0),
-            r.p999_ms.unwrap_or(0.0),
-            r.max_ms.unwrap_or(0.0)
-        ),
-        (None, Some(mb), Some(m)) => format!("{mb:.1} ({m:.0}/s)"),
-        _ => String::new(),
-    };
-    if !r.note.is_empty() {
-        s += &format!(" [{}]", r.note.replace('|', "/"));
-    }
-    s
 }
 
 /// Today's UTC date (YYYY-MM-DD) without a date library: civil-from-days (H. Hinnant).

@@ -45,6 +45,27 @@ pub fn sample(pid: u32) -> Option<ProcSample> {
     })
 }
 
+/// The sum over several processes (the nodes of a cluster on one machine): CPU seconds and
+/// memory of the whole cluster, so one CPU-per-GB figure compares it with another cluster.
+/// `None` when any of them cannot be read (a node that died makes the sum meaningless).
+pub fn sample_all(pids: &[u32]) -> Option<ProcSample> {
+    if pids.is_empty() {
+        return None;
+    }
+    let mut sum = ProcSample {
+        cpu_seconds: 0.0,
+        rss_bytes: 0,
+        rss_anon_bytes: Some(0),
+    };
+    for &pid in pids {
+        let s = sample(pid)?;
+        sum.cpu_seconds += s.cpu_seconds;
+        sum.rss_bytes += s.rss_bytes;
+        sum.rss_anon_bytes = sum.rss_anon_bytes.zip(s.rss_anon_bytes).map(|(a, b)| a + b);
+    }
+    Some(sum)
+}
+
 /// Total CPU seconds of a process and its children threads are included in its stat already;
 /// for a broker started through a wrapper script (kafka.sh execs java, so the PID is the
 /// JVM's) nothing more is needed.

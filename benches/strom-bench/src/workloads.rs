@@ -23,6 +23,10 @@ pub struct Target {
     pub bootstrap: String,
     /// Prefix of topic names, unique per run so reruns against one broker do not mix.
     pub run_id: String,
+    /// Replicas of every topic the run creates (1 on a single node).
+    pub replication_factor: i32,
+    /// The topics' `min.insync.replicas`; `None` leaves the broker's default.
+    pub min_insync_replicas: Option<u32>,
 }
 
 impl Target {
@@ -58,9 +62,37 @@ impl Target {
         Ok((admin, opts))
     }
 
+    /// Waits until the cluster's Metadata lists `brokers` brokers (a cluster serves Metadata
+    /// before every node has registered, and a replicated CreateTopics needs them all).
+    pub fn wait_for_brokers(&self, brokers: usize, time: Duration) -> anyhow::Result<()> {
+        let c = self.consumer()?;
+        let deadline = Instant::now() + time;
+        loop {
+            let seen = match c.fetch_metadata(None, Duration::from_secs(5)) {
+                Ok(md) => md.brokers().len(),
+                Err(_) => 0,
+            };
+            if seen >= brokers {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!("{seen} of {brokers} brokers in Metadata after {time:?}");
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     pub fn create_topic(&self, topic: &str, partitions: i32) -> anyhow::Result<()> {
         let (admin, opts) = self.admin()?;
-        let nt = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        let min_isr = self.min_insync_replicas.map(|m| m.to_string());
+        let mut nt = NewTopic::new(
+            topic,
+            partitions,
+            TopicReplication::Fixed(self.replication_factor),
+        );
+        if let Some(m) = &min_isr {
+            nt = nt.set("min.insync.replicas", m);
+        }
         for r in block_on(admin.create_topics(&[nt], &opts))? {
             if let Err((t, code)) = r {
                 if code != RDKafkaErrorCode::TopicAlreadyExists {
