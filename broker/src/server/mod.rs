@@ -232,9 +232,18 @@ impl Server {
         };
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
         let checkpoints = Arc::new(checkpoints);
-        let cpus = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
+        // Each shard on its own core when the shards take every CPU this process may use
+        // (Redpanda's shape). With fewer shards — several brokers on one machine, as tests
+        // and benches run them — pinning would stack every broker's shard i on core i; the
+        // kernel's scheduler places them better.
+        let cpus = shard::allowed_cpus();
+        let pin = (shard_count == cpus.len()).then_some(cpus);
+        if pin.is_none() {
+            tracing::info!(
+                shards = shard_count,
+                "shards not pinned: fewer shards than CPUs"
+            );
+        }
         // Before the shards accept connections, so that no request is ever answered as a single
         // node; the entries it applies wait in the shards' inboxes until the shards run.
         let advertised = (infos[0].advertised_host.clone(), infos[0].advertised_port);
@@ -259,11 +268,14 @@ impl Server {
             let shutdown = shutdown_rx.clone();
             let ready = ready_tx.clone();
             let points = checkpoints.clone();
+            let core = pin.as_ref().map(|cpus| cpus[id]);
 
             let handle = std::thread::Builder::new()
                 .name(format!("shard-{id}"))
                 .spawn(move || {
-                    shard::pin_to_cpu(id % cpus);
+                    if let Some(cpu) = core {
+                        shard::pin_to_cpu(cpu);
+                    }
                     shard::run::run_shard(
                         id,
                         ctx,

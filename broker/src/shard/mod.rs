@@ -257,6 +257,26 @@ pub fn set_current(state: Option<Rc<ShardState>>) {
     CURRENT.with(|c| *c.borrow_mut() = state);
 }
 
+/// The CPUs this process may run on (its affinity mask, as `taskset` or a cgroup set it), in
+/// order; all of them by count if the mask cannot be read.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size into it for
+    // the calling thread (pid 0), and CPU_ISSET only reads inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+                .filter(|c| libc::CPU_ISSET(*c, &set))
+                .collect();
+            if !cpus.is_empty() {
+                return cpus;
+            }
+        }
+    }
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (0..n).collect()
+}
+
 /// Pins the calling thread to one CPU; a failure (e.g. restricted cpuset) only costs locality.
 pub fn pin_to_cpu(cpu: usize) {
     // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it, and
