@@ -186,6 +186,10 @@ impl Security {
             .map(KafkaConn::into_stream)
             .map_err(|e| match e {
                 ConnError::Io { addr, what } => CliError::Unreachable { addr, reason: what },
+                ConnError::Tls { addr, what } => CliError::Unreachable {
+                    addr,
+                    reason: format!("TLS handshake failed: {what}"),
+                },
                 ConnError::Refused {
                     context,
                     code,

@@ -31,6 +31,9 @@ pub enum ConnError {
     /// The broker cannot be reached or talked to (refused, timed out, a broken answer).
     #[error("{addr}: {what}")]
     Io { addr: String, what: String },
+    /// The TLS handshake failed (the peer's certificate, or ours, is not accepted).
+    #[error("{addr}: TLS handshake failed: {what}")]
+    Tls { addr: String, what: String },
     /// The broker answered the SASL handshake or authentication with a Kafka error code.
     #[error("{addr}: {context}: error code {code}{}", message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default())]
     Refused {
@@ -45,6 +48,14 @@ pub enum ConnError {
     /// Our settings cannot open this connection (a host that is no TLS server name).
     #[error("{addr}: {what}")]
     Setup { addr: String, what: String },
+}
+
+impl ConnError {
+    /// Whether the peer or our own settings refuse the connection (TLS, SASL, a bad server
+    /// name): unlike an unreachable peer, trying again changes nothing until a config does.
+    pub fn is_refusal(&self) -> bool {
+        !matches!(self, ConnError::Io { .. })
+    }
 }
 
 pub struct KafkaConn {

@@ -96,7 +96,10 @@ impl ClientSecurity {
         let stream = tokio::time::timeout(timeout, connector.connect(name, tcp))
             .await
             .map_err(|_| unreachable(format!("no TLS handshake within {timeout:?}")))?
-            .map_err(|e| unreachable(format!("TLS handshake failed: {e}")))?;
+            .map_err(|e| ConnError::Tls {
+                addr: addr.to_string(),
+                what: e.to_string(),
+            })?;
         Ok(Box::new(stream))
     }
 }

@@ -6,6 +6,12 @@
 //! which Strom does not have). Both are built from the same key, chain and truststore and
 //! allow only TLS 1.2/1.3 (`ssl.enabled.protocols`).
 //!
+//! **Inter-broker client.** From the same material, the config this broker connects to its
+//! peers' TLS listeners with (`cluster::inter_broker`): the keystore is its client
+//! certificate (sent when the peer asks, on an SSL listener with `ssl.client.auth`), the
+//! truststore checks the peer's certificate and its name (the peer's advertised host; without
+//! a truststore, the system's roots).
+//!
 //! **Reload.** A thread checks the key and truststore files every `ssl_reload_interval_ms`;
 //! when their contents change it builds new configs and swaps them in. New connections get the
 //! new certificate, open ones keep theirs. A change that does not load (a half-written file, a
@@ -24,7 +30,7 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use rustls::ServerConfig;
+use rustls::{ClientConfig, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::listeners::SecurityProtocol;
@@ -112,11 +118,18 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The two server configs (SSL listeners, SASL_SSL listeners) for `material`.
-fn build(
-    settings: &TlsSettings,
-    material: &Material,
-) -> Result<(Arc<ServerConfig>, Arc<ServerConfig>), TlsError> {
+/// The configs built from one material.
+struct Configs {
+    /// SSL listeners (client certificates as `ssl.client.auth` says).
+    ssl: Arc<ServerConfig>,
+    /// SASL_SSL listeners (no client certificate).
+    sasl_ssl: Arc<ServerConfig>,
+    /// This broker calling its peers.
+    client: Arc<ClientConfig>,
+}
+
+/// Every config for `material`.
+fn build(settings: &TlsSettings, material: &Material) -> Result<Configs, TlsError> {
     let key = PrivateKeyDer::from_pem_slice(&material.key_pem).map_err(|e| TlsError::Pem {
         what: "private key",
         message: format!(
@@ -135,16 +148,22 @@ fn build(
         .collect();
     let builder =
         || ServerConfig::builder_with_provider(provider()).with_protocol_versions(&versions);
-    let verifier = match (&settings.trust, settings.client_auth) {
-        (_, ClientAuth::None) | (TrustSource::None, _) => None,
-        (_, auth) => {
+    let roots = match settings.trust {
+        TrustSource::None => None,
+        _ => {
             let mut roots = rustls::RootCertStore::empty();
             for c in certs("truststore", &material.trust_pem)? {
                 roots
                     .add(c)
                     .map_err(|e| TlsError::Verifier(format!("bad CA certificate: {e}")))?;
             }
-            let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
+            Some(Arc::new(roots))
+        }
+    };
+    let verifier = match (&roots, settings.client_auth) {
+        (_, ClientAuth::None) | (None, _) => None,
+        (Some(roots), auth) => {
+            let b = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider());
             let b = if auth == ClientAuth::Requested {
                 b.allow_unauthenticated()
             } else {
@@ -163,15 +182,28 @@ fn build(
     };
     let sasl_ssl = builder()?
         .with_no_client_auth()
-        .with_single_cert(chain, key)?;
-    Ok((Arc::new(ssl), Arc::new(sasl_ssl)))
+        .with_single_cert(chain.clone(), key.clone_key())?;
+    let client_roots = roots.unwrap_or_else(|| {
+        let mut system = rustls::RootCertStore::empty();
+        system.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        Arc::new(system)
+    });
+    let client = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&versions)?
+        .with_root_certificates(client_roots)
+        .with_client_auth_cert(chain, key)?;
+    Ok(Configs {
+        ssl: Arc::new(ssl),
+        sasl_ssl: Arc::new(sasl_ssl),
+        client: Arc::new(client),
+    })
 }
 
 /// The TLS side of every TLS listener; shared by all shards.
 pub struct TlsAcceptors {
     settings: TlsSettings,
     mapper: PrincipalMapper,
-    current: RwLock<(Arc<ServerConfig>, Arc<ServerConfig>)>,
+    current: RwLock<Configs>,
     material: Mutex<Material>,
 }
 
@@ -192,10 +224,16 @@ impl TlsAcceptors {
     pub fn acceptor(&self, protocol: SecurityProtocol) -> TlsAcceptor {
         let current = self.current.read().unwrap_or_else(|e| e.into_inner());
         let config = match protocol {
-            SecurityProtocol::SaslSsl => current.1.clone(),
-            _ => current.0.clone(),
+            SecurityProtocol::SaslSsl => current.sasl_ssl.clone(),
+            _ => current.ssl.clone(),
         };
         TlsAcceptor::from(config)
+    }
+
+    /// The config a new connection to a peer broker's TLS listener uses.
+    pub fn client_config(&self) -> Arc<ClientConfig> {
+        let current = self.current.read().unwrap_or_else(|e| e.into_inner());
+        current.client.clone()
     }
 
     /// Re-reads the files; builds and swaps in new configs when they changed. `Ok(true)` when
