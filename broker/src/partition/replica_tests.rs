@@ -125,6 +125,33 @@ fn given_leader_when_acks_all_then_waits_for_isr_and_fails_without_quorum() {
 }
 
 #[test]
+fn given_isr_shrunk_below_min_while_waiting_when_hw_reaches_the_batch_then_not_enough_replicas() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        append(&p, 2, -1).await.unwrap();
+        let waiter = {
+            let p = p.clone();
+            tokio::task::spawn_local(async move {
+                p.wait_replicated(2, 2, Duration::from_secs(10)).await
+            })
+        };
+        tokio::task::yield_now().await;
+        // Follower 2 never fetched: the ISR shrinks to the leader, whose end is the
+        // watermark now; one copy is not the two min.insync.replicas asks for.
+        p.set_role(leader(&[1], &quorum)).unwrap();
+        assert_eq!(p.high_watermark(), 2);
+        let answer = waiter.await.unwrap();
+        assert!(
+            matches!(answer, Err(PartitionError::NotEnoughReplicasAfterAppend)),
+            "{answer:?}"
+        );
+    });
+}
+
+#[test]
 fn given_follower_when_appending_fetched_batches_then_leader_offsets_epochs_and_truncation() {
     let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     run(async {
