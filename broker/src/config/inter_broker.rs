@@ -172,8 +172,10 @@ pub fn parse_jaas(s: &str) -> Result<(String, BTreeMap<String, String>), String>
     Ok((module, options))
 }
 
-/// The credentials of one JAAS config (see `parse_jaas`).
-pub fn jaas_login(s: &str) -> Result<JaasLogin, String> {
+/// The credentials of one JAAS config (see `parse_jaas`); `None` for a line without any,
+/// such as Kafka's server-side `ScramLoginModule required;` (Strom's SCRAM and PLAIN servers
+/// read their users from the credential store, so there is nothing else to read there).
+pub fn jaas_login(s: &str) -> Result<Option<JaasLogin>, String> {
     let (module, mut options) = parse_jaas(s)?;
     let class = module.rsplit('.').next().unwrap_or_default();
     if !matches!(class, "PlainLoginModule" | "ScramLoginModule") {
@@ -195,16 +197,19 @@ pub fn jaas_login(s: &str) -> Result<JaasLogin, String> {
             "option {k} is not supported: Strom reads username and password"
         ));
     }
+    if options.is_empty() {
+        return Ok(None);
+    }
     let mut take = |k: &str| {
         options
             .remove(k)
             .filter(|v| !v.is_empty())
             .ok_or_else(|| format!("no {k}"))
     };
-    Ok(JaasLogin {
+    Ok(Some(JaasLogin {
         username: take("username")?,
         password: take("password")?,
-    })
+    }))
 }
 
 /// The inter-broker listener and the credentials this broker authenticates with there.
@@ -340,17 +345,18 @@ impl BrokerConfig {
             ));
         }
         let field = jaas_field(listener, mechanism);
-        match self.listener_jaas.0.get(&(listener.to_string(), mechanism)) {
-            Some(text) => {
-                let login = jaas_login(text).map_err(|m| refuse(&field, m))?;
-                Ok(Some((mechanism, login)))
-            }
+        let login = match self.listener_jaas.0.get(&(listener.to_string(), mechanism)) {
+            Some(text) => jaas_login(text).map_err(|m| refuse(&field, m))?,
+            None => None,
+        };
+        match login {
+            Some(login) => Ok(Some((mechanism, login))),
             None if !clustered => Ok(None),
             None => Err(refuse(
                 &field,
                 format!(
                     "the broker's own credentials for inter-broker calls are missing: set \
-                     listener.name.{}.{}.sasl.jaas.config",
+                     listener.name.{}.{}.sasl.jaas.config with a username and password",
                     listener.to_ascii_lowercase(),
                     mechanism.name().to_ascii_lowercase()
                 ),
@@ -399,13 +405,16 @@ mod tests {
 
     #[test]
     fn given_jaas_lines_when_parsing_then_credentials_or_the_reason() {
-        let l = jaas_login(SCRAM).unwrap();
+        let l = jaas_login(SCRAM).unwrap().unwrap();
         assert_eq!(
             (l.username.as_str(), l.password.as_str()),
             ("broker", "s3c\"ret")
         );
         let plain = "org.apache.kafka.common.security.plain.PlainLoginModule required\n username=admin\n password = \"a b\" ;";
-        assert_eq!(jaas_login(plain).unwrap().password, "a b");
+        assert_eq!(jaas_login(plain).unwrap().unwrap().password, "a b");
+        // Kafka's server-side line gives no credentials, which is fine where none are used.
+        let server = "org.apache.kafka.common.security.scram.ScramLoginModule required;";
+        assert_eq!(jaas_login(server), Ok(None));
         for (bad, why) in [
             ("", "login module"),
             (
@@ -546,6 +555,10 @@ mod tests {
             ..c.clone()
         };
         assert!(resolve(&gssapi).unwrap_err().1.contains("not supported"));
+        // A server-side line on the inter-broker listener: no credentials to call with.
+        let server = "x.ScramLoginModule required;";
+        let c = config(listeners, &[("SASL_SSL", SaslMechanism::ScramSha512, server)]);
+        assert!(resolve(&c).unwrap_err().1.contains("username and password"));
         // A JAAS config for a listener that does not exist.
         let stray = config(listeners, &[("OTHER", SaslMechanism::Plain, SCRAM)]);
         let (key, _) = validate(&stray, &stray.listener_configs().unwrap()).unwrap_err();
