@@ -557,7 +557,10 @@ mod tests {
         assert!(resolve(&gssapi).unwrap_err().1.contains("not supported"));
         // A server-side line on the inter-broker listener: no credentials to call with.
         let server = "x.ScramLoginModule required;";
-        let c = config(listeners, &[("SASL_SSL", SaslMechanism::ScramSha512, server)]);
+        let c = config(
+            listeners,
+            &[("SASL_SSL", SaslMechanism::ScramSha512, server)],
+        );
         assert!(resolve(&c).unwrap_err().1.contains("username and password"));
         // A JAAS config for a listener that does not exist.
         let stray = config(listeners, &[("OTHER", SaslMechanism::Plain, SCRAM)]);
