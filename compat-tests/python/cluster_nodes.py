@@ -7,7 +7,11 @@ keeps its own fixture."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -62,6 +66,25 @@ class Node:
 
     def log(self) -> str:
         return self.proc.log_path.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def cluster_root(prefix: str):
+    """A temp dir for a cluster and the list of its nodes, filled by the caller; at the end
+    every node is stopped and the dir removed (kept, and said so, with
+    STROM_COMPAT_KEEP_DIRS=1)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    nodes: list[Node] = []
+    try:
+        yield root, nodes
+    finally:
+        for n in nodes:
+            if n.proc:
+                n.proc.stop()
+        if os.environ.get("STROM_COMPAT_KEEP_DIRS") == "1":
+            print(f"cluster data and logs kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def wait_for(what, check, timeout_s=30.0):

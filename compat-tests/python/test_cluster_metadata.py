@@ -176,11 +176,9 @@ def cluster():
     if not brokers.STROM_BIN.is_file():
         raise brokers.BrokerStartError("build target/release/strom first")
     kafka_tools.fetch()
-    root = Path(tempfile.mkdtemp(prefix="strom-compat-cluster-meta-"))
-    raft_ports = {i: brokers.free_port() for i in range(1, NODES + 1)}
-    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft_ports.items())
-    nodes = []
-    try:
+    with cluster_nodes.cluster_root("strom-compat-cluster-meta-") as (root, nodes):
+        raft_ports = {i: brokers.free_port() for i in range(1, NODES + 1)}
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft_ports.items())
         for i in range(1, NODES + 1):
             workdir = root / f"node-{i}"
             workdir.mkdir()
@@ -192,14 +190,6 @@ def cluster():
             n.proc.wait_ready(serving=True)
         wait_for("3 brokers", lambda: len(sc.metadata(nodes[0].sasl, creds("admin")).brokers) == NODES)
         yield nodes
-    finally:
-        for n in nodes:
-            if n.proc:
-                n.proc.stop()
-        if os.environ.get("STROM_COMPAT_KEEP_DIRS") == "1":
-            print(f"cluster data and logs kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def test_each_listener_is_answered_with_its_own_endpoints_and_replicas_follow_on_internal(cluster):

@@ -21,11 +21,7 @@ One cluster for the module. Strom only: the 3-node Apache Kafka counterpart is n
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -54,23 +50,21 @@ def creds(p: pki.Pki, user: str = "admin") -> sc.Creds:
 def cluster():
     if not brokers.STROM_BIN.is_file():
         raise brokers.BrokerStartError("build target/release/strom first")
-    root = Path(tempfile.mkdtemp(prefix="strom-compat-cluster-secured-"))
-    certs = pki.make(root / "pki")
-    raft_ports = {i: brokers.free_port() for i in range(1, NODES + 1)}
-    settings = {
-        "controller.quorum.voters": ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft_ports.items()),
-        "ssl.keystore.location": certs.keystore("broker"),
-        "ssl.truststore.location": certs.ca,
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "inter.broker.listener.name": "SASL_SSL",
-        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": JAAS,
-        "authorizer.class.name": AUTHORIZER,
-        "super.users": "User:broker;User:admin",
-        "schema_registry_enable": "false",
-    }
-    nodes = []
-    try:
+    with cluster_nodes.cluster_root("strom-compat-cluster-secured-") as (root, nodes):
+        certs = pki.make(root / "pki")
+        raft_ports = {i: brokers.free_port() for i in range(1, NODES + 1)}
+        settings = {
+            "controller.quorum.voters": ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft_ports.items()),
+            "ssl.keystore.location": certs.keystore("broker"),
+            "ssl.truststore.location": certs.ca,
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "inter.broker.listener.name": "SASL_SSL",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": JAAS,
+            "authorizer.class.name": AUTHORIZER,
+            "super.users": "User:broker;User:admin",
+            "schema_registry_enable": "false",
+        }
         for i in range(1, NODES + 1):
             workdir = root / f"node-{i}"
             workdir.mkdir()
@@ -86,14 +80,6 @@ def cluster():
         a = AdminClient(sc.confluent_conf(nodes[0].addr("SASL_SSL"), creds(certs)))
         wait_for("3 brokers", lambda: len(a.list_topics(timeout=5).brokers) == NODES, 60)
         yield nodes, certs
-    finally:
-        for n in nodes:
-            if n.proc:
-                n.proc.stop()
-        if os.environ.get("STROM_COMPAT_KEEP_DIRS") == "1":
-            print(f"cluster data and logs kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def bootstrap(nodes) -> str:
@@ -200,23 +186,24 @@ def test_transaction_over_partitions_led_by_three_nodes_commits_over_sasl_ssl(cl
     p = Producer({**sc.confluent_conf(bootstrap(nodes), creds(certs)), "transactional.id": "secured-txn",
                   "transaction.timeout.ms": 60000, "message.timeout.ms": 60000})
     p.init_transactions(60)
+
+    def transaction(values, commit=True):
+        p.begin_transaction()
+        for i, v in enumerate(values):
+            p.produce(topic, value=v, partition=i % 3)
+        if commit:
+            p.commit_transaction(60)
+        else:
+            p.flush(30)
+            p.abort_transaction(60)
+
     committed = [f"c{i}".encode() for i in range(30)]
-    p.begin_transaction()
-    for i, v in enumerate(committed):
-        p.produce(topic, value=v, partition=i % 3)
-    p.commit_transaction(60)
+    transaction(committed)
     aborted = [f"x{i}".encode() for i in range(9)]
-    p.begin_transaction()
-    for i, v in enumerate(aborted):
-        p.produce(topic, value=v, partition=i % 3)
-    p.flush(30)
-    p.abort_transaction(60)
+    transaction(aborted, commit=False)
     # A third one after the abort: its markers too must reach every leader.
     last = [f"d{i}".encode() for i in range(9)]
-    p.begin_transaction()
-    for i, v in enumerate(last):
-        p.produce(topic, value=v, partition=i % 3)
-    p.commit_transaction(60)
+    transaction(last)
     got = read(nodes, certs, topic, range(3), len(committed) + len(last), committed=True)
     assert sorted(got) == sorted(committed + last)
     assert not set(got) & set(aborted)
