@@ -29,7 +29,6 @@ Strom only: the 3-node Apache Kafka counterpart is not run yet (test_cluster.py)
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -344,9 +343,7 @@ def test_single_node_data_dir_becomes_node_1_of_a_cluster():
     if not brokers.STROM_BIN.is_file():
         raise brokers.BrokerStartError("build target/release/strom first")
     kafka_tools.fetch()
-    root = Path(tempfile.mkdtemp(prefix="strom-compat-cluster-migrate-"))
-    started: list[Node] = []
-    try:
+    with cluster_nodes.cluster_root("strom-compat-cluster-migrate-") as (root, started):
         raft_ports = {i: brokers.free_port() for i in range(1, NODES + 1)}
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft_ports.items())
         dirs = {}
@@ -425,14 +422,6 @@ def test_single_node_data_dir_becomes_node_1_of_a_cluster():
             assert sorted(got) == sorted(records)
             assert [r for r in got if records.index(r) % 2 == 0] == records[0::2], "partition 0 in order"
         assert raw.init_producer_id(n2.bootstrap) > seen["pid"]
-    finally:
-        for n in started:
-            if n.proc:
-                n.proc.stop()
-        if os.environ.get("STROM_COMPAT_KEEP_DIRS") == "1":
-            print(f"cluster data and logs kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def topic_id(admin: AdminClient, name: str):
