@@ -370,6 +370,72 @@ mod tests {
         ));
     }
 
+    /// A CA and a broker certificate it signed (CN=broker, valid for 127.0.0.1), PEM.
+    fn signed_broker() -> (String, String, String) {
+        use rcgen::{BasicConstraints, IsCa, Issuer};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.distinguished_name = DistinguishedName::new();
+        ca.distinguished_name.push(DnType::CommonName, "test-ca");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, "broker");
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        (ca_pem, cert.pem(), key.serialize_pem())
+    }
+
+    #[test]
+    fn given_ssl_listener_requiring_certificates_when_a_peer_broker_connects_then_its_keystore_is_its_identity(
+    ) {
+        let (ca, cert, key) = signed_broker();
+        let settings = TlsSettings {
+            trust: TrustSource::Inline(ca),
+            client_auth: ClientAuth::Required,
+            ..settings(&cert, &key)
+        };
+        let tls = Arc::new(TlsAcceptors::load(settings, "DEFAULT").unwrap());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let acceptor = tls.acceptor(SecurityProtocol::Ssl);
+            // The broker's own client config: its certificate for the peer's required client
+            // auth, its truststore and the peer's name checked.
+            let connector = tokio_rustls::TlsConnector::from(tls.client_config());
+            let dial = |host: &'static str| {
+                let connector = connector.clone();
+                async move {
+                    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    let name = rustls::pki_types::ServerName::try_from(host).unwrap();
+                    connector.connect(name, tcp).await
+                }
+            };
+            let server = async {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let stream = acceptor.accept(tcp).await.unwrap();
+                let peer = stream.get_ref().1.peer_certificates().map(|c| c.to_vec());
+                tls.principal(peer.as_deref()).unwrap().to_string()
+            };
+            let (principal, client) = tokio::join!(server, dial("127.0.0.1"));
+            assert!(client.is_ok());
+            assert_eq!(principal, "User:CN=broker");
+            // A peer whose certificate does not name the host dialled is refused.
+            let refused = async {
+                let (tcp, _) = listener.accept().await.unwrap();
+                acceptor.accept(tcp).await.is_err()
+            };
+            let (_, client) = tokio::join!(refused, dial("broker.example"));
+            assert!(client.is_err());
+        });
+    }
+
     #[test]
     fn given_bad_key_material_when_loading_then_error_says_what() {
         let (cert, key, _) = self_signed(&[(DnType::CommonName, "a")], vec!["localhost".into()]);
