@@ -18,6 +18,22 @@ use strom::codec::Capped;
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// A node's two listeners (common/cluster.rs): PLAINTEXT (the inter-broker one) and CLIENTS.
+#[derive(Clone, Copy)]
+enum Listener {
+    Plaintext,
+    Clients,
+}
+
+impl Listener {
+    fn of(self, c: &TestCluster, i: usize) -> std::net::SocketAddr {
+        match self {
+            Listener::Plaintext => c.nodes[i].kafka,
+            Listener::Clients => c.nodes[i].clients,
+        }
+    }
+}
+
 fn topic<'a>(m: &'a MetadataResponse, name: &str) -> Option<&'a MetadataResponseTopic> {
     m.topics
         .iter()
@@ -55,11 +71,12 @@ fn create(c: &TestCluster, i: usize, name: &str, partitions: i32, rf: i16) -> Cr
     try_call(c.nodes[i].kafka, ApiKey::CreateTopics, 7, &req).expect("CreateTopics answered")
 }
 
-/// Produce v11 of one batch to node `i`: (error code, KIP-951 (leader, epoch) hint, the
-/// response's node endpoints as (id, port)).
+/// Produce v11 of one batch to node `i` on `listener`: (error code, KIP-951 (leader, epoch)
+/// hint, the response's node endpoints as (id, port)).
 fn produce_v11(
     c: &TestCluster,
     i: usize,
+    listener: Listener,
     name: &str,
     partition: i32,
 ) -> (i16, (i32, i32), Vec<(i32, i32)>) {
@@ -73,7 +90,7 @@ fn produce_v11(
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
                 .with_records(Some(common::batch(2, "x")))])]);
-    let r: ProduceResponse = try_call(c.nodes[i].kafka, ApiKey::Produce, 11, &req).unwrap();
+    let r: ProduceResponse = try_call(listener.of(c, i), ApiKey::Produce, 11, &req).unwrap();
     let p = &r.responses[0].partition_responses[0];
     let hint = (p.current_leader.leader_id.0, p.current_leader.leader_epoch);
     let endpoints = r
@@ -84,11 +101,12 @@ fn produce_v11(
     (p.error_code, hint, endpoints)
 }
 
-/// Fetch v16 (topics by id) of one partition on node `i`: (error code, KIP-951 (leader,
-/// epoch) hint, the response's node endpoints as (id, port)).
+/// Fetch v16 (topics by id) of one partition on node `i` on `listener`: (error code, KIP-951
+/// (leader, epoch) hint, the response's node endpoints as (id, port)).
 fn fetch_v16(
     c: &TestCluster,
     i: usize,
+    listener: Listener,
     topic_id: uuid::Uuid,
     partition: i32,
 ) -> (i16, (i32, i32), Vec<(i32, i32)>) {
@@ -107,7 +125,7 @@ fn fetch_v16(
                 .with_current_leader_epoch(-1)
                 .with_log_start_offset(-1)
                 .with_partition_max_bytes(1 << 20)])]);
-    let r: FetchResponse = try_call(c.nodes[i].kafka, ApiKey::Fetch, 16, &req).unwrap();
+    let r: FetchResponse = try_call(listener.of(c, i), ApiKey::Fetch, 16, &req).unwrap();
     let p = &r.responses[0].partitions[0];
     let hint = (p.current_leader.leader_id.0, p.current_leader.leader_epoch);
     let endpoints = r
@@ -162,6 +180,17 @@ fn given_three_nodes_when_leader_killed_and_restarted_then_topics_agree_everywhe
         c.nodes[2].kafka.port() as i32,
         "advertised address"
     );
+    // Every listener is registered: asked on CLIENTS, the CLIENTS endpoints.
+    let d: DescribeClusterResponse = try_call(
+        c.nodes[1].clients,
+        ApiKey::DescribeCluster,
+        1,
+        &DescribeClusterRequest::default(),
+    )
+    .unwrap();
+    let ports: Vec<i32> = d.brokers.iter().map(|b| b.port).collect();
+    let clients: Vec<i32> = c.nodes.iter().map(|n| n.clients.port() as i32).collect();
+    assert_eq!(ports, clients, "the CLIENTS listener's endpoints");
     let cluster_ids: BTreeSet<String> = (0..3)
         .map(|i| c.metadata(i).unwrap().cluster_id.unwrap().to_string())
         .collect();
@@ -222,20 +251,26 @@ fn given_three_nodes_when_leader_killed_and_restarted_then_topics_agree_everywhe
     let p0_leader = seen.1[0];
     let leader_i = c.index_of(p0_leader);
     let other_i = (leader_i + 1) % 3;
-    let (code, hint, endpoints) = produce_v11(&c, other_i, "before", 0);
+    let (code, hint, endpoints) = produce_v11(&c, other_i, Listener::Plaintext, "before", 0);
     assert_eq!(code, 6, "NOT_LEADER_OR_FOLLOWER from node {}", other_i + 1);
-    // KIP-951: the answer names the leader and where it listens.
+    // KIP-951: the answer names the leader and where it listens, on the request's listener.
     assert_eq!(hint, (p0_leader, 0));
     let leader_port = c.nodes[leader_i].kafka.port() as i32;
     assert_eq!(endpoints, vec![(p0_leader, leader_port)]);
+    let (code, hint, endpoints) = produce_v11(&c, other_i, Listener::Clients, "before", 0);
+    assert_eq!((code, hint), (6, (p0_leader, 0)));
+    let leader_clients = c.nodes[leader_i].clients.port() as i32;
+    assert_eq!(endpoints, vec![(p0_leader, leader_clients)]);
     let (code, base) = common::produce(&mut c.client(leader_i), "before", 0, common::batch(2, "x"));
     assert_eq!((code, base), (0, 0));
     // Fetch likewise, with the same KIP-951 hint (v12+) and endpoints (v16+).
-    let (code, hint, endpoints) = fetch_v16(&c, other_i, seen.0, 0);
+    let (code, hint, endpoints) = fetch_v16(&c, other_i, Listener::Plaintext, seen.0, 0);
     assert_eq!(code, 6, "NOT_LEADER_OR_FOLLOWER from node {}", other_i + 1);
     assert_eq!(hint, (p0_leader, 0));
     assert_eq!(endpoints, vec![(p0_leader, leader_port)]);
-    assert_eq!(fetch_v16(&c, leader_i, seen.0, 0).0, 0);
+    let (_, _, endpoints) = fetch_v16(&c, other_i, Listener::Clients, seen.0, 0);
+    assert_eq!(endpoints, vec![(p0_leader, leader_clients)]);
+    assert_eq!(fetch_v16(&c, leader_i, Listener::Plaintext, seen.0, 0).0, 0);
     // ListOffsets likewise: the latest offset from the leader, NOT_LEADER_OR_FOLLOWER elsewhere.
     assert_eq!(latest(&c, leader_i, "before", 0), (0, 2));
     assert_eq!(latest(&c, other_i, "before", 0).0, 6);

@@ -1,8 +1,12 @@
 """The rest of the cluster's metadata in the replicated image (docs/design.md "Cluster"):
-on a secured 3-node Strom cluster (SASL_PLAINTEXT with SCRAM-SHA-512 first, so every node
-registers it; Kafka's StandardAuthorizer; admin a super user, added with `strom user add` on
-every node before their first start, as `kafka-storage format --add-scram` is), a change
+on a secured 3-node Strom cluster (an EXTERNAL SASL_SSL listener with SCRAM-SHA-512 for
+clients and an INTERNAL PLAINTEXT one, `inter.broker.listener.name`, for the brokers and the
+per-node checks; Kafka's StandardAuthorizer; admin a super user, added with `strom user add`
+on every node before their first start, as `kafka-storage format --add-scram` is), a change
 made through one node holds on every node:
+- every node registers both listeners: a client on EXTERNAL is given the EXTERNAL endpoints
+  (Metadata, DescribeCluster, FindCoordinator), one on INTERNAL the INTERNAL ones, and an
+  RF=3 topic replicates over INTERNAL;
 - a SCRAM user made with Kafka's `kafka-configs.sh` authenticates on each node;
 - an ACL made with `kafka-acls.sh` lets alice produce to the partitions each node leads
   (TOPIC_AUTHORIZATION_FAILED before, with confluent-kafka);
@@ -25,9 +29,7 @@ Strom only: the 3-node Apache Kafka counterpart is not run yet (test_cluster.py)
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -39,9 +41,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import brokers
+import cluster_nodes
 import kafka_tools
+import pki
 import raw_protocol as raw
 import security_clients as sc
+from cluster_nodes import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -50,18 +55,39 @@ USERS = {"admin": "admin-secret", "alice": "alice-secret", "carol": "carol-secre
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TOPIC_AUTHORIZATION_FAILED = 29
 MESSAGE_TOO_LARGE = 10
+# EXTERNAL first: the inter-broker listener is INTERNAL because it is named so, not because
+# it comes first.
+LISTENERS = [("EXTERNAL", "SASL_SSL"), ("INTERNAL", "PLAINTEXT")]
+_PKI: list[pki.Pki] = []
 
 
-def settings(voters: str | None) -> list[str]:
-    """Every node's flags but its ports and data dir."""
+def certs() -> pki.Pki:
+    """The module's certificates (made once; removed by `remove_certs`)."""
+    if not _PKI:
+        _PKI.append(pki.make(Path(tempfile.mkdtemp(prefix="strom-compat-cluster-meta-pki-"))))
+    return _PKI[0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def remove_certs():
+    yield
+    for p in _PKI:
+        shutil.rmtree(p.dir, ignore_errors=True)
+
+
+def settings(voters: str | None) -> dict:
+    """Every node's settings but its ports and data dir."""
     kv = {
+        "ssl.keystore.location": certs().keystore("broker"),
+        "ssl.truststore.location": certs().ca,
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "inter.broker.listener.name": "INTERNAL",
         "authorizer.class.name": AUTHORIZER,
-        # ANONYMOUS: the PLAINTEXT listener, where the fixture's readiness check and the
-        # per-node requests of `raw_protocol` arrive.
+        # ANONYMOUS: the PLAINTEXT listener, where the brokers call each other (CLUSTER_ACTION),
+        # the fixture's readiness check and the per-node requests of `raw_protocol` arrive.
         "super.users": "User:admin;User:ANONYMOUS",
-        # Followers fetch over the first (SASL) listener without credentials (docs/design.md
-        # "Not yet"): the internal topics, like every topic here, get one replica.
+        # The internal topics get one replica: this module is about metadata (replication
+        # is test_cluster.py's and test_cluster_secured.py's).
         "offsets.topic.replication.factor": "1",
         "transaction.state.log.replication.factor": "1",
         "transaction.state.log.min.isr": "1",
@@ -69,49 +95,19 @@ def settings(voters: str | None) -> list[str]:
     }
     if voters:
         kv["controller.quorum.voters"] = voters
-    return [a for k, v in kv.items() for a in ("--set", f"{k}={v}")]
+    return kv
 
 
-class Node:
-    """One `strom serve` of the cluster; `bootstrap` is its PLAINTEXT listener, `sasl` its
-    SASL_PLAINTEXT one (registered, so what Metadata names)."""
+class Node(cluster_nodes.Node):
+    """One `strom serve` of the cluster; `bootstrap` is its INTERNAL (PLAINTEXT) listener,
+    `sasl` its EXTERNAL (SASL_SSL) one."""
 
     def __init__(self, node_id: int, workdir: Path, data: Path, voters: str | None, label: str = "node"):
-        self.id, self.workdir, self.data, self.label = node_id, workdir, data, label
-        self.sasl_port, self.plain_port, self.metrics_port = (brokers.free_port() for _ in range(3))
-        listeners = f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},PLAINTEXT://127.0.0.1:{self.plain_port}"
-        self.argv = [
-            str(brokers.STROM_BIN), "serve",
-            "--node-id", str(node_id),
-            "--set", f"listeners={listeners}",
-            "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
-            "--data-dir", str(data),
-            "--shards", "1",
-            *settings(voters),
-        ]
-        self.runs = 0
-        self.proc: brokers.BrokerProcess | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.plain_port}"
+        super().__init__(node_id, workdir, data, LISTENERS, settings(voters), ready_on="INTERNAL", label=label)
 
     @property
     def sasl(self) -> str:
-        return f"127.0.0.1:{self.sasl_port}"
-
-    def spawn(self) -> brokers.BrokerProcess:
-        self.runs += 1
-        name = f"strom-{self.id}-{self.label}-run{self.runs}"
-        self.proc = brokers._spawn(name, self.argv, self.workdir, self.plain_port)
-        return self.proc
-
-    def kill9(self) -> None:
-        self.proc.proc.send_signal(signal.SIGKILL)
-        self.proc.proc.wait(timeout=10)
-
-    def log(self) -> str:
-        return self.proc.log_path.read_text(errors="replace")
+        return self.addr("EXTERNAL")
 
 
 def add_users(data: Path, *names: str) -> None:
@@ -119,21 +115,7 @@ def add_users(data: Path, *names: str) -> None:
 
 
 def creds(user: str) -> sc.Creds:
-    return sc.Creds("SASL_PLAINTEXT", mechanism="SCRAM-SHA-512", user=user, password=USERS[user])
-
-
-def wait_for(what, check, timeout_s=30.0):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as e:  # noqa: BLE001 - "not yet", whatever the client raised
-            last = e
-        if last is True or (last and not isinstance(last, Exception)):
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+    return sc.Creds("SASL_SSL", ca=certs().ca, mechanism="SCRAM-SHA-512", user=user, password=USERS[user])
 
 
 def tool(name: str, node: Node, *args: str) -> kafka_tools.Run:
@@ -141,7 +123,8 @@ def tool(name: str, node: Node, *args: str) -> kafka_tools.Run:
     any node it learns of: the checks ask every node)."""
     with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
         f.write(
-            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+            f"ssl.truststore.type=PEM\nssl.truststore.location={certs().ca}\n"
             "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="admin" password="{USERS["admin"]}";\n'
         )
@@ -192,11 +175,9 @@ def cluster():
     if not brokers.STROM_BIN.is_file():
         raise brokers.BrokerStartError("build target/release/strom first")
     kafka_tools.fetch()
-    root = Path(tempfile.mkdtemp(prefix="strom-compat-cluster-meta-"))
-    raft_ports = {i: brokers.free_port() for i in range(1, NODES + 1)}
-    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft_ports.items())
-    nodes = []
-    try:
+    with cluster_nodes.cluster_root("strom-compat-cluster-meta-") as (root, nodes):
+        raft_ports = {i: brokers.free_port() for i in range(1, NODES + 1)}
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft_ports.items())
         for i in range(1, NODES + 1):
             workdir = root / f"node-{i}"
             workdir.mkdir()
@@ -208,14 +189,54 @@ def cluster():
             n.proc.wait_ready(serving=True)
         wait_for("3 brokers", lambda: len(sc.metadata(nodes[0].sasl, creds("admin")).brokers) == NODES)
         yield nodes
-    finally:
-        for n in nodes:
-            if n.proc:
-                n.proc.stop()
-        if os.environ.get("STROM_COMPAT_KEEP_DIRS") == "1":
-            print(f"cluster data and logs kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+
+
+def test_each_listener_is_answered_with_its_own_endpoints_and_replicas_follow_on_internal(cluster):
+    """Every node registers both listeners: Metadata, DescribeCluster and FindCoordinator
+    name the endpoints of the listener the request came in on. An RF=3 topic's followers
+    fetch over INTERNAL, the inter-broker listener, though EXTERNAL comes first: its replica
+    logs end byte-identical."""
+    ports = {name: {n.id: n.ports[name] for n in cluster} for name, _ in LISTENERS}
+
+    def admin(n: Node, listener: str) -> AdminClient:
+        if listener == "EXTERNAL":
+            return AdminClient(sc.confluent_conf(n.sasl, creds("admin")))
+        return AdminClient({"bootstrap.servers": n.bootstrap})
+
+    for n in cluster:
+        for listener in ports:
+            a = admin(n, listener)
+            md = a.list_topics(timeout=10)
+            assert {b.id: b.port for b in md.brokers.values()} == ports[listener], f"node {n.id} {listener}"
+            d = a.describe_cluster().result(timeout=10)
+            assert {b.id: b.port for b in d.nodes} == ports[listener], f"node {n.id} {listener}"
+
+    topic = "listeners-rf3"
+    a = admin(cluster[0], "EXTERNAL")
+    a.create_topics([NewTopic(topic, 1, replication_factor=3)])[topic].result(timeout=30)
+    wait_for(f"{topic} with an ISR of 3", lambda: len(
+        a.list_topics(topic, timeout=5).topics[topic].partitions[0].isrs) == NODES)
+    errors: list = []
+    p = Producer({**sc.confluent_conf(cluster[0].sasl, creds("admin")), "acks": "all",
+                  "enable.idempotence": True, "message.timeout.ms": 30000})
+    for i in range(200):
+        p.produce(topic, value=f"v{i:04d}".encode(), partition=0, on_delivery=lambda e, m: e and errors.append(e))
+    assert p.flush(60) == 0 and errors == []
+
+    def logs():
+        data = [(n.data / f"{topic}-0" / "00000000000000000000.log").read_bytes() for n in cluster]
+        return data if all(d == data[0] for d in data) and data[0] else None
+    assert b"v0199" in wait_for("identical replica logs", logs)[0]
+
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({**sc.confluent_conf(cluster[0].sasl, creds("admin")), "group.id": "listeners-g",
+                  "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+    c.close()
+    for listener in ports:
+        a = admin(cluster[1], listener)  # held until the answer: a dropped client cancels it
+        g = a.describe_consumer_groups(["listeners-g"])["listeners-g"].result(timeout=10)
+        assert g.coordinator.port == ports[listener][g.coordinator.id], listener
 
 
 def test_scram_user_made_through_one_node_authenticates_on_every_node(cluster):
@@ -322,9 +343,7 @@ def test_single_node_data_dir_becomes_node_1_of_a_cluster():
     if not brokers.STROM_BIN.is_file():
         raise brokers.BrokerStartError("build target/release/strom first")
     kafka_tools.fetch()
-    root = Path(tempfile.mkdtemp(prefix="strom-compat-cluster-migrate-"))
-    started: list[Node] = []
-    try:
+    with cluster_nodes.cluster_root("strom-compat-cluster-migrate-") as (root, started):
         raft_ports = {i: brokers.free_port() for i in range(1, NODES + 1)}
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in raft_ports.items())
         dirs = {}
@@ -403,14 +422,6 @@ def test_single_node_data_dir_becomes_node_1_of_a_cluster():
             assert sorted(got) == sorted(records)
             assert [r for r in got if records.index(r) % 2 == 0] == records[0::2], "partition 0 in order"
         assert raw.init_producer_id(n2.bootstrap) > seen["pid"]
-    finally:
-        for n in started:
-            if n.proc:
-                n.proc.stop()
-        if os.environ.get("STROM_COMPAT_KEEP_DIRS") == "1":
-            print(f"cluster data and logs kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def topic_id(admin: AdminClient, name: str):

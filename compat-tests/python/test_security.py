@@ -55,7 +55,8 @@ def ssl_broker(request, certs):
     security = {
         "listeners": ["SSL", "SASL_SSL"],
         "settings": ssl_settings(certs),
-        # Kafka's brokers need a JAAS entry per mechanism and listener; Strom has none.
+        # Kafka's brokers need a JAAS entry per mechanism and listener; Strom reads one only
+        # for its own credentials as a client of another broker (test_cluster_secured.py).
         "kafka_settings": {
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;",

@@ -53,6 +53,8 @@ pub struct ClusterHandle {
     pub(super) materialized: watch::Receiver<u64>,
     /// False while this node is cut off from the metadata quorum (`controller`).
     pub quorum: Arc<AtomicBool>,
+    /// How this node calls the other brokers (follower fetches, transaction markers).
+    pub inter_broker: super::inter_broker::InterBroker,
     pub(super) runtime: tokio::runtime::Handle,
     pub(super) liveness: Arc<super::liveness::Liveness>,
     pub(super) stop: watch::Sender<bool>,

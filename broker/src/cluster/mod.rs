@@ -19,6 +19,7 @@
 pub mod controller;
 pub mod handle;
 pub mod image;
+pub mod inter_broker;
 mod liveness;
 mod materialize;
 pub mod migrate;
@@ -51,11 +52,14 @@ pub type Follower =
     Box<dyn FnOnce(Arc<BrokerContext>) -> futures::future::LocalBoxFuture<'static, ()> + Send>;
 
 /// Starts the metadata quorum if `controller.quorum.voters` names any; `None` = single node.
-/// Called once the shards run (applying entries opens partitions on them). `advertised` is
-/// the address this broker registers for clients; `followers` start once the quorum runs.
+/// Called once the shards run (applying entries opens partitions on them). `endpoints` are
+/// this broker's listeners as advertised, registered (again on every start) for clients and
+/// peers; `inter_broker` is how this node calls the others; `followers` start once the
+/// quorum runs.
 pub fn start(
     ctx: Arc<BrokerContext>,
-    advertised: (String, i32),
+    endpoints: Vec<image::Endpoint>,
+    inter_broker: inter_broker::InterBroker,
     followers: Vec<Follower>,
 ) -> Result<Option<Arc<ClusterHandle>>, ClusterError> {
     let voters = voters::parse(&ctx.config.controller_quorum_voters)?;
@@ -103,12 +107,7 @@ pub fn start(
     let handle_liveness = liveness.clone();
     let quorum_flag = quorum.clone();
     let shared_image = image.clone();
-    let registration = BrokerRecord {
-        id: node_id,
-        host: advertised.0,
-        port: advertised.1,
-        rack: None,
-    };
+    let registration = BrokerRecord::new(node_id, None, endpoints);
     let thread = std::thread::Builder::new()
         .name("cluster".into())
         .spawn(move || {
@@ -216,6 +215,7 @@ pub fn start(
         image,
         materialized: materialized_rx,
         quorum,
+        inter_broker,
         runtime,
         liveness: handle_liveness,
         stop: stop_tx,
@@ -287,17 +287,20 @@ async fn register(raft: Raft, broker: BrokerRecord, cluster_id: String) {
 }
 
 /// KIP-951: the partition's leader and leader epoch as this node's image has them, with
-/// the leader's endpoint, for a NOT_LEADER_OR_FOLLOWER answer that tells the client where to
-/// go (Produce v10+, Fetch v12+ and its v16+ node endpoints) without a Metadata round trip.
+/// the leader's endpoint on `listener` (the one the request came in on; none when the leader
+/// lacks it, as Kafka's `getAliveBrokerNode`), for a NOT_LEADER_OR_FOLLOWER answer that tells
+/// the client where to go (Produce v10+, Fetch v12+ and its v16+ node endpoints) without a
+/// Metadata round trip.
 pub fn current_leader(
     ctx: &BrokerContext,
     topic: &str,
     partition: i32,
-) -> Option<(i32, i32, image::BrokerRecord)> {
+    listener: &str,
+) -> Option<(i32, i32, Option<image::BrokerNode>)> {
     let image = ctx.cluster.get()?.image();
     let p = image.partition(topic, partition)?;
-    let b = image.brokers.get(&p.leader)?.clone();
-    Some((p.leader, p.leader_epoch, b))
+    image.brokers.get(&p.leader)?;
+    Some((p.leader, p.leader_epoch, image.node_on(p.leader, listener)))
 }
 
 /// True when this node is clustered and does not lead the partition: another node leads

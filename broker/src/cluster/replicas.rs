@@ -175,22 +175,19 @@ async fn fetch_from(
             return;
         }
         if conn.is_none() {
-            let image = cluster.image();
-            let Some(b) = image.brokers.get(&leader) else {
-                tokio::time::sleep(BACKOFF).await;
-                continue;
+            // The leader's inter-broker listener, authenticated as this broker.
+            let ib = &cluster.inter_broker;
+            let connected = match ib.address(&cluster.image(), leader) {
+                Ok(addr) => ib
+                    .connect(&addr, "strom-replica-fetcher", CALL_TIMEOUT, MAX_RESPONSE)
+                    .await
+                    .map_err(|e| (e.is_refusal(), e.to_string())),
+                Err(e) => Err((true, e)),
             };
-            match KafkaConn::connect(
-                &format!("{}:{}", b.host, b.port),
-                CALL_TIMEOUT,
-                "strom-replica-fetcher",
-                MAX_RESPONSE,
-            )
-            .await
-            {
+            match connected {
                 Ok(c) => conn = Some(c),
-                Err(e) => {
-                    tracing::debug!(leader, error = %e, "replica fetcher cannot reach the leader");
+                Err((refused, e)) => {
+                    unreachable_leader(leader, refused, &e);
                     tokio::time::sleep(BACKOFF).await;
                     continue;
                 }
@@ -206,6 +203,36 @@ async fn fetch_from(
             conn = None;
             tokio::time::sleep(BACKOFF).await;
         }
+    }
+}
+
+/// A fetcher that cannot reach its leader says so at debug level (a leader restarting is
+/// common), but a refusal — TLS or SASL failing, no endpoint on the inter-broker listener,
+/// which no retry mends — at warn, at most once a minute per leader and shard.
+fn unreachable_leader(leader: i32, refused: bool, error: &str) {
+    thread_local! {
+        static LAST: RefCell<BTreeMap<i32, std::time::Instant>> = RefCell::default();
+    }
+    let due = refused
+        && LAST.with(|l| {
+            let mut l = l.borrow_mut();
+            let now = std::time::Instant::now();
+            let due = l
+                .get(&leader)
+                .is_none_or(|t| now - *t > Duration::from_secs(60));
+            if due {
+                l.insert(leader, now);
+            }
+            due
+        });
+    if due {
+        tracing::warn!(
+            leader,
+            error,
+            "replica fetcher cannot connect to the leader's inter-broker listener"
+        );
+    } else {
+        tracing::debug!(leader, error, "replica fetcher cannot reach the leader");
     }
 }
 

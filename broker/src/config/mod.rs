@@ -11,6 +11,7 @@ pub mod ai_flow;
 pub mod dynamic;
 pub mod effective;
 pub mod group;
+pub mod inter_broker;
 pub mod kafka_broker_configs;
 pub mod listeners;
 pub mod schema_validation;
@@ -75,6 +76,22 @@ pub struct BrokerConfig {
     /// change is loaded for new connections without a restart. Milliseconds, >= 100.
     /// Default 10000.
     pub ssl_reload_interval_ms: i64,
+    /// Kafka `inter.broker.listener.name`: the listener other brokers' calls go to (follower
+    /// fetches, transaction markers; `config::inter_broker`). Empty (default): the PLAINTEXT
+    /// listener, else the first. Exclusive with `security_inter_broker_protocol`.
+    pub inter_broker_listener_name: String,
+    /// Kafka `security.inter.broker.protocol`: the inter-broker listener named by its protocol
+    /// (the listener of that name). Empty (default) = not set.
+    pub security_inter_broker_protocol: String,
+    /// Kafka `sasl.mechanism.inter.broker.protocol` on a SASL inter-broker listener: PLAIN,
+    /// SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI is not implemented). Empty
+    /// (default): the mechanism of the listener's only JAAS config.
+    pub sasl_mechanism_inter_broker_protocol: String,
+    /// Kafka `listener.name.<listener>.<mechanism>.sasl.jaas.config`: the broker's own SASL
+    /// credentials on a listener (`config::inter_broker`); keys with a listener in their name,
+    /// so `load` collects them here. Sensitive.
+    #[serde(skip)]
+    pub listener_jaas: inter_broker::JaasConfigs,
     /// Kafka `sasl.enabled.mechanisms` on SASL_PLAINTEXT and SASL_SSL listeners: a subset of
     /// PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. Default "SCRAM-SHA-256,SCRAM-SHA-512" (Kafka's
     /// default, GSSAPI, is not implemented; PLAIN sends the password, so it is opt-in).
@@ -352,6 +369,10 @@ impl Default for BrokerConfig {
             ssl_enabled_protocols: "TLSv1.2,TLSv1.3".into(),
             ssl_principal_mapping_rules: "DEFAULT".into(),
             ssl_reload_interval_ms: 10_000,
+            inter_broker_listener_name: String::new(),
+            security_inter_broker_protocol: String::new(),
+            sasl_mechanism_inter_broker_protocol: String::new(),
+            listener_jaas: Default::default(),
             sasl_enabled_mechanisms: "SCRAM-SHA-256,SCRAM-SHA-512".into(),
             connections_max_reauth_ms: 0,
             connection_failed_authentication_delay_ms: 100,
@@ -573,7 +594,7 @@ pub fn load(
         let key = normalise_key(key);
         // Only keys the broker knows: STROM_* variables of other tools (tests, connectors)
         // must not stop the broker.
-        if !known_key(&key) {
+        if !known_key(&key) && inter_broker::jaas_key(&key).is_none() {
             continue;
         }
         values.insert(key.clone(), typed_value(&key, &raw));
@@ -586,8 +607,22 @@ pub fn load(
     }
     // Deserialize key by key so an error names the key and where it came from.
     let mut table = toml::Table::try_from(BrokerConfig::default()).unwrap_or_default();
+    let mut jaas = inter_broker::JaasConfigs::default();
     for (key, value) in values {
         let origin = origins[&key];
+        if let Some(slot) = inter_broker::jaas_key(&key) {
+            let invalid = |message: String| ConfigError::Invalid {
+                key: key.clone(),
+                origin: origin.to_string(),
+                message,
+            };
+            let slot = slot.map_err(invalid)?;
+            let text = value
+                .as_str()
+                .ok_or_else(|| invalid("must be a string".into()))?;
+            jaas.0.insert(slot, text.to_string());
+            continue;
+        }
         if !known_key(&key) {
             return Err(ConfigError::Invalid {
                 key,
@@ -606,11 +641,12 @@ pub fn load(
         }
         table.insert(key, value);
     }
-    let config: BrokerConfig = table.try_into().map_err(|e| ConfigError::Invalid {
+    let mut config: BrokerConfig = table.try_into().map_err(|e| ConfigError::Invalid {
         key: "?".into(),
         origin: "merged config".into(),
         message: e.to_string(),
     })?;
+    config.listener_jaas = jaas;
     config.validate(&origins)?;
     Ok((config, origins))
 }
@@ -884,6 +920,7 @@ impl BrokerConfig {
             .listener_configs()
             .map_err(|e| bad("listeners", e.to_string()))?;
         security::validate(self, &listeners).map_err(|(key, message)| bad(key, message))?;
+        inter_broker::validate(self, &listeners).map_err(|(key, message)| bad(&key, message))?;
         Ok(())
     }
 

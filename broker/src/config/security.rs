@@ -159,7 +159,7 @@ impl BrokerConfig {
 }
 
 /// A SASL mechanism Strom serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SaslMechanism {
     Plain,
     ScramSha256,

@@ -124,3 +124,100 @@ fn given_advertised_listener_when_asked_then_host_and_port() {
     );
     assert!(err.is_err());
 }
+
+#[test]
+fn given_listener_jaas_configs_from_file_env_and_flags_when_loading_then_collected_by_listener() {
+    use super::security::SaslMechanism;
+    let jaas = |user: &str| {
+        format!(
+            "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"{user}\" password=\"p\";"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("strom.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "listeners = \"SASL_SSL://127.0.0.1:0,INTERNAL://127.0.0.1:0\"\n\
+             listener.security.protocol.map = \"SASL_SSL:SASL_SSL,INTERNAL:SASL_PLAINTEXT\"\n\
+             inter.broker.listener.name = \"INTERNAL\"\n\
+             controller.quorum.voters = \"1@127.0.0.1:9093\"\n\
+             node.id = 1\n\
+             ssl.keystore.location = \"k.pem\"\n\
+             [listener.name.internal.scram-sha-512.sasl]\njaas.config = '{}'\n",
+            jaas("from-file")
+        ),
+    )
+    .unwrap();
+    let plain_jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";";
+    let env_jaas = env(&[(
+        "STROM_LISTENER_NAME_SASL_SSL_PLAIN_SASL_JAAS_CONFIG",
+        plain_jaas,
+    )]);
+    let flag_jaas = (
+        "listener.name.internal.scram-sha-256.sasl.jaas.config".to_string(),
+        jaas("from-flag"),
+    );
+    // Two mechanisms on the inter-broker listener: which one is for Strom to be told.
+    let err = load(Some(&p), env_jaas.clone(), std::slice::from_ref(&flag_jaas))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("sasl_mechanism_inter_broker_protocol"),
+        "{err}"
+    );
+    let mechanism = (
+        "sasl.mechanism.inter.broker.protocol".to_string(),
+        "SCRAM-SHA-512".to_string(),
+    );
+    let (c, origins) = load(Some(&p), env_jaas, &[flag_jaas, mechanism]).unwrap();
+    let keys: Vec<_> = c.listener_jaas.0.keys().cloned().collect();
+    assert_eq!(
+        keys,
+        [
+            ("INTERNAL".to_string(), SaslMechanism::ScramSha256),
+            ("INTERNAL".to_string(), SaslMechanism::ScramSha512),
+            ("SASL_SSL".to_string(), SaslMechanism::Plain),
+        ]
+    );
+    assert_eq!(
+        origins["listener_name_sasl_ssl_plain_sasl_jaas_config"],
+        Origin::Env
+    );
+    let ib = c.inter_broker(&c.listener_configs().unwrap()).unwrap();
+    assert_eq!(ib.sasl.unwrap().1.username, "from-file");
+    // The password never shows in the config's Debug.
+    assert!(!format!("{c:?}").contains("password=\\\"p"));
+    // A JAAS config Strom cannot read stops the start with its key named.
+    let err = load(
+        Some(&p),
+        env(&[]),
+        &[(
+            "listener.name.internal.gssapi.sasl.jaas.config".into(),
+            "x required;".into(),
+        )],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("listener_name_internal_gssapi_sasl_jaas_config"),
+        "{err}"
+    );
+    // Without the broker's credentials a clustered SASL inter-broker listener does not start.
+    let err = load(
+        None,
+        env(&[]),
+        &[
+            ("listeners".into(), "SASL_SSL://127.0.0.1:0".into()),
+            ("controller.quorum.voters".into(), "1@127.0.0.1:9093".into()),
+            ("node.id".into(), "1".into()),
+            ("ssl.keystore.location".into(), "k.pem".into()),
+        ],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("sasl_mechanism_inter_broker_protocol"),
+        "{err}"
+    );
+}

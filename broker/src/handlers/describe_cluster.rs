@@ -18,19 +18,18 @@ pub async fn handle(ctx: &RequestContext, req: DescribeClusterRequest) -> Descri
     let node = BrokerId(broker.config.node_id);
     if let Some(cluster) = broker.cluster.get() {
         let image = cluster.image();
-        // Kafka lists the fenced brokers only when asked (v2 `include_fenced_brokers`), and
-        // marks them.
+        // The brokers on the listener the request came in on; Kafka lists the fenced ones only
+        // when asked (v2 `include_fenced_brokers`), and marks them.
         let brokers = image
-            .brokers
-            .values()
-            .filter(|b| req.include_fenced_brokers || !image.fenced.contains(&b.id))
-            .map(|b| {
+            .nodes_on(&ctx.session.listener.name, req.include_fenced_brokers)
+            .into_iter()
+            .map(|(b, fenced)| {
                 DescribeClusterBroker::default()
                     .with_broker_id(BrokerId(b.id))
-                    .with_host(StrBytes::from_string(b.host.clone()))
+                    .with_host(StrBytes::from_string(b.host))
                     .with_port(b.port)
-                    .with_rack(b.rack.clone().map(StrBytes::from_string))
-                    .with_is_fenced(image.fenced.contains(&b.id))
+                    .with_rack(b.rack.map(StrBytes::from_string))
+                    .with_is_fenced(fenced)
             })
             .collect();
         return DescribeClusterResponse::default()

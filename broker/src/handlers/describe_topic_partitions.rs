@@ -40,13 +40,19 @@ fn partitions(
     ctx: &crate::shard::BrokerContext,
     topic: &str,
     range: std::ops::Range<i32>,
+    listener: &str,
 ) -> Vec<DescribeTopicPartitionsResponsePartition> {
     let ids = |v: &[i32]| v.iter().map(|b| BrokerId(*b)).collect::<Vec<_>>();
-    super::placement::placements(ctx, topic, range)
+    super::placement::placements(ctx, topic, range, listener)
         .into_iter()
         .map(|(p, at)| {
+            // Kafka gives a leader without the client's listener as -1, with no error.
+            let code = match at.error_code {
+                c if c == ResponseError::ListenerNotFound.code() => 0,
+                c => c,
+            };
             DescribeTopicPartitionsResponsePartition::default()
-                .with_error_code(at.error_code)
+                .with_error_code(code)
                 .with_partition_index(p)
                 .with_leader_id(BrokerId(at.leader))
                 .with_leader_epoch(at.leader_epoch)
@@ -169,7 +175,7 @@ pub async fn handle(
             0
         };
         let upper = t.partitions.min(from.saturating_add(remaining));
-        let ps = partitions(broker, topic, from..upper);
+        let ps = partitions(broker, topic, from..upper, &ctx.session.listener.name);
         remaining -= ps.len() as i32;
         resp.topics.push(
             DescribeTopicPartitionsResponseTopic::default()

@@ -40,12 +40,13 @@ async fn find(ctx: &RequestContext, key_type: i8, key: &str) -> Result<Found, Fi
     };
     let p = crate::coordinator::partition_for(key, partitions);
     let image = cluster.image();
+    // The leader's endpoint on the listener the request came in on (Kafka's
+    // `getAliveBrokerNode(leader, listenerName)`); none is COORDINATOR_NOT_AVAILABLE.
     let leader = image
         .partition(topic, p)
-        .map(|r| r.leader)
-        .and_then(|l| image.brokers.get(&l));
+        .and_then(|r| image.node_on(r.leader, &ctx.session.listener.name));
     match leader {
-        Some(b) => Ok(Some((b.id, b.host.clone(), b.port))),
+        Some(b) => Ok(Some((b.id, b.host, b.port))),
         None if key_type == KEY_TYPE_GROUP => {
             Err(group::GroupError::CoordinatorNotAvailable.into())
         }

@@ -25,11 +25,20 @@ pub const MAX_VERSION: i16 = 13;
 pub fn topic_response(ctx: &RequestContext, t: &TopicMeta) -> MetadataResponseTopic {
     let v = ctx.version();
     let ids = |v: &[i32]| v.iter().map(|b| BrokerId(*b)).collect::<Vec<_>>();
-    let partitions = super::placement::placements(ctx.ctx(), &t.name, 0..t.partitions)
+    let listener = &ctx.session.listener.name;
+    let partitions = super::placement::placements(ctx.ctx(), &t.name, 0..t.partitions, listener)
         .into_iter()
         .map(|(p, at)| {
+            // Kafka's `errorUnavailableListeners`: before v6 a leader without the client's
+            // listener is LEADER_NOT_AVAILABLE.
+            let code = match at.error_code {
+                c if c == ResponseError::ListenerNotFound.code() && v < 6 => {
+                    ResponseError::LeaderNotAvailable.code()
+                }
+                c => c,
+            };
             MetadataResponsePartition::default()
-                .with_error_code(at.error_code)
+                .with_error_code(code)
                 .with_partition_index(p)
                 .with_leader_id(BrokerId(at.leader))
                 .with_leader_epoch(if v >= 7 { at.leader_epoch } else { -1 })
@@ -190,18 +199,19 @@ pub async fn handle(ctx: &RequestContext, req: MetadataRequest) -> MetadataRespo
         ),
         Some(cluster) => {
             let image = cluster.image();
-            // Live brokers only: Kafka's `getAliveBrokerNodes` leaves the fenced out (a
-            // client would otherwise keep dialling a dead node; its partitions have moved).
+            // Live brokers only, on the listener the request came in on: Kafka's
+            // `getAliveBrokerNodes(listenerName)` leaves the fenced out (a client would
+            // otherwise keep dialling a dead node; its partitions have moved) and those
+            // without that listener.
             let brokers = image
-                .brokers
-                .values()
-                .filter(|b| !image.fenced.contains(&b.id))
-                .map(|b| {
+                .nodes_on(&ctx.session.listener.name, false)
+                .into_iter()
+                .map(|(b, _)| {
                     MetadataResponseBroker::default()
                         .with_node_id(BrokerId(b.id))
-                        .with_host(StrBytes::from_string(b.host.clone()))
+                        .with_host(StrBytes::from_string(b.host))
                         .with_port(b.port)
-                        .with_rack(b.rack.clone().map(StrBytes::from_string))
+                        .with_rack(b.rack.map(StrBytes::from_string))
                 })
                 .collect();
             let controller = BrokerId(cluster.controller().unwrap_or(-1));

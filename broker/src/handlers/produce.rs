@@ -110,10 +110,10 @@ async fn verify_with_coordinator(
     {
         // On a cluster the coordinator may be another node: ask it over the wire.
         let verified = crate::coordinator::txn::remote::verify(
+            ctx.ctx(),
             &addr,
             transactional_id,
-            producer_id,
-            epoch,
+            (producer_id, epoch),
             (topic, partition),
             !add,
         )
@@ -323,14 +323,17 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                 let code = ResponseError::NotLeaderOrFollower.code();
                 let mut r = partition_error(version, pd.index, code, None);
                 // KIP-951 (v10+): the current leader, so the client need not ask Metadata.
-                let placed = crate::cluster::current_leader(broker, &meta.name, pd.index);
-                if let Some((leader, epoch, b)) = placed.filter(|_| version >= 10) {
+                let listener = &ctx.session.listener.name;
+                let placed = crate::cluster::current_leader(broker, &meta.name, pd.index, listener);
+                if let Some((leader, epoch, node)) = placed.filter(|_| version >= 10) {
                     r = r.with_current_leader(
                         LeaderIdAndEpoch::default()
                             .with_leader_id(BrokerId(leader))
                             .with_leader_epoch(epoch),
                     );
-                    endpoints.insert(b.id, b);
+                    if let Some(b) = node {
+                        endpoints.insert(b.id, b);
+                    }
                 }
                 slots.push(Slot::Answered(r));
                 continue;

@@ -227,7 +227,10 @@ impl Partition {
     /// acks=all on a replicated leader: waits until the high watermark reaches `end` (every
     /// ISR member has the batch fsynced). Fails when the ISR shrinks below `min_isr` or the
     /// node loses the quorum (NOT_ENOUGH_REPLICAS_AFTER_APPEND), leadership moves
-    /// (NOT_LEADER_OR_FOLLOWER) or `timeout` passes (REQUEST_TIMED_OUT).
+    /// (NOT_LEADER_OR_FOLLOWER) or `timeout` passes (REQUEST_TIMED_OUT). The ISR is checked
+    /// before the watermark, as Kafka's `checkEnoughReplicasReachOffset` does: a shrink that
+    /// lets the watermark reach `end` (the lagging followers dropped) leaves the batch with
+    /// fewer copies than `min.insync.replicas` promised, so it is not acknowledged.
     pub async fn wait_replicated(
         &self,
         end: i64,
@@ -242,11 +245,12 @@ impl Partition {
                 Role::Follower { .. } => return Err(PartitionError::NotLeader),
                 Role::Leader { .. } => {}
             }
-            if *rx.borrow_and_update() >= end {
-                return Ok(());
-            }
+            let reached = *rx.borrow_and_update() >= end;
             if self.check_min_isr(min_isr).is_err() {
                 return Err(PartitionError::NotEnoughReplicasAfterAppend);
+            }
+            if reached {
+                return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(PartitionError::ReplicationTimeout);

@@ -44,6 +44,19 @@ fn leader(isr: &[i32], quorum: &Arc<AtomicBool>) -> Role {
     }
 }
 
+/// acks=all of the batches up to `end`, waiting in a task of its own.
+fn acks_all(
+    p: &Rc<Partition>,
+    end: i64,
+    min_isr: i32,
+) -> tokio::task::JoinHandle<Result<(), PartitionError>> {
+    let p = p.clone();
+    tokio::task::spawn_local(async move {
+        p.wait_replicated(end, min_isr, Duration::from_secs(10))
+            .await
+    })
+}
+
 async fn append(p: &Rc<Partition>, n: usize, acks: i16) -> Result<i64, PartitionError> {
     let bytes = TestBatch::new(n).encode();
     let header = BatchHeader::parse(&bytes).unwrap();
@@ -102,12 +115,7 @@ fn given_leader_when_acks_all_then_waits_for_isr_and_fails_without_quorum() {
             matches!(timeout, Err(PartitionError::ReplicationTimeout)),
             "{timeout:?}"
         );
-        let waiter = {
-            let p = p.clone();
-            tokio::task::spawn_local(async move {
-                p.wait_replicated(2, 2, Duration::from_secs(10)).await
-            })
-        };
+        let waiter = acks_all(&p, 2, 2);
         tokio::task::yield_now().await;
         p.replica_read(2, 2, -1, 1 << 20).unwrap();
         assert!(waiter.await.unwrap().is_ok());
@@ -120,6 +128,28 @@ fn given_leader_when_acks_all_then_waits_for_isr_and_fails_without_quorum() {
         assert!(
             matches!(lost, Err(PartitionError::NotEnoughReplicasAfterAppend)),
             "{lost:?}"
+        );
+    });
+}
+
+#[test]
+fn given_isr_shrunk_below_min_while_waiting_when_hw_reaches_the_batch_then_not_enough_replicas() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        append(&p, 2, -1).await.unwrap();
+        let waiter = acks_all(&p, 2, 2);
+        tokio::task::yield_now().await;
+        // Follower 2 never fetched: the ISR shrinks to the leader, whose end is the
+        // watermark now; one copy is not the two min.insync.replicas asks for.
+        p.set_role(leader(&[1], &quorum)).unwrap();
+        assert_eq!(p.high_watermark(), 2);
+        let answer = waiter.await.unwrap();
+        assert!(
+            matches!(answer, Err(PartitionError::NotEnoughReplicasAfterAppend)),
+            "{answer:?}"
         );
     });
 }

@@ -246,12 +246,36 @@ impl Server {
         }
         // Before the shards accept connections, so that no request is ever answered as a single
         // node; the entries it applies wait in the shards' inboxes until the shards run.
-        let advertised = (infos[0].advertised_host.clone(), infos[0].advertised_port);
+        // Every listener is registered: a client is answered with the endpoints of the one it
+        // came in on, and the brokers call each other on the inter-broker one.
+        let endpoints = infos
+            .iter()
+            .map(|l| crate::cluster::image::Endpoint {
+                listener: l.name.clone(),
+                host: l.advertised_host.clone(),
+                port: l.advertised_port,
+                protocol: l.protocol.name().to_string(),
+            })
+            .collect();
+        let tls_client = tls
+            .clone()
+            .map(|t| Arc::new(move || t.client_config()) as crate::kafka_conn::TlsClient);
+        let inter_broker = config
+            .inter_broker(&listener_configs)
+            .map_err(|(key, msg)| format!("{key}: {msg}"))
+            .and_then(|s| crate::cluster::inter_broker::InterBroker::new(s, tls_client));
+        let inter_broker = match inter_broker {
+            Ok(ib) => ib,
+            Err(e) => {
+                let _ = shutdown_tx.send(true);
+                anyhow::bail!("the inter-broker listener: {e}");
+            }
+        };
         // The coordinators follow their internal partitions' leadership.
         let followers: Vec<crate::cluster::Follower> = vec![Box::new(|ctx| {
             Box::pin(crate::coordinator::leadership::start_on_shards(ctx))
         })];
-        match crate::cluster::start(ctx.clone(), advertised, followers) {
+        match crate::cluster::start(ctx.clone(), endpoints, inter_broker, followers) {
             Ok(Some(cluster)) => {
                 let _ = ctx.cluster.set(cluster);
             }

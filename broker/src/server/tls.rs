@@ -6,6 +6,12 @@
 //! which Strom does not have). Both are built from the same key, chain and truststore and
 //! allow only TLS 1.2/1.3 (`ssl.enabled.protocols`).
 //!
+//! **Inter-broker client.** From the same material, the config this broker connects to its
+//! peers' TLS listeners with (`cluster::inter_broker`): the keystore is its client
+//! certificate (sent when the peer asks, on an SSL listener with `ssl.client.auth`), the
+//! truststore checks the peer's certificate and its name (the peer's advertised host; without
+//! a truststore, the system's roots).
+//!
 //! **Reload.** A thread checks the key and truststore files every `ssl_reload_interval_ms`;
 //! when their contents change it builds new configs and swaps them in. New connections get the
 //! new certificate, open ones keep theirs. A change that does not load (a half-written file, a
@@ -24,7 +30,7 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use rustls::ServerConfig;
+use rustls::{ClientConfig, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::listeners::SecurityProtocol;
@@ -112,11 +118,18 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The two server configs (SSL listeners, SASL_SSL listeners) for `material`.
-fn build(
-    settings: &TlsSettings,
-    material: &Material,
-) -> Result<(Arc<ServerConfig>, Arc<ServerConfig>), TlsError> {
+/// The configs built from one material.
+struct Configs {
+    /// SSL listeners (client certificates as `ssl.client.auth` says).
+    ssl: Arc<ServerConfig>,
+    /// SASL_SSL listeners (no client certificate).
+    sasl_ssl: Arc<ServerConfig>,
+    /// This broker calling its peers.
+    client: Arc<ClientConfig>,
+}
+
+/// Every config for `material`.
+fn build(settings: &TlsSettings, material: &Material) -> Result<Configs, TlsError> {
     let key = PrivateKeyDer::from_pem_slice(&material.key_pem).map_err(|e| TlsError::Pem {
         what: "private key",
         message: format!(
@@ -135,16 +148,22 @@ fn build(
         .collect();
     let builder =
         || ServerConfig::builder_with_provider(provider()).with_protocol_versions(&versions);
-    let verifier = match (&settings.trust, settings.client_auth) {
-        (_, ClientAuth::None) | (TrustSource::None, _) => None,
-        (_, auth) => {
+    let roots = match settings.trust {
+        TrustSource::None => None,
+        _ => {
             let mut roots = rustls::RootCertStore::empty();
             for c in certs("truststore", &material.trust_pem)? {
                 roots
                     .add(c)
                     .map_err(|e| TlsError::Verifier(format!("bad CA certificate: {e}")))?;
             }
-            let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
+            Some(Arc::new(roots))
+        }
+    };
+    let verifier = match (&roots, settings.client_auth) {
+        (_, ClientAuth::None) | (None, _) => None,
+        (Some(roots), auth) => {
+            let b = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider());
             let b = if auth == ClientAuth::Requested {
                 b.allow_unauthenticated()
             } else {
@@ -163,15 +182,28 @@ fn build(
     };
     let sasl_ssl = builder()?
         .with_no_client_auth()
-        .with_single_cert(chain, key)?;
-    Ok((Arc::new(ssl), Arc::new(sasl_ssl)))
+        .with_single_cert(chain.clone(), key.clone_key())?;
+    let client_roots = roots.unwrap_or_else(|| {
+        let mut system = rustls::RootCertStore::empty();
+        system.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        Arc::new(system)
+    });
+    let client = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&versions)?
+        .with_root_certificates(client_roots)
+        .with_client_auth_cert(chain, key)?;
+    Ok(Configs {
+        ssl: Arc::new(ssl),
+        sasl_ssl: Arc::new(sasl_ssl),
+        client: Arc::new(client),
+    })
 }
 
 /// The TLS side of every TLS listener; shared by all shards.
 pub struct TlsAcceptors {
     settings: TlsSettings,
     mapper: PrincipalMapper,
-    current: RwLock<(Arc<ServerConfig>, Arc<ServerConfig>)>,
+    current: RwLock<Configs>,
     material: Mutex<Material>,
 }
 
@@ -192,10 +224,16 @@ impl TlsAcceptors {
     pub fn acceptor(&self, protocol: SecurityProtocol) -> TlsAcceptor {
         let current = self.current.read().unwrap_or_else(|e| e.into_inner());
         let config = match protocol {
-            SecurityProtocol::SaslSsl => current.1.clone(),
-            _ => current.0.clone(),
+            SecurityProtocol::SaslSsl => current.sasl_ssl.clone(),
+            _ => current.ssl.clone(),
         };
         TlsAcceptor::from(config)
+    }
+
+    /// The config a new connection to a peer broker's TLS listener uses.
+    pub fn client_config(&self) -> Arc<ClientConfig> {
+        let current = self.current.read().unwrap_or_else(|e| e.into_inner());
+        current.client.clone()
     }
 
     /// Re-reads the files; builds and swaps in new configs when they changed. `Ok(true)` when
@@ -330,6 +368,72 @@ mod tests {
             strict.principal(Some(&der(&bob))),
             Err(SslPrincipalError::NoMatchingRule(_))
         ));
+    }
+
+    /// A CA and a broker certificate it signed (CN=broker, valid for 127.0.0.1), PEM.
+    fn signed_broker() -> (String, String, String) {
+        use rcgen::{BasicConstraints, IsCa, Issuer};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.distinguished_name = DistinguishedName::new();
+        ca.distinguished_name.push(DnType::CommonName, "test-ca");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, "broker");
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        (ca_pem, cert.pem(), key.serialize_pem())
+    }
+
+    #[test]
+    fn given_ssl_listener_requiring_certificates_when_a_peer_broker_connects_then_its_keystore_is_its_identity(
+    ) {
+        let (ca, cert, key) = signed_broker();
+        let settings = TlsSettings {
+            trust: TrustSource::Inline(ca),
+            client_auth: ClientAuth::Required,
+            ..settings(&cert, &key)
+        };
+        let tls = Arc::new(TlsAcceptors::load(settings, "DEFAULT").unwrap());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let acceptor = tls.acceptor(SecurityProtocol::Ssl);
+            // The broker's own client config: its certificate for the peer's required client
+            // auth, its truststore and the peer's name checked.
+            let connector = tokio_rustls::TlsConnector::from(tls.client_config());
+            let dial = |host: &'static str| {
+                let connector = connector.clone();
+                async move {
+                    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    let name = rustls::pki_types::ServerName::try_from(host).unwrap();
+                    connector.connect(name, tcp).await
+                }
+            };
+            let server = async {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let stream = acceptor.accept(tcp).await.unwrap();
+                let peer = stream.get_ref().1.peer_certificates().map(|c| c.to_vec());
+                tls.principal(peer.as_deref()).unwrap().to_string()
+            };
+            let (principal, client) = tokio::join!(server, dial("127.0.0.1"));
+            assert!(client.is_ok());
+            assert_eq!(principal, "User:CN=broker");
+            // A peer whose certificate does not name the host dialled is refused.
+            let refused = async {
+                let (tcp, _) = listener.accept().await.unwrap();
+                acceptor.accept(tcp).await.is_err()
+            };
+            let (_, client) = tokio::join!(refused, dial("broker.example"));
+            assert!(client.is_err());
+        });
     }
 
     #[test]

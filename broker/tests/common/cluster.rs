@@ -18,7 +18,11 @@ use super::Client;
 
 pub struct Node {
     pub id: i32,
+    /// The PLAINTEXT listener (the inter-broker one, as Kafka's default).
     pub kafka: SocketAddr,
+    /// A second PLAINTEXT listener, CLIENTS, registered too: a request on it is answered
+    /// with the CLIENTS endpoints.
+    pub clients: SocketAddr,
     pub raft: SocketAddr,
     pub metrics: SocketAddr,
     pub dir: PathBuf,
@@ -44,13 +48,14 @@ impl TestCluster {
     /// Starts `n` nodes with ids 1..=n.
     pub fn start(n: i32) -> TestCluster {
         let root = tempfile::tempdir().unwrap();
-        let ports = free_ports(3 * n as usize);
+        let ports = free_ports(4 * n as usize);
         let nodes: Vec<Node> = (1..=n)
             .map(|id| Node {
                 id,
-                kafka: ports[3 * (id as usize - 1)],
-                raft: ports[3 * (id as usize - 1) + 1],
-                metrics: ports[3 * (id as usize - 1) + 2],
+                kafka: ports[4 * (id as usize - 1)],
+                raft: ports[4 * (id as usize - 1) + 1],
+                metrics: ports[4 * (id as usize - 1) + 2],
+                clients: ports[4 * (id as usize - 1) + 3],
                 dir: root.path().join(format!("node-{id}")),
                 child: Mutex::new(None),
             })
@@ -83,7 +88,14 @@ impl TestCluster {
         let child = Command::new(env!("CARGO_BIN_EXE_strom"))
             .arg("serve")
             .args(["--node-id", &n.id.to_string()])
-            .args(["--listen", &n.kafka.to_string()])
+            .args([
+                "--set",
+                &format!("listeners=CLIENTS://{},PLAINTEXT://{}", n.clients, n.kafka),
+            ])
+            .args([
+                "--set",
+                "listener.security.protocol.map=CLIENTS:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            ])
             .args(["--metrics-listen", &n.metrics.to_string()])
             .args(["--data-dir", n.dir.to_str().unwrap()])
             .args(["--shards", "1"])

@@ -4,12 +4,13 @@
 //! `materialize.rs` turns applied commands into local catalog and partition changes and
 //! mirrors the other sections into the node's stores.
 //!
-//! Topics, brokers, placement and producer-id blocks are here; the arms of the rest of what
-//! Kafka keeps in KRaft — ACLs, SCRAM credentials, client quotas, dynamic configs, feature
-//! levels — are in `settings.rs`, and a single node's data dir joining a cluster
-//! (`Command::Migrate`) in `migrate.rs`. The rules those arms apply are the ones a single node
+//! Topics, placement and producer-id blocks are here, the brokers' listeners in `brokers.rs`;
+//! the arms of the rest of what Kafka keeps in KRaft — ACLs, SCRAM credentials, client quotas,
+//! dynamic configs, feature levels — are in `settings.rs`, and a single node's data dir
+//! joining a cluster (`Command::Migrate`) in `migrate.rs`. The rules those arms apply are the ones a single node
 //! applies to its files (`metadata::{acls, scram, quotas, features}`), written once.
 
+mod brokers;
 mod elect;
 mod migrate;
 mod settings;
@@ -26,14 +27,7 @@ use crate::metadata::scram::{CredentialChange, Users};
 use crate::security::acl::{AclBinding, AclFilter};
 pub use elect::{Elected, ElectionType, UNCLEAN_CONFIG};
 
-/// A broker as clients see it (Metadata's broker list).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BrokerRecord {
-    pub id: i32,
-    pub host: String,
-    pub port: i32,
-    pub rack: Option<String>,
-}
+pub use brokers::{BrokerNode, BrokerRecord, Endpoint};
 
 /// One partition's placement: its replicas (the first is the preferred leader), the leader
 /// (-1: none, every in-sync replica is fenced), the leader epoch and the in-sync replicas.

@@ -10,12 +10,16 @@ use crate::security::acl::{
 };
 
 fn register(image: &mut MetadataImage, id: i32) {
-    let broker = BrokerRecord {
+    let broker = BrokerRecord::new(
         id,
-        host: "127.0.0.1".into(),
-        port: 9000 + id,
-        rack: None,
-    };
+        None,
+        vec![Endpoint {
+            listener: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port: 9000 + id,
+            protocol: "PLAINTEXT".into(),
+        }],
+    );
     let cluster_id = format!("c{id}");
     assert_eq!(
         image.apply(&Command::RegisterBroker { broker, cluster_id }),
@@ -341,12 +345,7 @@ fn given_rf1_partition_when_its_broker_is_fenced_then_unchanged() {
 fn given_same_commands_when_applied_on_two_images_then_identical() {
     let cmds = vec![
         Command::RegisterBroker {
-            broker: BrokerRecord {
-                id: 2,
-                host: "h".into(),
-                port: 1,
-                rack: None,
-            },
+            broker: BrokerRecord::new(2, None, Vec::new()),
             cluster_id: "x".into(),
         },
         create("a", 4),

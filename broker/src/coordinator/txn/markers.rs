@@ -23,7 +23,7 @@ pub async fn write(
     // group coordinator applies the offsets there).
     let remote = |why: String| frontend::FrontendError::Remote(topic.to_string(), partition, why);
     if let Some(addr) = super::remote::remote_leader(ctx, topic, partition).map_err(remote)? {
-        return super::remote::write_marker(&addr, topic, partition, marker)
+        return super::remote::write_marker(ctx, &addr, topic, partition, marker)
             .await
             .map_err(remote);
     }

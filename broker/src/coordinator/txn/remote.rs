@@ -1,5 +1,6 @@
 //! The transaction steps that cross nodes on a cluster, over Kafka's own inter-broker APIs on
-//! the other node's client listener (as the follower fetchers reach leaders):
+//! the other node's inter-broker listener, authenticated as this broker
+//! (`cluster::inter_broker`, as the follower fetchers reach leaders):
 //!
 //! - the coordinator's COMMIT/ABORT marker for a partition another node leads goes to that
 //!   leader as WriteTxnMarkers (Kafka's `TransactionMarkerChannelManager`);
@@ -50,24 +51,35 @@ pub fn remote_leader(
     if p.leader == cluster.node_id {
         return Ok(None);
     }
-    image
-        .brokers
-        .get(&p.leader)
-        .filter(|_| p.leader >= 0)
-        .map(|b| Some(format!("{}:{}", b.host, b.port)))
-        .ok_or_else(|| format!("{topic}-{partition} has no leader"))
+    if p.leader < 0 {
+        return Err(format!("{topic}-{partition} has no leader"));
+    }
+    cluster.inter_broker.address(&image, p.leader).map(Some)
+}
+
+/// A connection to the broker at `addr` (on the inter-broker listener), as this broker.
+async fn connect(
+    ctx: &BrokerContext,
+    addr: &str,
+    client_id: &'static str,
+) -> Result<KafkaConn, String> {
+    let cluster = ctx.cluster.get().ok_or("not a cluster")?;
+    cluster
+        .inter_broker
+        .connect(addr, client_id, TIMEOUT, MAX_RESPONSE)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Writes `marker` on `topic`-`partition` through its leader at `addr`.
 pub async fn write_marker(
+    ctx: &BrokerContext,
     addr: &str,
     topic: &str,
     partition: i32,
     marker: TxnMarker,
 ) -> Result<(), String> {
-    let mut conn = KafkaConn::connect(addr, TIMEOUT, "strom-txn-coordinator", MAX_RESPONSE)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut conn = connect(ctx, addr, "strom-txn-coordinator").await?;
     let req = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
         .with_producer_id(ProducerId(marker.producer_id))
         .with_producer_epoch(marker.producer_epoch)
@@ -98,16 +110,14 @@ pub async fn write_marker(
 /// transaction at `epoch` (`verify_only`), or to add it there (KIP-890 part 2's implicit
 /// add of a Produce v12+); true when it is in the transaction now.
 pub async fn verify(
+    ctx: &BrokerContext,
     addr: &str,
     transactional_id: &str,
-    producer_id: i64,
-    epoch: i16,
+    (producer_id, epoch): (i64, i16),
     (topic, partition): (&str, i32),
     verify_only: bool,
 ) -> Result<bool, String> {
-    let mut conn = KafkaConn::connect(addr, TIMEOUT, "strom-txn-verifier", MAX_RESPONSE)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut conn = connect(ctx, addr, "strom-txn-verifier").await?;
     let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
         AddPartitionsToTxnTransaction::default()
             .with_transactional_id(TransactionalId(StrBytes::from_string(
@@ -141,7 +151,7 @@ pub async fn verify(
     Ok(code == 0)
 }
 
-/// The client address of the node that coordinates `transactional_id` on a cluster (the
+/// The inter-broker address of the node that coordinates `transactional_id` on a cluster (the
 /// leader of its `__transaction_state` partition), when it is another node.
 pub fn remote_coordinator(ctx: &BrokerContext, transactional_id: &str) -> Option<String> {
     let partitions = ctx.catalog.snapshot().get(super::TXN_TOPIC)?.partitions;

@@ -280,6 +280,7 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     let mut records: Vec<Vec<RecordChunks>> = Vec::new();
     let mut endpoints = std::collections::BTreeMap::new();
+    let listener = &ctx.session.listener.name;
     // Replication is not a client's lane: a follower is never slowed by priority.
     let lane = if follower {
         None
@@ -293,15 +294,16 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
         let s = w.session;
         // KIP-951 (v12+; the endpoints v16+): where the partition's leader is now.
         if p.error_code == ResponseError::NotLeaderOrFollower.code() && version >= 12 {
-            let placed = w
-                .meta
-                .as_ref()
-                .and_then(|m| crate::cluster::current_leader(broker, &m.name, s.partition));
-            if let Some((leader, epoch, b)) = placed {
+            let placed = w.meta.as_ref().and_then(|m| {
+                crate::cluster::current_leader(broker, &m.name, s.partition, listener)
+            });
+            if let Some((leader, epoch, node)) = placed {
                 p.current_leader = LeaderIdAndEpoch::default()
                     .with_leader_id(BrokerId(leader))
                     .with_leader_epoch(epoch);
-                endpoints.insert(b.id, b);
+                if let Some(b) = node {
+                    endpoints.insert(b.id, b);
+                }
             }
         }
         let has_records = chunks.as_ref().is_some_and(|c| !c.is_empty());
