@@ -815,12 +815,16 @@ def test_rolling_restart_under_load_loses_nothing_and_gives_no_client_error(clus
         stop_consuming.set()
         consumer_thread.join(60)
     for p in range(partitions):
-        mine = sorted((o, v) for q, o, v in acked if q == p)
-        got = read_all(cluster, topic, p, len(mine))
+        # A record acknowledged without an offset (librdkafka's "persisted, offset unknown",
+        # FINDINGS.md "Client quirks") is checked by its value only.
+        mine = sorted((o, v) for q, o, v in acked if q == p and o is not None)
+        unknown = {v for q, o, v in acked if q == p and o is None}
+        got = read_all(cluster, topic, p, len(mine) + len(unknown))
         values = [v for _, v in got]
         assert len(set(values)) == len(values), f"partition {p}: a record read twice"
         assert values == sorted(values), f"partition {p}: records out of order"
         assert dict(got).items() >= dict(mine).items(), f"partition {p}: an acknowledged record moved or is missing"
+        assert unknown <= set(values), f"partition {p}: a record acknowledged without an offset is missing"
 
 
 def test_node_replaced_on_an_empty_data_dir_catches_up_byte_identical(cluster):
