@@ -33,9 +33,9 @@ case "$mode" in
 esac
 brokers="${BENCH_BROKERS:-strom kafka kafka-durable}"
 failover="${BENCH_FAILOVER-strom kafka}"
-# One shard per core on every node: Strom pins shard i to CPU i (the index, whatever the
-# process's affinity mask), so three 1-shard nodes would all run on CPU 0 and leave the other
-# core to the clients; with a shard per core each core carries one shard of every node.
+# One shard per core on every node, each pinned to its core: every core carries one shard of
+# every node. (A node with fewer shards than cores is not pinned at all, so three 1-shard
+# nodes would share the cores as the kernel schedules them.)
 shards="${STROM_SHARDS:-$(nproc)}"
 partitions="${BENCH_PARTITIONS:-6}"
 kafka_heap="${KAFKA_CLUSTER_HEAP:--Xms256m -Xmx512m}"
@@ -46,26 +46,9 @@ common=(--replication-factor 3 --sizes 1024,16384 --acks all --partitions "$part
 results="$here/results"
 work="$(mktemp -d -t strom-cluster-bench-XXXXXX)"
 mkdir -p "$results"
-pids=()
-
-cleanup() {
-    local p
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-wait_port() { # PORT PID SECONDS
-    local deadline=$((SECONDS + $3))
-    while ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
-        kill -0 "$2" 2>/dev/null || { echo "node (pid $2) exited during start" >&2; return 1; }
-        ((SECONDS < deadline)) || { echo "node did not listen on $1 within $3 s" >&2; return 1; }
-        sleep 0.5
-    done
-}
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+bench_trap
 
 # SIGTERM to every node first (one by one, the last Kafka nodes would wait in their
 # controlled shutdown for a quorum already gone), then each waited for, SIGKILL after 60 s.

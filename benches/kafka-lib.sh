@@ -6,7 +6,9 @@
 #   start_kafka          Kafka in $work/kafka (log $work/kafka.log): $kafka_pid, $bs
 #   stop_kafka           SIGTERM (a clean shutdown, producer snapshots written), then wait
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# free_port (and the rest of lib.sh, which these benches do not use otherwise).
+# shellcheck source=benches/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 now() { date +%s.%N; }
 
 kafka_pid=""

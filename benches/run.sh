@@ -31,26 +31,9 @@ brokers="${BENCH_BROKERS:-strom kafka kafka-durable tansu}"
 results="$here/results"
 work="$(mktemp -d -t strom-bench-XXXXXX)"
 mkdir -p "$results"
-pids=()
-
-cleanup() {
-    local p
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-wait_port() { # PORT PID SECONDS
-    local deadline=$((SECONDS + $3))
-    while ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
-        kill -0 "$2" 2>/dev/null || { echo "broker (pid $2) exited during start" >&2; return 1; }
-        ((SECONDS < deadline)) || { echo "broker did not listen on $1 within $3 s" >&2; return 1; }
-        sleep 0.5
-    done
-}
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+bench_trap
 
 stop() { # PID: SIGTERM, then SIGKILL after 30 s
     local pid="$1" i

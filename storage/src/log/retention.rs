@@ -101,6 +101,10 @@ impl PartitionLog {
             return Ok(());
         }
         let first_base = *inner.segments.borrow().keys().next().expect("segment");
+        if offset < first_base {
+            // Everything goes: start afresh at `offset` (Kafka's truncateFullyAndStartAt).
+            return self.restart_empty_at(offset);
+        }
         let doomed: Vec<i64> = inner
             .segments
             .borrow()
@@ -110,18 +114,8 @@ impl PartitionLog {
         for b in doomed {
             inner.delete_segment(b)?;
         }
-        let end = if offset < first_base {
-            // Everything goes: start afresh at `offset`, like Kafka's truncateFullyAndStartAt.
-            // The new segment exists before the old one goes, so that a failure leaves the
-            // log with a segment (an empty log cannot say where to append).
-            let seg = Segment::create(&inner.dir, offset, &inner.config, now_ms())
-                .map_err(|e| StorageError::io(e, &inner.dir))?;
-            inner.segments.borrow_mut().insert(offset, Rc::new(seg));
-            inner.delete_segment(first_base)?;
-            inner.log_start.set(offset);
-            offset
-        } else {
-            // Includes offset == first_base: the only segment left is emptied in place.
+        // Includes offset == first_base: the only segment left is emptied in place.
+        let end = {
             let seg = inner.active();
             seg.set_active(true)
                 .map_err(|e| StorageError::io(e, seg.log_path()))?;
