@@ -4,6 +4,7 @@
 //!   strom-bench run --bootstrap 127.0.0.1:9092 --name strom [--pid PID] --out strom.json
 //!   strom-bench limits --dir /path/on/the/data/disk --out limits.json
 //!   strom-bench report limits.json strom.json kafka.json > table.md
+//!   strom-bench report --tls strom.json strom+tls.json kafka.json kafka+tls.json
 //!   strom-bench plot --dir results/ limits.json strom.json kafka.json   # SVG charts
 //!
 //! A cluster: `--bootstrap` lists its nodes, `--pid` takes every node's PID (repeated or
@@ -19,6 +20,7 @@ mod limits;
 mod plot;
 mod proc;
 mod report;
+mod tls_report;
 mod workloads;
 
 use std::path::PathBuf;
@@ -56,6 +58,10 @@ enum Cmd {
         /// Adds columns with the first broker's figures over each other broker's.
         #[arg(long)]
         ratios: bool,
+        /// Instead: TLS against plaintext, pairing each run `B` with a run `B+tls`
+        /// (benches/tls.sh).
+        #[arg(long, conflicts_with = "ratios")]
+        tls: bool,
         files: Vec<PathBuf>,
     },
     /// Waits until the brokers at `--bootstrap` list `--brokers` brokers in Metadata.
@@ -142,8 +148,20 @@ struct RunArgs {
     /// one of them; the consume row needs its source, "produce 1 KiB acks=1 N part".
     #[arg(long)]
     only: Option<String>,
+    /// A librdkafka property KEY=VALUE for every client of the run (repeated), e.g.
+    /// `--client-config security.protocol=ssl --client-config ssl.ca.location=ca.pem` for a
+    /// TLS listener (benches/tls.sh).
+    #[arg(long, value_parser = key_value)]
+    client_config: Vec<(String, String)>,
     #[arg(long)]
     out: PathBuf,
+}
+
+fn key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, not {s:?}")),
+    }
 }
 
 /// One measured line of a broker's run.
@@ -215,8 +233,12 @@ fn main() -> anyhow::Result<()> {
             std::fs::write(&out, serde_json::to_string_pretty(&r)?)?;
             Ok(())
         }
-        Cmd::Report { ratios, files } => {
+        Cmd::Report { ratios, tls, files } => {
             let l = load(&files)?;
+            if tls {
+                print!("{}", tls_report::report(&l.brokers));
+                return Ok(());
+            }
             let mut out = report::report(&l.brokers, l.limits.as_ref(), ratios);
             out += &report::failover(&l.failover);
             print!("{out}");
@@ -236,6 +258,7 @@ fn main() -> anyhow::Result<()> {
                 run_id: "wait".into(),
                 replication_factor: 1,
                 min_insync_replicas: None,
+                client_config: Vec::new(),
             };
             target.wait_for_brokers(brokers, Duration::from_secs(timeout))
         }
@@ -329,6 +352,7 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
         min_insync_replicas: a
             .min_insync_replicas
             .or((a.replication_factor >= 3).then_some(2)),
+        client_config: a.client_config.clone(),
     };
     let t = Duration::from_secs(a.seconds);
     let only = a.only.clone();

@@ -27,9 +27,25 @@ pub struct Target {
     pub replication_factor: i32,
     /// The topics' `min.insync.replicas`; `None` leaves the broker's default.
     pub min_insync_replicas: Option<u32>,
+    /// librdkafka properties every client of the run gets besides the workload's own
+    /// (`--client-config`: e.g. `security.protocol=ssl` and `ssl.ca.location` for a TLS
+    /// listener), so the same workloads measure another listener of the same broker. Where
+    /// both name a key the workload's setting wins: these change the transport, never the
+    /// workload.
+    pub client_config: Vec<(String, String)>,
 }
 
 impl Target {
+    /// A client config for this target: the bootstrap servers and `client_config`.
+    fn config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.bootstrap);
+        for (k, v) in &self.client_config {
+            c.set(k, v);
+        }
+        c
+    }
+
     pub fn topic(&self, what: &str) -> String {
         format!("bench-{}-{what}", self.run_id)
     }
@@ -53,9 +69,7 @@ impl Target {
     }
 
     fn admin(&self) -> anyhow::Result<(AdminClient<DefaultClientContext>, AdminOptions)> {
-        let admin = ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
-            .create()?;
+        let admin = self.config().create()?;
         let opts = AdminOptions::new()
             .operation_timeout(Some(ADMIN_TIMEOUT))
             .request_timeout(Some(ADMIN_TIMEOUT));
@@ -115,8 +129,8 @@ impl Target {
     }
 
     fn consumer(&self) -> anyhow::Result<BaseConsumer> {
-        Ok(ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
+        Ok(self
+            .config()
             .set("group.id", format!("bench-{}", self.run_id))
             .set("enable.auto.commit", "false")
             .set("fetch.max.bytes", "52428800")
@@ -156,8 +170,8 @@ fn producer(
     acks: &str,
     linger_ms: u32,
 ) -> anyhow::Result<BaseProducer<Delivered>> {
-    Ok(ClientConfig::new()
-        .set("bootstrap.servers", &target.bootstrap)
+    Ok(target
+        .config()
         .set("acks", acks)
         // Idempotence with acks=all, as modern clients default to.
         .set(
