@@ -158,14 +158,6 @@ read -r load_end _ </proc/loadavg
     echo
     "$bench" report --ratios "${files[@]}"
 } >"$work/table.md"
-python3 - "$here/README.md" "$work/table.md" <<'PY'
-import sys
-readme, table = sys.argv[1], open(sys.argv[2]).read()
-text = open(readme).read()
-start, end = "<!-- CLUSTER-RESULTS:START -->", "<!-- CLUSTER-RESULTS:END -->"
-head, rest = text.split(start, 1)
-_, tail = rest.split(end, 1)
-open(readme, "w").write(f"{head}{start}\n{table}\n{end}{tail}")
-PY
+readme_block CLUSTER-RESULTS "$work/table.md"
 cat "$work/table.md"
 echo "==> results in benches/README.md (3-node section) and $results/cluster-*.json"

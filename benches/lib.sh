@@ -6,6 +6,8 @@
 #   bench_trap        the EXIT trap: stops every pid in `pids`, removes $work
 #   free_port         a port the kernel just handed out on 127.0.0.1
 #   wait_port PORT PID SECONDS   until PORT listens; fails when PID exits or time runs out
+#   readme_block NAME FILE       FILE's text into benches/README.md, between the markers
+#                                <!-- NAME:START --> and <!-- NAME:END -->
 
 pids=()
 
@@ -27,4 +29,16 @@ wait_port() { # PORT PID SECONDS
         ((SECONDS < deadline)) || { echo "nothing listened on $1 within $3 s" >&2; return 1; }
         sleep 0.5
     done
+}
+
+readme_block() { # NAME FILE
+    python3 - "$(dirname "${BASH_SOURCE[0]}")/README.md" "$1" "$2" <<'PY'
+import sys
+readme, name, table = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
+text = open(readme).read()
+start, end = f"<!-- {name}:START -->", f"<!-- {name}:END -->"
+head, rest = text.split(start, 1)
+_, tail = rest.split(end, 1)
+open(readme, "w").write(f"{head}{start}\n{table}\n{end}{tail}")
+PY
 }

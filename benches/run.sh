@@ -109,13 +109,5 @@ timeout 120 "$bench" limits --dir "$work" --out "$results/limits.json"
 table="$("$bench" report "${files[@]}")"
 "$bench" plot --dir "$results" "${files[@]}"
 printf '%s\n' "$table" >"$work/table.md"
-python3 - "$here/README.md" "$work/table.md" <<'PY'
-import sys
-readme, table = sys.argv[1], open(sys.argv[2]).read()
-text = open(readme).read()
-start, end = "<!-- RESULTS:START -->", "<!-- RESULTS:END -->"
-head, rest = text.split(start, 1)
-_, tail = rest.split(end, 1)
-open(readme, "w").write(f"{head}{start}\n{table}\n{end}{tail}")
-PY
+readme_block RESULTS "$work/table.md"
 echo "==> results in benches/README.md and $results (JSON, throughput.svg, latency.svg)"
