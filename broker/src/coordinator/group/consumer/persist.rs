@@ -274,6 +274,38 @@ impl ConsumerGroup {
                 self.static_members.insert(iid.clone(), m.member_id.clone());
             }
         }
+        self.seed_unrecorded_regexes();
         let _ = self.take_records("", &|_| None);
+    }
+
+    /// A group written before Strom kept record 16 has subscribed regexes without a
+    /// resolution. Until its first heartbeat resolves them (at once: the seed is as old as
+    /// can be), each stands for the matching topics its subscribers' targets hold, so that a
+    /// timer's rebalance meanwhile keeps them instead of dropping them for one round.
+    fn seed_unrecorded_regexes(&mut self) {
+        for m in self.members.values() {
+            let (Some(re), Some(compiled)) = (&m.regex, &m.compiled) else {
+                continue;
+            };
+            if self
+                .regexes
+                .get(re)
+                .is_some_and(|r| r.timestamp != i64::MIN)
+            {
+                continue;
+            }
+            let seed = self.regexes.entry(re.clone()).or_insert(ResolvedRegex {
+                topics: BTreeSet::new(),
+                version: super::regex::LOADED_VERSION,
+                timestamp: i64::MIN,
+            });
+            let targeted = self
+                .target
+                .get(&m.member_id)
+                .into_iter()
+                .flat_map(|a| a.keys());
+            seed.topics
+                .extend(targeted.filter(|t| compiled.matches(t)).cloned());
+        }
     }
 }

@@ -20,7 +20,8 @@
 //!   replayed at a load, so a loaded group assigns what it was resolved to — never a match
 //!   made without a principal — until a heartbeat resolves again. A loaded resolution counts
 //!   as older than any topic (Kafka's image offsets restart the comparison after a failover
-//!   too), so the first heartbeat past the minimum interval resolves again.
+//!   too), so the first heartbeat past the minimum interval resolves again. A group logged
+//!   before Strom wrote record 16 is seeded from its targets instead (`persist`).
 //!
 //! Where Strom differs: Kafka resolves in the background and the member sees the result at a
 //! later heartbeat; here the resolution is made in the heartbeat that finds it due (matching

@@ -285,3 +285,40 @@ fn given_last_subscriber_of_a_regex_when_leaving_then_its_resolution_is_tombston
     assert!(g.regexes.is_empty());
     assert_eq!(regex_records(g.take_records("g", &id_of)), vec![None]);
 }
+
+#[test]
+fn given_group_logged_without_regex_records_when_loaded_then_targets_seed_the_regex_until_a_heartbeat(
+) {
+    let all = topics(&[("rx-a", 2), ("rx-b", 2), ("other", 1)]);
+    let ids: BTreeMap<String, uuid::Uuid> = all
+        .keys()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), uuid::Uuid::from_u128(i as u128 + 1)))
+        .collect();
+    let id_of = |t: &str| ids.get(t).copied();
+    let name_of = |id: &uuid::Uuid| ids.iter().find(|(_, v)| *v == id).map(|(k, _)| k.clone());
+    let mut g = ConsumerGroup::default();
+    let everything = RegexResolver::everything();
+    beat(&mut g, "a", 0, Some("rx-.*"), &all, 0, &everything).unwrap();
+    beat(&mut g, "b", 0, Some("rx-.*"), &all, 1, &everything).unwrap();
+    // What a Strom that did not write record 16 left in the log.
+    let records: Vec<GroupRecord> = g
+        .take_records("g", &id_of)
+        .into_iter()
+        .filter(|r| !matches!(r, GroupRecord::ConsumerRegex { .. }))
+        .collect();
+    let mut loaded = ConsumerGroup::default();
+    for r in records {
+        loaded.restore(r, &name_of);
+    }
+    loaded.finish_restore(2, &cfg());
+    loaded.members.get_mut("b").unwrap().session_deadline = 0;
+    loaded.tick(3, &all);
+    let a: Vec<&str> = loaded.target["a"].keys().map(String::as_str).collect();
+    assert_eq!(a, ["rx-a", "rx-b"], "the regex's topics stay assigned");
+    // The first heartbeat resolves it, whatever the time.
+    let may = rights(&["rx-a"]);
+    let epoch = loaded.members["a"].epoch;
+    beat(&mut loaded, "a", epoch, None, &all, 4, &as_of(&may, 0)).unwrap();
+    assert_eq!(resolved(&loaded, "rx-.*"), ["rx-a"]);
+}
