@@ -186,7 +186,9 @@ def test_acls_regex_subscription_gets_only_topics_the_member_may_describe(broker
     (confluent-kafka, group.protocol=consumer) subscribes to `^rx-<run>-.*`. The coordinator
     resolves the regex to the topics she may describe (Kafka 4's TopicRegexResolver), so only
     the a-topics are assigned; once an ACL grants her rx-<run>-b1 it is assigned too, at the
-    group's next regex refresh, and rx-<run>-b2 never is. The group's assignment is read as
+    group's next regex refresh, and rx-<run>-b2 never is. bob, who may describe the group but
+    none of its topics, gets TOPIC_AUTHORIZATION_FAILED from ConsumerGroupDescribe (KAFKA-18813).
+    The group's assignment is read as
     admin too (ConsumerGroupDescribe): librdkafka leaves out of its own `assignment()` the
     topics alice cannot describe, so the client's view alone would not show a leak."""
     from confluent_kafka import Consumer
@@ -201,6 +203,8 @@ def test_acls_regex_subscription_gets_only_topics_the_member_may_describe(broker
     for args in (("--resource-pattern-type", "prefixed", "--topic", f"{prefix}-a"), ("--group", group)):
         add = acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", *args)
         assert add.rc == 0, add.err
+    add = acls(b, "--add", "--allow-principal", "User:bob", "--operation", "Describe", "--group", group)
+    assert add.rc == 0, add.err
 
     c = Consumer({**sc.confluent_conf(sasl(b), creds("alice")), "group.id": group,
                   "group.protocol": "consumer", "auto.offset.reset": "earliest"})
@@ -228,6 +232,13 @@ def test_acls_regex_subscription_gets_only_topics_the_member_may_describe(broker
 
         only_a = {(a1, 0), (a1, 1), (a2, 0)}
         wait(only_a, "the topics alice may describe")
+        # bob may describe the group but none of its topics: ConsumerGroupDescribe refuses.
+        from confluent_kafka import KafkaException
+
+        bobs = AdminClient(sc.confluent_conf(sasl(b), creds("bob")))
+        with pytest.raises(KafkaException) as e:
+            bobs.describe_consumer_groups([group], request_timeout=10)[group].result()
+        assert e.value.args[0].code() == TOPIC_AUTHORIZATION_FAILED, e.value
         add = acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", b1)
         assert add.rc == 0, add.err
         granted = time.monotonic()

@@ -579,9 +579,17 @@ fn given_regex_subscription_when_principal_may_describe_some_matches_then_only_t
                 Operation::Read,
                 Permission::Allow,
             ),
+            creation(
+                ResourceType::Group,
+                "grx",
+                PatternType::Literal,
+                "User:carol",
+                Operation::Describe,
+                Permission::Allow,
+            ),
         ],
     );
-    assert_eq!(codes, [0, 0]);
+    assert_eq!(codes, [0, 0, 0]);
     let heartbeat = |epoch: i32, regex: Option<&str>| -> Vec<String> {
         let r: ConsumerGroupHeartbeatResponse = h.call(
             ApiKey::ConsumerGroupHeartbeat,
@@ -611,4 +619,24 @@ fn given_regex_subscription_when_principal_may_describe_some_matches_then_only_t
     gs.forget_loaded();
     h.as_user("admin");
     assert_eq!(heartbeat(1, None), ["rx-a"], "the replayed resolution");
+
+    // ConsumerGroupDescribe: alice sees her group; carol may describe the group but not rx-a.
+    let describe = |user: &str| {
+        h.as_user(user);
+        let r: ConsumerGroupDescribeResponse = h.call(
+            ApiKey::ConsumerGroupDescribe,
+            1,
+            ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("grx"))]),
+        );
+        r.groups.into_iter().next().unwrap()
+    };
+    let mine = describe("alice");
+    assert_eq!((mine.error_code, mine.members.len()), (0, 1));
+    let theirs = describe("carol");
+    assert_eq!(theirs.error_code, TOPIC_AUTHORIZATION_FAILED);
+    assert_eq!(
+        theirs.error_message.as_deref(),
+        Some("The group has described topic(s) that the client is not authorized to describe.")
+    );
+    assert!(theirs.members.is_empty());
 }
