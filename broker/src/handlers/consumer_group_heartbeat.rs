@@ -11,6 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::RequestContext;
 use crate::coordinator::group::consumer::HeartbeatParams;
 use crate::coordinator::group::{self};
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 1;
@@ -29,7 +30,6 @@ pub async fn handle(
     // DESCRIBE on every subscribed topic (TOPIC_AUTHORIZATION_FAILED naming them); a regex
     // resolves to the topics the principal may DESCRIBE (`may_describe`, given to the
     // coordinator, which resolves the group's regexes when they are due).
-    use crate::security::acl::{Operation, ResourceType};
     let access = ctx.access();
     {
         use kafka_protocol::error::ResponseError;

@@ -29,7 +29,7 @@ use crate::coordinator::group::records::{ConsumerMemberMetadata, ResolvedRegex};
 use crate::coordinator::group::topic_regex::TopicRegex;
 use crate::coordinator::group::GroupError;
 
-pub use regex::{RegexResolver, MIN_REGEX_REFRESH_INTERVAL_MS};
+pub use regex::RegexResolver;
 
 pub const LEAVE_EPOCH: i32 = -1;
 pub const STATIC_LEAVE_EPOCH: i32 = -2;

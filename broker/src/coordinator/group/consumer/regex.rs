@@ -126,7 +126,12 @@ impl ConsumerGroup {
             self.regexes.insert(re, r);
         }
         if changed {
-            tracing::debug!(regexes = ?self.regexes, "consumer group regexes resolved anew");
+            let sizes: Vec<(&String, usize)> = self
+                .regexes
+                .iter()
+                .map(|(re, r)| (re, r.topics.len()))
+                .collect();
+            tracing::debug!(regexes = ?sizes, "consumer group regexes resolved to new topics");
             self.bump();
         }
     }

@@ -1,7 +1,7 @@
 //! Unit tests of regex subscriptions (`regex`): resolution filtered by the heartbeat's
 //! principal, Kafka's refresh timing, and the resolution kept across a load.
 
-use super::regex::LOADED_VERSION;
+use super::regex::{LOADED_VERSION, MIN_REGEX_REFRESH_INTERVAL_MS};
 use super::*;
 use crate::coordinator::group::records::GroupRecord;
 
