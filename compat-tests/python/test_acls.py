@@ -5,7 +5,10 @@ ACLs), and the PLAINTEXT listener as ANONYMOUS, also a super user (Kafka's own c
 inter-broker traffic runs there, and the fixtures' readiness check). ACLs are added, listed and
 removed with Kafka's own `kafka-acls.sh` (AclCommand) as admin; confluent-kafka and
 kafka-python users then produce, consume, join groups and create topics, and each refusal is
-checked for its exact Kafka error code and for nothing having moved.
+checked for its exact Kafka error code and for nothing having moved. A KIP-848 regex
+subscription is assigned only the topics its principal may DESCRIBE, and follows a grant at
+the group's next regex refresh (`group.consumer.regex.refresh.interval.ms`, Kafka's least
+value, 10 s, on both brokers).
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30
 ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
+REGEX_REFRESH_MS = 10_000
+# Kafka's default `group.consumer.heartbeat.interval.ms`, which both brokers keep here.
+HEARTBEAT_S = 5
 
 
 @pytest.fixture(scope="module", params=BROKERS)
@@ -40,6 +46,7 @@ def broker(request):
             "sasl.enabled.mechanisms": "SCRAM-SHA-512",
             "authorizer.class.name": AUTHORIZER,
             "super.users": "User:admin;User:ANONYMOUS",
+            "group.consumer.regex.refresh.interval.ms": str(REGEX_REFRESH_MS),
         },
         "kafka_settings": {
             "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
@@ -172,3 +179,74 @@ def test_acls_decide_who_produces_consumes_joins_and_creates(broker, client):
     while produce_error(client, b, "alice", frozen) is not None:
         assert time.monotonic() < deadline, "still refused after the DENY was removed"
     assert clients.end_offset(b.bootstrap, frozen) == 3
+
+
+def test_acls_regex_subscription_gets_only_topics_the_member_may_describe(broker):
+    """alice may READ (so DESCRIBE) `rx-<run>-a*` and not `rx-<run>-b*`; her KIP-848 consumer
+    (confluent-kafka, group.protocol=consumer) subscribes to `^rx-<run>-.*`. The coordinator
+    resolves the regex to the topics she may describe (Kafka 4's TopicRegexResolver), so only
+    the a-topics are assigned; once an ACL grants her rx-<run>-b1 it is assigned too, at the
+    group's next regex refresh, and rx-<run>-b2 never is. bob, who may describe the group but
+    none of its topics, gets TOPIC_AUTHORIZATION_FAILED from ConsumerGroupDescribe (KAFKA-18813).
+    The group's assignment is read as
+    admin too (ConsumerGroupDescribe): librdkafka leaves out of its own `assignment()` the
+    topics alice cannot describe, so the client's view alone would not show a leak."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    b = broker
+    prefix = f"rx-{uuid.uuid4().hex[:8]}"
+    a1, a2, b1, b2 = (f"{prefix}-{t}" for t in ("a1", "a2", "b1", "b2"))
+    for t, n in ((a1, 2), (a2, 1), (b1, 1), (b2, 1)):
+        sc.create_topic(sasl(b), creds("admin"), t, n)
+    group = f"{prefix}-g"
+    for args in (("--resource-pattern-type", "prefixed", "--topic", f"{prefix}-a"), ("--group", group)):
+        add = acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", *args)
+        assert add.rc == 0, add.err
+    add = acls(b, "--add", "--allow-principal", "User:bob", "--operation", "Describe", "--group", group)
+    assert add.rc == 0, add.err
+
+    c = Consumer({**sc.confluent_conf(sasl(b), creds("alice")), "group.id": group,
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([f"^{prefix}-.*"])
+
+        admin = AdminClient(sc.confluent_conf(sasl(b), creds("admin")))
+
+        def assigned():
+            """(alice's client's assignment, the group's as admin describes it)."""
+            c.poll(0.5)
+            mine = {(tp.topic, tp.partition) for tp in c.assignment()}
+            d = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+            group_view = {(tp.topic, tp.partition) for m in d.members for tp in m.assignment.topic_partitions}
+            return mine, group_view
+
+        def wait(want, what):
+            deadline = time.monotonic() + 90
+            got = None
+            while time.monotonic() < deadline:
+                got = assigned()
+                if got == (want, want):
+                    return
+            raise AssertionError(f"{what}: (client, group) assigned {got}, want {sorted(want)}")
+
+        only_a = {(a1, 0), (a1, 1), (a2, 0)}
+        wait(only_a, "the topics alice may describe")
+        # bob may describe the group but none of its topics: ConsumerGroupDescribe refuses.
+        from confluent_kafka import KafkaException
+
+        bobs = AdminClient(sc.confluent_conf(sasl(b), creds("bob")))
+        with pytest.raises(KafkaException) as e:
+            bobs.describe_consumer_groups([group], request_timeout=10)[group].result()
+        assert e.value.args[0].code() == TOPIC_AUTHORIZATION_FAILED, e.value
+        add = acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", b1)
+        assert add.rc == 0, add.err
+        granted = time.monotonic()
+        wait(only_a | {(b1, 0)}, "rx-b1 after the grant")
+        took = time.monotonic() - granted
+        print(f"{b.name}: {b1} assigned {took:.1f} s after the grant")
+        # At most one refresh interval, the heartbeat that finds it due and, on Kafka (which
+        # resolves in the background), the heartbeat that brings the new assignment.
+        assert took < REGEX_REFRESH_MS / 1000 + 3 * HEARTBEAT_S, took
+    finally:
+        c.close()

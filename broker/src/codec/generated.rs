@@ -1,7 +1,8 @@
 //! The messages generated from Kafka's schemas in `schemas/` (`broker/build.rs`): the
 //! streams group APIs of KIP-1071 and KIP-1331, which kafka-protocol 0.18 does not have, and
-//! the share and streams group records of `__consumer_offsets` (record types 10–15, 17 and
-//! 19–23, from the group coordinator's jar), with `encode_record` / `decode_record_value`
+//! the regex resolution, share and streams group records of `__consumer_offsets` (record
+//! types 10–17 and 19–23, from the group coordinator's jar), with `encode_record` /
+//! `decode_record_value`
 //! for their layout in the log. Each message is a module
 //! named after it (`streams_group_heartbeat_request`, …) with its API key (a record's type),
 //! version range and structs; the top-level struct implements kafka-protocol's `Encodable`
@@ -26,8 +27,8 @@ include!(concat!(env!("OUT_DIR"), "/kafka_schemas.rs"));
 use bytes::{BufMut, Bytes};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
-/// A record of a type the generated codec has (streams and share groups, keys 10–15,
-/// 17, 19–23), in Kafka's layout: the key's record type then the key at version 0, the
+/// A record of a type the generated codec has (regex resolutions, streams and share
+/// groups: keys 10–17, 19–23), in Kafka's layout: the key's record type then the key at version 0, the
 /// value's version 0 then the value; `None` is a tombstone.
 pub fn encode_record<K: Encodable, V: Encodable>(
     t: i16,

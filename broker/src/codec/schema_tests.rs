@@ -572,6 +572,24 @@ fn given_streams_group_records_when_round_tripped_with_kafka_schema_then_same_by
 }
 
 #[test]
+fn given_consumer_group_regex_records_when_round_tripped_with_kafka_schema_then_same_bytes() {
+    use super::generated::{
+        consumer_group_regular_expression_key as key,
+        consumer_group_regular_expression_value as value,
+    };
+    round_trip::<key::ConsumerGroupRegularExpressionKey>(
+        "ConsumerGroupRegularExpressionKey",
+        0..=0,
+        json!({"GroupId": "g", "RegularExpression": "^rx-.*"}),
+    );
+    round_trip::<value::ConsumerGroupRegularExpressionValue>(
+        "ConsumerGroupRegularExpressionValue",
+        0..=0,
+        json!({"Topics": ["rx-a1", "rx-b1"], "Version": 42, "Timestamp": 1_700_000_000_000_i64}),
+    );
+}
+
+#[test]
 fn given_tagged_fields_at_their_defaults_when_encoded_then_left_out() {
     use super::generated::streams_group_metadata_value::StreamsGroupMetadataValue;
     let v = StreamsGroupMetadataValue {

@@ -312,6 +312,11 @@ pub struct BrokerConfig {
     /// Kafka `group.consumer.heartbeat.interval.ms`: how often KIP-848 members heartbeat.
     /// Default 5000.
     pub group_consumer_heartbeat_interval_ms: i32,
+    /// Kafka `group.consumer.regex.refresh.interval.ms` (internal there): how long a KIP-848
+    /// group's resolution of its subscribed regexes stands before a heartbeat makes it again,
+    /// hence how long an ACL change takes to show in a regex subscription. Default 600000,
+    /// >= 10000.
+    pub group_consumer_regex_refresh_interval_ms: i32,
     /// Kafka `offsets.retention.minutes`: committed offsets of an empty group expire after
     /// this long. Default 10080 (7 days).
     pub offsets_retention_minutes: i64,
@@ -454,6 +459,7 @@ impl Default for BrokerConfig {
             group_max_size: i32::MAX,
             group_consumer_session_timeout_ms: 45_000,
             group_consumer_heartbeat_interval_ms: 5_000,
+            group_consumer_regex_refresh_interval_ms: 600_000,
             offsets_retention_minutes: 10080,
             offset_metadata_max_bytes: 4096,
             io_backend: "auto".into(),
@@ -889,6 +895,13 @@ impl BrokerConfig {
             return Err(bad(
                 "group_consumer_heartbeat_interval_ms",
                 "must be >= 1 and below group_consumer_session_timeout_ms".into(),
+            ));
+        }
+        // Kafka's bound: its least time between two resolutions of a group's regexes.
+        if self.group_consumer_regex_refresh_interval_ms < 10_000 {
+            return Err(bad(
+                "group_consumer_regex_refresh_interval_ms",
+                "must be >= 10000".into(),
             ));
         }
         if self.group_max_size < 1 {

@@ -548,3 +548,95 @@ fn given_no_cluster_action_when_fetching_as_a_follower_then_every_partition_topi
         TOPIC_AUTHORIZATION_FAILED
     );
 }
+
+/// KIP-848 regex subscriptions resolve to the topics the heartbeat's principal may DESCRIBE
+/// (Kafka 4's `TopicRegexResolver`), and a coordinator that loads the group again from
+/// `__consumer_offsets` keeps that resolution (record 16) until one is due again: a super
+/// user's heartbeat right after the load does not widen it.
+#[test]
+fn given_regex_subscription_when_principal_may_describe_some_matches_then_only_those_assigned_across_a_load(
+) {
+    let h = secured();
+    h.as_user("admin");
+    create(&h, "rx-a", 2);
+    create(&h, "rx-b", 1);
+    let codes = create_acls(
+        &h,
+        vec![
+            creation(
+                ResourceType::Topic,
+                "rx-a",
+                PatternType::Prefixed,
+                "User:alice",
+                Operation::Read,
+                Permission::Allow,
+            ),
+            creation(
+                ResourceType::Group,
+                "grx",
+                PatternType::Literal,
+                "User:alice",
+                Operation::Read,
+                Permission::Allow,
+            ),
+            creation(
+                ResourceType::Group,
+                "grx",
+                PatternType::Literal,
+                "User:carol",
+                Operation::Describe,
+                Permission::Allow,
+            ),
+        ],
+    );
+    assert_eq!(codes, [0, 0, 0]);
+    let heartbeat = |epoch: i32, regex: Option<&str>| -> Vec<String> {
+        let r: ConsumerGroupHeartbeatResponse = h.call(
+            ApiKey::ConsumerGroupHeartbeat,
+            1,
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s("grx")))
+                .with_member_id(s("m1"))
+                .with_member_epoch(epoch)
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_regex(regex.map(s))
+                .with_topic_partitions(Some(vec![])),
+        );
+        assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+        let catalog = h.state.ctx.catalog.snapshot();
+        let assignment = r.assignment.expect("an assignment");
+        assignment
+            .topic_partitions
+            .iter()
+            .map(|tp| catalog.by_id(&tp.topic_id).unwrap().name.to_string())
+            .collect()
+    };
+    h.as_user("alice");
+    assert_eq!(heartbeat(0, Some("rx-.*")), ["rx-a"]);
+
+    let gs = crate::coordinator::group::GroupShard::of(&h.state);
+    gs.groups.borrow_mut().clear();
+    gs.forget_loaded();
+    h.as_user("admin");
+    assert_eq!(heartbeat(1, None), ["rx-a"], "the replayed resolution");
+
+    // ConsumerGroupDescribe: alice sees her group; carol may describe the group but not rx-a.
+    let describe = |user: &str| {
+        h.as_user(user);
+        let r: ConsumerGroupDescribeResponse = h.call(
+            ApiKey::ConsumerGroupDescribe,
+            1,
+            ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("grx"))]),
+        );
+        r.groups.into_iter().next().unwrap()
+    };
+    let mine = describe("alice");
+    assert_eq!((mine.error_code, mine.members.len()), (0, 1));
+    let theirs = describe("carol");
+    assert_eq!(theirs.error_code, TOPIC_AUTHORIZATION_FAILED);
+    assert_eq!(
+        theirs.error_message.as_deref(),
+        Some("The group has described topic(s) that the client is not authorized to describe.")
+    );
+    assert!(theirs.members.is_empty());
+}

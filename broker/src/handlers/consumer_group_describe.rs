@@ -57,7 +57,9 @@ pub async fn handle(
     }
     // Kafka's `handleConsumerGroupDescribe`: DESCRIBE on each group (else
     // GROUP_AUTHORIZATION_FAILED); `include_authorized_operations` fills in what the client
-    // may do on it.
+    // may do on it; a group whose members own or are heading for a topic the client may not
+    // DESCRIBE is not described (TOPIC_AUTHORIZATION_FAILED, KAFKA-18813): a regex member's
+    // assignment would otherwise name topics the client cannot see.
     let access = ctx.access();
     for gid in req.group_ids {
         let id = gid.to_string();
@@ -138,6 +140,14 @@ pub async fn handle(
         })
         .await;
         let d = match r {
+            Ok(Some(d)) if hides_topics(&access, &d) => DescribedGroup::default()
+                .with_error_code(
+                    kafka_protocol::error::ResponseError::TopicAuthorizationFailed.code(),
+                )
+                .with_error_message(Some(StrBytes::from_static_str(
+                    "The group has described topic(s) that the client is not authorized to describe.",
+                )))
+                .with_authorized_operations(i32::MIN),
             Ok(Some(d)) => d.with_authorized_operations(ops),
             Ok(None) => DescribedGroup::default()
                 .with_error_code(super::errors::group_code(&GroupError::GroupIdNotFound))
@@ -153,4 +163,15 @@ pub async fn handle(
         out.push(d.with_group_id(gid));
     }
     ConsumerGroupDescribeResponse::default().with_groups(out)
+}
+
+/// Whether a member of `d` owns or is assigned a topic `access` may not DESCRIBE.
+fn hides_topics(access: &crate::security::authorizer::Access, d: &DescribedGroup) -> bool {
+    use crate::security::acl::{Operation, ResourceType};
+    access.enabled()
+        && d.members
+            .iter()
+            .flat_map(|m| [&m.assignment, &m.target_assignment])
+            .flat_map(|a| &a.topic_partitions)
+            .any(|tp| !access.allows(Operation::Describe, ResourceType::Topic, &tp.topic_name))
 }

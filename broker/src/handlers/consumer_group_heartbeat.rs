@@ -11,6 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::RequestContext;
 use crate::coordinator::group::consumer::HeartbeatParams;
 use crate::coordinator::group::{self};
+use crate::security::acl::{Operation, ResourceType};
 
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 1;
@@ -26,11 +27,12 @@ pub async fn handle(
             .with_error_code(kafka_protocol::error::ResponseError::UnsupportedVersion.code());
     }
     // Kafka's `handleConsumerGroupHeartbeat`: READ on the group (GROUP_AUTHORIZATION_FAILED),
-    // DESCRIBE on every subscribed topic (TOPIC_AUTHORIZATION_FAILED naming them).
+    // DESCRIBE on every subscribed topic (TOPIC_AUTHORIZATION_FAILED naming them); a regex
+    // resolves to the topics the principal may DESCRIBE (`may_describe`, given to the
+    // coordinator, which resolves the group's regexes when they are due).
+    let access = ctx.access();
     {
-        use crate::security::acl::{Operation, ResourceType};
         use kafka_protocol::error::ResponseError;
-        let access = ctx.access();
         if !access.allows(Operation::Read, ResourceType::Group, &req.group_id) {
             return ConsumerGroupHeartbeatResponse::default()
                 .with_error_code(ResponseError::GroupAuthorizationFailed.code());
@@ -86,8 +88,9 @@ pub async fn handle(
     };
     let group_id = req.group_id.to_string();
     let gid = group_id.clone();
+    let may_describe = move |t: &str| access.allows(Operation::Describe, ResourceType::Topic, t);
     let r = group::on_coordinator(ctx.ctx(), &group_id, move |gs, _| async move {
-        gs.consumer_heartbeat(&gid, params).await
+        gs.consumer_heartbeat(&gid, params, &may_describe).await
     })
     .await;
     match r {

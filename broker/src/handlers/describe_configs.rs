@@ -31,6 +31,7 @@ const KAFKA_INT_BROKER_CONFIGS: &[&str] = &[
     "log.index.size.max.bytes",
     "log.flush.offset.checkpoint.interval.ms",
     "group.consumer.heartbeat.interval.ms",
+    "group.consumer.regex.refresh.interval.ms",
     "group.consumer.session.timeout.ms",
     "group.initial.rebalance.delay.ms",
     "group.min.session.timeout.ms",

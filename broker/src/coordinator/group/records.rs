@@ -8,9 +8,18 @@
 //! flexible version: compact strings and tagged fields). A null value is a tombstone.
 //! KIP-848 consumer groups use key types 3 (group epoch), 5 (member metadata), 6 (target
 //! assignment epoch), 7 (a member's target assignment) and 8 (its current assignment), with
-//! flexible v0 values, as Kafka's new group coordinator writes them.
+//! flexible v0 values, as Kafka's new group coordinator writes them, and 16 (what a subscribed
+//! regular expression resolved to), in the codec generated from Kafka's schema.
+
+use std::collections::BTreeSet;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::protocol::Decodable;
+
+use crate::codec::generated::{
+    consumer_group_regular_expression_key as regex_key,
+    consumer_group_regular_expression_value as regex_value,
+};
 
 /// A committed offset, as `OffsetCommitValue` holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +90,12 @@ pub enum GroupRecord {
         member: String,
         value: Option<CurrentAssignment>,
     },
+    /// `ConsumerGroupRegularExpression` (key 16): what a subscribed regex resolved to.
+    ConsumerRegex {
+        group: String,
+        regex: String,
+        value: Option<ResolvedRegex>,
+    },
     /// A KIP-1071 streams group's records (keys 17, 19–23), in the generated codec.
     Streams(crate::coordinator::group::streams::records::StreamsRecord),
     /// A KIP-932 share group's records (keys 10–15), in the generated codec.
@@ -110,6 +125,15 @@ pub struct CurrentAssignment {
     pub state: i8,
     pub assigned: TopicPartitions,
     pub pending_revocation: TopicPartitions,
+}
+
+/// `ConsumerGroupRegularExpressionValue`: the topics a regex stood for when it was resolved,
+/// the metadata version it was resolved against and when (wall clock, ms).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResolvedRegex {
+    pub topics: BTreeSet<String>,
+    pub version: i64,
+    pub timestamp: i64,
 }
 
 const OFFSET_VALUE_VERSION: i16 = 3;
@@ -299,6 +323,27 @@ impl GroupRecord {
                 });
                 (k.freeze(), v)
             }
+            GroupRecord::ConsumerRegex {
+                group,
+                regex,
+                value,
+            } => {
+                let key = regex_key::ConsumerGroupRegularExpressionKey {
+                    group_id: group.clone(),
+                    regular_expression: regex.clone(),
+                    ..Default::default()
+                };
+                let value =
+                    value
+                        .as_ref()
+                        .map(|r| regex_value::ConsumerGroupRegularExpressionValue {
+                            topics: r.topics.iter().cloned().collect(),
+                            version: r.version,
+                            timestamp: r.timestamp,
+                            ..Default::default()
+                        });
+                crate::codec::generated::encode_record(regex_key::API_KEY, &key, value.as_ref())
+            }
             GroupRecord::Streams(r) => r.encode(),
             GroupRecord::Share(r) => r.encode(),
         }
@@ -401,8 +446,11 @@ impl GroupRecord {
                     value,
                 }))
             }
-            // 4 and 9 (partition metadata, no longer written), 16 (regex resolutions) and newer
-            // record types are not kept.
+            regex_key::API_KEY => decode_regex(&key[2..], value)
+                .map(Some)
+                .map_err(|e| RecordError(format!("regular expression record: {e:#}"))),
+            // 4 and 9 (partition metadata, no longer written) and newer record types are not
+            // kept.
             t if crate::coordinator::group::streams::records::is_streams_type(t) => {
                 crate::coordinator::group::streams::records::StreamsRecord::decode(
                     t,
@@ -420,6 +468,24 @@ impl GroupRecord {
             _ => Ok(None),
         }
     }
+}
+
+/// Record 16 (`key` without its record type).
+fn decode_regex(key: &[u8], value: Option<&[u8]>) -> anyhow::Result<GroupRecord> {
+    let k =
+        regex_key::ConsumerGroupRegularExpressionKey::decode(&mut Bytes::copy_from_slice(key), 0)?;
+    let value = crate::codec::generated::decode_record_value::<
+        regex_value::ConsumerGroupRegularExpressionValue,
+    >(value)?;
+    Ok(GroupRecord::ConsumerRegex {
+        group: k.group_id,
+        regex: k.regular_expression,
+        value: value.map(|v| ResolvedRegex {
+            topics: v.topics.into_iter().collect(),
+            version: v.version,
+            timestamp: v.timestamp,
+        }),
+    })
 }
 
 fn decode_offset_value(v: &[u8]) -> Result<CommittedOffset, RecordError> {
@@ -762,6 +828,20 @@ mod tests {
             GroupRecord::CurrentAssignment {
                 group: "g".into(),
                 member: "m".into(),
+                value: None,
+            },
+            GroupRecord::ConsumerRegex {
+                group: "g".into(),
+                regex: "rx-.*".into(),
+                value: Some(ResolvedRegex {
+                    topics: BTreeSet::from(["rx-a".into(), "rx-b".into()]),
+                    version: 7,
+                    timestamp: 1_700_000_000_000,
+                }),
+            },
+            GroupRecord::ConsumerRegex {
+                group: "g".into(),
+                regex: "rx-.*".into(),
                 value: None,
             },
         ];

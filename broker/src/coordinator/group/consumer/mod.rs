@@ -10,20 +10,26 @@
 //! and the topics' partition counts come in as arguments.
 //!
 //! `reconcile` computes the target assignment and moves each member towards it (with the epoch
-//! checks of heartbeats and commits); `persist` writes the group to `__consumer_offsets` as
-//! Kafka's KIP-848 records and replays it from there.
+//! checks of heartbeats and commits); `regex` resolves the subscribed regular expressions to
+//! the topics the heartbeat's principal may see; `persist` writes the group to
+//! `__consumer_offsets` as Kafka's KIP-848 records and replays it from there.
 
 mod persist;
 pub(super) mod reconcile;
+mod regex;
+#[cfg(test)]
+mod regex_tests;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::coordinator::group::assignor::{Assignment, Assignor};
-use crate::coordinator::group::records::ConsumerMemberMetadata;
+use crate::coordinator::group::records::{ConsumerMemberMetadata, ResolvedRegex};
 use crate::coordinator::group::topic_regex::TopicRegex;
 use crate::coordinator::group::GroupError;
+
+pub use regex::RegexResolver;
 
 pub const LEAVE_EPOCH: i32 = -1;
 pub const STATIC_LEAVE_EPOCH: i32 = -2;
@@ -33,6 +39,9 @@ pub struct ConsumerConfig {
     pub session_timeout_ms: i32,
     pub heartbeat_interval_ms: i32,
     pub max_size: usize,
+    /// Kafka's `group.consumer.regex.refresh.interval.ms`: a regex resolution older than this
+    /// is made again at the next heartbeat.
+    pub regex_refresh_interval_ms: i64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -74,7 +83,7 @@ pub struct ConsumerMember {
     pub subscribed: BTreeSet<String>,
     pub regex: Option<String>,
     compiled: Option<TopicRegex>,
-    /// Subscribed names plus the existing topics the regex matches.
+    /// Subscribed names plus the existing topics of the regex's resolution.
     pub effective: BTreeSet<String>,
     pub rebalance_timeout_ms: i32,
     pub assigned: Assignment,
@@ -92,6 +101,9 @@ pub struct ConsumerGroup {
     pub members: BTreeMap<String, ConsumerMember>,
     pub target: BTreeMap<String, Assignment>,
     static_members: HashMap<String, String>,
+    /// The subscribed regular expressions as last resolved, shared by every member subscribed
+    /// to the same one (`regex`).
+    pub regexes: BTreeMap<String, ResolvedRegex>,
     /// Partition counts of the subscribed topics the target was computed from (`None` right
     /// after a load from the log: the first look only records them).
     topic_snapshot: Option<BTreeMap<String, i32>>,
@@ -110,6 +122,7 @@ impl Default for ConsumerGroup {
             members: BTreeMap::new(),
             target: BTreeMap::new(),
             static_members: HashMap::new(),
+            regexes: BTreeMap::new(),
             topic_snapshot: None,
             epoch_change: false,
             persisted: Persisted::default(),
@@ -130,6 +143,7 @@ struct Persisted {
     group_epoch: Option<i32>,
     assignment_epoch: Option<i32>,
     members: BTreeMap<String, PersistedMember>,
+    regexes: BTreeMap<String, ResolvedRegex>,
 }
 
 impl ConsumerGroup {
@@ -157,12 +171,15 @@ impl ConsumerGroup {
         self.epoch_change = true;
     }
 
+    /// One ConsumerGroupHeartbeat; `resolver` resolves the group's regexes if they are due
+    /// (with the rights of the principal sending it).
     pub fn heartbeat(
         &mut self,
         p: HeartbeatParams,
         topics: &BTreeMap<String, i32>,
         now: i64,
         cfg: &ConsumerConfig,
+        resolver: &RegexResolver<'_>,
     ) -> Result<HeartbeatResult, GroupError> {
         if let Some(name) = &p.assignor {
             self.assignor = Assignor::by_name(name).ok_or(GroupError::UnsupportedAssignor)?;
@@ -207,6 +224,7 @@ impl ConsumerGroup {
         if changed {
             self.bump();
         }
+        self.maybe_resolve_regexes(topics, now, cfg.regex_refresh_interval_ms, resolver);
         self.maybe_compute_target(topics);
         self.reconcile(&id, p.owned.as_ref(), now);
         let m = self.members.get_mut(&id).expect("member present");
@@ -261,6 +279,7 @@ impl ConsumerGroup {
                 }
             }
             self.target.remove(id);
+            self.prune_regexes();
             self.bump();
         }
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use super::{ConsumerConfig, ConsumerGroup, ConsumerMember, PersistedMember};
 use crate::coordinator::group::assignor::{Assignment, Assignor};
 use crate::coordinator::group::records::{
-    ConsumerMemberMetadata, CurrentAssignment, GroupRecord, TopicPartitions,
+    ConsumerMemberMetadata, CurrentAssignment, GroupRecord, ResolvedRegex, TopicPartitions,
 };
 use crate::coordinator::group::topic_regex::TopicRegex;
 
@@ -159,6 +159,25 @@ impl ConsumerGroup {
             }
             self.persisted.members.insert(id.clone(), now);
         }
+        for (re, r) in &self.regexes {
+            if self.persisted.regexes.get(re) != Some(r) {
+                out.push(GroupRecord::ConsumerRegex {
+                    group: g.clone(),
+                    regex: re.clone(),
+                    value: Some(r.clone()),
+                });
+            }
+        }
+        for re in self.persisted.regexes.keys() {
+            if !self.regexes.contains_key(re) {
+                out.push(GroupRecord::ConsumerRegex {
+                    group: g.clone(),
+                    regex: re.clone(),
+                    value: None,
+                });
+            }
+        }
+        self.persisted.regexes.clone_from(&self.regexes);
         if target_moved {
             out.push(GroupRecord::TargetEpoch {
                 group: g,
@@ -211,6 +230,20 @@ impl ConsumerGroup {
                     self.target.remove(&member);
                 }
             },
+            GroupRecord::ConsumerRegex {
+                regex,
+                value: Some(r),
+                ..
+            } => {
+                // Resolved against a catalog this shard has not seen: due again (`regex`).
+                let version = super::regex::LOADED_VERSION;
+                self.regexes.insert(regex, ResolvedRegex { version, ..r });
+            }
+            GroupRecord::ConsumerRegex {
+                regex, value: None, ..
+            } => {
+                self.regexes.remove(&regex);
+            }
             GroupRecord::CurrentAssignment {
                 member,
                 value: Some(c),
@@ -241,6 +274,38 @@ impl ConsumerGroup {
                 self.static_members.insert(iid.clone(), m.member_id.clone());
             }
         }
+        self.seed_unrecorded_regexes();
         let _ = self.take_records("", &|_| None);
+    }
+
+    /// A group written before Strom kept record 16 has subscribed regexes without a
+    /// resolution. Until its first heartbeat resolves them (at once: the seed is as old as
+    /// can be), each stands for the matching topics its subscribers' targets hold, so that a
+    /// timer's rebalance meanwhile keeps them instead of dropping them for one round.
+    fn seed_unrecorded_regexes(&mut self) {
+        for m in self.members.values() {
+            let (Some(re), Some(compiled)) = (&m.regex, &m.compiled) else {
+                continue;
+            };
+            if self
+                .regexes
+                .get(re)
+                .is_some_and(|r| r.timestamp != i64::MIN)
+            {
+                continue;
+            }
+            let seed = self.regexes.entry(re.clone()).or_insert(ResolvedRegex {
+                topics: BTreeSet::new(),
+                version: super::regex::LOADED_VERSION,
+                timestamp: i64::MIN,
+            });
+            let targeted = self
+                .target
+                .get(&m.member_id)
+                .into_iter()
+                .flat_map(|a| a.keys());
+            seed.topics
+                .extend(targeted.filter(|t| compiled.matches(t)).cloned());
+        }
     }
 }

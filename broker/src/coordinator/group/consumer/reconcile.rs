@@ -66,10 +66,19 @@ impl ConsumerGroup {
 
     pub(super) fn maybe_compute_target(&mut self, topics: &BTreeMap<String, i32>) {
         let mut moved = false;
+        let regexes = &self.regexes;
         for m in self.members.values_mut() {
             let mut effective = m.subscribed.clone();
-            if let Some(re) = &m.compiled {
-                effective.extend(topics.keys().filter(|t| re.matches(t)).cloned());
+            // The regex's resolution, never a match of its own: that is what the principal
+            // of the heartbeat that resolved it may see (`regex`).
+            if let Some(resolved) = m.regex.as_ref().and_then(|re| regexes.get(re)) {
+                effective.extend(
+                    resolved
+                        .topics
+                        .iter()
+                        .filter(|t| topics.contains_key(*t))
+                        .cloned(),
+                );
             }
             if effective != m.effective {
                 m.effective = effective;

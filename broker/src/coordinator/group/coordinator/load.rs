@@ -114,7 +114,8 @@ impl GroupShard {
             | GroupRecord::ConsumerMember { ref group, .. }
             | GroupRecord::TargetEpoch { ref group, .. }
             | GroupRecord::TargetMember { ref group, .. }
-            | GroupRecord::CurrentAssignment { ref group, .. } => {
+            | GroupRecord::CurrentAssignment { ref group, .. }
+            | GroupRecord::ConsumerRegex { ref group, .. } => {
                 let g = groups
                     .entry(group.clone())
                     .or_insert_with(|| Group::new(group, now));

@@ -8,7 +8,7 @@ use super::GroupShard;
 use crate::coordinator::group::classic::{
     Group, GroupState, JoinParams, JoinReply, Reply, SyncReply,
 };
-use crate::coordinator::group::consumer::{HeartbeatParams, HeartbeatResult};
+use crate::coordinator::group::consumer::{HeartbeatParams, HeartbeatResult, RegexResolver};
 use crate::coordinator::group::records::GroupRecord;
 use crate::coordinator::group::GroupError;
 
@@ -126,16 +126,24 @@ impl GroupShard {
     }
 
     /// ConsumerGroupHeartbeat (KIP-848). The changes are durable in `__consumer_offsets`
-    /// before the member hears back.
+    /// before the member hears back. `may_describe` says which topics the sender may see:
+    /// the group's regexes resolve to those when this heartbeat resolves them.
     pub async fn consumer_heartbeat(
         &self,
         group_id: &str,
         p: HeartbeatParams,
+        may_describe: &dyn Fn(&str) -> bool,
     ) -> Result<HeartbeatResult, GroupError> {
         if group_id.is_empty() {
             return Err(GroupError::InvalidRequest("GroupId can't be empty.".into()));
         }
-        let topics = self.topic_partitions();
+        // One catalog for both, so a resolution's version covers the topics it saw.
+        let catalog = self.shard()?.ctx.catalog.snapshot();
+        let topics = super::partition_counts(&catalog);
+        let resolver = RegexResolver {
+            may_describe,
+            topics_version: self.topics_version(&catalog),
+        };
         let now = crate::now_ms();
         let id_of = self.topic_ids();
         let (result, recs) = {
@@ -153,7 +161,8 @@ impl GroupShard {
             }
             g.streams = None;
             let c = g.consumer.get_or_insert_with(Default::default);
-            let result = c.heartbeat(p, &topics, now, &self.consumer_cfg_for(group_id));
+            let cfg = self.consumer_cfg_for(group_id);
+            let result = c.heartbeat(p, &topics, now, &cfg, &resolver);
             (result, c.take_records(group_id, &id_of))
         };
         self.append(self.partition_of(group_id), &recs).await?;

@@ -20,12 +20,14 @@ pub use streams::StreamsFailure;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 
 use super::classic::{CommittedOffset, Group, GroupConfig};
 use super::consumer::ConsumerConfig;
 use super::records::{GroupMetadata, GroupRecord, MemberMetadata};
 use super::{offsets_partition, GroupError, OFFSETS_TOPIC};
 use crate::coordinator::log::{self, TxnProducer};
+use crate::metadata::catalog::Catalog;
 use crate::shard::ShardState;
 
 pub struct GroupShard {
@@ -38,6 +40,9 @@ pub struct GroupShard {
     /// TxnOffsetCommit offsets by producer id, written to the log inside the producer's
     /// transaction and applied only when its commit marker is (Kafka's pending offsets).
     pending_txn: RefCell<HashMap<i64, Vec<PendingTxnOffset>>>,
+    /// The catalog last looked at for regex resolutions and how many times topics appeared in
+    /// it since this shard started (`topics_version`).
+    topics_seen: RefCell<(Option<Arc<Catalog>>, i64)>,
 }
 
 /// An offset committed in a transaction that has not ended yet.
@@ -82,11 +87,17 @@ impl GroupShard {
                 groups: RefCell::new(HashMap::new()),
                 loaded: Default::default(),
                 pending_txn: RefCell::new(HashMap::new()),
+                topics_seen: RefCell::new((None, 0)),
                 cfg: GroupConfig::from_broker(&state.ctx.config),
                 consumer_cfg: ConsumerConfig {
                     session_timeout_ms: state.ctx.config.group_consumer_session_timeout_ms,
                     heartbeat_interval_ms: state.ctx.config.group_consumer_heartbeat_interval_ms,
                     max_size: state.ctx.config.group_max_size.max(1) as usize,
+                    regex_refresh_interval_ms: state
+                        .ctx
+                        .config
+                        .group_consumer_regex_refresh_interval_ms
+                        .into(),
                 },
             });
             tokio::task::spawn_local(GroupShard::tick_loop(Rc::downgrade(&groups)));
@@ -107,7 +118,7 @@ impl GroupShard {
         ConsumerConfig {
             session_timeout_ms,
             heartbeat_interval_ms,
-            max_size: self.consumer_cfg.max_size,
+            ..self.consumer_cfg.clone()
         }
     }
 
@@ -200,16 +211,28 @@ impl GroupShard {
     pub fn topic_partitions(&self) -> BTreeMap<String, i32> {
         self.shard
             .upgrade()
-            .map(|s| {
-                s.ctx
-                    .catalog
-                    .snapshot()
-                    .topics
-                    .values()
-                    .map(|t| (t.name.to_string(), t.partitions))
-                    .collect()
-            })
+            .map(|s| partition_counts(&s.ctx.catalog.snapshot()))
             .unwrap_or_default()
+    }
+
+    /// Kafka's `lastMetadataImageWithNewTopics` for regex resolutions: moves each time
+    /// `catalog` holds a topic (by id: a topic deleted and created again counts) that the
+    /// catalog looked at before did not. Only compared within this shard's life, so the
+    /// resolutions a load replays count as older (`consumer::regex`).
+    pub(crate) fn topics_version(&self, catalog: &Arc<Catalog>) -> i64 {
+        let mut seen = self.topics_seen.borrow_mut();
+        let (before, version) = &mut *seen;
+        match before {
+            Some(b) if Arc::ptr_eq(b, catalog) => {}
+            Some(b) => {
+                if catalog.topics.values().any(|t| b.by_id(&t.id).is_none()) {
+                    *version += 1;
+                }
+                *before = Some(catalog.clone());
+            }
+            None => *before = Some(catalog.clone()),
+        }
+        *version
     }
 
     /// Topic name → id, for KIP-848 records.
@@ -217,6 +240,15 @@ impl GroupShard {
         let catalog = self.shard.upgrade().map(|s| s.ctx.catalog.snapshot());
         move |t: &str| catalog.as_ref()?.get(t).map(|m| m.id)
     }
+}
+
+/// Every topic of `catalog` with its partition count.
+pub(crate) fn partition_counts(catalog: &Catalog) -> BTreeMap<String, i32> {
+    catalog
+        .topics
+        .values()
+        .map(|t| (t.name.to_string(), t.partitions))
+        .collect()
 }
 
 /// The group's current membership as a `GroupMetadataValue` record.
