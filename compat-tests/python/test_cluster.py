@@ -1042,3 +1042,50 @@ def test_unclean_election_gives_a_leaderless_partition_a_live_out_of_sync_replic
     assert md.isrs == [follower]
     cluster.restart(leader)
     wait_isr(cluster, topic, 0, 2, 120)
+
+
+# --- Adding a node (issue 17): a broker-only node, Kafka's process.roles=broker, which
+# Strom runs as an observer of the metadata quorum (docs/design.md "Cluster").
+
+
+def test_a_broker_only_node_joins_hosts_replicas_and_observes_the_quorum(cluster):
+    """A fourth node outside the voters joins as a broker: every node's Metadata lists it,
+    Kafka's quorum tool shows it as an observer beside the same three voters, a topic created
+    afterwards places replicas on it, and it comes back after a kill -9 on its own data."""
+    import kafka_tools
+    n4 = cluster.add_broker_only_node()
+    wait_for("four brokers in every node's metadata", lambda: all(
+        len(AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(timeout=5).brokers) == 4
+        for n in cluster), 60)
+
+    def observer_listed():
+        r = kafka_tools.ok(kafka_tools.run("kafka-metadata-quorum", n4.bootstrap, "describe", "--status"))
+        status = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in r.lines())}
+        voters = sorted(v["id"] for v in json.loads(status["CurrentVoters"]))
+        observers = [o["id"] for o in json.loads(status["CurrentObservers"])]
+        assert voters == [1, 2, 3], status
+        return 4 in observers
+    wait_for("node 4 among the quorum's observers", observer_listed, 60)
+    r = kafka_tools.ok(kafka_tools.run("kafka-metadata-quorum", n4.bootstrap, "describe", "--replication"))
+    rows = {row[0]: row[-1] for row in (line.split() for line in r.lines()[1:])}
+    assert rows.get("4") == "Observer", r.out
+
+    topic = "four-nodes"
+    admin = AdminClient({"bootstrap.servers": n4.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=3)])[topic].result(timeout=30)
+    mds = [wait_isr(cluster, topic, p, 3) for p in range(4)]
+    on_4 = [p for p, md in enumerate(mds) if 4 in md.replicas]
+    assert len(on_4) == 3, [md.replicas for md in mds]
+    producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "acks": "all", "enable.idempotence": True})
+    for p in on_4:
+        for i in range(20):
+            producer.produce(topic, value=f"p{p}-{i:02d}".encode(), partition=p)
+    assert producer.flush(60) == 0
+    cluster.kill9(4)
+    cluster.restart(4)
+    for p in on_4:
+        wait_isr(cluster, topic, p, 3, 120)
+        got = read_all(cluster, topic, p, 20)
+        assert [v for _, v in got] == [f"p{p}-{i:02d}" for i in range(20)]
+        log = cluster[3].workdir / "data" / f"{topic}-{p}" / "00000000000000000000.log"
+        assert log.read_bytes().count(b"p%d-" % p) == 20, "node 4 holds a full replica"

@@ -38,6 +38,8 @@ pub enum PeerRequest {
     Heartbeat(i32),
     /// DescribeQuorum, asked of the Raft leader (`quorum.rs`).
     DescribeQuorum,
+    /// A broker-only node asks to receive the metadata log (`observer.rs`).
+    Join { id: NodeId, addr: String },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -52,6 +54,8 @@ pub enum PeerResponse {
     Heartbeat(Option<u64>),
     /// The leader's view of the quorum; `None` when the receiver does not lead.
     DescribeQuorum(Option<super::quorum::QuorumView>),
+    /// Admitted (or already in at that address), or why not.
+    Join(Result<(), String>),
 }
 
 fn codec() -> LengthDelimitedCodec {
@@ -247,6 +251,9 @@ async fn answer(
         }
         PeerRequest::DescribeQuorum => {
             PeerResponse::DescribeQuorum(super::quorum::leader_view(raft, liveness))
+        }
+        PeerRequest::Join { id, addr } => {
+            PeerResponse::Join(super::observer::admit(raft, id, addr).await)
         }
         PeerRequest::Append(r) => PeerResponse::Append(raft.append_entries(r).await),
         PeerRequest::Vote(r) => PeerResponse::Vote(raft.vote(r).await),
