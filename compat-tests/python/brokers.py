@@ -376,7 +376,7 @@ class Cluster(list):
                 "--set", f"strom.raft.listen=127.0.0.1:{raft_port}"]
             env = {}
         n = _spawn(f"{self.kind}-{node_id}", argv, workdir, port, env, cmd=argv, env=env, node_id=node_id,
-                   restarts=0)
+                   restarts=0, raft_port=raft_port)
         self.append(n)
         n.wait_ready(timeout_s=_cluster_start_timeout(self.kind), serving=True)
         return n

@@ -1089,3 +1089,76 @@ def test_a_broker_only_node_joins_hosts_replicas_and_observes_the_quorum(cluster
         assert [v for _, v in got] == [f"p{p}-{i:02d}" for i in range(20)]
         log = cluster[3].workdir / "data" / f"{topic}-{p}" / "00000000000000000000.log"
         assert log.read_bytes().count(b"p%d-" % p) == 20, "node 4 holds a full replica"
+
+
+def test_quorum_tool_promotes_an_observer_to_a_voter_and_removes_a_voter(cluster):
+    """KIP-853 with Kafka's tool: `add-controller` makes the broker-only node 4 a voter,
+    `remove-controller` takes node 3 out of the voters (it stays a broker, an observer) and
+    back in. Strom's voters are what its metadata log says; `controller.quorum.voters` only
+    seeds the quorum. Kafka's static quorum (kraft.version 0) refuses both (FINDINGS)."""
+    import kafka_tools
+    if len(cluster) < 4:
+        cluster.add_broker_only_node()
+
+    def meta(node_id):
+        text = (cluster[node_id - 1].workdir / "data" / "meta.properties").read_text()
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+
+    def controller_config(node_id, raft_port):
+        path = cluster.root / f"node-{node_id}-controller.properties"
+        path.write_text(f"process.roles=broker,controller\nnode.id={node_id}\nlog.dirs={cluster[node_id - 1].workdir / 'data'}\n"
+                        f"controller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:{raft_port}\n")
+        return str(path)
+
+    def quorum():
+        """(voters, observers); ([], []) while no leader answers (one that removed itself
+        steps down, and the others elect a new one)."""
+        r = kafka_tools.run("kafka-metadata-quorum", cluster[0].bootstrap, "describe", "--status")
+        if r.rc != 0:
+            return [], []
+        status = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in r.lines())}
+        return (sorted(v["id"] for v in json.loads(status["CurrentVoters"])),
+                sorted(o["id"] for o in json.loads(status["CurrentObservers"])))
+
+    def add(node_id, raft_port):
+        return kafka_tools.run("kafka-metadata-quorum", cluster[0].bootstrap, "--command-config",
+                               controller_config(node_id, raft_port), "add-controller")
+
+    def remove(node_id):
+        return kafka_tools.run("kafka-metadata-quorum", cluster[0].bootstrap, "remove-controller",
+                               "--controller-id", str(node_id), "--controller-directory-id",
+                               meta(node_id)["directory.id"])
+
+    node4_raft = cluster[3].extra["raft_port"]
+    node3_raft = int(re.search(r"3@127\.0\.0\.1:(\d+)", cluster.voters).group(1))
+    if cluster.kind == "kafka":
+        r = add(4, node4_raft)
+        assert r.rc != 0 and "UnsupportedVersion" in r.out + r.err, r
+        assert quorum()[0] == [1, 2, 3]
+        return
+
+    r = kafka_tools.ok(add(4, node4_raft))
+    assert "Added controller 4" in r.out, r.out
+    assert wait_for("node 4 a voter", lambda: quorum()[0] == [1, 2, 3, 4], 30)
+    r = kafka_tools.ok(remove(3))
+    assert "Removed KRaft controller 3" in r.out or "Removed" in r.out, r.out
+    voters, observers = wait_for("node 3 out of the voters", lambda: (lambda q: q if q[0] == [1, 2, 4] else None)(
+        quorum()), 30)
+    assert 3 in observers, observers
+    # Not a voter, not an observer, a voter already: Kafka's errors.
+    r = remove(3)
+    assert r.rc != 0 and "VoterNotFoundException" in r.out + r.err, r
+    r = add(4, node4_raft)
+    assert r.rc != 0 and "DuplicateVoterException" in r.out + r.err, r
+    # The quorum of 1, 2 and 4 takes metadata writes; node 3, a broker, still hosts replicas.
+    topic = "after-voter-changes"
+    admin = AdminClient({"bootstrap.servers": cluster[0].bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=4)])[topic].result(timeout=30)
+    for p in range(4):
+        wait_isr(cluster, topic, p, 4)
+    # Node 3 restarts on its data as an observer (its log says so, whatever its config's voters say).
+    cluster.kill9(3)
+    cluster.restart(3)
+    assert wait_for("node 3 back as an observer", lambda: 3 in quorum()[1], 30)
+    r = kafka_tools.ok(add(3, node3_raft))
+    assert wait_for("node 3 a voter again", lambda: quorum()[0] == [1, 2, 3, 4], 30)

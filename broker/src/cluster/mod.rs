@@ -30,6 +30,7 @@ pub mod quorum;
 pub mod replicas;
 pub mod store;
 pub mod types;
+pub mod voter_change;
 pub mod voters;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -151,14 +152,13 @@ pub fn start(
                 ));
                 if is_voter {
                     form(&raft, &voters).await;
-                } else {
-                    tokio::spawn(observer::join(
-                        raft.clone(),
-                        node_id as u64,
-                        own,
-                        voters.clone(),
-                    ));
                 }
+                tokio::spawn(observer::stay_in_membership(
+                    raft.clone(),
+                    node_id as u64,
+                    own,
+                    voters.clone(),
+                ));
                 if let Some(m) = migration {
                     match migrate::propose(raft.clone(), m).await {
                         Ok(index) => {

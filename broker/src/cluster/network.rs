@@ -39,7 +39,12 @@ pub enum PeerRequest {
     /// DescribeQuorum, asked of the Raft leader (`quorum.rs`).
     DescribeQuorum,
     /// A broker-only node asks to receive the metadata log (`observer.rs`).
-    Join { id: NodeId, addr: String },
+    Join {
+        id: NodeId,
+        addr: String,
+    },
+    /// AddRaftVoter / RemoveRaftVoter, for the Raft leader (`voter_change.rs`).
+    ChangeVoters(super::voter_change::VoterChange),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -56,6 +61,7 @@ pub enum PeerResponse {
     DescribeQuorum(Option<super::quorum::QuorumView>),
     /// Admitted (or already in at that address), or why not.
     Join(Result<(), String>),
+    ChangeVoters(Result<(), super::voter_change::VoterChangeError>),
 }
 
 fn codec() -> LengthDelimitedCodec {
@@ -254,6 +260,9 @@ async fn answer(
         }
         PeerRequest::Join { id, addr } => {
             PeerResponse::Join(super::observer::admit(raft, id, addr).await)
+        }
+        PeerRequest::ChangeVoters(change) => {
+            PeerResponse::ChangeVoters(super::voter_change::apply(raft, change).await)
         }
         PeerRequest::Append(r) => PeerResponse::Append(raft.append_entries(r).await),
         PeerRequest::Vote(r) => PeerResponse::Vote(raft.vote(r).await),

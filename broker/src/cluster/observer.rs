@@ -4,7 +4,7 @@
 //! never votes and never leads the quorum, so a cluster grows its brokers without growing
 //! the quorum that every metadata write waits for. openraft pushes the log to its learners,
 //! so such a node listens on `strom.raft.listen` for the leader's appends and asks the
-//! voters to add it (`join`); only the Raft leader admits it (`admit`).
+//! voters to add it (`stay_in_membership`); only the Raft leader admits it (`admit`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -18,36 +18,55 @@ use super::types::{NodeId, Raft};
 /// What a voter that does not lead answers a join: the joiner asks the next voter.
 const NOT_LEADER: &str = "not the metadata quorum's leader";
 
-/// Until this node is in the quorum's membership at `own`: asks each voter in turn to
-/// admit it. A restarted observer whose membership entry still has its address asks nothing.
-pub async fn join(raft: Raft, me: NodeId, own: SocketAddr, voters: BTreeMap<u64, SocketAddr>) {
+/// For as long as the node runs: whenever the membership this node has applied lacks it at
+/// `own` (a broker-only node's first start, or a leader that removed itself from the voters,
+/// `voter_change.rs`), asks each voter in turn to admit it as an observer. The voters asked
+/// are the configured ones and those its membership names.
+pub async fn stay_in_membership(
+    raft: Raft,
+    me: NodeId,
+    own: SocketAddr,
+    seeds: BTreeMap<u64, SocketAddr>,
+) {
     let own = own.to_string();
     let mut attempts = 0u32;
     loop {
-        let known = raft
-            .metrics()
-            .borrow()
-            .membership_config
-            .membership()
-            .get_node(&me)
-            .map(|n| n.addr.clone());
+        let (known, mut voters) = {
+            let m = raft.metrics().borrow().clone();
+            let membership = m.membership_config.membership();
+            let voters: Vec<SocketAddr> = membership
+                .voter_ids()
+                .filter_map(|id| membership.get_node(&id)?.addr.parse().ok())
+                .collect();
+            (membership.get_node(&me).map(|n| n.addr.clone()), voters)
+        };
         if known.as_deref() == Some(own.as_str()) {
-            tracing::info!(raft = %own, "in the metadata quorum as an observer (broker-only node)");
-            return;
+            attempts = 0;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
         }
-        for addr in voters.values() {
+        voters.extend(
+            seeds
+                .values()
+                .filter(|a| !voters.contains(a))
+                .collect::<Vec<_>>(),
+        );
+        for addr in voters {
             let req = PeerRequest::Join {
                 id: me,
                 addr: own.clone(),
             };
-            match PeerClient::new(*addr)
+            match PeerClient::new(addr)
                 .call(&req, Duration::from_secs(5))
                 .await
             {
-                Ok(PeerResponse::Join(Ok(()))) => break,
+                Ok(PeerResponse::Join(Ok(()))) => {
+                    tracing::info!(raft = %own, "in the metadata quorum as an observer");
+                    break;
+                }
                 Ok(PeerResponse::Join(Err(e))) if e != NOT_LEADER => {
-                    // Refused for good (e.g. its id is a voter elsewhere): say so, keep asking,
-                    // the operator fixes the config.
+                    // Refused for good (e.g. its id is a voter at another address): say so,
+                    // keep asking; the operator fixes the config.
                     if attempts % 20 == 0 {
                         tracing::warn!(voter = %addr, error = %e, "the metadata quorum refuses this node");
                     }

@@ -59,6 +59,12 @@ pub fn leader_view(raft: &Raft, liveness: &Liveness) -> Option<QuorumView> {
     let replication = m.replication.clone().unwrap_or_default();
     let membership = m.membership_config.membership();
     let voter_ids: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
+    if !voter_ids.contains(&me) {
+        // A leader that removed itself (RemoveRaftVoter) leads until that change commits,
+        // then steps down: no longer the quorum's leader for Kafka's tools, which look for
+        // the leader among the voters.
+        return None;
+    }
     let state = |id: u64, addr: &str| {
         let log_end_offset = if id == me {
             leader_end

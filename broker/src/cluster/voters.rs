@@ -34,7 +34,9 @@ pub fn observer_address(node_id: i32, raft_listen: &str) -> Result<SocketAddr, V
         .ok_or_else(|| fail("resolves to no address".into()))?;
     if addr.ip().is_unspecified() {
         // The leader connects to exactly this address.
-        return Err(fail("must be an address the other nodes can reach, not a wildcard".into()));
+        return Err(fail(
+            "must be an address the other nodes can reach, not a wildcard".into(),
+        ));
     }
     Ok(addr)
 }
