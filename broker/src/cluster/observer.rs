@@ -64,12 +64,12 @@ pub async fn stay_in_membership(
                     tracing::info!(raft = %own, "in the metadata quorum as an observer");
                     break;
                 }
-                Ok(PeerResponse::Join(Err(e))) if e != NOT_LEADER => {
-                    // Refused for good (e.g. its id is a voter at another address): say so,
-                    // keep asking; the operator fixes the config.
-                    if attempts % 20 == 0 {
-                        tracing::warn!(voter = %addr, error = %e, "the metadata quorum refuses this node");
-                    }
+                // Refused for good (e.g. its id is a voter at another address): say so now and
+                // then, keep asking; the operator fixes the config.
+                Ok(PeerResponse::Join(Err(e)))
+                    if e != NOT_LEADER && attempts.is_multiple_of(20) =>
+                {
+                    tracing::warn!(voter = %addr, error = %e, "the metadata quorum refuses this node");
                 }
                 _ => {}
             }
