@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 import brokers
 from raw_protocol import raw_call
@@ -1042,6 +1042,36 @@ def test_unclean_election_gives_a_leaderless_partition_a_live_out_of_sync_replic
     assert md.isrs == [follower]
     cluster.restart(leader)
     wait_isr(cluster, topic, 0, 2, 120)
+
+
+def test_create_partitions_replicates_the_new_ones_and_delete_topics_empties_every_replica(cluster):
+    """CreatePartitions on an RF=3 topic gives the new partitions three in-sync replicas that
+    take acks=all writes; DeleteTopics then removes the topic's partition directories from
+    every node (Kafka renames them `<topic>-<p>.<id>-delete` and removes them after
+    `log.segment.delete.delay.ms`: either way no live directory stays)."""
+    topic = "grown-then-deleted"
+    create(cluster, topic, 2)
+    admin = AdminClient({"bootstrap.servers": live_bootstrap(cluster)})
+    admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=30)
+    for p in (2, 3):
+        md = wait_isr(cluster, topic, p, 3)
+        assert sorted(md.replicas) == [1, 2, 3], md.replicas
+    producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "acks": "all", "enable.idempotence": True})
+    for p in range(4):
+        for i in range(10):
+            producer.produce(topic, value=f"p{p}-{i}".encode(), partition=p)
+    assert producer.flush(60) == 0
+    for p in range(4):
+        assert [v for _, v in read_all(cluster, topic, p, 10)] == [f"p{p}-{i}" for i in range(10)]
+
+    def live_dirs():
+        return sorted(str(d) for n in cluster for d in (n.workdir / "data").glob(f"{topic}-*")
+                      if re.fullmatch(rf"{re.escape(topic)}-\d+", d.name))
+    assert len(live_dirs()) == 12, live_dirs()
+    admin.delete_topics([topic])[topic].result(timeout=30)
+    wait_for("no live partition directory of the deleted topic on any node", lambda: not live_dirs(), 60)
+    wait_for("the topic gone from every node's metadata", lambda: all(
+        topic not in AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(timeout=5).topics for n in cluster))
 
 
 # --- Adding a node (issue 17): a broker-only node, Kafka's process.roles=broker, which
