@@ -25,6 +25,7 @@ mod materialize;
 pub mod migrate;
 pub mod network;
 pub mod quorum;
+pub mod raft_stats;
 pub mod replicas;
 pub mod store;
 pub mod types;
@@ -95,6 +96,8 @@ pub fn start(
         source,
     })?;
     let image = store.image.clone();
+    let raft_stats = Arc::new(raft_stats::RaftStats::new(store.commit_index.clone()));
+    let thread_stats = raft_stats.clone();
     let (materialized_tx, materialized_rx) = watch::channel(0u64);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -131,6 +134,10 @@ pub fn start(
                     }
                 };
                 let _ = ready_tx.send(Ok((raft.clone(), tokio::runtime::Handle::current())));
+                tokio::spawn(raft_stats::count_leader_changes(
+                    raft.clone(),
+                    thread_stats,
+                ));
                 let listener = tokio::net::TcpListener::from_std(listener).expect("in runtime");
                 tokio::spawn(network::serve(
                     listener,
@@ -218,6 +225,7 @@ pub fn start(
         inter_broker,
         runtime,
         liveness: handle_liveness,
+        raft_stats,
         stop: stop_tx,
         thread: Mutex::new(Some(thread)),
     })))
