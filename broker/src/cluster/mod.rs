@@ -110,7 +110,7 @@ pub fn start(
     let handle_liveness = liveness.clone();
     let quorum_flag = quorum.clone();
     let shared_image = image.clone();
-    let registration = BrokerRecord::new(node_id, None, endpoints);
+    let registration = BrokerRecord::new(node_id, ctx.config.rack(), endpoints);
     let thread = std::thread::Builder::new()
         .name("cluster".into())
         .spawn(move || {
@@ -134,10 +134,7 @@ pub fn start(
                     }
                 };
                 let _ = ready_tx.send(Ok((raft.clone(), tokio::runtime::Handle::current())));
-                tokio::spawn(raft_stats::count_leader_changes(
-                    raft.clone(),
-                    thread_stats,
-                ));
+                tokio::spawn(raft_stats::count_leader_changes(raft.clone(), thread_stats));
                 let listener = tokio::net::TcpListener::from_std(listener).expect("in runtime");
                 tokio::spawn(network::serve(
                     listener,

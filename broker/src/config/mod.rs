@@ -172,6 +172,16 @@ pub struct BrokerConfig {
     /// Kafka `leader.imbalance.check.interval.seconds`: how often the controller looks for
     /// partitions not led by their preferred replica. Default 300, >= 1. Restart needed.
     pub leader_imbalance_check_interval_seconds: u64,
+    /// Kafka `broker.rack`: the rack (or zone) of this broker, registered with it in the
+    /// metadata quorum and served in Metadata and DescribeCluster; replicas of a partition are
+    /// spread over racks at creation, and with `replica_selector_class` consumers read from a
+    /// replica in their own rack. Empty (default) = none. Restart needed.
+    pub broker_rack: String,
+    /// Kafka `replica.selector.class` (KIP-392): empty (default) = consumers read from the
+    /// leader; `org.apache.kafka.common.replica.RackAwareReplicaSelector` = a Fetch from a
+    /// consumer that names its `client.rack` is told to read from an in-sync replica in that
+    /// rack (`preferred_read_replica`). No other selector exists in Strom. Restart needed.
+    pub replica_selector_class: String,
     /// Kafka `auto.create.topics.enable`. Default true.
     pub auto_create_topics_enable: bool,
     /// Kafka `num.partitions`: partitions of auto-created topics. Default 1, >= 1.
@@ -406,6 +416,8 @@ impl Default for BrokerConfig {
             controller_quorum_voters: String::new(),
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_seconds: 300,
+            broker_rack: String::new(),
+            replica_selector_class: String::new(),
             auto_create_topics_enable: true,
             num_partitions: 1,
             default_replication_factor: 1,
@@ -657,6 +669,24 @@ pub fn load(
     Ok((config, origins))
 }
 
+/// Kafka's rack-aware `replica.selector.class` (KIP-392), the one selector Strom has.
+pub const RACK_AWARE_REPLICA_SELECTOR: &str =
+    "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+
+impl BrokerConfig {
+    /// This broker's rack, if it has one.
+    pub fn rack(&self) -> Option<String> {
+        Some(self.broker_rack.trim())
+            .filter(|r| !r.is_empty())
+            .map(str::to_string)
+    }
+
+    /// Whether consumers are sent to a replica in their rack (KIP-392).
+    pub fn rack_aware_fetch(&self) -> bool {
+        self.replica_selector_class.trim() == RACK_AWARE_REPLICA_SELECTOR
+    }
+}
+
 /// Kafka's name for a broker config key; Strom-only settings live under `strom.`.
 pub fn kafka_name(key: &str) -> String {
     match key {
@@ -729,6 +759,15 @@ impl BrokerConfig {
             return Err(bad(
                 "leader_imbalance_check_interval_seconds",
                 "must be >= 1".into(),
+            ));
+        }
+        if !matches!(
+            self.replica_selector_class.trim(),
+            "" | RACK_AWARE_REPLICA_SELECTOR
+        ) {
+            return Err(bad(
+                "replica_selector_class",
+                format!("only {RACK_AWARE_REPLICA_SELECTOR} (or empty, the leader) is supported"),
             ));
         }
         if self.default_replication_factor < 1 {

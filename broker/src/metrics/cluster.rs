@@ -42,11 +42,7 @@ impl Health {
 
 /// The partition's health when this node leads it: every partition on a single node (an
 /// ISR of one), on a cluster those the image gives this node.
-fn led_here(
-    cluster: Option<&ClusterState>,
-    p: &PartitionSnapshot,
-    me: i32,
-) -> Option<Health> {
+fn led_here(cluster: Option<&ClusterState>, p: &PartitionSnapshot, me: i32) -> Option<Health> {
     let Some(c) = cluster else {
         return Some(Health {
             replicas: 1,
@@ -102,8 +98,9 @@ pub(super) fn families(
         let ps = p.partition.to_string();
         let pl = || labels(&[("topic", &p.topic), ("partition", &ps)]);
         *totals.entry("strom_leader_partitions").or_default() += 1;
-        *totals.entry("strom_under_replicated_partitions").or_default() +=
-            h.under_replicated() as usize;
+        *totals
+            .entry("strom_under_replicated_partitions")
+            .or_default() += h.under_replicated() as usize;
         *totals.entry("strom_under_min_isr_partitions").or_default() += h.under_min_isr() as usize;
         *totals.entry("strom_at_min_isr_partitions").or_default() += h.at_min_isr() as usize;
         f.gauge(
@@ -380,7 +377,11 @@ mod tests {
             caught_up_ago: secs.map(Duration::from_secs),
         };
         vec![
-            snapshot("t", 0, vec![lag(2, Some(0), Some(0)), lag(3, Some(5), Some(1))]),
+            snapshot(
+                "t",
+                0,
+                vec![lag(2, Some(0), Some(0)), lag(3, Some(5), Some(1))],
+            ),
             snapshot("t", 1, vec![lag(2, None, None), lag(3, Some(0), Some(0))]),
             snapshot("t", 2, vec![]),
             snapshot("t", 3, vec![]),
@@ -445,8 +446,7 @@ mod tests {
     }
 
     #[test]
-    fn given_the_active_controller_when_scraped_then_it_reports_partitions_without_a_live_leader(
-    ) {
+    fn given_the_active_controller_when_scraped_then_it_reports_partitions_without_a_live_leader() {
         let image = image();
         let c = ClusterState {
             image: &image,
@@ -479,8 +479,8 @@ mod tests {
     }
 
     #[test]
-    fn given_a_single_node_when_scraped_then_every_partition_is_led_here_and_none_under_replicated(
-    ) {
+    fn given_a_single_node_when_scraped_then_every_partition_is_led_here_and_none_under_replicated()
+    {
         let fams = render(None, &all_partitions());
         assert_eq!(
             series(&fams, "strom_leader_partitions"),

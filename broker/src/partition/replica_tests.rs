@@ -288,11 +288,23 @@ fn given_a_leader_whose_isr_changes_when_the_role_is_set_then_one_shrink_or_expa
         let quorum = Arc::new(AtomicBool::new(true));
         let moves = |shrank, expanded| super::IsrMoves { shrank, expanded };
         // Becoming leader takes over an ISR: no move of this leader's.
-        assert_eq!(p.set_role(leader(&[1, 2, 3], &quorum)).unwrap(), moves(false, false));
-        assert_eq!(p.set_role(leader(&[1, 2, 3], &quorum)).unwrap(), moves(false, false));
+        assert_eq!(
+            p.set_role(leader(&[1, 2, 3], &quorum)).unwrap(),
+            moves(false, false)
+        );
+        assert_eq!(
+            p.set_role(leader(&[1, 2, 3], &quorum)).unwrap(),
+            moves(false, false)
+        );
         // Two followers fenced at once: one shrink, as Kafka counts ISR changes.
-        assert_eq!(p.set_role(leader(&[1], &quorum)).unwrap(), moves(true, false));
-        assert_eq!(p.set_role(leader(&[1, 3], &quorum)).unwrap(), moves(false, true));
+        assert_eq!(
+            p.set_role(leader(&[1], &quorum)).unwrap(),
+            moves(true, false)
+        );
+        assert_eq!(
+            p.set_role(leader(&[1, 3], &quorum)).unwrap(),
+            moves(false, true)
+        );
         // A new epoch at this leader: still this node's ISR changing.
         let mut next = leader(&[1, 2, 3], &quorum);
         if let Role::Leader { epoch, .. } = &mut next {
@@ -325,7 +337,10 @@ fn given_followers_when_the_leader_appends_then_their_lag_is_the_written_end_min
         assert_eq!((lags[0].replica, lags[0].lag), (2, Some(3)));
         assert!(lags[0].caught_up_ago.is_some());
         // 3 is out of the ISR this leader took over and never fetched: nothing known.
-        assert_eq!((lags[1].replica, lags[1].lag, lags[1].caught_up_ago), (3, None, None));
+        assert_eq!(
+            (lags[1].replica, lags[1].lag, lags[1].caught_up_ago),
+            (3, None, None)
+        );
         // A follower alone (not a leader) reports none.
         p.set_role(Role::Follower {
             leader: 2,
