@@ -26,6 +26,7 @@ pub mod migrate;
 pub mod network;
 pub mod quorum;
 pub mod raft_stats;
+pub mod read_replica;
 pub mod replicas;
 pub mod store;
 pub mod types;

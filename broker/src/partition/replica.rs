@@ -172,6 +172,29 @@ impl Partition {
         Ok(moves)
     }
 
+    /// KIP-392 on a leader (Kafka's `findPreferredReadReplica` with the
+    /// `RackAwareReplicaSelector`): of `candidates` — the replicas in the consumer's rack, the
+    /// caller's pick — the in-sync follower that holds `fetch_offset` (its log starts at or
+    /// before it and its last fetch reached it) and is the most caught up: highest log end,
+    /// then the most recently caught up. `None`: the consumer reads from this leader.
+    pub fn preferred_read_replica(&self, fetch_offset: i64, candidates: &[i32]) -> Option<i32> {
+        let Role::Leader { me, isr, .. } = &*self.replica.role.borrow() else {
+            return None;
+        };
+        let followers = self.replica.followers.borrow();
+        candidates
+            .iter()
+            .filter(|r| *r != me && isr.contains(r))
+            .filter_map(|r| followers.get(r).map(|f| (*r, f)))
+            .filter(|(_, f)| f.offset >= fetch_offset && (0..=fetch_offset).contains(&f.log_start))
+            .max_by(|(_, a), (_, b)| {
+                a.offset
+                    .cmp(&b.offset)
+                    .then_with(|| b.caught_up.elapsed().cmp(&a.caught_up.elapsed()))
+            })
+            .map(|(r, _)| r)
+    }
+
     /// On a leader: every other replica's lag behind the written end (Kafka reports a
     /// follower's lag on the follower, `FetcherLagManager`; the leader's view is the one that
     /// decides the ISR, and it covers a follower that is down and reports nothing). A

@@ -350,3 +350,37 @@ fn given_followers_when_the_leader_appends_then_their_lag_is_the_written_end_min
         assert!(p.follower_lags().is_empty());
     });
 }
+
+#[test]
+fn given_followers_in_the_consumers_rack_when_selecting_then_the_most_caught_up_in_sync_one_holding_the_offset(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        p.set_role(leader(&[1, 2, 3], &quorum)).unwrap();
+        append(&p, 10, 1).await.unwrap();
+        // 2 has everything, 3 half; both logs start at 0.
+        p.replica_read(2, 10, 0, 1 << 20).unwrap();
+        p.replica_read(3, 5, 0, 1 << 20).unwrap();
+        assert_eq!(p.preferred_read_replica(4, &[2, 3]), Some(2));
+        assert_eq!(p.preferred_read_replica(4, &[3]), Some(3));
+        // 3 has not got offset 7 yet: not a place to read it.
+        assert_eq!(p.preferred_read_replica(7, &[3]), None);
+        // The leader itself is never named; nor a replica out of the ISR.
+        assert_eq!(p.preferred_read_replica(4, &[1]), None);
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        assert_eq!(p.preferred_read_replica(4, &[3]), None);
+        // A follower whose log starts past the offset (DeleteRecords) cannot serve it.
+        p.replica_read(2, 10, 6, 1 << 20).unwrap();
+        assert_eq!(p.preferred_read_replica(4, &[2]), None);
+        assert_eq!(p.preferred_read_replica(8, &[2]), Some(2));
+        // Not a leader: no selection.
+        p.set_role(Role::Follower {
+            leader: 2,
+            epoch: 4,
+        })
+        .unwrap();
+        assert_eq!(p.preferred_read_replica(8, &[2]), None);
+    });
+}
