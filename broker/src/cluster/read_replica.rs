@@ -41,7 +41,14 @@ pub fn rack_candidates(
     let Some(c) = ctx.cluster.get() else {
         return Vec::new();
     };
-    candidates(&c.image(), c.node_id, topic, partition, client_rack, listener)
+    candidates(
+        &c.image(),
+        c.node_id,
+        topic,
+        partition,
+        client_rack,
+        listener,
+    )
 }
 
 fn candidates(

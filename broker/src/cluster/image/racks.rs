@@ -70,7 +70,10 @@ pub(super) fn replicas(
 mod tests {
     use super::*;
 
-    fn racks_of(brokers: &[(i32, Option<&'static str>)], replicas: &[i32]) -> BTreeSet<Option<&'static str>> {
+    fn racks_of(
+        brokers: &[(i32, Option<&'static str>)],
+        replicas: &[i32],
+    ) -> BTreeSet<Option<&'static str>> {
         replicas
             .iter()
             .map(|r| brokers.iter().find(|(id, _)| id == r).unwrap().1)
@@ -79,7 +82,13 @@ mod tests {
 
     #[test]
     fn given_racks_when_alternating_then_each_rack_gives_its_next_broker_in_turn() {
-        let brokers = [(1, Some("a")), (2, Some("a")), (3, Some("b")), (4, Some("c")), (5, Some("c"))];
+        let brokers = [
+            (1, Some("a")),
+            (2, Some("a")),
+            (3, Some("b")),
+            (4, Some("c")),
+            (5, Some("c")),
+        ];
         assert_eq!(rack_alternated(&brokers), vec![1, 3, 4, 2, 5]);
     }
 
@@ -106,7 +115,10 @@ mod tests {
             }
         }
         assert!(leaders.values().all(|n| *n == 10), "{leaders:?}");
-        assert!(replicas_per_broker.values().all(|n| *n == 30), "{replicas_per_broker:?}");
+        assert!(
+            replicas_per_broker.values().all(|n| *n == 30),
+            "{replicas_per_broker:?}"
+        );
     }
 
     #[test]
@@ -119,7 +131,12 @@ mod tests {
             assert_eq!(racks_of(&brokers, &r[..3]).len(), 3, "partition {p}: {r:?}");
         }
         // Two racks of two, rf 2: one replica in each.
-        let two = [(1, Some("x")), (2, Some("x")), (3, Some("y")), (4, Some("y"))];
+        let two = [
+            (1, Some("x")),
+            (2, Some("x")),
+            (3, Some("y")),
+            (4, Some("y")),
+        ];
         for p in 0..8 {
             assert_eq!(racks_of(&two, &replicas(&two, 3, p, 2)).len(), 2);
         }
