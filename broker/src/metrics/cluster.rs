@@ -262,6 +262,64 @@ fn controller(f: &mut Families, c: &ClusterState) {
     );
 }
 
+/// Every family name a clustered node serves here (for the test that keeps deploy/ in
+/// sync, which scrapes a single node): one of each, from an active controller leading one
+/// replicated partition with a follower, beside an offline one.
+pub fn names() -> Vec<String> {
+    use crate::cluster::image::{BrokerRecord, PartitionRecord, TopicRecord};
+    let mut image = MetadataImage::default();
+    image
+        .brokers
+        .insert(1, BrokerRecord::new(1, None, Vec::new()));
+    let part = |leader: i32| PartitionRecord {
+        leader,
+        leader_epoch: 0,
+        replicas: vec![1, 2],
+        isr: vec![1],
+    };
+    image.topics.insert(
+        "t".into(),
+        TopicRecord {
+            id: uuid::Uuid::nil(),
+            configs: Default::default(),
+            internal: false,
+            partitions: vec![part(1), part(-1)],
+        },
+    );
+    let led = PartitionSnapshot {
+        topic: "t".into(),
+        partition: 0,
+        size_bytes: 0,
+        log_start: 0,
+        log_end: 0,
+        high_watermark: 0,
+        last_stable: 0,
+        open_transactions: 0,
+        min_isr: 1,
+        followers: vec![crate::partition::replica::FollowerLag {
+            replica: 2,
+            lag: Some(0),
+            caught_up_ago: Some(std::time::Duration::ZERO),
+        }],
+    };
+    let state = ClusterState {
+        image: &image,
+        raft: RaftView {
+            node_id: 1,
+            term: 1,
+            leader: Some(1),
+            last_log_index: 0,
+            commit_index: 0,
+            applied_index: 0,
+            leader_changes: 1,
+            voters: 1,
+        },
+    };
+    let mut f = Families::new();
+    families(&mut f, 1, Some(&state), &[&led]);
+    f.into_vec().iter().map(|f| f.name().to_string()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
