@@ -14,12 +14,15 @@ pub mod group;
 pub mod inter_broker;
 pub mod kafka_broker_configs;
 pub mod listeners;
+pub mod rack;
 pub mod schema_validation;
 pub mod security;
 pub mod share_reset;
 pub mod tiered;
 pub mod topic;
 pub mod topic_def;
+
+pub use rack::RACK_AWARE_REPLICA_SELECTOR;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -669,24 +672,6 @@ pub fn load(
     Ok((config, origins))
 }
 
-/// Kafka's rack-aware `replica.selector.class` (KIP-392), the one selector Strom has.
-pub const RACK_AWARE_REPLICA_SELECTOR: &str =
-    "org.apache.kafka.common.replica.RackAwareReplicaSelector";
-
-impl BrokerConfig {
-    /// This broker's rack, if it has one.
-    pub fn rack(&self) -> Option<String> {
-        Some(self.broker_rack.trim())
-            .filter(|r| !r.is_empty())
-            .map(str::to_string)
-    }
-
-    /// Whether consumers are sent to a replica in their rack (KIP-392).
-    pub fn rack_aware_fetch(&self) -> bool {
-        self.replica_selector_class.trim() == RACK_AWARE_REPLICA_SELECTOR
-    }
-}
-
 /// Kafka's name for a broker config key; Strom-only settings live under `strom.`.
 pub fn kafka_name(key: &str) -> String {
     match key {
@@ -761,15 +746,7 @@ impl BrokerConfig {
                 "must be >= 1".into(),
             ));
         }
-        if !matches!(
-            self.replica_selector_class.trim(),
-            "" | RACK_AWARE_REPLICA_SELECTOR
-        ) {
-            return Err(bad(
-                "replica_selector_class",
-                format!("only {RACK_AWARE_REPLICA_SELECTOR} (or empty, the leader) is supported"),
-            ));
-        }
+        rack::validate(self).map_err(|(key, message)| bad(key, message))?;
         if self.default_replication_factor < 1 {
             return Err(bad("default_replication_factor", "must be >= 1".into()));
         }
