@@ -178,15 +178,13 @@ pub struct BrokerConfig {
     /// Kafka `leader.imbalance.check.interval.seconds`: how often the controller looks for
     /// partitions not led by their preferred replica. Default 300, >= 1. Restart needed.
     pub leader_imbalance_check_interval_seconds: u64,
-    /// Kafka `broker.rack`: the rack (or zone) of this broker, registered with it in the
-    /// metadata quorum and served in Metadata and DescribeCluster; replicas of a partition are
-    /// spread over racks at creation, and with `replica_selector_class` consumers read from a
-    /// replica in their own rack. Empty (default) = none. Restart needed.
+    /// Kafka `broker.rack`: this broker's rack (zone), registered in the metadata quorum and
+    /// served in Metadata and DescribeCluster; replicas are spread over racks at creation
+    /// (`config/rack.rs`). Empty (default) = none. Restart needed.
     pub broker_rack: String,
     /// Kafka `replica.selector.class` (KIP-392): empty (default) = consumers read from the
-    /// leader; `org.apache.kafka.common.replica.RackAwareReplicaSelector` = a Fetch from a
-    /// consumer that names its `client.rack` is told to read from an in-sync replica in that
-    /// rack (`preferred_read_replica`). No other selector exists in Strom. Restart needed.
+    /// leader; `RACK_AWARE_REPLICA_SELECTOR` = from an in-sync replica in their `client.rack`
+    /// (`preferred_read_replica`), the only other value. Restart needed.
     pub replica_selector_class: String,
     /// Kafka `auto.create.topics.enable`. Default true.
     pub auto_create_topics_enable: bool,
