@@ -243,11 +243,14 @@ fn given_known_workload_when_scraping_metrics_then_counters_and_lag_match_it() {
     }
 
     // Every strom_* series the shipped dashboard and alert rules query is one we serve (or,
-    // strom_migrate_*, one `strom migrate` serves on the same address while it runs).
+    // strom_migrate_*, one `strom migrate` serves on the same address while it runs; or one
+    // only a clustered node serves).
     let migrator = strom::migrate::metrics::names();
+    let clustered = strom::metrics::cluster::names();
     let mut served: std::collections::HashSet<&str> =
         s.samples.iter().map(|x| x.metric.as_str()).collect();
     served.extend(migrator.iter().map(|n| n.as_str()));
+    served.extend(clustered.iter().map(|n| n.as_str()));
     for file in [
         "grafana/strom-dashboard.json",
         "prometheus/strom-alerts.yml",

@@ -376,7 +376,7 @@ class Cluster(list):
                 "--set", f"strom.raft.listen=127.0.0.1:{raft_port}"]
             env = {}
         n = _spawn(f"{self.kind}-{node_id}", argv, workdir, port, env, cmd=argv, env=env, node_id=node_id,
-                   restarts=0, raft_port=raft_port)
+                   restarts=0, raft_port=raft_port, metrics_port=metrics_port)
         self.append(n)
         n.wait_ready(timeout_s=_cluster_start_timeout(self.kind), serving=True)
         return n
@@ -396,18 +396,22 @@ def _cluster_start_timeout(kind: str) -> float:
     return max(START_TIMEOUT_S, 180) if kind == "kafka" else START_TIMEOUT_S
 
 
-def start_cluster(kind: str, nodes: int = 3, shards: int = 1) -> Cluster:
+def start_cluster(kind: str, nodes: int = 3, shards: int = 1,
+                  settings: dict[int, dict[str, str]] | None = None) -> Cluster:
     """`nodes` brokers of `kind` forming one cluster, every node serving Metadata; started
     again on fresh ports if a node lost one (`_retrying_bind`). `shards`: each Strom node's
-    (benches/quick/failover.py runs them as benches/cluster.sh does)."""
+    (benches/quick/failover.py runs them as benches/cluster.sh does). `settings`: broker
+    properties by node id (Kafka's names, e.g. `broker.rack`), `--set` on Strom and
+    server.properties lines on Kafka. A Strom node's metrics port is in
+    `node.extra["metrics_port"]`."""
     if kind == "kafka":
         fetch_kafka()
     elif not STROM_BIN.is_file():
         raise BrokerStartError(f"{STROM_BIN} not found: build it with `cargo build --release -p strom`")
-    return _retrying_bind(lambda: _start_cluster(kind, nodes, shards))
+    return _retrying_bind(lambda: _start_cluster(kind, nodes, shards, settings or {}))
 
 
-def _start_cluster(kind: str, count: int, shards: int) -> Cluster:
+def _start_cluster(kind: str, count: int, shards: int, settings: dict[int, dict[str, str]]) -> Cluster:
     # Per node: the client port, the quorum (Raft / KRaft controller) port, and Strom's metrics port.
     ports = {i: (free_port(), free_port(), free_port()) for i in range(1, count + 1)}
     voters = ",".join(f"{i}@127.0.0.1:{p[1]}" for i, p in ports.items())
@@ -418,15 +422,18 @@ def _start_cluster(kind: str, count: int, shards: int) -> Cluster:
         for i, (port, quorum_port, metrics_port) in ports.items():
             workdir = cluster.root / f"node-{i}"
             workdir.mkdir()
+            own = settings.get(i, {})
             if kind == "kafka":
                 argv = ["bash", str(KAFKA_SH), "node", str(i), str(port), str(quorum_port), str(workdir),
                         voters, cluster_id]
-                env = {"KAFKA_HEAP_OPTS": KAFKA_CLUSTER_HEAP, "KAFKA_EXTRA_PROPERTIES": KAFKA_CLUSTER_PROPERTIES}
+                props = "\n".join([KAFKA_CLUSTER_PROPERTIES, *(f"{k}={v}" for k, v in own.items())])
+                env = {"KAFKA_HEAP_OPTS": KAFKA_CLUSTER_HEAP, "KAFKA_EXTRA_PROPERTIES": props}
             else:
-                argv = _strom_node_argv(i, port, metrics_port, workdir, voters, shards)
+                argv = _strom_node_argv(i, port, metrics_port, workdir, voters, shards) + [
+                    a for k, v in own.items() for a in ("--set", f"{k}={v}")]
                 env = {}
             cluster.append(_spawn(f"{kind}-{i}", argv, workdir, port, env, cmd=argv, env=env, node_id=i,
-                                  restarts=0))
+                                  restarts=0, metrics_port=metrics_port))
         # Each waits for the others: no node serves before a quorum of them has formed.
         for n in cluster:
             n.wait_ready(timeout_s=_cluster_start_timeout(kind), serving=True)

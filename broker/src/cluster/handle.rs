@@ -58,6 +58,7 @@ pub struct ClusterHandle {
     pub inter_broker: super::inter_broker::InterBroker,
     pub(super) runtime: tokio::runtime::Handle,
     pub(super) liveness: Arc<super::liveness::Liveness>,
+    pub(super) raft_stats: Arc<super::raft_stats::RaftStats>,
     pub(super) stop: watch::Sender<bool>,
     pub(super) thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -82,6 +83,11 @@ impl ClusterHandle {
     pub fn controller(&self) -> Option<i32> {
         let leader = self.raft.metrics().borrow().current_leader;
         leader.map(|l| l as i32)
+    }
+
+    /// The metadata Raft on this node, for the metrics.
+    pub fn raft_view(&self) -> super::raft_stats::RaftView {
+        super::raft_stats::view(&self.raft, &self.raft_stats)
     }
 
     /// The leader of a partition, as the image places it.

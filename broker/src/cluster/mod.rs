@@ -27,6 +27,8 @@ pub mod migrate;
 pub mod network;
 mod observer;
 pub mod quorum;
+pub mod raft_stats;
+pub mod read_replica;
 pub mod replicas;
 pub mod store;
 pub mod types;
@@ -100,6 +102,8 @@ pub fn start(
         source,
     })?;
     let image = store.image.clone();
+    let raft_stats = Arc::new(raft_stats::RaftStats::new(store.commit_index.clone()));
+    let thread_stats = raft_stats.clone();
     let (materialized_tx, materialized_rx) = watch::channel(0u64);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -112,7 +116,7 @@ pub fn start(
     let handle_liveness = liveness.clone();
     let quorum_flag = quorum.clone();
     let shared_image = image.clone();
-    let registration = BrokerRecord::new(node_id, None, endpoints);
+    let registration = BrokerRecord::new(node_id, ctx.config.rack(), endpoints);
     let thread = std::thread::Builder::new()
         .name("cluster".into())
         .spawn(move || {
@@ -136,6 +140,7 @@ pub fn start(
                     }
                 };
                 let _ = ready_tx.send(Ok((raft.clone(), tokio::runtime::Handle::current())));
+                tokio::spawn(raft_stats::count_leader_changes(raft.clone(), thread_stats));
                 let listener = tokio::net::TcpListener::from_std(listener).expect("in runtime");
                 tokio::spawn(network::serve(
                     listener,
@@ -231,6 +236,7 @@ pub fn start(
         inter_broker,
         runtime,
         liveness: handle_liveness,
+        raft_stats,
         stop: stop_tx,
         thread: Mutex::new(Some(thread)),
     })))

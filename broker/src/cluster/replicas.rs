@@ -123,8 +123,11 @@ fn assign_roles(
             } else {
                 Role::Single
             };
-            if let Err(e) = p.set_role(role) {
-                tracing::error!(topic = name, partition = i, error = %e, "cannot take the partition's role");
+            match p.set_role(role) {
+                Ok(moves) => state.metrics.count_isr_moves(moves),
+                Err(e) => {
+                    tracing::error!(topic = name, partition = i, error = %e, "cannot take the partition's role");
+                }
             }
             if let Some((epoch, isr)) = p.isr_to_shrink(REPLICA_LAG_MAX) {
                 tracing::info!(

@@ -13,6 +13,7 @@ use std::fmt::Debug;
 use std::io::Cursor;
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use openraft::storage::{LogState, RaftLogReader, RaftSnapshotBuilder, RaftStorage, Snapshot};
@@ -69,6 +70,9 @@ pub struct Store {
     inner: Arc<Mutex<Inner>>,
     /// The image every shard reads (`ClusterHandle::image`).
     pub image: Arc<RwLock<Arc<MetadataImage>>>,
+    /// The last committed log index as openraft saved it (-1: none), for the metrics:
+    /// openraft 0.9's `RaftMetrics` has no commit index.
+    pub commit_index: Arc<AtomicI64>,
     applied: tokio::sync::mpsc::UnboundedSender<Applied>,
 }
 
@@ -89,6 +93,10 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> std::io::Result<Opt
 fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
     let bytes = serde_json::to_vec(value).map_err(std::io::Error::other)?;
     storage::logdir::write_atomic(path, &bytes).map_err(std::io::Error::other)
+}
+
+fn index_or_none(log_id: Option<LogId<NodeId>>) -> i64 {
+    log_id.map_or(-1, |l| l.index as i64)
 }
 
 fn entry_path(dir: &Path, index: u64) -> PathBuf {
@@ -138,9 +146,11 @@ impl Store {
             snapshot,
             snapshot_seq: 0,
         };
+        let commit_index = Arc::new(AtomicI64::new(index_or_none(inner.committed)));
         Ok(Store {
             inner: Arc::new(Mutex::new(inner)),
             image: Arc::new(RwLock::new(image_arc)),
+            commit_index,
             applied,
         })
     }
@@ -219,6 +229,8 @@ impl RaftStorage<TypeConfig> for Store {
         let mut inner = self.lock();
         write_json(&inner.dir.join("committed.json"), &committed).map_err(io_err)?;
         inner.committed = committed;
+        self.commit_index
+            .store(index_or_none(committed), Ordering::Relaxed);
         Ok(())
     }
 

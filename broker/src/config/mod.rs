@@ -14,12 +14,15 @@ pub mod group;
 pub mod inter_broker;
 pub mod kafka_broker_configs;
 pub mod listeners;
+pub mod rack;
 pub mod schema_validation;
 pub mod security;
 pub mod share_reset;
 pub mod tiered;
 pub mod topic;
 pub mod topic_def;
+
+pub use rack::RACK_AWARE_REPLICA_SELECTOR;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -175,6 +178,14 @@ pub struct BrokerConfig {
     /// Kafka `leader.imbalance.check.interval.seconds`: how often the controller looks for
     /// partitions not led by their preferred replica. Default 300, >= 1. Restart needed.
     pub leader_imbalance_check_interval_seconds: u64,
+    /// Kafka `broker.rack`: this broker's rack (zone), registered in the metadata quorum and
+    /// served in Metadata and DescribeCluster; replicas are spread over racks at creation
+    /// (`config/rack.rs`). Empty (default) = none. Restart needed.
+    pub broker_rack: String,
+    /// Kafka `replica.selector.class` (KIP-392): empty (default) = consumers read from the
+    /// leader; `RACK_AWARE_REPLICA_SELECTOR` = from an in-sync replica in their `client.rack`
+    /// (`preferred_read_replica`), the only other value. Restart needed.
+    pub replica_selector_class: String,
     /// Kafka `auto.create.topics.enable`. Default true.
     pub auto_create_topics_enable: bool,
     /// Kafka `num.partitions`: partitions of auto-created topics. Default 1, >= 1.
@@ -410,6 +421,8 @@ impl Default for BrokerConfig {
             raft_listen: String::new(),
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_seconds: 300,
+            broker_rack: String::new(),
+            replica_selector_class: String::new(),
             auto_create_topics_enable: true,
             num_partitions: 1,
             default_replication_factor: 1,
@@ -741,6 +754,7 @@ impl BrokerConfig {
                 "must be >= 1".into(),
             ));
         }
+        rack::validate(self).map_err(|(key, message)| bad(key, message))?;
         if self.default_replication_factor < 1 {
             return Err(bad("default_replication_factor", "must be >= 1".into()));
         }

@@ -237,3 +237,30 @@ fn given_listener_jaas_configs_from_file_env_and_flags_when_loading_then_collect
         "{err}"
     );
 }
+
+#[test]
+fn given_a_rack_and_the_rack_aware_selector_when_loading_then_set_and_other_selectors_refused() {
+    let (c, _) = load(
+        None,
+        env(&[("STROM_BROKER_RACK", " eu-west-1a ")]),
+        &[(
+            "replica.selector.class".into(),
+            RACK_AWARE_REPLICA_SELECTOR.into(),
+        )],
+    )
+    .unwrap();
+    assert_eq!(c.rack().as_deref(), Some("eu-west-1a"));
+    assert!(c.rack_aware_fetch());
+    let (plain, _) = load(None, env(&[]), &[]).unwrap();
+    assert_eq!((plain.rack(), plain.rack_aware_fetch()), (None, false));
+    let err = load(
+        None,
+        env(&[]),
+        &[(
+            "replica_selector_class".into(),
+            "com.example.Nearest".into(),
+        )],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("replica_selector_class"), "{err}");
+}

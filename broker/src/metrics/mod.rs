@@ -7,6 +7,7 @@
 //! shard may read (partition sizes and offsets, fdatasync stats, busy time, consumer groups),
 //! labels each series with `shard`, merges the families and renders Prometheus text.
 
+pub mod cluster;
 pub mod families;
 pub mod flow;
 pub mod scrape;
@@ -72,6 +73,10 @@ pub struct ShardMetrics {
     /// failed (Kafka's DeadLetterQueueRecordCount and DeadLetterQueueFailedProduceRequests).
     pub share_dlq_records: IntCounterVec,
     pub share_dlq_failures: IntCounterVec,
+    /// ISR changes of the partitions this shard leads (Kafka's `IsrShrinksPerSec`,
+    /// `IsrExpandsPerSec`), counted by `count_isr_moves`.
+    isr_shrinks: IntCounter,
+    isr_expands: IntCounter,
     /// Per (topic, partition): produced and fetched counters, so the hot path hashes one small
     /// key instead of the label strings.
     partitions: RefCell<HashMap<(Arc<str>, i32), PartitionPair>>,
@@ -126,6 +131,16 @@ impl ShardMetrics {
         r.register(Box::new(request_duration.clone()))
             .expect("unique metric");
         ShardMetrics {
+            isr_shrinks: counter(
+                &r,
+                "strom_isr_shrinks_total",
+                "ISR shrinks of the partitions this node leads (a follower fell behind or its broker was fenced); Kafka's IsrShrinksPerSec.",
+            ),
+            isr_expands: counter(
+                &r,
+                "strom_isr_expands_total",
+                "ISR expansions of the partitions this node leads (a follower caught up again); Kafka's IsrExpandsPerSec.",
+            ),
             redactions: counter_vec(
                 &r,
                 "strom_redactions_total",
@@ -293,6 +308,18 @@ impl ShardMetrics {
             let _ = family.remove_label_values(&labels);
         }
         true
+    }
+
+    /// An ISR change seen by its leader, whoever made it: the leader's own lag check
+    /// (`AlterIsr`) or the controller fencing a follower, as Kafka's `IsrShrinksPerSec` counts
+    /// a broker going down.
+    pub fn count_isr_moves(&self, moves: crate::partition::replica::IsrMoves) {
+        if moves.shrank {
+            self.isr_shrinks.inc();
+        }
+        if moves.expanded {
+            self.isr_expands.inc();
+        }
     }
 
     pub fn observe_request(&self, api: impl Into<crate::codec::Api>, version: i16, secs: f64) {

@@ -27,6 +27,10 @@ pub struct PartitionSnapshot {
     pub high_watermark: i64,
     pub last_stable: i64,
     pub open_transactions: usize,
+    /// The partition's `min.insync.replicas`.
+    pub min_isr: i32,
+    /// On a replicated leader: where its followers are.
+    pub followers: Vec<crate::partition::replica::FollowerLag>,
 }
 
 #[derive(Debug, Clone)]
@@ -71,6 +75,8 @@ fn snapshot(state: &Rc<ShardState>) -> ShardSnapshot {
             high_watermark: part.high_watermark(),
             last_stable: part.last_stable_offset(),
             open_transactions: part.open_transactions(),
+            min_isr: part.settings().min_insync_replicas,
+            followers: part.follower_lags(),
         })
         .collect();
     let coordinator = crate::coordinator::group::GroupShard::of(state);
@@ -159,6 +165,7 @@ pub async fn render(ctx: &Arc<BrokerContext>, ready: bool) -> String {
         }
     }
     let mut all = families(&shards, ready, ctx.shard_count());
+    all.extend(cluster_families(ctx, &shards));
     all.extend(quota_families(&ctx.quotas.views(crate::now_ms())));
     all.extend(ctx.telemetry.families(crate::now_ms()));
     if let Some(remote) = &ctx.remote {
@@ -168,6 +175,23 @@ pub async fn render(ctx: &Arc<BrokerContext>, ready: bool) -> String {
     // Connection steering keeps its own atomics (ebpf crate), rendered as text here.
     text.push_str(&ctx.steering.render_prometheus());
     text
+}
+
+/// Replication and metadata-quorum families (`super::cluster`).
+fn cluster_families(ctx: &BrokerContext, shards: &[ShardSnapshot]) -> Vec<MetricFamily> {
+    let handle = ctx.cluster.get();
+    let image = handle.map(|c| c.image());
+    let state = handle
+        .zip(image.as_deref())
+        .map(|(c, image)| super::cluster::ClusterState {
+            image,
+            raft: c.raft_view(),
+        });
+    let partitions: Vec<&PartitionSnapshot> =
+        shards.iter().flat_map(|s| s.partitions.iter()).collect();
+    let mut f = Families::new();
+    super::cluster::families(&mut f, ctx.config.node_id, state.as_ref(), &partitions);
+    f.into_vec()
 }
 
 fn encode(families: &[MetricFamily]) -> String {

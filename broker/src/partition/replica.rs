@@ -47,6 +47,40 @@ pub enum Role {
     },
 }
 
+/// How the ISR moved when a leader's role changed: Kafka's `IsrShrinksPerSec` and
+/// `IsrExpandsPerSec` count one per change, not per replica.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IsrMoves {
+    pub shrank: bool,
+    pub expanded: bool,
+}
+
+impl IsrMoves {
+    /// Between two roles of this node: only while it stays the leader (a node that becomes
+    /// leader takes over an ISR it did not shrink or grow; one that stops leading reports
+    /// nothing more, as Kafka's metrics are the leader's).
+    pub fn between(old: &Role, new: &Role) -> IsrMoves {
+        let (Role::Leader { isr: a, .. }, Role::Leader { isr: b, .. }) = (old, new) else {
+            return IsrMoves::default();
+        };
+        IsrMoves {
+            shrank: a.iter().any(|r| !b.contains(r)),
+            expanded: b.iter().any(|r| !a.contains(r)),
+        }
+    }
+}
+
+/// A follower as its leader sees it, for metrics: offsets behind the leader's written end
+/// since its last fetch (`None` before its first fetch to this leader), and how long since
+/// it last had everything the leader had (`None`: out of the ISR this leader took over, and
+/// not fetched since).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FollowerLag {
+    pub replica: i32,
+    pub lag: Option<i64>,
+    pub caught_up_ago: Option<Duration>,
+}
+
 /// A follower as its leader sees it (Kafka's `Replica` state).
 #[derive(Debug, Clone, Copy)]
 struct Progress {
@@ -99,8 +133,10 @@ impl Partition {
 
     /// Takes the role the image gives this node. A new leader epoch starts at the log end
     /// (and forgets the followers' progress); a new follower epoch asks for truncation.
-    pub fn set_role(&self, role: Role) -> Result<(), StorageError> {
+    /// Returns how the ISR moved, for the shard's metrics.
+    pub fn set_role(&self, role: Role) -> Result<IsrMoves, StorageError> {
         let old = self.replica.role.replace(role.clone());
+        let moves = IsrMoves::between(&old, &role);
         match (&old, &role) {
             (Role::Leader { epoch: a, .. }, Role::Leader { epoch: b, isr, .. }) if a == b => {
                 // The image shows the change this leader proposed: another may follow.
@@ -133,7 +169,58 @@ impl Partition {
             _ => {}
         }
         self.publish_offsets();
-        Ok(())
+        Ok(moves)
+    }
+
+    /// KIP-392 on a leader (Kafka's `findPreferredReadReplica` with the
+    /// `RackAwareReplicaSelector`): of `candidates` — the replicas in the consumer's rack, the
+    /// caller's pick — the in-sync follower that holds `fetch_offset` (its log starts at or
+    /// before it and its last fetch reached it) and is the most caught up: highest log end,
+    /// then the most recently caught up. `None`: the consumer reads from this leader.
+    pub fn preferred_read_replica(&self, fetch_offset: i64, candidates: &[i32]) -> Option<i32> {
+        let Role::Leader { me, isr, .. } = &*self.replica.role.borrow() else {
+            return None;
+        };
+        let followers = self.replica.followers.borrow();
+        candidates
+            .iter()
+            .filter(|r| *r != me && isr.contains(r))
+            .filter_map(|r| followers.get(r).map(|f| (*r, f)))
+            .filter(|(_, f)| f.offset >= fetch_offset && (0..=fetch_offset).contains(&f.log_start))
+            .max_by(|(_, a), (_, b)| {
+                a.offset
+                    .cmp(&b.offset)
+                    .then_with(|| b.caught_up.elapsed().cmp(&a.caught_up.elapsed()))
+            })
+            .map(|(r, _)| r)
+    }
+
+    /// On a leader: every other replica's lag behind the written end (Kafka reports a
+    /// follower's lag on the follower, `FetcherLagManager`; the leader's view is the one that
+    /// decides the ISR, and it covers a follower that is down and reports nothing). A
+    /// follower's offset is its last fetch, so a follower that stopped fetching lags more
+    /// with every append. Empty when not a replicated leader.
+    pub fn follower_lags(&self) -> Vec<FollowerLag> {
+        let Role::Leader { me, replicas, .. } = &*self.replica.role.borrow() else {
+            return Vec::new();
+        };
+        let written = self.log.written_end_offset();
+        let followers = self.replica.followers.borrow();
+        replicas
+            .iter()
+            .filter(|r| *r != me)
+            .map(|r| {
+                let f = followers.get(r);
+                FollowerLag {
+                    replica: *r,
+                    // `i64::MIN`: in the ISR this leader took over, not fetched from it yet.
+                    lag: f
+                        .filter(|f| f.offset != i64::MIN)
+                        .map(|f| (written - f.offset).max(0)),
+                    caught_up_ago: f.map(|f| f.caught_up.elapsed()),
+                }
+            })
+            .collect()
     }
 
     /// The high watermark this replica had before a restart (`replication-offset-checkpoint`),

@@ -279,3 +279,108 @@ fn given_leader_when_deleting_records_then_low_watermark_waits_for_in_sync_follo
         assert_eq!(p.wait_low_watermark(3, Duration::ZERO).await.unwrap(), 3);
     });
 }
+
+#[test]
+fn given_a_leader_whose_isr_changes_when_the_role_is_set_then_one_shrink_or_expand_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        let moves = |shrank, expanded| super::IsrMoves { shrank, expanded };
+        // Becoming leader takes over an ISR: no move of this leader's.
+        assert_eq!(
+            p.set_role(leader(&[1, 2, 3], &quorum)).unwrap(),
+            moves(false, false)
+        );
+        assert_eq!(
+            p.set_role(leader(&[1, 2, 3], &quorum)).unwrap(),
+            moves(false, false)
+        );
+        // Two followers fenced at once: one shrink, as Kafka counts ISR changes.
+        assert_eq!(
+            p.set_role(leader(&[1], &quorum)).unwrap(),
+            moves(true, false)
+        );
+        assert_eq!(
+            p.set_role(leader(&[1, 3], &quorum)).unwrap(),
+            moves(false, true)
+        );
+        // A new epoch at this leader: still this node's ISR changing.
+        let mut next = leader(&[1, 2, 3], &quorum);
+        if let Role::Leader { epoch, .. } = &mut next {
+            *epoch = 4;
+        }
+        assert_eq!(p.set_role(next).unwrap(), moves(false, true));
+        // Leadership moves away: nothing more to count here.
+        let follower = Role::Follower {
+            leader: 2,
+            epoch: 5,
+        };
+        assert_eq!(p.set_role(follower).unwrap(), moves(false, false));
+    });
+}
+
+#[test]
+fn given_followers_when_the_leader_appends_then_their_lag_is_the_written_end_minus_their_last_fetch(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        append(&p, 5, 1).await.unwrap();
+        p.replica_read(2, 5, 0, 1 << 20).unwrap();
+        append(&p, 3, 1).await.unwrap();
+        let lags = p.follower_lags();
+        assert_eq!(lags.len(), 2, "every replica but the leader: {lags:?}");
+        // 2 fetched at 5 and has not fetched the last 3 records yet.
+        assert_eq!((lags[0].replica, lags[0].lag), (2, Some(3)));
+        assert!(lags[0].caught_up_ago.is_some());
+        // 3 is out of the ISR this leader took over and never fetched: nothing known.
+        assert_eq!(
+            (lags[1].replica, lags[1].lag, lags[1].caught_up_ago),
+            (3, None, None)
+        );
+        // A follower alone (not a leader) reports none.
+        p.set_role(Role::Follower {
+            leader: 2,
+            epoch: 4,
+        })
+        .unwrap();
+        assert!(p.follower_lags().is_empty());
+    });
+}
+
+#[test]
+fn given_followers_in_the_consumers_rack_when_selecting_then_the_most_caught_up_in_sync_one_holding_the_offset(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        p.set_role(leader(&[1, 2, 3], &quorum)).unwrap();
+        append(&p, 10, 1).await.unwrap();
+        // 2 has everything, 3 half; both logs start at 0.
+        p.replica_read(2, 10, 0, 1 << 20).unwrap();
+        p.replica_read(3, 5, 0, 1 << 20).unwrap();
+        assert_eq!(p.preferred_read_replica(4, &[2, 3]), Some(2));
+        assert_eq!(p.preferred_read_replica(4, &[3]), Some(3));
+        // 3 has not got offset 7 yet: not a place to read it.
+        assert_eq!(p.preferred_read_replica(7, &[3]), None);
+        // The leader itself is never named; nor a replica out of the ISR.
+        assert_eq!(p.preferred_read_replica(4, &[1]), None);
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        assert_eq!(p.preferred_read_replica(4, &[3]), None);
+        // A follower whose log starts past the offset (DeleteRecords) cannot serve it.
+        p.replica_read(2, 10, 6, 1 << 20).unwrap();
+        assert_eq!(p.preferred_read_replica(4, &[2]), None);
+        assert_eq!(p.preferred_read_replica(8, &[2]), Some(2));
+        // Not a leader: no selection.
+        p.set_role(Role::Follower {
+            leader: 2,
+            epoch: 4,
+        })
+        .unwrap();
+        assert_eq!(p.preferred_read_replica(8, &[2]), None);
+    });
+}

@@ -292,6 +292,9 @@ pub struct ReadSpec {
     /// A follower's fetch (its node id and log start): read to the log end, and record its
     /// progress.
     pub replica: Option<(i32, i64)>,
+    /// KIP-392: the replicas in the consuming client's rack, when this node leads the
+    /// partition and a rack-aware selector is configured; empty = read here.
+    pub prefer: Vec<i32>,
 }
 
 /// A fetch read, the partition's offsets (also when the read failed: Kafka answers them with
@@ -304,6 +307,8 @@ pub struct FetchRead {
     /// Below the local log start, in the object store: the outcome's data is empty and the
     /// fetch handler reads this off the shard (`tiered::fetch`).
     pub remote: Option<crate::tiered::RemoteFetch>,
+    /// KIP-392: the replica the consumer should read from instead (nothing was read).
+    pub preferred: Option<i32>,
 }
 
 /// Reads several partitions homed on shard `shard` with one message (a fetch sends one per
@@ -338,9 +343,31 @@ pub async fn fetch_many(
                         outcome,
                         watch,
                         remote: None,
+                        preferred: None,
                     }
                 }
                 Ok(p) => {
+                    let preferred = (!r.prefer.is_empty())
+                        .then(|| p.preferred_read_replica(r.offset, &r.prefer))
+                        .flatten();
+                    if let Some(id) = preferred {
+                        // Kafka skips the read and answers at once with the offsets.
+                        let offsets = offsets_of(&state, &p);
+                        return FetchRead {
+                            outcome: Ok(FetchOutcome {
+                                data: Default::default(),
+                                high_watermark: offsets.high_watermark,
+                                last_stable_offset: offsets.last_stable,
+                                log_start_offset: offsets.log_start,
+                                aborted: None,
+                                expired: 0,
+                            }),
+                            offsets: Some(offsets),
+                            watch: None,
+                            remote: None,
+                            preferred: Some(id),
+                        };
+                    }
                     // Subscribed before the read: a change after it wakes the long poll.
                     let watch = Some(if read_committed {
                         p.watch_last_stable_offset()
@@ -383,6 +410,7 @@ pub async fn fetch_many(
                         outcome,
                         watch,
                         remote,
+                        preferred: None,
                     }
                 }
                 Err(e) => FetchRead {
@@ -390,6 +418,7 @@ pub async fn fetch_many(
                     offsets: None,
                     watch: None,
                     remote: None,
+                    preferred: None,
                 },
             })
             .collect::<Vec<_>>()
@@ -403,6 +432,7 @@ pub async fn fetch_many(
                 offsets: None,
                 watch: None,
                 remote: None,
+                preferred: None,
             })
             .collect(),
     }

@@ -26,6 +26,8 @@ pub struct Node {
     pub raft: SocketAddr,
     pub metrics: SocketAddr,
     pub dir: PathBuf,
+    /// Broker settings of this node beyond the common ones, as `--set` pairs.
+    pub settings: Vec<(String, String)>,
     child: Mutex<Option<Child>>,
 }
 
@@ -47,6 +49,11 @@ fn free_ports(n: usize) -> Vec<SocketAddr> {
 impl TestCluster {
     /// Starts `n` nodes with ids 1..=n.
     pub fn start(n: i32) -> TestCluster {
+        TestCluster::start_with(n, |_| Vec::new())
+    }
+
+    /// Starts `n` nodes with ids 1..=n, each with the settings `settings(id)` gives it.
+    pub fn start_with(n: i32, settings: impl Fn(i32) -> Vec<(String, String)>) -> TestCluster {
         let root = tempfile::tempdir().unwrap();
         let ports = free_ports(4 * n as usize);
         let nodes: Vec<Node> = (1..=n)
@@ -57,6 +64,7 @@ impl TestCluster {
                 metrics: ports[4 * (id as usize - 1) + 2],
                 clients: ports[4 * (id as usize - 1) + 3],
                 dir: root.path().join(format!("node-{id}")),
+                settings: settings(id),
                 child: Mutex::new(None),
             })
             .collect();
@@ -107,6 +115,11 @@ impl TestCluster {
             // The controller gives leadership back to preferred replicas within seconds here
             // (Kafka's default looks every 5 minutes).
             .args(["--set", "leader.imbalance.check.interval.seconds=2"])
+            .args(
+                n.settings
+                    .iter()
+                    .flat_map(|(k, v)| ["--set".to_string(), format!("{k}={v}")]),
+            )
             .env("RUST_LOG", "info,openraft=warn")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())

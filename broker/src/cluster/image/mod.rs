@@ -13,6 +13,7 @@
 mod brokers;
 mod elect;
 mod migrate;
+mod racks;
 mod settings;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -536,17 +537,27 @@ impl MetadataImage {
     /// Round-robin over the registered brokers, starting at an offset from the topic name so
     /// that single-partition topics spread over the nodes too; the `rf` replicas are the
     /// leader and the live brokers after it. crc32c: the same on every node and every build
-    /// (std's hasher is not stable).
+    /// (std's hasher is not stable). When any broker has a rack, Kafka's rack-aware
+    /// assignment instead (`racks.rs`): a partition's replicas in as many racks as there are.
     fn place(&self, topic: &str, partition: i32, rf: i32) -> PartitionRecord {
         let ids: Vec<i32> = if rf > 1 {
             self.live_brokers()
         } else {
             self.brokers.keys().copied().collect()
         };
-        let start = crc32c::crc32c(topic.as_bytes()) as usize + partition as usize;
-        let replicas: Vec<i32> = (0..rf as usize)
-            .map(|i| ids[(start + i) % ids.len()])
+        let topic_start = crc32c::crc32c(topic.as_bytes()) as usize;
+        let racked: Vec<(i32, Option<&str>)> = ids
+            .iter()
+            .map(|id| (*id, self.brokers[id].rack.as_deref()))
             .collect();
+        let replicas: Vec<i32> = if racked.iter().any(|(_, rack)| rack.is_some()) {
+            racks::replicas(&racked, topic_start, partition, rf as usize)
+        } else {
+            let start = topic_start + partition as usize;
+            (0..rf as usize)
+                .map(|i| ids[(start + i) % ids.len()])
+                .collect()
+        };
         PartitionRecord {
             leader: replicas[0],
             leader_epoch: 0,

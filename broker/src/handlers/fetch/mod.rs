@@ -28,6 +28,7 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId
 use kafka_protocol::protocol::StrBytes;
 
 use super::{Answer, RequestContext, Responding};
+use crate::cluster::read_replica;
 use crate::fetch_session::{FetchPlan, FetchSessionCache, SessionPartition, FINAL_EPOCH};
 use crate::metadata::catalog::TopicMeta;
 use crate::quota::QuotaKind;
@@ -48,8 +49,11 @@ struct Wanted {
     /// A follower without CLUSTER_ACTION: TOPIC_AUTHORIZATION_FAILED even for an unknown
     /// topic id (Kafka answers a consumer's unknown id first).
     follower_denied: bool,
-    /// Clustered, and another node leads the partition: NOT_LEADER_OR_FOLLOWER, no read.
+    /// Clustered, and another node leads the partition: NOT_LEADER_OR_FOLLOWER, no read
+    /// (unless a consumer's Fetch v11+ reads this node as a follower, KIP-392).
     not_leader: bool,
+    /// KIP-392 on the leader: the replicas in the consumer's rack it may be sent to.
+    prefer: Vec<i32>,
     read: Option<FetchRead>,
 }
 
@@ -171,6 +175,11 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
     let access = ctx.access();
     let follower = is_follower(req);
     let follower_denied = follower && !access.allows_cluster(Operation::ClusterAction);
+    // KIP-392: a consumer's Fetch v11+ may read from a follower replica, and names the
+    // client's rack for the leader to send it to one.
+    let reads_followers = !follower && version >= 11;
+    let client_rack = Some(req.rack_id.as_str()).filter(|r| reads_followers && !r.is_empty());
+    let listener = ctx.session.listener.name.as_str();
     let mut wanted: Vec<Wanted> = plan
         .partitions
         .iter()
@@ -183,14 +192,23 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
             let name = meta.as_ref().map_or(p.topic.as_str(), |m| &m.name);
             let denied = follower_denied
                 || (!follower && !access.allows(Operation::Read, ResourceType::Topic, name));
-            let not_leader = meta
-                .as_ref()
-                .is_some_and(|m| crate::cluster::led_elsewhere(broker, &m.name, p.partition));
+            let not_leader = meta.as_ref().is_some_and(|m| {
+                crate::cluster::led_elsewhere(broker, &m.name, p.partition)
+                    && !(reads_followers
+                        && read_replica::serves_as_follower(broker, &m.name, p.partition))
+            });
+            let prefer = match (&meta, client_rack) {
+                (Some(m), Some(rack)) if !not_leader => {
+                    read_replica::rack_candidates(broker, &m.name, p.partition, rack, listener)
+                }
+                _ => Vec::new(),
+            };
             Wanted {
                 meta,
                 denied,
                 follower_denied,
                 not_leader,
+                prefer,
                 session: p.clone(),
                 read: None,
             }
@@ -224,12 +242,16 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
     let partitions = loop {
         read_concurrently(ctx, &mut wanted, &stale, read_committed, replica).await;
         let (partitions, total) = assemble(&wanted, response_max, version, by_id);
-        let has_error = partitions.iter().any(|(p, _)| p.error_code != 0);
+        // A partition sent to another replica answers at once, as Kafka's
+        // `hasPreferredReadReplica`.
+        let answer_now = partitions
+            .iter()
+            .any(|(p, _)| p.error_code != 0 || p.preferred_read_replica.0 >= 0);
         let waitable: Vec<usize> = (0..wanted.len())
             .filter(|&i| wanted[i].read.as_ref().is_some_and(|r| r.watch.is_some()))
             .collect();
         if total >= min_bytes
-            || has_error
+            || answer_now
             || waitable.is_empty()
             || tokio::time::Instant::now() >= deadline
         {
@@ -280,7 +302,6 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     let mut records: Vec<Vec<RecordChunks>> = Vec::new();
     let mut endpoints = std::collections::BTreeMap::new();
-    let listener = &ctx.session.listener.name;
     // Replication is not a client's lane: a follower is never slowed by priority.
     let lane = if follower {
         None
@@ -310,6 +331,7 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
         let news = !plan.incremental
             || p.error_code != 0
             || has_records
+            || p.preferred_read_replica.0 >= 0
             || p.high_watermark != s.last_high_watermark
             || p.last_stable_offset != s.last_stable_offset
             || p.log_start_offset != s.last_log_start;
@@ -392,6 +414,7 @@ async fn read_concurrently(
             offset: w.session.fetch_offset,
             max_bytes: w.session.max_bytes.max(0) as usize,
             replica: replica.map(|id| (id, w.session.replica_log_start)),
+            prefer: w.prefer.clone(),
         };
         let s = home_shard(&meta.name, p, shards);
         by_shard[s].0.push(i);
@@ -581,6 +604,7 @@ fn assemble(
                         .collect()
                 });
                 let p = base
+                    .with_preferred_read_replica(BrokerId(read.preferred.unwrap_or(-1)))
                     .with_high_watermark(o.high_watermark)
                     .with_last_stable_offset(o.last_stable_offset)
                     .with_log_start_offset(if version >= 5 { o.log_start_offset } else { -1 })
