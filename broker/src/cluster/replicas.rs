@@ -84,8 +84,12 @@ async fn manage(state: Rc<ShardState>) {
 /// long leaves the ISR, so acks=all does not wait for it.
 const REPLICA_LAG_MAX: Duration = Duration::from_secs(10);
 
-/// Sets the role of every replicated partition of this shard (and shrinks the ISR of those
-/// it leads by lagging followers); returns the leaders its followers fetch from.
+/// Sets the role of every partition of this shard that the image places a replica of here
+/// (and shrinks the ISR of those it leads by lagging followers); returns the leaders its
+/// followers fetch from. A replica the image places here but this shard has not opened
+/// (gained by a reassignment, or missing after a restart) is opened; an open partition the
+/// image places no replica of here (removed by a reassignment, or a stray from before a
+/// restart) is deleted (`drop_replica`) once this node's image is current.
 fn assign_roles(
     state: &Rc<ShardState>,
     cluster: &ClusterHandle,
@@ -94,17 +98,30 @@ fn assign_roles(
     let me = cluster.node_id;
     let shards = state.ctx.shard_count();
     let mut leaders = Vec::new();
+    let mut missing = Vec::new();
+    let mut strays = Vec::new();
     let partitions = state.partitions.borrow();
     for (name, topic) in &image.topics {
         for (i, record) in topic.partitions.iter().enumerate() {
             let i = i as i32;
-            if !record.replicated() || home_shard(name, i, shards) != state.id {
+            if home_shard(name, i, shards) != state.id {
                 continue;
             }
+            let mine = record.replicas.contains(&me);
             let Some(p) = partitions.get(&(Arc::from(name.as_str()), i)) else {
-                continue; // not opened yet: the next pass
+                if mine {
+                    missing.push((name.clone(), i));
+                }
+                continue;
             };
-            let role = if record.leader == me {
+            if !mine {
+                strays.push((p.clone(), record.leader, record.leader_epoch));
+                continue;
+            }
+            let role = if !record.replicated() {
+                // The only replica (a move may have just made it so): it leads alone.
+                Role::Single
+            } else if record.leader == me {
                 Role::Leader {
                     me,
                     epoch: record.leader_epoch,
@@ -112,7 +129,7 @@ fn assign_roles(
                     replicas: record.replicas.clone(),
                     quorum: cluster.quorum.clone(),
                 }
-            } else if record.replicas.contains(&me) {
+            } else {
                 if record.leader >= 0 && !leaders.contains(&record.leader) {
                     leaders.push(record.leader);
                 }
@@ -120,8 +137,6 @@ fn assign_roles(
                     leader: record.leader,
                     epoch: record.leader_epoch,
                 }
-            } else {
-                Role::Single
             };
             if let Err(e) = p.set_role(role) {
                 tracing::error!(topic = name, partition = i, error = %e, "cannot take the partition's role");
@@ -139,7 +154,56 @@ fn assign_roles(
             }
         }
     }
+    drop(partitions);
+    open_missing(state, missing);
+    // A node just restarted may still apply entries that place a replica here again: its
+    // data goes only once its image has caught up with the quorum's.
+    if cluster.in_quorum() {
+        for (p, leader, epoch) in strays {
+            drop_replica(state, p, leader, epoch);
+        }
+    }
     leaders
+}
+
+/// Opens the replicas the image places on this shard that are not open yet (their logs
+/// start empty; the fetcher fills them from the leader). A topic the catalog does not have
+/// yet is opened by the materializer, which adds it.
+fn open_missing(state: &ShardState, missing: Vec<(String, i32)>) {
+    if missing.is_empty() {
+        return;
+    }
+    let catalog = state.ctx.catalog.snapshot();
+    for (name, i) in missing {
+        let Some(meta) = catalog.get(name.as_str()) else {
+            continue;
+        };
+        if state.offline.borrow().contains_key(&(meta.name.clone(), i)) {
+            continue; // a log that failed to open stays offline (KAFKA_STORAGE_ERROR)
+        }
+        match crate::shard::open_partition(state, meta, i, None) {
+            Ok(_) => tracing::info!(topic = name, partition = i, "replica opened here"),
+            Err(e) => {
+                tracing::error!(topic = name, partition = i, error = %e, "cannot open a replica placed here")
+            }
+        }
+    }
+}
+
+/// This node holds no replica of the partition any more (a reassignment moved it away):
+/// requests still waiting on it as leader (acks=all) answer NOT_LEADER_OR_FOLLOWER and go to
+/// the new leader, then the partition leaves the shard and its files are deleted, as Kafka's
+/// `ReplicaManager` stops and deletes a replica that is no longer assigned to the broker.
+fn drop_replica(state: &ShardState, p: Rc<Partition>, leader: i32, epoch: i32) {
+    if let Err(e) = p.set_role(Role::Follower { leader, epoch }) {
+        tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cannot step down before removal");
+    }
+    state
+        .partitions
+        .borrow_mut()
+        .remove(&(p.topic.clone(), p.index));
+    tracing::info!(topic = %p.topic, partition = p.index, "no replica here any more: deleting the local log");
+    crate::shard::frontend::delete_files(p);
 }
 
 /// The partitions of this shard that follow `leader`, with the epoch they follow at.

@@ -559,31 +559,7 @@ pub async fn delete_partitions(ctx: &BrokerContext, topic: &Arc<TopicMeta>) {
                         .flatten();
                     manager.partition_deleted(&state.ctx.config.data_dir, &part, prefix);
                 }
-                match Rc::try_unwrap(part) {
-                    Ok(part) => {
-                        if let Err(e) = part.log.delete() {
-                            tracing::warn!(topic = %name, partition = p, error = %e, "deleting partition files failed");
-                        }
-                    }
-                    // An append or read still holds it: delete once they are done.
-                    Err(part) => {
-                        tokio::task::spawn_local(async move {
-                            let mut part = part;
-                            loop {
-                                match Rc::try_unwrap(part) {
-                                    Ok(p) => {
-                                        if let Err(e) = p.log.delete() {
-                                            tracing::warn!(error = %e, "deleting partition files failed");
-                                        }
-                                        return;
-                                    }
-                                    Err(still) => part = still,
-                                }
-                                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                            }
-                        });
-                    }
-                }
+                delete_files(part);
             }
         })
         .await;
@@ -601,6 +577,32 @@ pub async fn delete_partitions(ctx: &BrokerContext, topic: &Arc<TopicMeta>) {
         .await;
         if let Err(e) = r {
             tracing::warn!(error = %e, "dropping a deleted topic's metrics");
+        }
+    }
+}
+
+/// Deletes a partition's files once nothing holds it any more: an append or a read that
+/// still does finishes first (on this shard's thread; the partition is out of the shard's
+/// map already, so nothing new reaches it).
+pub fn delete_files(part: Rc<crate::partition::Partition>) {
+    let delete = |p: crate::partition::Partition| {
+        if let Err(e) = p.log.delete() {
+            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "deleting partition files failed");
+        }
+    };
+    match Rc::try_unwrap(part) {
+        Ok(p) => delete(p),
+        Err(part) => {
+            tokio::task::spawn_local(async move {
+                let mut part = part;
+                loop {
+                    match Rc::try_unwrap(part) {
+                        Ok(p) => return delete(p),
+                        Err(still) => part = still,
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            });
         }
     }
 }

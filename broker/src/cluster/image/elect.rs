@@ -165,7 +165,11 @@ impl MetadataImage {
             .collect()
     }
 
-    pub(super) fn partition_mut(&mut self, topic: &str, partition: i32) -> Option<&mut PartitionRecord> {
+    pub(super) fn partition_mut(
+        &mut self,
+        topic: &str,
+        partition: i32,
+    ) -> Option<&mut PartitionRecord> {
         self.topics
             .get_mut(topic)?
             .partitions

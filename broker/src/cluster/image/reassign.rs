@@ -378,7 +378,10 @@ mod tests {
         assert!(image.partition("t", 0).unwrap().reassigning());
         assert_eq!(alter_isr(&mut image, &[1, 2, 3]), Outcome::Done);
         // Done: the removed leader hands over to the first in-sync target replica.
-        assert_eq!(state(&image), (vec![2, 3], vec![2, 3], vec![], vec![], 2, 4));
+        assert_eq!(
+            state(&image),
+            (vec![2, 3], vec![2, 3], vec![], vec![], 2, 4)
+        );
     }
 
     #[test]
@@ -387,7 +390,10 @@ mod tests {
         reassign(&mut image, Some(&[1, 3]));
         alter_isr(&mut image, &[1, 2, 3]);
         // Replica 2 left: its fetches at epoch 3 must be refused from now on.
-        assert_eq!(state(&image), (vec![1, 3], vec![1, 3], vec![], vec![], 1, 4));
+        assert_eq!(
+            state(&image),
+            (vec![1, 3], vec![1, 3], vec![], vec![], 1, 4)
+        );
     }
 
     #[test]
@@ -395,10 +401,16 @@ mod tests {
         let mut image = image_with(&[1, 2, 3], &[1, 2, 3]);
         assert_eq!(reassign(&mut image, Some(&[3, 2])), Reassigned::Done);
         // The removed leader hands over to the first in-sync target replica.
-        assert_eq!(state(&image), (vec![3, 2], vec![2, 3], vec![], vec![], 3, 4));
+        assert_eq!(
+            state(&image),
+            (vec![3, 2], vec![2, 3], vec![], vec![], 3, 4)
+        );
         assert_eq!(reassign(&mut image, Some(&[2, 3])), Reassigned::Done);
         // Same members: no epoch bump, the leader stays (a preferred election moves it).
-        assert_eq!(state(&image), (vec![2, 3], vec![2, 3], vec![], vec![], 3, 4));
+        assert_eq!(
+            state(&image),
+            (vec![2, 3], vec![2, 3], vec![], vec![], 3, 4)
+        );
     }
 
     #[test]
@@ -407,7 +419,10 @@ mod tests {
         reassign(&mut image, Some(&[2, 3]));
         assert_eq!(reassign(&mut image, None), Reassigned::Done);
         // Replica 3 left (an epoch bump, as in Kafka); the order is the union's, without it.
-        assert_eq!(state(&image), (vec![2, 1], vec![1, 2], vec![], vec![], 1, 4));
+        assert_eq!(
+            state(&image),
+            (vec![2, 1], vec![1, 2], vec![], vec![], 1, 4)
+        );
         assert_eq!(
             reassign(&mut image, None),
             Reassigned::NoReassignmentInProgress
