@@ -10,6 +10,9 @@ docs/design.md "Partition reassignment"), against 3 Strom nodes and 3 Kafka 4.4 
 - a move to a stopped broker (sent raw: the tool refuses brokers DescribeCluster does not
   list) stays in progress: `--list` shows the union with adding and removing replicas,
   `--verify` says it is still in progress, `--cancel` reverts it;
+- `--throttle 1` keeps a move of several MiB in progress (the new replica gets one
+  fetch's worth, then waits for the replication rate to fall back), and `--cancel` clears
+  the throttles;
 - the errors Kafka's controller gives (raw AlterPartitionReassignments v0, since the tool
   checks broker ids and duplicates itself): NO_REASSIGNMENT_IN_PROGRESS on cancelling
   nothing, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT for an empty list, a
@@ -34,7 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import brokers
 import kafka_tools
 from conftest import BROKERS
-from raw_protocol import Reader, raw_call
+from raw_protocol import TOPIC, Reader, describe_configs, raw_call
 
 NODES = 3
 
@@ -222,6 +225,47 @@ def test_reassign_to_a_stopped_broker_lists_as_in_progress_and_cancels(cluster, 
     assert "None of the specified partition reassignments are active." in out, out
 
 
+def test_throttled_move_stays_in_progress_and_cancel_clears_the_throttles(cluster, tmp_path):
+    """`--throttle 1` (1 B/s): the tool sets the throttled replicas on the topic (the current
+    replicas on the leader side, the new one on the follower side) and the rates on every
+    broker of the move; the new replica, out of the ISR, gets one fetch's worth (1 MiB)
+    and then waits for the rate over the last 11 s to fall below 1 B/s, so a partition of
+    several MiB stays in progress. `--cancel` reverts it and clears the throttles."""
+    md = create_rf2(cluster, "throttled")
+    old = sorted(md.replicas)
+    spare = next(b for b in range(1, NODES + 1) if b not in old)
+    producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "acks": "all", "linger.ms": 5})
+    for i in range(6000):
+        producer.produce("throttled", value=b"x" * 1000, partition=0)
+        if i % 500 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    target = [old[0], old[1], spare]
+
+    out = kafka_tools.ok(reassign(cluster, "--execute", "--throttle", "1", "--reassignment-json-file",
+                                  plan(tmp_path, "throttled", target))).out
+    assert "The inter-broker throttle limit was set to 1 B/s" in out, out
+    configs = describe_configs(cluster[0].bootstrap, TOPIC, "throttled")
+    assert configs["leader.replication.throttled.replicas"] == f"0:{old[0]},0:{old[1]}", configs
+    assert configs["follower.replication.throttled.replicas"] == f"0:{spare}", configs
+    out = reassign(cluster, "--verify", "--preserve-throttles", "--reassignment-json-file",
+                   plan(tmp_path, "throttled", target)).out
+    assert "Reassignment of partition throttled-0 is still in progress." in out, out
+    # The new replica took at most a couple of fetches (1 MiB each) of the 6 MB.
+    copy = cluster[spare - 1].workdir / "data" / "throttled-0"
+    held = sum(f.stat().st_size for f in copy.glob("*.log")) if copy.exists() else 0
+    assert held < 4_000_000, held
+    assert partition_md(cluster, "throttled", 0).isrs.count(spare) == 0
+
+    out = kafka_tools.ok(reassign(cluster, "--cancel", "--reassignment-json-file",
+                                  plan(tmp_path, "throttled", target))).out
+    assert "Successfully cancelled partition reassignment for: throttled-0" in out, out
+    assert "Clearing topic-level throttles on topic throttled" in out, out
+    configs = describe_configs(cluster[0].bootstrap, TOPIC, "throttled")
+    assert configs.get("leader.replication.throttled.replicas") in ("", None), configs
+    wait_for(f"{copy} removed", lambda: not copy.exists(), timeout_s=30)
+
+
 def uvarint(n):
     out = b""
     while n >= 0x80:
@@ -265,7 +309,9 @@ def alter_reassignments(bootstrap, topic, partition, replicas):
 def test_reassignment_errors_are_kafkas(cluster):
     md = wait_for("cancelled-0", lambda: partition_md(cluster, "cancelled", 0))
     boot = cluster[0].bootstrap
-    assert alter_reassignments(boot, "cancelled", 0, None) == (85, "No partition reassignment is in progress.")
+    # Kafka leaves out a message that is the code's default ("No partition reassignment is
+    # in progress."), and so does Strom.
+    assert alter_reassignments(boot, "cancelled", 0, None) == (85, None)
     assert alter_reassignments(boot, "no-such-topic", 0, [1]) == (3, "Unable to find a topic named no-such-topic.")
     assert alter_reassignments(boot, "cancelled", 5, [1]) == (3, "Unable to find partition cancelled:5.")
     assert alter_reassignments(boot, "cancelled", 0, []) == (

@@ -27,6 +27,7 @@ use super::image::MetadataImage;
 use crate::kafka_conn::KafkaConn;
 use crate::partition::replica::Role;
 use crate::partition::Partition;
+use crate::quota::replication::Side;
 use crate::shard::{frontend, home_shard, BrokerContext, ShardState};
 
 /// A follower refuses a larger answer (bounds what one fetch makes it allocate).
@@ -258,8 +259,9 @@ async fn fetch_from(
             }
         }
         let c = conn.as_mut().expect("connected above");
+        let limits = follower_limits(&state, &cluster, &parts);
         let result = match truncate_pending(c, me, &parts).await {
-            Ok(()) => fetch_once(c, me, leader, &parts).await,
+            Ok(()) => fetch_once(c, me, leader, &parts, &limits).await,
             Err(e) => Err(e),
         };
         if let Err(e) = result {
@@ -268,6 +270,31 @@ async fn fetch_from(
             tokio::time::sleep(BACKOFF).await;
         }
     }
+}
+
+/// Per partition of `parts`, the follower rate it is throttled to (`quota::replication`): set
+/// for a replica out of the ISR whose topic lists it in `follower.replication.throttled.replicas`
+/// while this broker has a `follower.replication.throttled.rate`.
+fn follower_limits(
+    state: &ShardState,
+    cluster: &ClusterHandle,
+    parts: &[(Rc<Partition>, i32)],
+) -> Vec<Option<u64>> {
+    let me = cluster.node_id;
+    let view = state.ctx.catalog.broker();
+    let catalog = state.ctx.catalog.snapshot();
+    let image = cluster.image();
+    parts
+        .iter()
+        .map(|(p, _)| {
+            let meta = catalog.get(&p.topic)?;
+            let limit = Side::Follower.limit(&view, &meta.configs, p.index, me)?;
+            let in_sync = image
+                .partition(&p.topic, p.index)
+                .is_some_and(|r| r.in_sync().contains(&me));
+            (!in_sync).then_some(limit)
+        })
+        .collect()
 }
 
 /// A fetcher that cannot reach its leader says so at debug level (a leader restarting is
@@ -357,12 +384,19 @@ async fn fetch_once(
     me: i32,
     leader: i32,
     parts: &[(Rc<Partition>, i32)],
+    limits: &[Option<u64>],
 ) -> Result<(), crate::kafka_conn::ConnError> {
     let mut topics: BTreeMap<Arc<str>, Vec<FetchPartition>> = BTreeMap::new();
-    let mut asked: Vec<&(Rc<Partition>, i32)> = Vec::new();
-    for pe in parts {
+    let mut asked: Vec<(&(Rc<Partition>, i32), Option<u64>)> = Vec::new();
+    for (pe, limit) in parts.iter().zip(limits) {
         let (p, epoch) = pe;
         if p.truncate_is_pending() {
+            continue;
+        }
+        // A throttled replica is asked for again once the quota has room (Kafka's
+        // `shouldFollowerThrottle`); as in Kafka, that fetch may take a whole
+        // `PARTITION_MAX_BYTES`, and the quota then waits for the rate to fall back.
+        if limit.is_some_and(|l| Side::Follower.exceeded(l)) {
             continue;
         }
         topics.entry(p.topic.clone()).or_default().push(
@@ -374,7 +408,7 @@ async fn fetch_once(
                 .with_log_start_offset(p.log.log_start_offset())
                 .with_partition_max_bytes(PARTITION_MAX_BYTES),
         );
-        asked.push(pe);
+        asked.push((pe, *limit));
     }
     if asked.is_empty() {
         tokio::time::sleep(BACKOFF).await;
@@ -403,12 +437,15 @@ async fn fetch_once(
     let mut backoff = false;
     for t in resp.responses {
         for pr in t.partitions {
-            let Some((p, epoch)) = asked
+            let Some(((p, epoch), limit)) = asked
                 .iter()
-                .find(|(p, _)| *p.topic == *t.topic.as_str() && p.index == pr.partition_index)
+                .find(|((p, _), _)| *p.topic == *t.topic.as_str() && p.index == pr.partition_index)
             else {
                 continue;
             };
+            if limit.is_some() {
+                Side::Follower.record(pr.records.as_ref().map_or(0, |r| r.len() as u64));
+            }
             // The image may have moved on while the fetch was out.
             if !still_following(p, leader, *epoch) || p.truncate_is_pending() {
                 continue;

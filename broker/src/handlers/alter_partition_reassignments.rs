@@ -21,8 +21,8 @@ use crate::cluster::image::{Command, Outcome, Reassigned, Reassignment};
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 1;
 
-/// Kafka's code and message of one partition's outcome (`ApiError.fromThrowable`; a
-/// success has no message).
+/// Kafka's code and message of one partition's outcome (`ApiError.fromThrowable`: a
+/// success, and an error whose message is its code's default, have none).
 pub fn answer(r: &Reassigned) -> (i16, Option<String>) {
     let (code, message) = match r {
         Reassigned::Done => return (0, None),
@@ -30,10 +30,7 @@ pub fn answer(r: &Reassigned) -> (i16, Option<String>) {
         Reassigned::InvalidReplicaAssignment(m) => (ResponseError::InvalidReplicaAssignment, m),
         Reassigned::InvalidReplicationFactor(m) => (ResponseError::InvalidReplicationFactor, m),
         Reassigned::NoReassignmentInProgress => {
-            return (
-                ResponseError::NoReassignmentInProgress.code(),
-                Some("No partition reassignment is in progress.".into()),
-            )
+            return (ResponseError::NoReassignmentInProgress.code(), None)
         }
     };
     (code.code(), Some(message.clone()))
@@ -154,11 +151,7 @@ mod tests {
                 38,
                 Some("rf"),
             ),
-            (
-                Reassigned::NoReassignmentInProgress,
-                85,
-                Some("No partition reassignment is in progress."),
-            ),
+            (Reassigned::NoReassignmentInProgress, 85, None),
         ];
         for (outcome, code, message) in table {
             let (c, m) = answer(&outcome);

@@ -21,6 +21,7 @@ use crate::partition::txn::{ControlType, ProducerInfo, TxnDataError};
 use crate::partition::{
     DeleteRecordsError, FetchOutcome, Partition, PartitionError, ProduceOutcome,
 };
+use crate::quota::replication::Side;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrontendError {
@@ -306,6 +307,21 @@ pub struct FetchRead {
     pub remote: Option<crate::tiered::RemoteFetch>,
 }
 
+/// The leader rate a follower's fetch of `p` is throttled to (`quota::replication`): a
+/// follower out of the ISR, of a partition its topic lists with this broker in
+/// `leader.replication.throttled.replicas`, while this broker has a
+/// `leader.replication.throttled.rate`.
+fn leader_throttle(state: &ShardState, p: &Partition, follower: i32) -> Option<u64> {
+    let Role::Leader { me, isr, .. } = p.role() else {
+        return None;
+    };
+    if isr.contains(&follower) {
+        return None;
+    }
+    let meta = state.ctx.catalog.snapshot().get(&p.topic).cloned()?;
+    Side::Leader.limit(&state.ctx.catalog.broker(), &meta.configs, p.index, me)
+}
+
 /// Reads several partitions homed on shard `shard` with one message (a fetch sends one per
 /// shard it touches, all at once, instead of one round trip per partition).
 pub async fn fetch_many(
@@ -322,8 +338,17 @@ pub async fn fetch_many(
                 Ok(p) if r.replica.is_some() => {
                     let (follower, log_start) = r.replica.expect("guarded");
                     let watch = Some(p.watch_log_end());
+                    let limit = leader_throttle(&state, &p, follower);
+                    let spent = limit.is_some_and(|l| Side::Leader.exceeded(l));
                     let outcome = match p.replica_read(follower, r.offset, log_start, r.max_bytes) {
-                        Ok((o, expand)) => {
+                        Ok((mut o, expand)) => {
+                            // A throttled replica gets no records while the leader quota is
+                            // spent (its progress still counts: Kafka's `shouldLeaderThrottle`).
+                            if spent {
+                                o.data = Default::default();
+                            } else if limit.is_some() {
+                                Side::Leader.record(o.data.total_bytes as u64);
+                            }
                             if let Some((epoch, isr)) = expand {
                                 if let Some(c) = state.ctx.cluster.get() {
                                     crate::cluster::handle::propose_isr(c, &p, epoch, isr);
