@@ -207,6 +207,9 @@ fn drop_replica(state: &ShardState, p: Rc<Partition>, leader: i32, epoch: i32) {
     crate::shard::frontend::delete_files(p);
 }
 
+/// A partition this shard follows, with the leader epoch it follows at.
+type Followed = (Rc<Partition>, i32);
+
 /// The partitions of this shard that follow `leader`, with the epoch they follow at.
 fn following(state: &ShardState, leader: i32) -> Vec<(Rc<Partition>, i32)> {
     state
@@ -387,7 +390,7 @@ async fn fetch_once(
     limits: &[Option<u64>],
 ) -> Result<(), crate::kafka_conn::ConnError> {
     let mut topics: BTreeMap<Arc<str>, Vec<FetchPartition>> = BTreeMap::new();
-    let mut asked: Vec<(&(Rc<Partition>, i32), Option<u64>)> = Vec::new();
+    let mut asked: Vec<(&Followed, Option<u64>)> = Vec::new();
     for (pe, limit) in parts.iter().zip(limits) {
         let (p, epoch) = pe;
         if p.truncate_is_pending() {
