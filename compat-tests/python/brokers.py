@@ -335,10 +335,13 @@ KAFKA_CLUSTER_HEAP = "-Xms128m -Xmx384m"
 class Cluster(list):
     """The nodes, node id i at index i-1; `kind` is "strom" or "kafka"."""
 
-    def __init__(self, kind: str, root: Path):
+    def __init__(self, kind: str, root: Path, voters: str = "", cluster_id: str = "", shards: int = 1):
         super().__init__()
         self.kind = kind
         self.root = root
+        self.voters = voters
+        self.cluster_id = cluster_id
+        self.shards = shards
 
     def kill9(self, node_id: int) -> None:
         n = self[node_id - 1]
@@ -352,6 +355,29 @@ class Cluster(list):
         n = _spawn(f"{old.name.split('-restart')[0]}-restart{k}", old.extra["cmd"], old.workdir, old.port,
                    old.extra["env"], **{**old.extra, "restarts": k})
         self[node_id - 1] = n
+        n.wait_ready(timeout_s=_cluster_start_timeout(self.kind), serving=True)
+        return n
+
+    def add_broker_only_node(self) -> BrokerProcess:
+        """Node id len+1, a broker that is not a metadata voter (Kafka's
+        `process.roles=broker`; a Strom observer on `strom.raft.listen`), once it serves."""
+        node_id = len(self) + 1
+        port, raft_port, metrics_port = free_port(), free_port(), free_port()
+        workdir = self.root / f"node-{node_id}"
+        workdir.mkdir()
+        if self.kind == "kafka":
+            argv = ["bash", str(KAFKA_SH), "node", str(node_id), str(port), str(raft_port), str(workdir),
+                    self.voters, self.cluster_id]
+            # Later keys win in Java's Properties: no controller role, no controller listener.
+            env = {"KAFKA_HEAP_OPTS": KAFKA_CLUSTER_HEAP, "KAFKA_EXTRA_PROPERTIES": "\n".join(
+                [KAFKA_CLUSTER_PROPERTIES, "process.roles=broker", f"listeners=PLAINTEXT://127.0.0.1:{port}"])}
+        else:
+            argv = _strom_node_argv(node_id, port, metrics_port, workdir, self.voters, self.shards) + [
+                "--set", f"strom.raft.listen=127.0.0.1:{raft_port}"]
+            env = {}
+        n = _spawn(f"{self.kind}-{node_id}", argv, workdir, port, env, cmd=argv, env=env, node_id=node_id,
+                   restarts=0, raft_port=raft_port)
+        self.append(n)
         n.wait_ready(timeout_s=_cluster_start_timeout(self.kind), serving=True)
         return n
 
@@ -382,11 +408,12 @@ def start_cluster(kind: str, nodes: int = 3, shards: int = 1) -> Cluster:
 
 
 def _start_cluster(kind: str, count: int, shards: int) -> Cluster:
-    cluster = Cluster(kind, Path(tempfile.mkdtemp(prefix=f"strom-compat-{kind}-cluster-")))
     # Per node: the client port, the quorum (Raft / KRaft controller) port, and Strom's metrics port.
     ports = {i: (free_port(), free_port(), free_port()) for i in range(1, count + 1)}
     voters = ",".join(f"{i}@127.0.0.1:{p[1]}" for i, p in ports.items())
     cluster_id = _kafka_cluster_id()
+    cluster = Cluster(kind, Path(tempfile.mkdtemp(prefix=f"strom-compat-{kind}-cluster-")), voters, cluster_id,
+                      shards)
     try:
         for i, (port, quorum_port, metrics_port) in ports.items():
             workdir = cluster.root / f"node-{i}"
@@ -396,16 +423,7 @@ def _start_cluster(kind: str, count: int, shards: int) -> Cluster:
                         voters, cluster_id]
                 env = {"KAFKA_HEAP_OPTS": KAFKA_CLUSTER_HEAP, "KAFKA_EXTRA_PROPERTIES": KAFKA_CLUSTER_PROPERTIES}
             else:
-                argv = [
-                    str(STROM_BIN), "serve",
-                    "--node-id", str(i),
-                    "--listen", f"127.0.0.1:{port}",
-                    "--metrics-listen", f"127.0.0.1:{metrics_port}",
-                    "--data-dir", str(workdir / "data"),
-                    "--shards", str(shards),
-                    "--set", f"controller.quorum.voters={voters}",
-                    "--set", "schema_registry_enable=false",
-                ]
+                argv = _strom_node_argv(i, port, metrics_port, workdir, voters, shards)
                 env = {}
             cluster.append(_spawn(f"{kind}-{i}", argv, workdir, port, env, cmd=argv, env=env, node_id=i,
                                   restarts=0))
@@ -417,6 +435,20 @@ def _start_cluster(kind: str, count: int, shards: int) -> Cluster:
         shutil.rmtree(cluster.root, ignore_errors=True)
         raise
     return cluster
+
+
+def _strom_node_argv(node_id: int, port: int, metrics_port: int, workdir: Path, voters: str,
+                     shards: int) -> list[str]:
+    return [
+        str(STROM_BIN), "serve",
+        "--node-id", str(node_id),
+        "--listen", f"127.0.0.1:{port}",
+        "--metrics-listen", f"127.0.0.1:{metrics_port}",
+        "--data-dir", str(workdir / "data"),
+        "--shards", str(shards),
+        "--set", f"controller.quorum.voters={voters}",
+        "--set", "schema_registry_enable=false",
+    ]
 
 
 def _kafka_cluster_id() -> str:

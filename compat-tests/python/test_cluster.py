@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 import brokers
 from raw_protocol import raw_call
@@ -1042,3 +1042,161 @@ def test_unclean_election_gives_a_leaderless_partition_a_live_out_of_sync_replic
     assert md.isrs == [follower]
     cluster.restart(leader)
     wait_isr(cluster, topic, 0, 2, 120)
+
+
+def test_create_partitions_replicates_the_new_ones_and_delete_topics_empties_every_replica(cluster):
+    """CreatePartitions on an RF=3 topic gives the new partitions three in-sync replicas that
+    take acks=all writes; DeleteTopics then removes the topic's partition directories from
+    every node (Kafka renames them `<topic>-<p>.<id>-delete` and removes them after
+    `log.segment.delete.delay.ms`: either way no live directory stays)."""
+    topic = "grown-then-deleted"
+    create(cluster, topic, 2)
+    admin = AdminClient({"bootstrap.servers": live_bootstrap(cluster)})
+    admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=30)
+    for p in (2, 3):
+        md = wait_isr(cluster, topic, p, 3)
+        assert sorted(md.replicas) == [1, 2, 3], md.replicas
+    producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "acks": "all", "enable.idempotence": True})
+    for p in range(4):
+        for i in range(10):
+            producer.produce(topic, value=f"p{p}-{i}".encode(), partition=p)
+    assert producer.flush(60) == 0
+    for p in range(4):
+        assert [v for _, v in read_all(cluster, topic, p, 10)] == [f"p{p}-{i}" for i in range(10)]
+
+    def live_dirs():
+        return sorted(str(d) for n in cluster for d in (n.workdir / "data").glob(f"{topic}-*")
+                      if re.fullmatch(rf"{re.escape(topic)}-\d+", d.name))
+    assert len(live_dirs()) == 12, live_dirs()
+    admin.delete_topics([topic])[topic].result(timeout=30)
+    wait_for("no live partition directory of the deleted topic on any node", lambda: not live_dirs(), 60)
+    wait_for("the topic gone from every node's metadata", lambda: all(
+        topic not in AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(timeout=5).topics for n in cluster))
+
+
+# --- Adding a node (issue 17): a broker-only node, Kafka's process.roles=broker, which
+# Strom runs as an observer of the metadata quorum (docs/design.md "Cluster").
+
+
+def test_a_broker_only_node_joins_hosts_replicas_and_observes_the_quorum(cluster):
+    """A fourth node outside the voters joins as a broker: every node's Metadata lists it,
+    Kafka's quorum tool shows it as an observer beside the same three voters, a topic created
+    afterwards places replicas on it, and it comes back after a kill -9 on its own data."""
+    import kafka_tools
+    n4 = cluster.add_broker_only_node()
+    wait_for("four brokers in every node's metadata", lambda: all(
+        len(AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(timeout=5).brokers) == 4
+        for n in cluster), 60)
+
+    def observer_listed():
+        r = kafka_tools.ok(kafka_tools.run("kafka-metadata-quorum", n4.bootstrap, "describe", "--status"))
+        status = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in r.lines())}
+        voters = sorted(v["id"] for v in json.loads(status["CurrentVoters"]))
+        observers = [o["id"] for o in json.loads(status["CurrentObservers"])]
+        assert voters == [1, 2, 3], status
+        return 4 in observers
+    wait_for("node 4 among the quorum's observers", observer_listed, 60)
+    r = kafka_tools.ok(kafka_tools.run("kafka-metadata-quorum", n4.bootstrap, "describe", "--replication"))
+    rows = {row[0]: row[-1] for row in (line.split() for line in r.lines()[1:])}
+    assert rows.get("4") == "Observer", r.out
+
+    topic = "four-nodes"
+    admin = AdminClient({"bootstrap.servers": n4.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=3)])[topic].result(timeout=30)
+    mds = [wait_isr(cluster, topic, p, 3) for p in range(4)]
+    on_4 = [p for p, md in enumerate(mds) if 4 in md.replicas]
+    assert len(on_4) == 3, [md.replicas for md in mds]
+    producer = Producer({"bootstrap.servers": live_bootstrap(cluster), "acks": "all", "enable.idempotence": True})
+    for p in on_4:
+        for i in range(20):
+            producer.produce(topic, value=f"p{p}-{i:02d}".encode(), partition=p)
+    assert producer.flush(60) == 0
+    cluster.kill9(4)
+    cluster.restart(4)
+    for p in on_4:
+        wait_isr(cluster, topic, p, 3, 120)
+        got = read_all(cluster, topic, p, 20)
+        assert [v for _, v in got] == [f"p{p}-{i:02d}" for i in range(20)]
+        log = cluster[3].workdir / "data" / f"{topic}-{p}" / "00000000000000000000.log"
+        assert log.read_bytes().count(b"p%d-" % p) == 20, "node 4 holds a full replica"
+
+
+def test_quorum_tool_promotes_an_observer_to_a_voter_and_removes_a_voter(cluster):
+    """KIP-853 with Kafka's tool: `add-controller` makes the broker-only node 4 a voter,
+    `remove-controller` takes the quorum's leader out of the voters (it steps down and stays
+    a broker, an observer) and back in. Strom's voters are what its metadata log says;
+    `controller.quorum.voters` only seeds the quorum. Kafka's static quorum (kraft.version 0)
+    refuses both (FINDINGS)."""
+    import kafka_tools
+    if len(cluster) < 4:
+        cluster.add_broker_only_node()
+
+    def meta(node_id):
+        text = (cluster[node_id - 1].workdir / "data" / "meta.properties").read_text()
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+
+    def controller_config(node_id, raft_port):
+        path = cluster.root / f"node-{node_id}-controller.properties"
+        path.write_text(f"process.roles=broker,controller\nnode.id={node_id}\nlog.dirs={cluster[node_id - 1].workdir / 'data'}\n"
+                        f"controller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:{raft_port}\n")
+        return str(path)
+
+    def quorum():
+        """(voters, observers); ([], []) while no leader answers (one that removed itself
+        steps down, and the others elect a new one)."""
+        r = kafka_tools.run("kafka-metadata-quorum", cluster[0].bootstrap, "describe", "--status")
+        if r.rc != 0:
+            return [], []
+        status = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in r.lines())}
+        quorum.leader = int(status["LeaderId"])
+        return (sorted(v["id"] for v in json.loads(status["CurrentVoters"])),
+                sorted(o["id"] for o in json.loads(status["CurrentObservers"])))
+
+    def add(node_id, raft_port):
+        return kafka_tools.run("kafka-metadata-quorum", cluster[0].bootstrap, "--command-config",
+                               controller_config(node_id, raft_port), "add-controller")
+
+    def remove(node_id):
+        return kafka_tools.run("kafka-metadata-quorum", cluster[0].bootstrap, "remove-controller",
+                               "--controller-id", str(node_id), "--controller-directory-id",
+                               meta(node_id)["directory.id"])
+
+    def raft_port(node_id):
+        if node_id == 4:
+            return cluster[3].extra["raft_port"]
+        return int(re.search(rf"{node_id}@127\.0\.0\.1:(\d+)", cluster.voters).group(1))
+
+    if cluster.kind == "kafka":
+        r = add(4, raft_port(4))
+        assert r.rc != 0 and "UnsupportedVersion" in r.out + r.err, r
+        assert quorum()[0] == [1, 2, 3]
+        return
+
+    r = kafka_tools.ok(add(4, raft_port(4)))
+    assert "Added controller 4" in r.out, r.out
+    assert wait_for("node 4 a voter", lambda: quorum()[0] == [1, 2, 3, 4], 30)
+    # The leader removes itself: the hard case (openraft would let a learner go on leading).
+    gone = quorum.leader
+    rest = sorted({1, 2, 3, 4} - {gone})
+    r = kafka_tools.ok(remove(gone))
+    assert "Removed" in r.out, r.out
+    voters, observers = wait_for(f"node {gone} out of the voters, another leader",
+                                 lambda: (lambda q: q if q[0] == rest and quorum.leader in rest else None)(quorum()), 30)
+    assert wait_for(f"node {gone} an observer", lambda: gone in quorum()[1], 30)
+    # Not a voter, not an observer, a voter already: Kafka's errors.
+    r = remove(gone)
+    assert r.rc != 0 and "VoterNotFoundException" in r.out + r.err, r
+    r = add(rest[0], raft_port(rest[0]))
+    assert r.rc != 0 and "DuplicateVoterException" in r.out + r.err, r
+    # The other three take metadata writes; the removed node, a broker, still hosts replicas.
+    topic = "after-voter-changes"
+    admin = AdminClient({"bootstrap.servers": cluster[0].bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=4)])[topic].result(timeout=30)
+    for p in range(4):
+        wait_isr(cluster, topic, p, 4)
+    # It restarts on its data as an observer (its log says so, whatever its config's voters say).
+    cluster.kill9(gone)
+    cluster.restart(gone)
+    assert wait_for(f"node {gone} back as an observer", lambda: gone in quorum()[1], 30)
+    kafka_tools.ok(add(gone, raft_port(gone)))
+    assert wait_for(f"node {gone} a voter again", lambda: quorum()[0] == [1, 2, 3, 4], 30)

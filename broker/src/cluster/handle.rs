@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use super::image::{Command, MetadataImage, Outcome};
 use super::network::{PeerClient, PeerRequest, PeerResponse};
 use super::types::Raft;
+use super::voter_change::{self, VoterChange, VoterChangeError};
 use super::voters;
 use crate::partition::Partition;
 
@@ -176,6 +177,57 @@ impl ClusterHandle {
             Ok(_) => Err(ClusterError::NoQuorum("the metadata leader moved".into())),
             Err(e) => Err(ClusterError::NoQuorum(e.to_string())),
         }
+    }
+
+    /// AddRaftVoter / RemoveRaftVoter: made by the Raft leader (here, or asked over the peer
+    /// port), retried while the leadership moves, for at most `timeout`.
+    pub async fn change_voters(
+        &self,
+        change: VoterChange,
+        timeout: Duration,
+    ) -> Result<(), VoterChangeError> {
+        let raft = self.raft.clone();
+        let work = async move {
+            let deadline = Instant::now() + timeout;
+            loop {
+                let outcome = match voter_change::apply(&raft, change.clone()).await {
+                    Err(VoterChangeError::NotLeader) => {
+                        let m = raft.metrics().borrow().clone();
+                        let leader = m
+                            .current_leader
+                            .filter(|l| *l != m.id)
+                            .and_then(|l| m.membership_config.membership().get_node(&l).cloned())
+                            .and_then(|n| n.addr.parse().ok());
+                        match leader {
+                            Some(addr) => {
+                                let req = PeerRequest::ChangeVoters(change.clone());
+                                match PeerClient::new(addr).call(&req, timeout).await {
+                                    Ok(PeerResponse::ChangeVoters(r)) => r,
+                                    _ => Err(VoterChangeError::NotLeader),
+                                }
+                            }
+                            None => Err(VoterChangeError::NotLeader),
+                        }
+                    }
+                    other => other,
+                };
+                match outcome {
+                    Err(VoterChangeError::NotLeader) if Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(VoterChangeError::NotLeader) => {
+                        return Err(VoterChangeError::Failed(
+                            "no metadata quorum leader answered in time".into(),
+                        ))
+                    }
+                    other => return other,
+                }
+            }
+        };
+        self.runtime
+            .spawn(work)
+            .await
+            .map_err(|e| VoterChangeError::Failed(e.to_string()))?
     }
 
     /// Stops the Raft node and its thread (clean shutdown; before the shards stop).

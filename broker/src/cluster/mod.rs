@@ -14,7 +14,8 @@
 //! (broker sessions, fencing, failover through the image), `replicas.rs` (roles and the
 //! follower fetchers on every shard) and `partition::replica` (high watermark, acks=all,
 //! truncation). A node refuses produce for partitions it does not lead
-//! (NOT_LEADER_OR_FOLLOWER). Without voters nothing here starts.
+//! (NOT_LEADER_OR_FOLLOWER). Without voters nothing here starts. A node that is not a voter
+//! is a broker-only node, an observer of the quorum (`observer.rs`).
 
 pub mod controller;
 pub mod handle;
@@ -24,10 +25,12 @@ mod liveness;
 mod materialize;
 pub mod migrate;
 pub mod network;
+mod observer;
 pub mod quorum;
 pub mod replicas;
 pub mod store;
 pub mod types;
+pub mod voter_change;
 pub mod voters;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,9 +70,11 @@ pub fn start(
         return Ok(None);
     }
     let node_id = ctx.config.node_id;
-    let own = *voters
-        .get(&(node_id as u64))
-        .ok_or(voters::VotersError::NotAVoter(node_id))?;
+    let is_voter = voters.contains_key(&(node_id as u64));
+    let own = match voters.get(&(node_id as u64)) {
+        Some(addr) => *addr,
+        None => voters::observer_address(node_id, &ctx.config.raft_listen)?,
+    };
     let dir = ctx.config.data_dir.join("cluster");
     // Before the metadata log exists: its directory is what says the node has been clustered.
     let migration = if !dir.exists() || dir.join(migrate::PENDING_FILE).exists() {
@@ -145,7 +150,15 @@ pub fn start(
                     materialized_tx,
                     hold,
                 ));
-                form(&raft, &voters).await;
+                if is_voter {
+                    form(&raft, &voters).await;
+                }
+                tokio::spawn(observer::stay_in_membership(
+                    raft.clone(),
+                    node_id as u64,
+                    own,
+                    voters.clone(),
+                ));
                 if let Some(m) = migration {
                     match migrate::propose(raft.clone(), m).await {
                         Ok(index) => {

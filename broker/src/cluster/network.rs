@@ -38,6 +38,13 @@ pub enum PeerRequest {
     Heartbeat(i32),
     /// DescribeQuorum, asked of the Raft leader (`quorum.rs`).
     DescribeQuorum,
+    /// A broker-only node asks to receive the metadata log (`observer.rs`).
+    Join {
+        id: NodeId,
+        addr: String,
+    },
+    /// AddRaftVoter / RemoveRaftVoter, for the Raft leader (`voter_change.rs`).
+    ChangeVoters(super::voter_change::VoterChange),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -52,6 +59,9 @@ pub enum PeerResponse {
     Heartbeat(Option<u64>),
     /// The leader's view of the quorum; `None` when the receiver does not lead.
     DescribeQuorum(Option<super::quorum::QuorumView>),
+    /// Admitted (or already in at that address), or why not.
+    Join(Result<(), String>),
+    ChangeVoters(Result<(), super::voter_change::VoterChangeError>),
 }
 
 fn codec() -> LengthDelimitedCodec {
@@ -247,6 +257,12 @@ async fn answer(
         }
         PeerRequest::DescribeQuorum => {
             PeerResponse::DescribeQuorum(super::quorum::leader_view(raft, liveness))
+        }
+        PeerRequest::Join { id, addr } => {
+            PeerResponse::Join(super::observer::admit(raft, id, addr).await)
+        }
+        PeerRequest::ChangeVoters(change) => {
+            PeerResponse::ChangeVoters(super::voter_change::apply(raft, change).await)
         }
         PeerRequest::Append(r) => PeerResponse::Append(raft.append_entries(r).await),
         PeerRequest::Vote(r) => PeerResponse::Vote(raft.vote(r).await),

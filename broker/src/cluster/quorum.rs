@@ -32,6 +32,9 @@ pub struct QuorumView {
     /// What the leader has applied (the committed metadata offset it serves).
     pub high_watermark: i64,
     pub voters: Vec<VoterState>,
+    /// Broker-only nodes (openraft learners, `observer.rs`): Kafka's observers.
+    #[serde(default)]
+    pub observers: Vec<VoterState>,
 }
 
 fn epoch_ms(ago: Duration) -> i64 {
@@ -56,41 +59,50 @@ pub fn leader_view(raft: &Raft, liveness: &Liveness) -> Option<QuorumView> {
     let replication = m.replication.clone().unwrap_or_default();
     let membership = m.membership_config.membership();
     let voter_ids: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
-    let voters = membership
+    if !voter_ids.contains(&me) {
+        // A leader that removed itself (RemoveRaftVoter) leads until that change commits,
+        // then steps down: no longer the quorum's leader for Kafka's tools, which look for
+        // the leader among the voters.
+        return None;
+    }
+    let state = |id: u64, addr: &str| {
+        let log_end_offset = if id == me {
+            leader_end
+        } else {
+            replication
+                .get(&id)
+                .map_or(-1, |l| l.map_or(0, |l| l.index as i64 + 1))
+        };
+        let seen = if id == me {
+            Some(Duration::ZERO)
+        } else {
+            liveness.seen_ago(id as i32)
+        };
+        let last_fetch_ms = seen.map_or(-1, epoch_ms);
+        let last_caught_up_ms = if log_end_offset == leader_end {
+            last_fetch_ms
+        } else {
+            -1
+        };
+        VoterState {
+            id: id as i32,
+            addr: addr.to_string(),
+            log_end_offset,
+            last_fetch_ms,
+            last_caught_up_ms,
+        }
+    };
+    let (voters, observers) = membership
         .nodes()
-        .filter(|(id, _)| voter_ids.contains(id))
-        .map(|(id, node)| {
-            let log_end_offset = if *id == me {
-                leader_end
-            } else {
-                replication
-                    .get(id)
-                    .map_or(-1, |l| l.map_or(0, |l| l.index as i64 + 1))
-            };
-            let seen = if *id == me {
-                Some(Duration::ZERO)
-            } else {
-                liveness.seen_ago(*id as i32)
-            };
-            let last_fetch_ms = seen.map_or(-1, epoch_ms);
-            let last_caught_up_ms = if log_end_offset == leader_end {
-                last_fetch_ms
-            } else {
-                -1
-            };
-            VoterState {
-                id: *id as i32,
-                addr: node.addr.clone(),
-                log_end_offset,
-                last_fetch_ms,
-                last_caught_up_ms,
-            }
-        })
-        .collect();
+        .map(|(id, node)| (voter_ids.contains(id), state(*id, &node.addr)))
+        .partition::<Vec<_>, _>(|(voter, _)| *voter);
+    let voters = voters.into_iter().map(|(_, s)| s).collect();
+    let observers = observers.into_iter().map(|(_, s)| s).collect();
     Some(QuorumView {
         leader: me as i32,
         epoch: m.current_term as i64,
         high_watermark: m.last_applied.map_or(0, |l| l.index as i64 + 1),
         voters,
+        observers,
     })
 }

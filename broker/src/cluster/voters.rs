@@ -11,8 +11,34 @@ pub enum VotersError {
     Address { entry: String, message: String },
     #[error("controller.quorum.voters names node {0} twice")]
     Duplicate(u64),
-    #[error("node.id {0} is not in controller.quorum.voters")]
+    #[error("node.id {0} is not in controller.quorum.voters, so it is a broker-only node, which needs strom.raft.listen (HOST:PORT: where the metadata leader sends it the log)")]
     NotAVoter(i32),
+    #[error("strom.raft.listen `{value}`: {message}")]
+    RaftListen { value: String, message: String },
+}
+
+/// The Raft address of a broker-only node (`observer.rs`): its `strom.raft.listen`.
+pub fn observer_address(node_id: i32, raft_listen: &str) -> Result<SocketAddr, VotersError> {
+    let value = raft_listen.trim();
+    if value.is_empty() {
+        return Err(VotersError::NotAVoter(node_id));
+    }
+    let fail = |message: String| VotersError::RaftListen {
+        value: value.into(),
+        message,
+    };
+    let addr = value
+        .to_socket_addrs()
+        .map_err(|e| fail(e.to_string()))?
+        .next()
+        .ok_or_else(|| fail("resolves to no address".into()))?;
+    if addr.ip().is_unspecified() {
+        // The leader connects to exactly this address.
+        return Err(fail(
+            "must be an address the other nodes can reach, not a wildcard".into(),
+        ));
+    }
+    Ok(addr)
 }
 
 /// Node id → Raft address. Empty for a single node.
@@ -55,6 +81,23 @@ mod tests {
         assert_eq!(v[&2], "127.0.0.1:9193".parse().unwrap());
         assert_eq!(v[&3].port(), 9194);
         assert!(parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn given_a_node_outside_the_voters_when_resolving_its_raft_address_then_strom_raft_listen() {
+        assert_eq!(
+            observer_address(4, " 127.0.0.1:9195 ").unwrap(),
+            "127.0.0.1:9195".parse().unwrap()
+        );
+        assert_eq!(observer_address(4, ""), Err(VotersError::NotAVoter(4)));
+        assert!(matches!(
+            observer_address(4, "0.0.0.0:9195"),
+            Err(VotersError::RaftListen { .. })
+        ));
+        assert!(matches!(
+            observer_address(4, "nohost"),
+            Err(VotersError::RaftListen { .. })
+        ));
     }
 
     #[test]

@@ -165,6 +165,9 @@ pub struct BrokerConfig {
     /// and their Raft (peer) addresses; this node's `node_id` must be one of them and its
     /// entry is the address it binds. Empty (default) = a single node. Restart needed.
     pub controller_quorum_voters: String,
+    /// `strom.raft.listen`: HOST:PORT a node outside `controller_quorum_voters` (broker-only,
+    /// a quorum observer) binds and is sent the metadata log on. Restart needed.
+    pub raft_listen: String,
     /// Kafka `auto.leader.rebalance.enable`: on a cluster, the controller gives partitions
     /// back to their preferred (first) replica once it is in sync again, every
     /// `leader_imbalance_check_interval_seconds`. Default true. Restart needed.
@@ -404,6 +407,7 @@ impl Default for BrokerConfig {
             node_id: 0,
             cluster_id: String::new(),
             controller_quorum_voters: String::new(),
+            raft_listen: String::new(),
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_seconds: 300,
             auto_create_topics_enable: true,
@@ -536,7 +540,12 @@ fn flatten(prefix: &str, table: toml::Table, out: &mut BTreeMap<String, toml::Va
 }
 
 pub fn normalise_key(k: &str) -> String {
-    k.replace(['.', '-'], "_").to_ascii_lowercase()
+    let k = k.replace(['.', '-'], "_").to_ascii_lowercase();
+    // Kafka's name of a Strom-only setting (`kafka_name`): `strom.raft.listen` = `raft_listen`.
+    match k.strip_prefix("strom_") {
+        Some(field) if known_key(field) => field.to_string(),
+        _ => k,
+    }
 }
 
 /// A raw string from the environment or a flag, typed the way the field expects.
@@ -667,6 +676,7 @@ pub fn kafka_name(key: &str) -> String {
         | "advertised_listener"
         | "shards"
         | "metrics_listen"
+        | "raft_listen"
         | "io_backend"
         | "max_in_flight_per_connection"
         | "cluster_id"

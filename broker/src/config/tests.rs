@@ -58,6 +58,22 @@ fn given_flag_and_env_when_loading_then_flag_wins() {
 }
 
 #[test]
+fn given_kafkas_name_of_a_strom_setting_when_loading_then_its_field() {
+    let (c, _) = load(
+        None,
+        env(&[]),
+        &[
+            ("strom.raft.listen".into(), "127.0.0.1:9195".into()),
+            ("strom.priority.alpha".into(), "0.5".into()),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.raft_listen, "127.0.0.1:9195");
+    assert_eq!(c.priority_alpha, 0.5);
+    assert!(load(None, env(&[]), &[("strom.no.such".into(), "1".into())]).is_err());
+}
+
+#[test]
 fn given_bad_value_when_loading_then_error_names_key_and_origin() {
     let err = load(None, env(&[("STROM_NUM_PARTITIONS", "many")]), &[]).unwrap_err();
     let msg = err.to_string();

@@ -104,22 +104,23 @@ fn clustered(
     partition: PartitionData,
     view: &crate::cluster::quorum::QuorumView,
 ) -> DescribeQuorumResponse {
-    let voters = view
-        .voters
-        .iter()
-        .map(|v| {
-            ReplicaState::default()
-                .with_replica_id(BrokerId(v.id))
-                .with_log_end_offset(v.log_end_offset)
-                .with_last_fetch_timestamp(v.last_fetch_ms)
-                .with_last_caught_up_timestamp(v.last_caught_up_ms)
-        })
-        .collect();
+    let states = |of: &[crate::cluster::quorum::VoterState]| {
+        of.iter()
+            .map(|v| {
+                ReplicaState::default()
+                    .with_replica_id(BrokerId(v.id))
+                    .with_log_end_offset(v.log_end_offset)
+                    .with_last_fetch_timestamp(v.last_fetch_ms)
+                    .with_last_caught_up_timestamp(v.last_caught_up_ms)
+            })
+            .collect::<Vec<_>>()
+    };
     let partition = partition
         .with_leader_id(BrokerId(view.leader))
         .with_leader_epoch(i32::try_from(view.epoch).unwrap_or(i32::MAX))
         .with_high_watermark(view.high_watermark)
-        .with_current_voters(voters);
+        .with_current_voters(states(&view.voters))
+        .with_observers(states(&view.observers));
     let nodes = if version >= 2 {
         view.voters
             .iter()

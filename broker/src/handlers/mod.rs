@@ -23,6 +23,7 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod add_raft_voter;
 pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
@@ -80,6 +81,7 @@ pub mod offset_for_leader_epoch;
 pub mod placement;
 pub mod produce;
 pub mod push_telemetry;
+pub mod remove_raft_voter;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod share_acknowledge;
@@ -451,6 +453,8 @@ api_table! {
     UpdateFeatures => update_features;
     DescribeTopicPartitions => describe_topic_partitions;
     DescribeQuorum => describe_quorum;
+    AddRaftVoter => add_raft_voter;
+    RemoveRaftVoter => remove_raft_voter;
     ElectLeaders => elect_leaders;
     AlterPartitionReassignments => alter_partition_reassignments;
     ListPartitionReassignments => list_partition_reassignments;

@@ -96,6 +96,8 @@ throttled!(
     GetTelemetrySubscriptionsResponse,
     PushTelemetryResponse,
     ListConfigResourcesResponse,
+    AddRaftVoterResponse,
+    RemoveRaftVoterResponse,
 );
 
 // No `throttle_time_ms` in these responses (the connection is still muted).
