@@ -609,8 +609,8 @@ pub async fn delete_partitions(ctx: &BrokerContext, topic: &Arc<TopicMeta>) {
 /// Deletes a partition's files once nothing holds it any more: an append or a read that
 /// still does finishes first (on this shard's thread; the partition is out of the shard's
 /// map already, so nothing new reaches it).
-pub fn delete_files(part: Rc<crate::partition::Partition>) {
-    let delete = |p: crate::partition::Partition| {
+pub fn delete_files(part: Rc<Partition>) {
+    let delete = |p: Partition| {
         if let Err(e) = p.log.delete() {
             tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "deleting partition files failed");
         }
