@@ -26,6 +26,7 @@ CLASSES = {
     "kafka-groups": "org.apache.kafka.tools.GroupsCommand",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",

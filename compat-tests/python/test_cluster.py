@@ -142,8 +142,8 @@ def test_producer_bootstrapped_on_one_node_reaches_every_partition_leader(cluste
     for p in range(PARTITIONS):
         assert got[p] == [f"{p}-{j}" for j in range(PER_PARTITION)], f"partition {p}"
 
-    # Each partition's records are on its leader's disk and nowhere else (Kafka does not
-    # even make the directory elsewhere; Strom makes it, empty, on every node).
+    # Each partition's records are on its leader's disk and nowhere else (neither broker
+    # makes the directory elsewhere).
     for p, leader in leaders.items():
         for node_id, n in zip((1, 2, 3), cluster):
             log = n.workdir / "data" / f"routed-{p}" / "00000000000000000000.log"

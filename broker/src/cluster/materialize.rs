@@ -1,10 +1,11 @@
 //! The broker side of the metadata quorum: every applied command that changes a topic is
 //! carried out on this node with the same code a single node runs — the local catalog
 //! (`strom-topics.json`, a cache of the image when clustered) gets the topic with the
-//! image's id and configs, and its partitions are opened on their home shards (on every
-//! node: the next step replicates into them), given their new settings, or removed with
-//! their files. The other sections a command changes (ACLs, SCRAM credentials, quotas,
-//! dynamic broker configs, group and client-metrics configs, feature levels) are mirrored
+//! image's id and configs, and the partitions this node holds a replica of are opened on
+//! their home shards (the replica manager, `replicas.rs`, opens and deletes them as
+//! reassignments move replicas), given their new settings, or removed with their files.
+//! The other sections a command changes (ACLs, SCRAM credentials, quotas, dynamic broker
+//! configs, group and client-metrics configs, feature levels) are mirrored
 //! whole into the node's own stores, which stay the files a single node keeps: the
 //! authorizer, SASL and the quota managers read them as before, with no lock and no message
 //! to the cluster thread. Idempotent: replaying an entry after a restart finds nothing to do.
@@ -247,8 +248,15 @@ async fn follow(ctx: &BrokerContext, name: &str, record: Option<&TopicRecord>) {
             .get(name)
             .cloned()
             .expect("just added");
-        if let Err(e) = frontend::open_partitions(ctx, &meta, current..count).await {
-            tracing::error!(topic = name, error = %e, "cannot open partitions");
+        // Only the replicas the image places here: a node holds no log of the others.
+        for (i, p) in record.partitions.iter().enumerate().skip(current as usize) {
+            if !p.replicas.contains(&ctx.config.node_id) {
+                continue;
+            }
+            let i = i as i32;
+            if let Err(e) = frontend::open_partitions(ctx, &meta, i..i + 1).await {
+                tracing::error!(topic = name, partition = i, error = %e, "cannot open partition");
+            }
         }
     }
 }

@@ -27,6 +27,7 @@ use super::image::MetadataImage;
 use crate::kafka_conn::KafkaConn;
 use crate::partition::replica::Role;
 use crate::partition::Partition;
+use crate::quota::replication::Side;
 use crate::shard::{frontend, home_shard, BrokerContext, ShardState};
 
 /// A follower refuses a larger answer (bounds what one fetch makes it allocate).
@@ -84,8 +85,12 @@ async fn manage(state: Rc<ShardState>) {
 /// long leaves the ISR, so acks=all does not wait for it.
 const REPLICA_LAG_MAX: Duration = Duration::from_secs(10);
 
-/// Sets the role of every replicated partition of this shard (and shrinks the ISR of those
-/// it leads by lagging followers); returns the leaders its followers fetch from.
+/// Sets the role of every partition of this shard that the image places a replica of here
+/// (and shrinks the ISR of those it leads by lagging followers); returns the leaders its
+/// followers fetch from. A replica the image places here but this shard has not opened
+/// (gained by a reassignment, or missing after a restart) is opened; an open partition the
+/// image places no replica of here (removed by a reassignment, or a stray from before a
+/// restart) is deleted (`drop_replica`) once this node's image is current.
 fn assign_roles(
     state: &Rc<ShardState>,
     cluster: &ClusterHandle,
@@ -94,17 +99,30 @@ fn assign_roles(
     let me = cluster.node_id;
     let shards = state.ctx.shard_count();
     let mut leaders = Vec::new();
+    let mut missing = Vec::new();
+    let mut strays = Vec::new();
     let partitions = state.partitions.borrow();
     for (name, topic) in &image.topics {
         for (i, record) in topic.partitions.iter().enumerate() {
             let i = i as i32;
-            if !record.replicated() || home_shard(name, i, shards) != state.id {
+            if home_shard(name, i, shards) != state.id {
                 continue;
             }
+            let mine = record.replicas.contains(&me);
             let Some(p) = partitions.get(&(Arc::from(name.as_str()), i)) else {
-                continue; // not opened yet: the next pass
+                if mine {
+                    missing.push((name.clone(), i));
+                }
+                continue;
             };
-            let role = if record.leader == me {
+            if !mine {
+                strays.push((p.clone(), record.leader, record.leader_epoch));
+                continue;
+            }
+            let role = if !record.replicated() {
+                // The only replica (a move may have just made it so): it leads alone.
+                Role::Single
+            } else if record.leader == me {
                 Role::Leader {
                     me,
                     epoch: record.leader_epoch,
@@ -112,7 +130,7 @@ fn assign_roles(
                     replicas: record.replicas.clone(),
                     quorum: cluster.quorum.clone(),
                 }
-            } else if record.replicas.contains(&me) {
+            } else {
                 if record.leader >= 0 && !leaders.contains(&record.leader) {
                     leaders.push(record.leader);
                 }
@@ -120,8 +138,6 @@ fn assign_roles(
                     leader: record.leader,
                     epoch: record.leader_epoch,
                 }
-            } else {
-                Role::Single
             };
             match p.set_role(role) {
                 Ok(moves) => state.metrics.count_isr_moves(moves),
@@ -142,8 +158,60 @@ fn assign_roles(
             }
         }
     }
+    drop(partitions);
+    open_missing(state, missing);
+    // A node just restarted may still apply entries that place a replica here again: its
+    // data goes only once its image has caught up with the quorum's.
+    if cluster.in_quorum() {
+        for (p, leader, epoch) in strays {
+            drop_replica(state, p, leader, epoch);
+        }
+    }
     leaders
 }
+
+/// Opens the replicas the image places on this shard that are not open yet (their logs
+/// start empty; the fetcher fills them from the leader). A topic the catalog does not have
+/// yet is opened by the materializer, which adds it.
+fn open_missing(state: &ShardState, missing: Vec<(String, i32)>) {
+    if missing.is_empty() {
+        return;
+    }
+    let catalog = state.ctx.catalog.snapshot();
+    for (name, i) in missing {
+        let Some(meta) = catalog.get(name.as_str()) else {
+            continue;
+        };
+        if state.offline.borrow().contains_key(&(meta.name.clone(), i)) {
+            continue; // a log that failed to open stays offline (KAFKA_STORAGE_ERROR)
+        }
+        match crate::shard::open_partition(state, meta, i, None) {
+            Ok(_) => tracing::info!(topic = name, partition = i, "replica opened here"),
+            Err(e) => {
+                tracing::error!(topic = name, partition = i, error = %e, "cannot open a replica placed here")
+            }
+        }
+    }
+}
+
+/// This node holds no replica of the partition any more (a reassignment moved it away):
+/// requests still waiting on it as leader (acks=all) answer NOT_LEADER_OR_FOLLOWER and go to
+/// the new leader, then the partition leaves the shard and its files are deleted, as Kafka's
+/// `ReplicaManager` stops and deletes a replica that is no longer assigned to the broker.
+fn drop_replica(state: &ShardState, p: Rc<Partition>, leader: i32, epoch: i32) {
+    if let Err(e) = p.set_role(Role::Follower { leader, epoch }) {
+        tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "cannot step down before removal");
+    }
+    state
+        .partitions
+        .borrow_mut()
+        .remove(&(p.topic.clone(), p.index));
+    tracing::info!(topic = %p.topic, partition = p.index, "no replica here any more: deleting the local log");
+    crate::shard::frontend::delete_files(p);
+}
+
+/// A partition this shard follows, with the leader epoch it follows at.
+type Followed = (Rc<Partition>, i32);
 
 /// The partitions of this shard that follow `leader`, with the epoch they follow at.
 fn following(state: &ShardState, leader: i32) -> Vec<(Rc<Partition>, i32)> {
@@ -197,8 +265,9 @@ async fn fetch_from(
             }
         }
         let c = conn.as_mut().expect("connected above");
+        let limits = follower_limits(&state, &cluster, &parts);
         let result = match truncate_pending(c, me, &parts).await {
-            Ok(()) => fetch_once(c, me, leader, &parts).await,
+            Ok(()) => fetch_once(c, me, leader, &parts, &limits).await,
             Err(e) => Err(e),
         };
         if let Err(e) = result {
@@ -207,6 +276,31 @@ async fn fetch_from(
             tokio::time::sleep(BACKOFF).await;
         }
     }
+}
+
+/// Per partition of `parts`, the follower rate it is throttled to (`quota::replication`): set
+/// for a replica out of the ISR whose topic lists it in `follower.replication.throttled.replicas`
+/// while this broker has a `follower.replication.throttled.rate`.
+fn follower_limits(
+    state: &ShardState,
+    cluster: &ClusterHandle,
+    parts: &[(Rc<Partition>, i32)],
+) -> Vec<Option<u64>> {
+    let me = cluster.node_id;
+    let view = state.ctx.catalog.broker();
+    let catalog = state.ctx.catalog.snapshot();
+    let image = cluster.image();
+    parts
+        .iter()
+        .map(|(p, _)| {
+            let meta = catalog.get(&p.topic)?;
+            let limit = Side::Follower.limit(&view, &meta.configs, p.index, me)?;
+            let in_sync = image
+                .partition(&p.topic, p.index)
+                .is_some_and(|r| r.in_sync().contains(&me));
+            (!in_sync).then_some(limit)
+        })
+        .collect()
 }
 
 /// A fetcher that cannot reach its leader says so at debug level (a leader restarting is
@@ -296,12 +390,19 @@ async fn fetch_once(
     me: i32,
     leader: i32,
     parts: &[(Rc<Partition>, i32)],
+    limits: &[Option<u64>],
 ) -> Result<(), crate::kafka_conn::ConnError> {
     let mut topics: BTreeMap<Arc<str>, Vec<FetchPartition>> = BTreeMap::new();
-    let mut asked: Vec<&(Rc<Partition>, i32)> = Vec::new();
-    for pe in parts {
+    let mut asked: Vec<(&Followed, Option<u64>)> = Vec::new();
+    for (pe, limit) in parts.iter().zip(limits) {
         let (p, epoch) = pe;
         if p.truncate_is_pending() {
+            continue;
+        }
+        // A throttled replica is asked for again once the quota has room (Kafka's
+        // `shouldFollowerThrottle`); as in Kafka, that fetch may take a whole
+        // `PARTITION_MAX_BYTES`, and the quota then waits for the rate to fall back.
+        if limit.is_some_and(|l| Side::Follower.exceeded(l)) {
             continue;
         }
         topics.entry(p.topic.clone()).or_default().push(
@@ -313,7 +414,7 @@ async fn fetch_once(
                 .with_log_start_offset(p.log.log_start_offset())
                 .with_partition_max_bytes(PARTITION_MAX_BYTES),
         );
-        asked.push(pe);
+        asked.push((pe, *limit));
     }
     if asked.is_empty() {
         tokio::time::sleep(BACKOFF).await;
@@ -342,12 +443,15 @@ async fn fetch_once(
     let mut backoff = false;
     for t in resp.responses {
         for pr in t.partitions {
-            let Some((p, epoch)) = asked
+            let Some(((p, epoch), limit)) = asked
                 .iter()
-                .find(|(p, _)| *p.topic == *t.topic.as_str() && p.index == pr.partition_index)
+                .find(|((p, _), _)| *p.topic == *t.topic.as_str() && p.index == pr.partition_index)
             else {
                 continue;
             };
+            if limit.is_some() {
+                Side::Follower.record(pr.records.as_ref().map_or(0, |r| r.len() as u64));
+            }
             // The image may have moved on while the fetch was out.
             if !still_following(p, leader, *epoch) || p.truncate_is_pending() {
                 continue;

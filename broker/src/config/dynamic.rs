@@ -97,12 +97,15 @@ pub fn dynamic_topic_default(name: &str) -> Option<&'static TopicConfigDef> {
 
 /// Kafka's dynamic broker configs that are not topic defaults and that Strom applies live:
 /// each shard's cleaner and producer-expiration pass read them from the current broker view
-/// at every pass, a share group's dead-letter write at every write. Each checked as Kafka's
+/// at every pass, a share group's dead-letter write at every write, the replication
+/// throttles (`quota::replication`) at every replica fetch. Each checked as Kafka's
 /// `ConfigDef` does.
 pub const APPLIED_BROKER_DYNAMIC: &[&str] = &[
     "errors.deadletterqueue.auto.create.topics.enable",
     "errors.deadletterqueue.topic.name.prefix",
     "log.cleaner.backoff.ms",
+    "follower.replication.throttled.rate",
+    "leader.replication.throttled.rate",
     "log.cleaner.io.max.bytes.per.second",
     "producer.id.expiration.ms",
 ];
@@ -125,7 +128,11 @@ fn validate_applied(name: &str, value: &str) -> Option<Result<(), BrokerConfigEr
         }
         // Any string, "" included (no prefix required).
         "errors.deadletterqueue.topic.name.prefix" => Ok(()),
-        "log.cleaner.backoff.ms" => match v.parse::<i64>() {
+        // Bytes per second of a move's replication (`quota::replication`); Kafka's
+        // `QuotaConfig`: a long, at least 0.
+        "leader.replication.throttled.rate"
+        | "follower.replication.throttled.rate"
+        | "log.cleaner.backoff.ms" => match v.parse::<i64>() {
             Ok(n) if n >= 0 => Ok(()),
             Ok(_) => Err(invalid("Value must be at least 0")),
             Err(_) => Err(invalid("Expected value to be a 64-bit integer (long)")),

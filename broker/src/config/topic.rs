@@ -470,6 +470,16 @@ pub fn broker_synonym(topic_config: &str) -> Option<BrokerSynonym> {
     }
 }
 
+/// `*`, empty, or `partition:broker` pairs of non-negative integers.
+fn throttled_replicas_valid(v: &str) -> bool {
+    let pair = |s: &str| {
+        let mut it = s.trim().split(':');
+        let int = |p: Option<&str>| p.is_some_and(|n| n.trim().parse::<u32>().is_ok());
+        int(it.next()) && int(it.next()) && it.next().is_none()
+    };
+    v.is_empty() || v == "*" || v.split(',').all(pair)
+}
+
 fn invalid(name: &str, value: &str, reason: &str) -> TopicConfigError {
     TopicConfigError::Invalid {
         name: name.into(),
@@ -483,14 +493,6 @@ fn invalid(name: &str, value: &str, reason: &str) -> TopicConfigError {
 /// and `strom migrate` pass topics' configs along, and the default is what Strom does); any
 /// other value is refused with the reason, never accepted to do nothing.
 pub const NOT_IMPLEMENTED: &[(&str, &str)] = &[
-    (
-        "follower.replication.throttled.replicas",
-        "replication throttles are not built yet (issue 17)",
-    ),
-    (
-        "leader.replication.throttled.replicas",
-        "replication throttles are not built yet (issue 17)",
-    ),
     ("remote.copy.lag.bytes", "tiered storage is not built yet"),
     ("remote.copy.lag.ms", "tiered storage is not built yet"),
     ("remote.log.copy.disable", "tiered storage is not built yet"),
@@ -550,6 +552,16 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
         return super::ai_flow::validate(name, value);
     }
     match name {
+        // Kafka's `ThrottledReplicaListValidator` (`quota::replication` applies them).
+        "leader.replication.throttled.replicas" | "follower.replication.throttled.replicas"
+            if !throttled_replicas_valid(v) =>
+        {
+            return Err(invalid(
+                name,
+                value,
+                "must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...",
+            ));
+        }
         "cleanup.policy" => {
             for p in v.split(',').map(str::trim) {
                 if p != "delete" && p != "compact" {

@@ -10,7 +10,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use super::API_TABLE;
 use crate::handlers::testing::{batch, create, produce_req};
@@ -486,6 +486,25 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                 }
                 key if super::txn_coordinator_tests::is_txn_api(key) => {
                     super::txn_coordinator_tests::call_at_version(&h, key, v);
+                }
+                key if super::CLUSTERED_ONLY.contains(&key) => {
+                    // A single node neither advertises nor answers them; the cluster's
+                    // answers are covered by compat-tests/python/test_cluster_reassign.py.
+                    let mut frame = bytes::BytesMut::new();
+                    RequestHeader::default()
+                        .with_request_api_key(key as i16)
+                        .with_request_api_version(v)
+                        .encode(&mut frame, key.request_header_version(v))
+                        .expect("header encodes");
+                    let r = h.block_on(super::handle_frame(
+                        h.state.clone(),
+                        h.session(),
+                        frame.freeze(),
+                    ));
+                    assert!(
+                        matches!(r, Err(super::FrameError::UnsupportedApi(_))),
+                        "{ctx}"
+                    );
                 }
                 other => panic!("{other:?} is in the table but not covered by this test"),
             }

@@ -10,7 +10,9 @@ use kafka_protocol::messages::api_versions_response::{
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{encode_response, FrameError, RequestContext, API_TABLE, EXT_API_TABLE};
+use super::{
+    encode_response, FrameError, RequestContext, API_TABLE, CLUSTERED_ONLY, EXT_API_TABLE,
+};
 use crate::codec::api_versions::ApiVersionsRequest;
 use crate::codec::Capped;
 use crate::metadata::features::{Finalized, SUPPORTED};
@@ -19,9 +21,11 @@ pub const MIN_VERSION: i16 = 0;
 /// v5 (KIP-1242) adds the cluster and node id the client expects; the response is v4's.
 pub const MAX_VERSION: i16 = 5;
 
-fn api_keys() -> Vec<ApiVersion> {
+/// The table's APIs, without those only a cluster serves when `clustered` is false.
+fn api_keys(clustered: bool) -> Vec<ApiVersion> {
     API_TABLE
         .iter()
+        .filter(|s| clustered || !CLUSTERED_ONLY.contains(&s.key))
         .map(|s| {
             ApiVersion::default()
                 .with_api_key(s.key as i16)
@@ -70,7 +74,8 @@ fn with_features(resp: ApiVersionsResponse, version: i16, f: &Finalized) -> ApiV
 pub async fn handle(ctx: &RequestContext, req: ApiVersionsRequest) -> Capped<ApiVersionsResponse> {
     let version = ctx.version();
     let broker = ctx.ctx();
-    let mut resp = ApiVersionsResponse::default().with_api_keys(api_keys());
+    let clustered = broker.cluster.get().is_some();
+    let mut resp = ApiVersionsResponse::default().with_api_keys(api_keys(clustered));
     // KIP-1242: a client that names the cluster and node it means to reach, and reached
     // another, must re-bootstrap (its metadata is stale). The cluster id is the one Metadata
     // gave it: on a cluster the image's, not this node's own.
@@ -92,10 +97,13 @@ pub async fn handle(ctx: &RequestContext, req: ApiVersionsRequest) -> Capped<Api
     Capped::new(resp)
 }
 
-pub fn unsupported_version_response(correlation_id: i32) -> Result<BytesMut, FrameError> {
+pub fn unsupported_version_response(
+    correlation_id: i32,
+    clustered: bool,
+) -> Result<BytesMut, FrameError> {
     let body = ApiVersionsResponse::default()
         .with_error_code(ResponseError::UnsupportedVersion.code())
-        .with_api_keys(api_keys());
+        .with_api_keys(api_keys(clustered));
     encode_response(ApiKey::ApiVersions, 0, correlation_id, &body)
 }
 
@@ -131,9 +139,10 @@ mod tests {
             h.call(ApiKey::ApiVersions, 3, ApiVersionsRequest::default());
         let resp = resp.into_inner();
         assert_eq!(resp.error_code, 0);
+        // A single node: without the APIs only a cluster serves.
         assert_eq!(
             resp.api_keys.len(),
-            super::API_TABLE.len() + super::EXT_API_TABLE.len()
+            super::API_TABLE.len() + super::EXT_API_TABLE.len() - super::CLUSTERED_ONLY.len()
         );
         // The streams group APIs, which kafka-protocol does not know (KIP-1071, KIP-1331).
         let streams: Vec<(i16, i16, i16)> = resp

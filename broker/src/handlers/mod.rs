@@ -26,6 +26,7 @@ pub mod add_partitions_to_txn;
 pub mod add_raft_voter;
 pub mod alter_client_quotas;
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod alter_share_group_offsets;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
@@ -70,6 +71,7 @@ pub mod leave_group;
 pub mod list_config_resources;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
@@ -454,6 +456,8 @@ api_table! {
     AddRaftVoter => add_raft_voter;
     RemoveRaftVoter => remove_raft_voter;
     ElectLeaders => elect_leaders;
+    AlterPartitionReassignments => alter_partition_reassignments;
+    ListPartitionReassignments => list_partition_reassignments;
     SaslHandshake => sasl_handshake;
     SaslAuthenticate => sasl_authenticate;
     DescribeUserScramCredentials => describe_user_scram_credentials;
@@ -536,6 +540,14 @@ ext_api_table! {
         crate::codec::generated::streams_group_topology_description_update_request::StreamsGroupTopologyDescriptionUpdateRequest;
 }
 
+/// APIs only a cluster serves: Kafka's brokers forward them to the KRaft controller, and a
+/// single node has no replicas to move. A single node neither advertises them in ApiVersions
+/// nor answers them (an unsupported API), as Kafka advertises only what it serves.
+pub const CLUSTERED_ONLY: &[ApiKey] = &[
+    ApiKey::AlterPartitionReassignments,
+    ApiKey::ListPartitionReassignments,
+];
+
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {
     API_TABLE.iter().find(|s| s.key == key)
 }
@@ -572,6 +584,9 @@ pub async fn dispatch_frame(
     let api = Api(raw_key);
     let known = ApiKey::try_from(raw_key).ok();
     let (min, max, header_version) = match known {
+        Some(key) if CLUSTERED_ONLY.contains(&key) && shard.ctx.cluster.get().is_none() => {
+            return Dispatched::Answered(Err(FrameError::UnsupportedApi(api)));
+        }
         Some(key) => match spec(key) {
             Some(s) => (s.min, s.max, key.request_header_version(version)),
             None => return Dispatched::Answered(Err(FrameError::UnsupportedApi(api))),
@@ -585,7 +600,8 @@ pub async fn dispatch_frame(
         if known == Some(ApiKey::ApiVersions) {
             // KIP-511: answer in v0 with UNSUPPORTED_VERSION and our ranges, so the client can
             // pick a version it shares with us.
-            let answer = api_versions::unsupported_version_response(correlation_id);
+            let clustered = shard.ctx.cluster.get().is_some();
+            let answer = api_versions::unsupported_version_response(correlation_id, clustered);
             return Dispatched::Answered(answer.map(|b| Some(b.into())));
         }
         return Dispatched::Answered(Err(FrameError::UnsupportedVersion {

@@ -77,6 +77,8 @@ throttled!(
     UpdateFeaturesResponse,
     DescribeTopicPartitionsResponse,
     ElectLeadersResponse,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponse,
     DescribeUserScramCredentialsResponse,
     AlterUserScramCredentialsResponse,
     DescribeAclsResponse,

@@ -30,6 +30,7 @@
 
 pub mod precedence;
 pub mod rate;
+pub mod replication;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -21,6 +21,7 @@ use crate::partition::txn::{ControlType, ProducerInfo, TxnDataError};
 use crate::partition::{
     DeleteRecordsError, FetchOutcome, Partition, PartitionError, ProduceOutcome,
 };
+use crate::quota::replication::Side;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrontendError {
@@ -311,6 +312,21 @@ pub struct FetchRead {
     pub preferred: Option<i32>,
 }
 
+/// The leader rate a follower's fetch of `p` is throttled to (`quota::replication`): a
+/// follower out of the ISR, of a partition its topic lists with this broker in
+/// `leader.replication.throttled.replicas`, while this broker has a
+/// `leader.replication.throttled.rate`.
+fn leader_throttle(state: &ShardState, p: &Partition, follower: i32) -> Option<u64> {
+    let Role::Leader { me, isr, .. } = p.role() else {
+        return None;
+    };
+    if isr.contains(&follower) {
+        return None;
+    }
+    let meta = state.ctx.catalog.snapshot().get(&p.topic).cloned()?;
+    Side::Leader.limit(&state.ctx.catalog.broker(), &meta.configs, p.index, me)
+}
+
 /// Reads several partitions homed on shard `shard` with one message (a fetch sends one per
 /// shard it touches, all at once, instead of one round trip per partition).
 pub async fn fetch_many(
@@ -327,8 +343,17 @@ pub async fn fetch_many(
                 Ok(p) if r.replica.is_some() => {
                     let (follower, log_start) = r.replica.expect("guarded");
                     let watch = Some(p.watch_log_end());
+                    let limit = leader_throttle(&state, &p, follower);
+                    let spent = limit.is_some_and(|l| Side::Leader.exceeded(l));
                     let outcome = match p.replica_read(follower, r.offset, log_start, r.max_bytes) {
-                        Ok((o, expand)) => {
+                        Ok((mut o, expand)) => {
+                            // A throttled replica gets no records while the leader quota is
+                            // spent (its progress still counts: Kafka's `shouldLeaderThrottle`).
+                            if spent {
+                                o.data = Default::default();
+                            } else if limit.is_some() {
+                                Side::Leader.record(o.data.total_bytes as u64);
+                            }
                             if let Some((epoch, isr)) = expand {
                                 if let Some(c) = state.ctx.cluster.get() {
                                     crate::cluster::handle::propose_isr(c, &p, epoch, isr);
@@ -589,31 +614,7 @@ pub async fn delete_partitions(ctx: &BrokerContext, topic: &Arc<TopicMeta>) {
                         .flatten();
                     manager.partition_deleted(&state.ctx.config.data_dir, &part, prefix);
                 }
-                match Rc::try_unwrap(part) {
-                    Ok(part) => {
-                        if let Err(e) = part.log.delete() {
-                            tracing::warn!(topic = %name, partition = p, error = %e, "deleting partition files failed");
-                        }
-                    }
-                    // An append or read still holds it: delete once they are done.
-                    Err(part) => {
-                        tokio::task::spawn_local(async move {
-                            let mut part = part;
-                            loop {
-                                match Rc::try_unwrap(part) {
-                                    Ok(p) => {
-                                        if let Err(e) = p.log.delete() {
-                                            tracing::warn!(error = %e, "deleting partition files failed");
-                                        }
-                                        return;
-                                    }
-                                    Err(still) => part = still,
-                                }
-                                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                            }
-                        });
-                    }
-                }
+                delete_files(part);
             }
         })
         .await;
@@ -631,6 +632,32 @@ pub async fn delete_partitions(ctx: &BrokerContext, topic: &Arc<TopicMeta>) {
         .await;
         if let Err(e) = r {
             tracing::warn!(error = %e, "dropping a deleted topic's metrics");
+        }
+    }
+}
+
+/// Deletes a partition's files once nothing holds it any more: an append or a read that
+/// still does finishes first (on this shard's thread; the partition is out of the shard's
+/// map already, so nothing new reaches it).
+pub fn delete_files(part: Rc<Partition>) {
+    let delete = |p: Partition| {
+        if let Err(e) = p.log.delete() {
+            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "deleting partition files failed");
+        }
+    };
+    match Rc::try_unwrap(part) {
+        Ok(p) => delete(p),
+        Err(part) => {
+            tokio::task::spawn_local(async move {
+                let mut part = part;
+                loop {
+                    match Rc::try_unwrap(part) {
+                        Ok(p) => return delete(p),
+                        Err(still) => part = still,
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            });
         }
     }
 }

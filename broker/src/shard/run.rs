@@ -46,9 +46,17 @@ where
             super::set_current(Some(state.clone()));
             let catalog = ctx.catalog.snapshot();
             let shards = ctx.shard_count();
+            let clustered = !ctx.config.controller_quorum_voters.trim().is_empty();
             for topic in catalog.topics.values() {
                 for p in 0..topic.partitions {
                     if super::home_shard(&topic.name, p, shards) != id {
+                        continue;
+                    }
+                    // On a cluster a node holds only the replicas the image places on it, and
+                    // a missing directory is one it does not hold (moved away by a
+                    // reassignment, or never placed here): the replica manager opens the ones
+                    // the image gives it once the quorum runs.
+                    if clustered && !ctx.config.data_dir.join(format!("{}-{p}", topic.name)).exists() {
                         continue;
                     }
                     let key = (topic.name.to_string(), p);

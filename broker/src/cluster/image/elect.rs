@@ -97,7 +97,7 @@ impl MetadataImage {
     }
 
     /// A broker that may lead: registered, unfenced, not stopping (Kafka's `LeaderAcceptor`).
-    fn acceptable(&self, broker: i32) -> bool {
+    pub(super) fn acceptable(&self, broker: i32) -> bool {
         self.brokers.contains_key(&broker)
             && !self.fenced.contains(&broker)
             && !self.shutting_down.contains(&broker)
@@ -105,7 +105,7 @@ impl MetadataImage {
 
     /// Whether `topic` may take an out-of-sync leader: its override, else the cluster-wide
     /// dynamic default, else Kafka's default (false).
-    fn unclean_allowed(&self, topic: &str) -> bool {
+    pub(super) fn unclean_allowed(&self, topic: &str) -> bool {
         self.topics
             .get(topic)
             .and_then(|t| t.configs.get(UNCLEAN_CONFIG))
@@ -165,7 +165,11 @@ impl MetadataImage {
             .collect()
     }
 
-    fn partition_mut(&mut self, topic: &str, partition: i32) -> Option<&mut PartitionRecord> {
+    pub(super) fn partition_mut(
+        &mut self,
+        topic: &str,
+        partition: i32,
+    ) -> Option<&mut PartitionRecord> {
         self.topics
             .get_mut(topic)?
             .partitions

@@ -39,6 +39,8 @@ impl MetadataImage {
                 leader_epoch: 0,
                 replicas: vec![m.node],
                 isr: vec![m.node],
+                adding: Vec::new(),
+                removing: Vec::new(),
             };
             self.topics.insert(
                 name.clone(),

@@ -14,6 +14,7 @@ mod brokers;
 mod elect;
 mod migrate;
 mod racks;
+mod reassign;
 mod settings;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,11 +28,14 @@ use crate::metadata::quotas::{self, QuotaAlteration, QuotaEntity, Quotas};
 use crate::metadata::scram::{CredentialChange, Users};
 use crate::security::acl::{AclBinding, AclFilter};
 pub use elect::{Elected, ElectionType, UNCLEAN_CONFIG};
+pub use reassign::{Reassigned, Reassignment};
 
 pub use brokers::{BrokerNode, BrokerRecord, Endpoint};
 
 /// One partition's placement: its replicas (the first is the preferred leader), the leader
-/// (-1: none, every in-sync replica is fenced), the leader epoch and the in-sync replicas.
+/// (-1: none, every in-sync replica is fenced), the leader epoch and the in-sync replicas;
+/// while it moves (`reassign.rs`), `replicas` is the target followed by the replicas being
+/// removed, and `adding` / `removing` say which are which (Kafka's `PartitionRecord`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionRecord {
     pub leader: i32,
@@ -40,6 +44,12 @@ pub struct PartitionRecord {
     /// Empty in images written before replication: read as `[leader]` (`in_sync`).
     #[serde(default)]
     pub isr: Vec<i32>,
+    /// Replicas a reassignment adds (not in sync yet, or the move would be over).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding: Vec<i32>,
+    /// Replicas a reassignment removes once every target replica is in sync.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing: Vec<i32>,
 }
 
 impl PartitionRecord {
@@ -268,6 +278,13 @@ pub enum Command {
         election: ElectionType,
         partitions: Vec<(String, i32)>,
     },
+    /// AlterPartitionReassignments (`kafka-reassign-partitions`, `reassign.rs`): start,
+    /// change or cancel (`replicas: None`) each partition's move.
+    AlterReassignments {
+        reassignments: Vec<Reassignment>,
+        /// v1's `allow_replication_factor_change` (KIP-860); true before v1.
+        allow_rf_change: bool,
+    },
 }
 
 impl Command {
@@ -282,6 +299,13 @@ impl Command {
                 ..
             } => vec![name.clone()],
             Command::Migrate(m) => m.topics.keys().cloned().collect(),
+            // The replicas may change (an ISR change completes a move): each node opens the
+            // logs of the replicas it gains and deletes those of the ones it loses.
+            Command::AlterIsr { topic, .. } => vec![topic.clone()],
+            Command::AlterReassignments { reassignments, .. } => {
+                let topics: BTreeSet<&String> = reassignments.iter().map(|r| &r.topic).collect();
+                topics.into_iter().cloned().collect()
+            }
             _ => Vec::new(),
         }
     }
@@ -339,6 +363,8 @@ pub enum Outcome {
     MigrationConflict(String),
     /// Per partition of an ElectLeaders, in the order asked.
     Elections(Vec<Elected>),
+    /// Per partition of an AlterPartitionReassignments, in the order asked.
+    Reassignments(Vec<Reassigned>),
 }
 
 impl MetadataImage {
@@ -428,7 +454,8 @@ impl MetadataImage {
                 if *count <= current {
                     return Outcome::InvalidPartitions;
                 }
-                let rf = self.topics[name].partitions[0].replicas.len() as i32;
+                // Where partition 0 is headed, if it is moving.
+                let rf = self.topics[name].partitions[0].target_replicas().len() as i32;
                 let added: Vec<_> = (current..*count).map(|p| self.place(name, p, rf)).collect();
                 self.topics
                     .get_mut(name)
@@ -475,6 +502,7 @@ impl MetadataImage {
                     return Outcome::Stale;
                 }
                 p.isr = isr.clone();
+                self.complete_reassignment(topic, *partition);
                 Outcome::Done
             }
             Command::CreateAcls { acls } => self.create_acls(acls),
@@ -492,6 +520,10 @@ impl MetadataImage {
                 election,
                 partitions,
             } => Outcome::Elections(self.elect_leaders(*election, partitions)),
+            Command::AlterReassignments {
+                reassignments,
+                allow_rf_change,
+            } => Outcome::Reassignments(self.alter_reassignments(reassignments, *allow_rf_change)),
         }
     }
 
@@ -563,6 +595,8 @@ impl MetadataImage {
             leader_epoch: 0,
             isr: replicas.clone(),
             replicas,
+            adding: Vec::new(),
+            removing: Vec::new(),
         }
     }
 

@@ -105,7 +105,7 @@ fn given_configs_strom_does_not_implement_when_set_then_refused_unless_default()
     for (name, value) in [
         ("preallocate", "true"),
         ("segment.jitter.ms", "100"),
-        ("leader.replication.throttled.replicas", "0:0"),
+        ("remote.copy.lag.ms", "5"),
     ] {
         let r = create_topic_with(
             &h,
