@@ -276,6 +276,8 @@ pub fn names() -> Vec<String> {
         leader_epoch: 0,
         replicas: vec![1, 2],
         isr: vec![1],
+        adding: Vec::new(),
+        removing: Vec::new(),
     };
     image.topics.insert(
         "t".into(),
@@ -341,6 +343,8 @@ mod tests {
             leader_epoch: 0,
             replicas: replicas.to_vec(),
             isr: isr.to_vec(),
+            adding: Vec::new(),
+            removing: Vec::new(),
         };
         image.topics.insert(
             "t".into(),
