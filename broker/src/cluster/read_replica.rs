@@ -106,6 +106,8 @@ mod tests {
                     leader_epoch: 0,
                     replicas: vec![1, 2, 3, 4],
                     isr: vec![1, 2, 3, 4],
+                    adding: Vec::new(),
+                    removing: Vec::new(),
                 }],
             },
         );
