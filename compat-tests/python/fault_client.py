@@ -2,7 +2,8 @@
 recording every operation in its own history file (history.Recorder):
 
   producer  an idempotent acks=all producer: values `<name>-<seq>` round-robin over the
-            partitions at `--rate` per second
+            partitions at `--rate` per second (`--acks 1`: not idempotent, acks=1, for the
+            negative control that shows the checker catching what acks=1 may lose)
   consumer  a member of consumer group `--group` (classic protocol, manual commits every
             second): its assignments, every record it reads, every commit
   txn       consume-transform-produce: reads `--topic` read_committed in group `--group`,
@@ -62,7 +63,8 @@ def run_producer(a, rec, deadline):
             rec("client_error", error=err_text(err), fatal=True)
 
     def make():
-        return Producer({**common(a), "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+        # acks=1 (not idempotent: librdkafka requires all) only for the negative control.
+        return Producer({**common(a), "acks": a.acks, "enable.idempotence": a.acks == "all", "linger.ms": 5,
                          "message.timeout.ms": 20000, "request.timeout.ms": 5000, "error_cb": on_error})
 
     def delivered(err, msg):
@@ -273,6 +275,7 @@ def main(argv=None) -> int:
     ap.add_argument("--group")
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--rate", type=float, default=50.0)
+    ap.add_argument("--acks", default="all", choices=["all", "1"])
     ap.add_argument("--abort-every", type=float, default=5.0)
     ap.add_argument("--seed", default="0")
     ap.add_argument("--history", required=True)
