@@ -54,6 +54,20 @@ def err_text(e) -> str:
     return repr(e)
 
 
+def guarded(rec, fn):
+    """A client callback that never raises: an exception escaping into librdkafka's C code
+    surfaces later as a SystemError from an unrelated poll (confluent-kafka-python #729)."""
+    def wrapper(*args):
+        try:
+            fn(*args)
+        except BaseException as e:  # noqa: BLE001 - recorded, then the client goes on
+            try:
+                rec("client_error", error=f"in {fn.__name__}: {e!r}", fatal=False)
+            except BaseException:  # noqa: BLE001
+                pass
+    return wrapper
+
+
 def run_producer(a, rec, deadline):
     fatal = []
 
@@ -65,7 +79,8 @@ def run_producer(a, rec, deadline):
     def make():
         # acks=1 (not idempotent: librdkafka requires all) only for the negative control.
         return Producer({**common(a), "acks": a.acks, "enable.idempotence": a.acks == "all", "linger.ms": 5,
-                         "message.timeout.ms": 20000, "request.timeout.ms": 5000, "error_cb": on_error})
+                         "message.timeout.ms": 20000, "request.timeout.ms": 5000,
+                         "error_cb": guarded(rec, on_error)})
 
     def delivered(err, msg):
         v = msg.value().decode()
@@ -75,6 +90,7 @@ def run_producer(a, rec, deadline):
             off = msg.offset()
             rec("ack", topic=a.topic, value=v, partition=msg.partition(), offset=off if off >= 0 else None)
 
+    on_delivery = guarded(rec, delivered)
     producer = make()
     seq, interval = 0, 1.0 / a.rate
     next_at = time.monotonic()
@@ -87,13 +103,18 @@ def run_producer(a, rec, deadline):
             producer, fatal[:] = make(), []
         now = time.monotonic()
         if now < next_at:
-            producer.poll(next_at - now)
+            try:
+                producer.poll(next_at - now)
+            except SystemError as e:
+                # confluent-kafka's C layer reporting an error it lost track of (#729, #865);
+                # the producer itself goes on.
+                rec("client_error", error=f"poll: {e!r}", fatal=False)
             continue
         next_at += interval
         v = f"{a.name}-{seq:07d}"
         p = seq % a.partitions
         try:
-            producer.produce(a.topic, value=v.encode(), partition=p, on_delivery=delivered)
+            producer.produce(a.topic, value=v.encode(), partition=p, on_delivery=on_delivery)
             rec("send", topic=a.topic, value=v, partition=p)
             seq += 1
         except BufferError:
@@ -117,7 +138,8 @@ def make_consumer(a, rec, name, isolation="read_committed"):
     def on_revoke(consumer, parts):
         rec("revoke", consumer=name, partitions=_tps(parts))
 
-    c.subscribe([a.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+    c.subscribe([a.topic], on_assign=guarded(rec, on_assign), on_revoke=guarded(rec, on_revoke),
+                on_lost=guarded(rec, on_revoke))
     return c
 
 

@@ -33,7 +33,9 @@ to their own file (`Recorder`); `load` merges the files. Every event has `t` (th
                    assign, revoke or seek in between
   aborted_read     a read_committed consumer saw a value of an aborted transaction
   uncommitted_read a read_committed consumer saw a transactional value before its producer
-                   had asked to commit it (or of a transaction that never asked)
+                   had asked to commit it (or of a transaction that never asked); or any
+                   consumer read a non-transactional value that the final read does not have
+                   (it was served from above the high watermark)
   eos_duplicate    one input value's output visible (committed) twice: exactly-once broken
   lost_commit      a consumer's first read after an assignment lies below the group's
                    committed offset, when that commit was acknowledged before the
@@ -174,6 +176,19 @@ def check(events: list[dict]) -> dict[str, list]:
         if k in final_parts and e["value"] not in final[k]:
             out["lost"].append({"value": e["value"], "topic": k[0], "partition": k[1],
                                 "offset": e.get("offset"), "txn": e.get("txn"), "t": e["t"]})
+
+    # A non-transactional value a consumer read must survive: reading it and then not
+    # finding it in the final read means it was served from above the high watermark.
+    sent = {e["value"] for e in events if e["type"] == "send"}
+    final_values = set().union(*final.values()) if final else set()
+    seen = set()
+    for e in reads:
+        k = (e["topic"], e["partition"])
+        if e["consumer"] in final_consumers or e["value"] not in sent or k not in final_parts:
+            continue
+        if e["value"] not in final_values and e["value"] not in seen:
+            seen.add(e["value"])
+            out["uncommitted_read"].append({**_brief(e), "why": "read, then not in the final read"})
 
     _check_commits(events, out)
     return {k: v for k, v in out.items() if v}

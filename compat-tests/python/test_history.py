@@ -162,6 +162,13 @@ def test_read_committed_seeing_a_transaction_that_never_asked_to_commit_is_an_un
     assert kinds(h) == {"uncommitted_read"}
 
 
+def test_reading_a_value_the_final_read_does_not_have_is_an_uncommitted_read():
+    h = H().write("a", 0, 0).write("b", 0, None)
+    h.read("c1", 0, 0, "a").read("c1", 0, 1, "b")  # b was served, then truncated away
+    h.final(0, ["a"])
+    assert kinds(h) == {"uncommitted_read"}
+
+
 def test_one_input_committed_twice_is_an_exactly_once_violation():
     h = H().txn("x1", "committed", ["x1:a"], sources=["a"]).txn("x2", "committed", ["x2:a"], sources=["a"])
     h.read("rc", 0, 0, "x1:a", "out", "read_committed").read("rc", 0, 1, "x2:a", "out", "read_committed")
