@@ -13,7 +13,7 @@ Schedules (one test each, `STROM_FAULT_SECONDS` of faults each, 60 by default):
   c. flapping links, random packet loss and slow links;
   d. SIGSTOP of a partition leader past the session timeout, then SIGCONT: a stale leader
      must not acknowledge;
-  e. kill -9 of random nodes, restarted.
+  e. kill -9 of random nodes (now and then two at once), restarted.
 
 After the faults: every link healed and every node running, the cluster must recover
 (full ISRs, acks again) within a bound, then the clients stop and a final read from the
@@ -290,17 +290,20 @@ class Run:
             nemesis(self, time.monotonic() + self.seconds)
             self.recover()
         finally:
+            # Also when the schedule failed half-way: the next schedule starts on a whole,
+            # healed cluster.
             try:
                 self.c.net.heal()
                 for n in self.c:
                     if n.paused:
                         n.resume()
+                    if not n.alive():
+                        n.start()
+                for n in self.c:
+                    self.c.wait_serving(n)
             finally:
                 self.stop_clients()
                 self.nemesis.close()
-        for n in self.c:
-            if not n.alive():
-                self.c.restart(n.id)
         self.final_read()
         self.verify(expect=expect)
 
@@ -397,14 +400,23 @@ def pause_leader(run, until):
 
 
 def kill_nodes(run, until):
+    """One node at a time, and one time in four a second one shortly after (the metadata
+    quorum and every ISR of two lost until they restart)."""
     while time.monotonic() < until - 5:
-        target = run.rng.choice([1, 2, 3])
-        run.c.node(target).kill9()
-        run.op("kill9", node=target)
+        targets = [run.rng.choice([1, 2, 3])]
+        if run.rng.random() < 0.25:
+            targets.append(run.rng.choice([i for i in (1, 2, 3) if i != targets[0]]))
+        for i, target in enumerate(targets):
+            if i:
+                hold(run, until + 5, run.rng.uniform(0.2, 2))
+            run.c.node(target).kill9()
+            run.op("kill9", node=target)
         hold(run, until + 5, run.rng.uniform(1, 6))
-        run.c.node(target).start()
-        run.op("restart", node=target)
-        run.c.wait_serving(run.c.node(target))
+        for target in targets:
+            run.c.node(target).start()
+            run.op("restart", node=target)
+        for target in targets:
+            run.c.wait_serving(run.c.node(target))
         run.settle()
 
 
