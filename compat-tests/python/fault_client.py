@@ -21,6 +21,7 @@ exits 0 unless it crashed. Faults are expected: client errors are recorded, not 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import signal
 import sys
@@ -42,8 +43,12 @@ def _stop(*_):
 
 
 def common(a) -> dict:
-    return {"bootstrap.servers": a.bootstrap, "reconnect.backoff.max.ms": 500,
+    conf = {"bootstrap.servers": a.bootstrap, "reconnect.backoff.max.ms": 500,
             "topic.metadata.refresh.interval.ms": 1000, "socket.connection.setup.timeout.ms": 5000}
+    # librdkafka's debug contexts (e.g. "eos,msg") into the client's log, for a post-mortem.
+    if os.environ.get("STROM_FAULT_CLIENT_DEBUG"):
+        conf["debug"] = os.environ["STROM_FAULT_CLIENT_DEBUG"]
+    return conf
 
 
 def err_text(e) -> str:
@@ -87,8 +92,9 @@ def run_producer(a, rec, deadline):
         if err:
             rec("fail", topic=a.topic, value=v, error=err_text(err))
         else:
-            off = msg.offset()
-            rec("ack", topic=a.topic, value=v, partition=msg.partition(), offset=off if off >= 0 else None)
+            off = msg.offset()  # None or negative when the client knows no offset
+            rec("ack", topic=a.topic, value=v, partition=msg.partition(),
+                offset=off if off is not None and off >= 0 else None)
 
     on_delivery = guarded(rec, delivered)
     producer = make()
