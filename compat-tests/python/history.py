@@ -15,8 +15,9 @@ to their own file (`Recorder`); `load` merges the files. Every event has `t` (th
   commit_start {consumer, group}                    an offset commit was called
   commit      {consumer, group, ok, offsets: [[topic, p, offset], ...], error}
   txn_begin   {txn}
-  txn_send    {txn, topic, partition, value, source}   produced inside `txn` (`source`: the
-                                                    input value it was made from)
+  txn_send    {txn, topic, partition, value, source, source_at}   produced inside `txn`
+                                                    (`source`: the input value it was made from,
+                                                    `source_at`: its [topic, partition, offset])
   txn_commit_start {txn}                            commit_transaction was called
   txn_end     {txn, outcome: committed | aborted | unknown, error}
   final_end   {consumer, topic, partition, end, isolation}  a final read covered every
@@ -36,7 +37,7 @@ to their own file (`Recorder`); `load` merges the files. Every event has `t` (th
                    had asked to commit it (or of a transaction that never asked); or any
                    consumer read a non-transactional value that the final read does not have
                    (it was served from above the high watermark)
-  eos_duplicate    one input value's output visible (committed) twice: exactly-once broken
+  eos_duplicate    one input record's output visible (committed) twice: exactly-once broken
   lost_commit      a consumer's first read after an assignment lies below the group's
                    committed offset, when that commit was acknowledged before the
                    assignment and no other commit of the partition raced with it
@@ -148,10 +149,12 @@ def check(events: list[dict]) -> dict[str, list]:
         elif s["txn"] not in txn_commit_start or e["t"] < txn_commit_start[s["txn"]]:
             out["uncommitted_read"].append({**_brief(e), "txn": s["txn"],
                                             "commit_called_at": txn_commit_start.get(s["txn"])})
-        visible_sources[s["source"]].add(e["value"])
+        # The input record, by position when known: a value the input holds twice (itself a
+        # `duplicate`) is two records, each to be processed once.
+        visible_sources[json.dumps(s.get("source_at") or s["source"])].add(e["value"])
     for source, values in sorted(visible_sources.items()):
         if len(values) > 1:
-            out["eos_duplicate"].append({"source": source, "outputs": sorted(values)})
+            out["eos_duplicate"].append({"source": json.loads(source), "outputs": sorted(values)})
 
     # Lost writes: acknowledged (or committed) but not in a final read of their partition.
     final: dict[tuple, set] = defaultdict(set)

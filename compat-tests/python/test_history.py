@@ -169,6 +169,16 @@ def test_reading_a_value_the_final_read_does_not_have_is_an_uncommitted_read():
     assert kinds(h) == {"uncommitted_read"}
 
 
+def test_one_input_value_at_two_offsets_processed_once_each_is_not_an_exactly_once_violation():
+    h = H()
+    for name, at in (("x1", 0), ("x2", 1)):
+        h("txn_begin", txn=name)
+        h("txn_send", txn=name, topic="out", partition=0, value=f"{name}:a", source="a", source_at=["in", 0, at])
+        h("txn_commit_start", txn=name)("txn_end", txn=name, outcome="committed", error=None)
+    h.read("rc", 0, 0, "x1:a", "out", "read_committed").read("rc", 0, 1, "x2:a", "out", "read_committed")
+    assert kinds(h) == set()
+
+
 def test_one_input_committed_twice_is_an_exactly_once_violation():
     h = H().txn("x1", "committed", ["x1:a"], sources=["a"]).txn("x2", "committed", ["x2:a"], sources=["a"])
     h.read("rc", 0, 0, "x1:a", "out", "read_committed").read("rc", 0, 1, "x2:a", "out", "read_committed")
