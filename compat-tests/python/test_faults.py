@@ -199,6 +199,11 @@ class Run:
         healed_at = time.monotonic()
         wait_for("full ISRs after healing", lambda: healthy(self.c, [self.input, self.output]), RECOVERY_S)
         wait_for("acks after healing", lambda: self.acks(since=healed_at) > 20, RECOVERY_S)
+        # Liveness of the transactional path too: under the faults it may starve (a
+        # coordinator moving, the group rebalancing), healed it must commit again.
+        wait_for("a committed transaction after healing", lambda: any(
+            e["type"] == "txn_end" and e["outcome"] == "committed" and e["t"] > healed_at
+            for e in self.events()), RECOVERY_S)
         say(f"{self.name}: recovered {time.monotonic() - healed_at:.1f}s after healing")
 
     def stop_clients(self):
@@ -257,6 +262,10 @@ class Run:
         anomalies = history.check(events)
         failed_clients = {n: p.returncode for n, p in self.clients.items() if p.returncode not in (0, -9)}
         problems = []
+        if anomalies and not expect and stale_reads_only(anomalies):
+            say(f"{self.name}: known issue, STROM_FAULT_SEED={SEED}: " + json.dumps(
+                {k: len(v) for k, v in anomalies.items()}) + "\n" + history.excerpt(events, anomalies, around=1))
+            pytest.xfail(f"{KNOWN_STALE_READ} (seed {SEED}, histories in {self.dir})")
         if set(anomalies) != set(expect):
             problems.append(f"expected anomalies {sorted(expect)}, found "
                             + json.dumps({k: len(v) for k, v in anomalies.items()}) + "\n"
@@ -309,6 +318,28 @@ class Run:
                 self.nemesis.close()
         self.final_read()
         self.verify(expect=expect)
+
+
+# Found with STROM_FAULT_SEED=4 (flaky links): a consumer read records at offsets that a
+# deposed leader served below its high watermark and then truncated (its successor's
+# epoch starts below them); an acknowledged write is not lost, but a read diverges. Open:
+# see the fault-test report of issue 17. Only this signature is tolerated (as xfail).
+KNOWN_STALE_READ = ("known bug: a deposed leader served consumers records above what its "
+                    "successor had, then truncated them (divergent reads, no lost ack)")
+
+
+def stale_reads_only(anomalies) -> bool:
+    """The anomalies are only reads of records later truncated: each divergent offset's
+    final value is the one acknowledged there, the others were only seen by consumers; no
+    acknowledged write lost, nothing else."""
+    if not set(anomalies) <= {"divergence", "duplicate", "uncommitted_read"} or "divergence" not in anomalies:
+        return False
+    for d in anomalies["divergence"]:
+        final = [v for v, who in d["values"].items() if "final" in who]
+        others = [who for v, who in d["values"].items() if "final" not in who]
+        if len(final) != 1 or any(w.startswith("ack:") for who in others for w in who):
+            return False
+    return True
 
 
 def hold(run, until, seconds):
