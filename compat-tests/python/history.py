@@ -275,6 +275,13 @@ def excerpt(events: list[dict], anomalies: dict, around: int = 5) -> str:
         pos = (first.get("topic"), first.get("partition"), first.get("offset"))
         hits = [e for e in events if e.get("value") in keys or
                 (e.get("topic"), e.get("partition"), e.get("offset")) == pos and pos[2] is not None]
+        if kind == "lost_commit":
+            # The commits of that partition and its assignments, which the verdict rests on.
+            tp = [first.get("topic"), first.get("partition")]
+            hits += [e for e in events if e["type"] in ("commit", "assign", "revoke") and (
+                tp in [list(x[:2]) for x in e.get("offsets") or []] or tp in e.get("partitions", []))]
+            hits.sort(key=lambda e: e["t"])
+            hits = hits[-4 * around:]
         lines.append(f"{kind} ({len(items)}): first {json.dumps(first)}")
         lines += [f"    {json.dumps(e)}" for e in hits[:4 * around]]
     return "\n".join(lines)

@@ -30,8 +30,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -134,6 +136,7 @@ class Run:
         self.clients: dict[str, object] = {}
         self.nemesis = history.Recorder(self.dir / "nemesis.jsonl", "nemesis")
         self.ops = 0  # faults injected
+        self.txn_stuck = False  # no transaction committed within RECOVERY_S of healing
 
     def create_topics(self):
         admin = AdminClient({"bootstrap.servers": self.c.bootstrap})
@@ -200,10 +203,16 @@ class Run:
         wait_for("full ISRs after healing", lambda: healthy(self.c, [self.input, self.output]), RECOVERY_S)
         wait_for("acks after healing", lambda: self.acks(since=healed_at) > 20, RECOVERY_S)
         # Liveness of the transactional path too: under the faults it may starve (a
-        # coordinator moving, the group rebalancing), healed it must commit again.
-        wait_for("a committed transaction after healing", lambda: any(
-            e["type"] == "txn_end" and e["outcome"] == "committed" and e["t"] > healed_at
-            for e in self.events()), RECOVERY_S)
+        # coordinator moving, the group rebalancing), healed it must commit again. A known
+        # bug can keep it stuck (KNOWN_TXN_STALL): noted here, judged in `verify` after the
+        # safety checks, which it does not excuse.
+        try:
+            wait_for("a committed transaction after healing", lambda: any(
+                e["type"] == "txn_end" and e["outcome"] == "committed" and e["t"] > healed_at
+                for e in self.events()), RECOVERY_S)
+        except AssertionError:
+            self.txn_stuck = True
+            self.op("txn-not-live", after_s=RECOVERY_S)
         say(f"{self.name}: recovered {time.monotonic() - healed_at:.1f}s after healing")
 
     def stop_clients(self):
@@ -279,13 +288,23 @@ class Run:
         # nothing.
         if self.ops < min_ops:
             problems.append(f"only {self.ops} faults injected (at least {min_ops})")
-        for kind, least in (("ack", 50), ("poll", 50), ("txn_committed", 1)):
+        for kind, least in (("ack", 50), ("poll", 50)):
             if counts.get(kind, 0) < least:
                 problems.append(f"too little load: {counts.get(kind, 0)} {kind} (at least {least})")
+        txn_stalled = self.txn_stuck or counts.get("txn_committed", 0) < 1
+        if not problems and txn_stalled:
+            say(f"{self.name}: known issue, STROM_FAULT_SEED={SEED}: the transactional worker did not "
+                f"commit within {RECOVERY_S:.0f}s of healing ({counts.get('txn_committed', 0)} commits in all)")
+            pytest.xfail(f"{KNOWN_TXN_STALL} (seed {SEED}, histories in {self.dir})")
         if problems:
             nodes = self.c.logs(40)
+            # The histories and node logs outlive the module's temp dir, for a post-mortem.
+            kept = Path(tempfile.gettempdir()) / f"strom-faults-failed-{self.name}-seed{SEED}-{os.getpid()}"
+            shutil.copytree(self.dir, kept, dirs_exist_ok=True)
+            for n in self.c:
+                shutil.copy(n.log_path, kept / f"node-{n.id}.log")
             pytest.fail(f"schedule {self.name}, STROM_FAULT_SEED={SEED} STROM_FAULT_SECONDS={SECONDS:.0f} ({self.seconds:.0f} s here); "
-                        f"histories in {self.dir} (kept with STROM_COMPAT_KEEP_DIRS=1)\n"
+                        f"histories and node logs copied to {kept}\n"
                         + "\n".join(problems) + "\n" + nodes, pytrace=False)
 
     def run(self, nemesis, expect=()):
@@ -326,6 +345,15 @@ class Run:
 # see the fault-test report of issue 17. Only this signature is tolerated (as xfail).
 KNOWN_STALE_READ = ("known bug: a deposed leader served consumers records above what its "
                     "successor had, then truncated them (divergent reads, no lost ack)")
+
+
+# Found with the default seed (pause schedule): after SIGSTOP/SIGCONT of partition leaders,
+# the node the image names coordinator of the worker's group (and which loaded its
+# __consumer_offsets partition) answered every TxnOffsetCommit with NOT_COORDINATOR for
+# over two minutes after healing; the worker aborted each transaction. Open: see the
+# fault-test report of issue 17. Tolerated (as xfail) only when the safety checks pass.
+KNOWN_TXN_STALL = ("known bug: the transactional worker commits nothing after healing "
+                   "(TxnOffsetCommit answered NOT_COORDINATOR by the group's coordinator)")
 
 
 def stale_reads_only(anomalies) -> bool:
