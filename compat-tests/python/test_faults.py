@@ -96,22 +96,28 @@ def partitions_md(c, topic):
     return {}
 
 
-def healthy(c, topics):
-    """Every partition of `topics` has a leader and all three nodes in its ISR, on every node."""
+def unhealthy(c, topics):
+    """What keeps the cluster from being whole, as node 1..3 see `topics`: None when every
+    partition has a leader and all three nodes in its ISR on every node."""
     for n in c:
         if not n.alive():
-            return False
+            return f"node {n.id} is not running"
         try:
             md = AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(timeout=3)
-        except KafkaException:
-            return False
+        except KafkaException as e:
+            return f"node {n.id}: {e}"
         for t in topics:
             tm = md.topics.get(t)
             if tm is None or tm.error is not None or len(tm.partitions) != PARTITIONS:
-                return False
-            if any(p.leader < 0 or len(p.isrs) != 3 for p in tm.partitions.values()):
-                return False
-    return True
+                return f"node {n.id}: {t} {tm.error if tm else 'missing'}"
+            for p in tm.partitions.values():
+                if p.leader < 0 or len(p.isrs) != 3:
+                    return f"node {n.id}: {t}-{p.id} leader {p.leader} isr {p.isrs}"
+    return None
+
+
+def healthy(c, topics):
+    return unhealthy(c, topics) is None
 
 
 def controller(c):
@@ -200,7 +206,10 @@ class Run:
                 n.start()
         self.op("healed")
         healed_at = time.monotonic()
-        wait_for("full ISRs after healing", lambda: healthy(self.c, [self.input, self.output]), RECOVERY_S)
+        try:
+            wait_for("full ISRs after healing", lambda: healthy(self.c, [self.input, self.output]), RECOVERY_S)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {unhealthy(self.c, [self.input, self.output])}") from None
         wait_for("acks after healing", lambda: self.acks(since=healed_at) > 20, RECOVERY_S)
         # Liveness of the transactional path too: under the faults it may starve (a
         # coordinator moving, the group rebalancing), healed it must commit again. A known
@@ -298,11 +307,7 @@ class Run:
             pytest.xfail(f"{KNOWN_TXN_STALL} (seed {SEED}, histories in {self.dir})")
         if problems:
             nodes = self.c.logs(40)
-            # The histories and node logs outlive the module's temp dir, for a post-mortem.
-            kept = Path(tempfile.gettempdir()) / f"strom-faults-failed-{self.name}-seed{SEED}-{os.getpid()}"
-            shutil.copytree(self.dir, kept, dirs_exist_ok=True)
-            for n in self.c:
-                shutil.copy(n.log_path, kept / f"node-{n.id}.log")
+            kept = self.keep_evidence()
             pytest.fail(f"schedule {self.name}, STROM_FAULT_SEED={SEED} STROM_FAULT_SECONDS={SECONDS:.0f} ({self.seconds:.0f} s here); "
                         f"histories and node logs copied to {kept}\n"
                         + "\n".join(problems) + "\n" + nodes, pytrace=False)
@@ -310,6 +315,23 @@ class Run:
     def run(self, nemesis, expect=()):
         """The whole schedule: topics, clients, `nemesis(self, until)` for `seconds`, recovery,
         final read, check. Faults are undone and clients stopped even on failure."""
+        try:
+            self._run(nemesis, expect)
+        except BaseException as e:
+            if not isinstance(e, pytest.xfail.Exception):
+                say(f"{self.name}: failed, STROM_FAULT_SEED={SEED}; evidence in {self.keep_evidence()}")
+            raise
+
+    def keep_evidence(self) -> Path:
+        """The schedule's histories and the nodes' logs, copied out of the module's temp dir."""
+        kept = Path(tempfile.gettempdir()) / f"strom-faults-failed-{self.name}-seed{SEED}-{os.getpid()}"
+        shutil.copytree(self.dir, kept, dirs_exist_ok=True)
+        for n in self.c:
+            if n.log_path.exists():
+                shutil.copy(n.log_path, kept / f"node-{n.id}.log")
+        return kept
+
+    def _run(self, nemesis, expect):
         self.create_topics()
         self.start_clients()
         try:
