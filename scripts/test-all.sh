@@ -111,7 +111,9 @@ apt_install_missing() {
         [cmake]=cmake [g++]=g++ [node]=nodejs [npm]=npm
         [clang]=clang # clang: ebpf/build.rs compiles the steering program (else it falls back)
         # the console's browser test (compat-tests/python/test_console.py)
-        [chromium]=chromium [chromedriver]=chromium-driver)
+        [chromium]=chromium [chromedriver]=chromium-driver
+        # the fault tests' namespaces, partitions and loss (compat-tests/python/netns.py)
+        [ip]=iproute2 [tc]=iproute2 [nft]=nftables)
     local pkgs=() cmd
     for cmd in "${!want[@]}"; do
         command -v "$cmd" >/dev/null 2>&1 || pkgs+=("${want[$cmd]}")
@@ -187,6 +189,8 @@ setup() {
 
 compat() {
     local rc=0 brokers="${STROM_COMPAT_BROKERS:-strom,kafka}"
+    # As root the fault tests (test_faults.py, network namespaces) must run, not skip.
+    [[ $(id -u) -eq 0 ]] && export STROM_FAULTS_REQUIRED="${STROM_FAULTS_REQUIRED:-1}"
     [[ "$brokers" != *strom* || -x target/release/strom ]] \
         || { echo "target/release/strom missing: the build phase must run first" >&2; return 1; }
     # The whole suite is bounded too, beyond each test's own timeout (pytest.ini): 45 minutes

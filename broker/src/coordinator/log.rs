@@ -333,3 +333,90 @@ impl LoadedPartitions {
         self.0.borrow_mut().clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::rc::Rc;
+    use std::sync::Arc;
+
+    use storage::batch::BatchHeader;
+    use storage::{IoBackend, IoBackendKind, LogConfig, PartitionLog};
+
+    use super::{append, TxnProducer};
+    use crate::config::dynamic::BrokerView;
+    use crate::config::effective::TopicSettings;
+    use crate::partition::txn::ControlType;
+    use crate::partition::Partition;
+    use crate::test_support::TestBatch;
+
+    fn open(dir: &std::path::Path) -> Result<Partition, storage::StorageError> {
+        let io = IoBackend::new(IoBackendKind::from_env()).unwrap();
+        let log = PartitionLog::open(dir, "__consumer_offsets", 0, LogConfig::default(), io, 0)?;
+        let view = BrokerView::from_static(Default::default(), BTreeMap::new());
+        let settings = Arc::new(TopicSettings::resolve(&BTreeMap::new(), &view));
+        Partition::new("__consumer_offsets".into(), 0, log, settings, 0)
+    }
+
+    /// Found by test_faults.py (seed 2, kill schedule): a leader of `__consumer_offsets`
+    /// wrote no `.txnindex` entry for an aborted TxnOffsetCommit, so after a kill -9 the
+    /// replay from the recovery point added it below a later entry and the partition stayed
+    /// offline ("aborted txn last offset 13 not above the previous 91").
+    #[test]
+    fn given_aborted_txn_offset_commit_then_indexed_as_on_followers_and_reopens_after_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            let p = Rc::new(open(dir.path()).unwrap());
+            let now = crate::now_ms();
+            // A consumer-transform-produce producer's offsets, then its abort marker.
+            let txn = TxnProducer {
+                producer_id: 7,
+                producer_epoch: 0,
+            };
+            let key = bytes::Bytes::from_static(b"k");
+            append(
+                &p,
+                &[(key.clone(), Some(bytes::Bytes::from_static(b"v")))],
+                Some(txn),
+            )
+            .await
+            .unwrap();
+            let marker = p
+                .write_txn_marker(7, 0, 0, ControlType::Abort, now)
+                .await
+                .unwrap();
+            // Another producer's transaction, written through Produce, aborted after it.
+            p.begin_txn(8, 0);
+            let bytes = TestBatch::new(1).transactional(8, 0, 0).encode();
+            let h = BatchHeader::parse(&bytes).unwrap();
+            p.append(h, bytes, -1, now).unwrap().await.unwrap();
+            let later = p
+                .write_txn_marker(8, 0, 0, ControlType::Abort, now)
+                .await
+                .unwrap();
+
+            let indexed: Vec<_> = p
+                .log
+                .collect_aborted_txns(0, later + 1)
+                .iter()
+                .map(|t| (t.producer_id, t.first_offset, t.last_offset))
+                .collect();
+            assert_eq!(indexed, vec![(7, 0, marker), (8, marker + 1, later)]);
+            assert_eq!(p.last_stable_offset(), later + 1);
+
+            // A crash: reopened from recovery point 0 while the first handle never closed.
+            let q = open(dir.path()).expect("reopens: the replay finds every entry in order");
+            let again: Vec<_> = q
+                .log
+                .collect_aborted_txns(0, later + 1)
+                .iter()
+                .map(|t| (t.producer_id, t.first_offset, t.last_offset))
+                .collect();
+            assert_eq!(again, indexed);
+        });
+    }
+}

@@ -503,6 +503,14 @@ impl Partition {
                 header.producer_epoch,
                 batch_meta(&header, next_offset),
             );
+        }
+        if header.producer_id >= 0 {
+            // A coordinator's transactional write (TxnOffsetCommit) has no sequence but opens
+            // the producer's transaction here all the same, as Kafka's COORDINATOR origin does
+            // and as the replay at open and on followers (`txn::replay`) does from the same
+            // batch: without it the abort marker found no open transaction, so this leader
+            // wrote no `.txnindex` entry where its followers did, and a restart's replay then
+            // met the missing entry below later ones and took the partition offline.
             self.record_txn_data(&header, next_offset);
         }
         let opts = AppendOptions {
