@@ -268,8 +268,16 @@ impl Partition {
                     changed
                 });
                 let followers = self.replica.followers.borrow();
+                // Kafka's "maximal ISR": the ISR and the one proposed. A follower this leader
+                // asked to add may already be in the committed ISR the controller elects from,
+                // so nothing counts as replicated until it has it too (without it, a deposed
+                // leader had served and acknowledged records its successor lacked:
+                // test_faults.py, seed 4 of the flaky schedule). A proposed shrink keeps the
+                // committed members until it commits.
+                let pending = self.replica.isr_pending.borrow();
                 let caught_up = isr
                     .iter()
+                    .chain(pending.iter().flatten())
                     .filter(|r| *r != me)
                     .map(|r| followers.get(r).map_or(i64::MIN, |f| f.offset))
                     .fold(written, i64::min);

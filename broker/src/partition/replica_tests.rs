@@ -80,7 +80,14 @@ fn given_leader_with_isr_when_followers_fetch_then_hw_is_min_over_isr_and_never_
         assert_eq!(o.high_watermark, 0);
         assert!(!o.data.chunks.is_empty(), "followers read past the HW");
         assert_eq!(expand, Some((3, vec![1, 2, 3])));
+        // Proposed, 3 holds the HW too (Kafka's maximal ISR): the controller may already have
+        // it in the ISR it elects a new leader from.
         let (o, _) = p.replica_read(2, 5, -1, 1 << 20).unwrap();
+        assert_eq!(
+            o.high_watermark, 0,
+            "3, proposed for the ISR, has nothing yet"
+        );
+        let (o, _) = p.replica_read(3, 5, -1, 1 << 20).unwrap();
         assert_eq!(o.high_watermark, 5);
         // A stale fetch offset does not move the HW back.
         p.replica_read(2, 2, -1, 1 << 20).unwrap();
@@ -91,7 +98,7 @@ fn given_leader_with_isr_when_followers_fetch_then_hw_is_min_over_isr_and_never_
             first.partition_leader_epoch, 3,
             "the leader's epoch in the batch"
         );
-        // Out of the ISR, follower 3 does not hold the HW; one proposal is in flight.
+        // One proposal is in flight at a time.
         assert_eq!(p.replica_read(3, 5, -1, 1 << 20).unwrap().1, None);
         p.set_role(leader(&[1, 2, 3], &quorum)).unwrap();
         append(&p, 1, 1).await.unwrap();
@@ -99,6 +106,25 @@ fn given_leader_with_isr_when_followers_fetch_then_hw_is_min_over_isr_and_never_
         assert_eq!(p.high_watermark(), 5, "3 is in the ISR now and still at 5");
         p.replica_read(3, 6, -1, 1 << 20).unwrap();
         assert_eq!(p.high_watermark(), 6);
+    });
+}
+
+#[test]
+fn given_a_refused_isr_expansion_when_followers_fetch_then_the_proposed_follower_no_longer_holds_the_hw(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        let (_, expand) = p.replica_read(3, 0, -1, 1 << 20).unwrap();
+        assert_eq!(expand, Some((3, vec![1, 2, 3])));
+        append(&p, 4, 1).await.unwrap();
+        p.replica_read(2, 4, -1, 1 << 20).unwrap();
+        assert_eq!(p.high_watermark(), 0, "3 proposed and behind");
+        p.isr_change_failed();
+        p.replica_read(2, 4, -1, 1 << 20).unwrap();
+        assert_eq!(p.high_watermark(), 4, "the ISR is {{1, 2}} again");
     });
 }
 
