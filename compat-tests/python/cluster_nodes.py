@@ -3,7 +3,8 @@ Kafka's `listeners` and `listener.security.protocol.map`), each on free 127.0.0.
 with its own data dir: started, killed -9 and started again by their own PIDs
 (brokers._spawn). Shared by the cluster modules that secure their listeners
 (test_cluster_metadata.py, test_cluster_secured.py); test_cluster.py's PLAINTEXT cluster
-keeps its own fixture."""
+keeps its own fixture. Also what every cluster module waits with (`wait_for`) and starts its
+`brokers.start_cluster` cluster with (`started`)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,21 @@ def cluster_root(prefix: str):
             print(f"cluster data and logs kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def started(kind: str, nodes: int, **kwargs):
+    """`brokers.start_cluster(kind, nodes, **kwargs)` for a module's tests, stopped after
+    them; its data and logs are kept with STROM_CLUSTER_KEEP=1."""
+    c = brokers.start_cluster(kind, nodes, **kwargs)
+    try:
+        yield c
+    finally:
+        c.stop()
+        if os.environ.get("STROM_CLUSTER_KEEP"):
+            print(f"cluster data and logs kept in {c.root}")
+        else:
+            shutil.rmtree(c.root, ignore_errors=True)
 
 
 def wait_for(what, check, timeout_s=30.0):

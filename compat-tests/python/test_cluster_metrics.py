@@ -8,16 +8,15 @@ has the same figures on JMX, which this suite does not scrape."""
 
 from __future__ import annotations
 
+import functools
 import re
-import shutil
-import time
 import urllib.request
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-import brokers
+import cluster_nodes
 from conftest import BROKERS
 
 pytestmark = pytest.mark.skipif("strom" not in BROKERS, reason="Strom's /metrics")
@@ -29,12 +28,8 @@ LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = brokers.start_cluster("strom", NODES)
-    try:
+    with cluster_nodes.started("strom", NODES) as c:
         yield c
-    finally:
-        c.stop()
-        shutil.rmtree(c.root, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -64,19 +59,7 @@ def value(node, name, **labels) -> float | None:
     return sum(found) if found else None
 
 
-def wait_for(what, check, timeout_s=60.0):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as e:  # noqa: BLE001 - a node restarting answers nothing yet
-            last = e
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
+wait_for = functools.partial(cluster_nodes.wait_for, timeout_s=60.0)
 
 def controller(cluster) -> int:
     """The active controller's node id, as the live nodes' /metrics agree on it."""

@@ -23,18 +23,17 @@ The tests run in file order and each leaves all nodes up.
 
 from __future__ import annotations
 
+import functools
 import json
-import shutil
 import struct
 import threading
 import time
-import os
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-import brokers
+import cluster_nodes
 import kafka_tools
 from conftest import BROKERS
 from raw_protocol import TOPIC, Reader, describe_configs, raw_call
@@ -44,30 +43,11 @@ NODES = 3
 
 @pytest.fixture(scope="module", params=BROKERS)
 def cluster(request):
-    c = brokers.start_cluster(request.param, NODES)
-    try:
+    with cluster_nodes.started(request.param, NODES) as c:
         yield c
-    finally:
-        c.stop()
-        if os.environ.get("STROM_CLUSTER_KEEP"):
-            print(f"cluster data and logs kept in {c.root}")
-        else:
-            shutil.rmtree(c.root, ignore_errors=True)
 
 
-def wait_for(what, check, timeout_s=60.0):
-    deadline = time.monotonic() + timeout_s
-    last_error = None
-    while time.monotonic() < deadline:
-        try:
-            v = check()
-        except Exception as e:  # a client error on a loaded machine counts as "not yet"
-            v, last_error = None, e
-        if v:
-            return v
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
-
+wait_for = functools.partial(cluster_nodes.wait_for, timeout_s=60.0)
 
 def live_bootstrap(cluster):
     return ",".join(n.bootstrap for n in cluster if n.alive())

@@ -8,8 +8,8 @@ follower's /metrics count the records it served."""
 
 from __future__ import annotations
 
+import functools
 import json
-import shutil
 import time
 import urllib.request
 
@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-import brokers
+import cluster_nodes
 from conftest import BROKERS
 
 NODES = 3
@@ -29,27 +29,11 @@ RECORDS = 2000
 @pytest.fixture(scope="module", params=BROKERS)
 def cluster(request):
     settings = {i: {"broker.rack": rack, "replica.selector.class": SELECTOR} for i, rack in RACKS.items()}
-    c = brokers.start_cluster(request.param, NODES, settings=settings)
-    try:
+    with cluster_nodes.started(request.param, NODES, settings=settings) as c:
         yield c
-    finally:
-        c.stop()
-        shutil.rmtree(c.root, ignore_errors=True)
 
 
-def wait_for(what, check, timeout_s=60.0):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as e:  # noqa: BLE001 - "not yet", whatever the client raised
-            last = e
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
+wait_for = functools.partial(cluster_nodes.wait_for, timeout_s=60.0)
 
 def bootstrap(cluster):
     return ",".join(n.bootstrap for n in cluster)
