@@ -259,7 +259,7 @@ async fn answer(
             PeerResponse::DescribeQuorum(super::quorum::leader_view(raft, liveness))
         }
         PeerRequest::Join { id, addr } => {
-            PeerResponse::Join(super::observer::admit(raft, id, addr).await)
+            PeerResponse::Join(super::voter_change::admit(raft, id, addr).await)
         }
         PeerRequest::ChangeVoters(change) => {
             PeerResponse::ChangeVoters(super::voter_change::apply(raft, change).await)

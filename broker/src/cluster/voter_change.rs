@@ -1,17 +1,21 @@
-//! KIP-853's AddRaftVoter / RemoveRaftVoter (`kafka-metadata-quorum add-controller` /
-//! `remove-controller`) on openraft's membership. A voter is added from the observers only
+//! The membership changes the Raft leader makes: an observer admitted (`admit`, asked by
+//! `observer.rs`), and KIP-853's AddRaftVoter / RemoveRaftVoter (`kafka-metadata-quorum
+//! add-controller` / `remove-controller`). A voter is added from the observers only
 //! (a broker-only node already running and caught up, `observer.rs`), as Kafka adds a
 //! controller that already fetches the log; a removed voter stays an observer, still a
 //! broker. openraft changes the membership through a joint configuration, one change at a
 //! time. `controller.quorum.voters` then only seeds a new cluster: the voters are what the
 //! metadata log says, across restarts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use openraft::ChangeMembers;
+use openraft::{BasicNode, ChangeMembers};
 use serde::{Deserialize, Serialize};
 
 use super::types::{NodeId, Raft};
+
+/// What a voter that does not lead answers a join: the joiner asks the next voter.
+pub const NOT_LEADER: &str = "not the metadata quorum's leader";
 
 /// An observer this many entries or fewer behind the leader counts as caught up: the log
 /// moves by a few entries a second (heartbeats are not entries), so more means it is not
@@ -147,6 +151,37 @@ pub async fn apply(raft: &Raft, change: VoterChange) -> Result<(), VoterChangeEr
         .collect();
     tracing::info!(voters = ?now, "metadata quorum voter {what}");
     Ok(())
+}
+
+/// On the Raft leader: adds `id` at `addr` as a learner (or moves a learner to a new
+/// address); a voter cannot be re-added as an observer.
+pub async fn admit(raft: &Raft, id: NodeId, addr: String) -> Result<(), String> {
+    let m = raft.metrics().borrow().clone();
+    if m.current_leader != Some(m.id) {
+        return Err(NOT_LEADER.into());
+    }
+    let membership = m.membership_config.membership();
+    let current = membership.get_node(&id).map(|n| n.addr.clone());
+    if current.as_deref() == Some(addr.as_str()) {
+        return Ok(());
+    }
+    if membership.voter_ids().any(|v| v == id) {
+        return Err(format!(
+            "node {id} is a voter of the metadata quorum at {}; a voter is not re-added as an observer",
+            current.unwrap_or_default()
+        ));
+    }
+    let nodes = BTreeMap::from([(id, BasicNode::new(addr.clone()))]);
+    let change = if current.is_some() {
+        // Its address changed across a restart: safe for a learner, which never votes.
+        ChangeMembers::SetNodes(nodes)
+    } else {
+        ChangeMembers::AddNodes(nodes)
+    };
+    raft.change_membership(change, false)
+        .await
+        .map(|_| tracing::info!(node = id, raft = %addr, "observer (broker-only node) admitted to the metadata quorum"))
+        .map_err(|e| e.to_string())
 }
 
 /// `a` and `b` are `HOST:PORT`; hosts compare as the addresses they resolve to.

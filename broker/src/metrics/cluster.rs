@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::families::{labels, Families};
-use super::scrape::PartitionSnapshot;
+use super::snapshot::PartitionSnapshot;
 use crate::cluster::image::MetadataImage;
 use crate::cluster::raft_stats::RaftView;
 

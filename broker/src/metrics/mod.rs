@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod families;
 pub mod flow;
 pub mod scrape;
+pub mod snapshot;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -12,26 +12,10 @@ use prometheus::proto::MetricFamily;
 use prometheus::{Encoder, TextEncoder};
 
 use super::families::{label, labels, Families};
+pub use super::snapshot::PartitionSnapshot;
 use crate::shard::{frontend, BrokerContext, ShardState};
 
 const SHARD_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// What one partition looks like on its home shard at scrape time.
-#[derive(Debug, Clone)]
-pub struct PartitionSnapshot {
-    pub topic: String,
-    pub partition: i32,
-    pub size_bytes: u64,
-    pub log_start: i64,
-    pub log_end: i64,
-    pub high_watermark: i64,
-    pub last_stable: i64,
-    pub open_transactions: usize,
-    /// The partition's `min.insync.replicas`.
-    pub min_isr: i32,
-    /// On a replicated leader: where its followers are.
-    pub followers: Vec<crate::partition::replica::FollowerLag>,
-}
 
 #[derive(Debug, Clone)]
 pub struct GroupSnapshot {
