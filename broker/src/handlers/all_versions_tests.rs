@@ -306,21 +306,6 @@ fn given_every_api_and_version_when_called_then_answers_without_error() {
                     let p = &r.replica_election_results[0].partition_result[0];
                     assert_eq!(p.error_code, 84, "{ctx}");
                 }
-                // A single node has no quorum to change: what a kraft.version 0 quorum says.
-                ApiKey::AddRaftVoter => {
-                    let req = AddRaftVoterRequest::default()
-                        .with_cluster_id(None)
-                        .with_voter_id(2);
-                    let r: AddRaftVoterResponse = h.call(key, v, req);
-                    assert_eq!(r.error_code, 35, "{ctx}");
-                }
-                ApiKey::RemoveRaftVoter => {
-                    let req = RemoveRaftVoterRequest::default()
-                        .with_cluster_id(None)
-                        .with_voter_id(2);
-                    let r: RemoveRaftVoterResponse = h.call(key, v, req);
-                    assert_eq!(r.error_code, 35, "{ctx}");
-                }
                 ApiKey::UpdateFeatures => {
                     use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
                     // Re-finalizing the current level is a no-op that every version accepts.

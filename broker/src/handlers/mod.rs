@@ -541,11 +541,14 @@ ext_api_table! {
 }
 
 /// APIs only a cluster serves: Kafka's brokers forward them to the KRaft controller, and a
-/// single node has no replicas to move. A single node neither advertises them in ApiVersions
-/// nor answers them (an unsupported API), as Kafka advertises only what it serves.
+/// single node has no replicas to move and no voters to change. A single node neither
+/// advertises them in ApiVersions nor answers them (an unsupported API), as Kafka advertises
+/// only what it serves.
 pub const CLUSTERED_ONLY: &[ApiKey] = &[
     ApiKey::AlterPartitionReassignments,
     ApiKey::ListPartitionReassignments,
+    ApiKey::AddRaftVoter,
+    ApiKey::RemoveRaftVoter,
 ];
 
 pub fn spec(key: ApiKey) -> Option<&'static ApiSpec> {
