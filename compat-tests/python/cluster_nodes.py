@@ -2,9 +2,9 @@
 Kafka's `listeners` and `listener.security.protocol.map`), each on free 127.0.0.1 ports
 with its own data dir: started, killed -9 and started again by their own PIDs
 (brokers._spawn). Shared by the cluster modules that secure their listeners
-(test_cluster_metadata.py, test_cluster_secured.py); test_cluster.py's PLAINTEXT cluster
-keeps its own fixture. Also what every cluster module waits with (`wait_for`) and starts its
-`brokers.start_cluster` cluster with (`started`)."""
+(test_cluster_metadata.py, test_cluster_secured.py). Also what every cluster module waits
+with (`wait_for`), starts its `brokers.start_cluster` cluster with (`started`) and brings
+back the nodes a failed test left dead with (`restart_dead`)."""
 
 from __future__ import annotations
 
@@ -101,6 +101,14 @@ def started(kind: str, nodes: int, **kwargs):
             print(f"cluster data and logs kept in {c.root}")
         else:
             shutil.rmtree(c.root, ignore_errors=True)
+
+
+def restart_dead(cluster) -> None:
+    """Every node of a `brokers.Cluster` that is not running, started again on its data:
+    after a test that failed half-way, so that the next test does not fail on a dead node."""
+    for node_id, n in enumerate(cluster, start=1):
+        if not n.alive():
+            cluster.restart(node_id)
 
 
 def wait_for(what, check, timeout_s=30.0):

@@ -40,6 +40,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 import brokers
+import cluster_nodes
 from raw_protocol import raw_call
 from conftest import BROKERS
 
@@ -62,15 +63,8 @@ JAVA_RATE = 500  # records per second, all partitions together: about what the c
 
 @pytest.fixture(scope="module", params=BROKERS)
 def cluster(request):
-    c = brokers.start_cluster(request.param, NODES)
-    try:
+    with cluster_nodes.started(request.param, NODES) as c:
         yield c
-    finally:
-        c.stop()
-        if os.environ.get("STROM_CLUSTER_KEEP"):
-            print(f"cluster data and logs kept in {c.root}")
-        else:
-            shutil.rmtree(c.root, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -79,10 +73,7 @@ def every_node_back_up(request):
     again: otherwise one failure fails every later test of the module on a dead node."""
     yield
     if "cluster" in request.fixturenames:
-        c = request.getfixturevalue("cluster")
-        for node_id, n in enumerate(c, start=1):
-            if not n.alive():
-                c.restart(node_id)
+        cluster_nodes.restart_dead(request.getfixturevalue("cluster"))
 
 
 def wait_for(what, check, timeout_s=30.0):

@@ -36,9 +36,7 @@ def cluster():
 def every_node_back_up(cluster):
     """A test that failed half-way leaves no node down for the next one."""
     yield
-    for node_id, n in enumerate(cluster, start=1):
-        if not n.alive():
-            cluster.restart(node_id)
+    cluster_nodes.restart_dead(cluster)
 
 
 def scrape(node) -> list[tuple[str, dict, float]]:
