@@ -163,11 +163,7 @@ impl ClusterHandle {
         if let Some(v) = super::quorum::leader_view(&self.raft, &self.liveness) {
             return Ok(v);
         }
-        let m = self.raft.metrics().borrow().clone();
-        let addr = m
-            .current_leader
-            .and_then(|l| m.membership_config.membership().get_node(&l).cloned())
-            .and_then(|n| n.addr.parse().ok())
+        let addr = other_leader(&self.raft)
             .ok_or_else(|| ClusterError::NoQuorum("no metadata leader known".into()))?;
         let answer = self
             .runtime
@@ -197,24 +193,16 @@ impl ClusterHandle {
             let deadline = Instant::now() + timeout;
             loop {
                 let outcome = match voter_change::apply(&raft, change.clone()).await {
-                    Err(VoterChangeError::NotLeader) => {
-                        let m = raft.metrics().borrow().clone();
-                        let leader = m
-                            .current_leader
-                            .filter(|l| *l != m.id)
-                            .and_then(|l| m.membership_config.membership().get_node(&l).cloned())
-                            .and_then(|n| n.addr.parse().ok());
-                        match leader {
-                            Some(addr) => {
-                                let req = PeerRequest::ChangeVoters(change.clone());
-                                match PeerClient::new(addr).call(&req, timeout).await {
-                                    Ok(PeerResponse::ChangeVoters(r)) => r,
-                                    _ => Err(VoterChangeError::NotLeader),
-                                }
+                    Err(VoterChangeError::NotLeader) => match other_leader(&raft) {
+                        Some(addr) => {
+                            let req = PeerRequest::ChangeVoters(change.clone());
+                            match PeerClient::new(addr).call(&req, timeout).await {
+                                Ok(PeerResponse::ChangeVoters(r)) => r,
+                                _ => Err(VoterChangeError::NotLeader),
                             }
-                            None => Err(VoterChangeError::NotLeader),
                         }
-                    }
+                        None => Err(VoterChangeError::NotLeader),
+                    },
                     other => other,
                 };
                 match outcome {
@@ -243,6 +231,15 @@ impl ClusterHandle {
             let _ = t.join();
         }
     }
+}
+
+/// The Raft address of the metadata leader when another node leads (this node asks it over
+/// the peer port); `None` when none is known or this node leads.
+fn other_leader(raft: &Raft) -> Option<SocketAddr> {
+    let m = raft.metrics().borrow().clone();
+    let leader = m.current_leader.filter(|l| *l != m.id)?;
+    let node = m.membership_config.membership().get_node(&leader)?.clone();
+    node.addr.parse().ok()
 }
 
 pub(super) async fn write_through_leader(
