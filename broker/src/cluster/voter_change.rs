@@ -157,7 +157,11 @@ pub async fn apply(raft: &Raft, change: VoterChange) -> Result<(), VoterChangeEr
 /// address); a voter cannot be re-added as an observer.
 pub async fn admit(raft: &Raft, id: NodeId, addr: String) -> Result<(), String> {
     let m = raft.metrics().borrow().clone();
-    if m.current_leader != Some(m.id) {
+    // Not itself: a leader that just removed itself (`apply`) keeps leading until openraft's
+    // next tick steps it down, and re-admitted as a learner before that tick it would lead
+    // on (openraft counts a learner that holds the vote as leading). Its own
+    // `stay_in_membership` asks it first; the next leader admits it instead.
+    if m.current_leader != Some(m.id) || id == m.id {
         return Err(NOT_LEADER.into());
     }
     let membership = m.membership_config.membership();
