@@ -532,6 +532,9 @@ impl Partition {
             settings.max_decompressed_bytes,
         );
         let append = self.log.append(records, opts);
+        // This batch's end, known now: the offsets were assigned in the call above.
+        let end = self.log.log_end_offset();
+        let overlap = acks == -1 && self.is_replicated_leader();
         let evicted = match (new_ids, settings.flow.dedup.as_ref()) {
             (Some(ids), Some(ds)) if !ids.is_empty() => match self.dedup.borrow_mut().as_mut() {
                 Some(w) => w.remember(ids, next_offset, now_ms, ds),
@@ -542,7 +545,20 @@ impl Partition {
         self.snapshot_if_rolled();
         let me = self.clone();
         Ok(Box::pin(async move {
-            let result = append.await;
+            let result = if overlap {
+                // The followers may fetch the batch once it is written: their fetch, write
+                // and fdatasync overlap this node's fdatasync (the acknowledgement still
+                // waits for both, `wait_replicated`). Only the written end is published
+                // early; the high watermark moves as before.
+                let early = async {
+                    if me.log.wait_written(end).await.is_ok() {
+                        me.publish_log_end();
+                    }
+                };
+                futures::future::join(append, early).await.0
+            } else {
+                append.await
+            };
             me.publish_offsets();
             match result {
                 Ok(r) => {

@@ -262,11 +262,7 @@ impl Partition {
         match &*self.replica.role.borrow() {
             Role::Single => written,
             Role::Leader { me, isr, .. } => {
-                self.replica.log_end.send_if_modified(|v| {
-                    let changed = *v != written;
-                    *v = written;
-                    changed
-                });
+                self.set_log_end(written);
                 let followers = self.replica.followers.borrow();
                 // Kafka's "maximal ISR": the ISR and the one proposed. A follower this leader
                 // asked to add may already be in the committed ISR the controller elects from,
@@ -294,6 +290,28 @@ impl Partition {
             Role::Leader { .. } => self.log.written_end_offset(),
             _ => self.high_watermark(),
         }
+    }
+
+    /// Whether this replica leads a replicated partition.
+    pub(super) fn is_replicated_leader(&self) -> bool {
+        matches!(&*self.replica.role.borrow(), Role::Leader { .. })
+    }
+
+    /// On a replicated leader: wakes the followers' long polls with the written end, before
+    /// this node's fdatasync (`append`); the high watermark is not touched.
+    pub(super) fn publish_log_end(&self) {
+        if !self.is_replicated_leader() {
+            return;
+        }
+        self.set_log_end(self.log.written_end_offset());
+    }
+
+    fn set_log_end(&self, written: i64) {
+        self.replica.log_end.send_if_modified(|v| {
+            let changed = *v != written;
+            *v = written;
+            changed
+        });
     }
 
     /// A receiver of the written end (followers' long polls on the leader).
