@@ -493,12 +493,21 @@ fn invalid(name: &str, value: &str, reason: &str) -> TopicConfigError {
 /// and `strom migrate` pass topics' configs along, and the default is what Strom does); any
 /// other value is refused with the reason, never accepted to do nothing.
 pub const NOT_IMPLEMENTED: &[(&str, &str)] = &[
-    ("remote.copy.lag.bytes", "tiered storage is not built yet"),
-    ("remote.copy.lag.ms", "tiered storage is not built yet"),
-    ("remote.log.copy.disable", "tiered storage is not built yet"),
+    (
+        "remote.copy.lag.bytes",
+        "tiered storage copies each segment once it is closed; a copy lag is not built (docs/tiered-storage.md)",
+    ),
+    (
+        "remote.copy.lag.ms",
+        "tiered storage copies each segment once it is closed; a copy lag is not built (docs/tiered-storage.md)",
+    ),
+    (
+        "remote.log.copy.disable",
+        "copies to remote storage cannot be paused per topic yet (docs/tiered-storage.md)",
+    ),
     (
         "remote.log.delete.on.disable",
-        "tiered storage is not built yet",
+        "turning tiered storage off for a topic is not built yet (docs/tiered-storage.md)",
     ),
     ("preallocate", "segment files are not preallocated"),
     (
