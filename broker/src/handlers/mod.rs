@@ -99,6 +99,8 @@ pub mod update_features;
 pub mod write_txn_markers;
 
 #[cfg(test)]
+mod acl_api_table_tests;
+#[cfg(test)]
 mod acl_tests;
 #[cfg(test)]
 mod all_versions_tests;
