@@ -442,7 +442,7 @@ fn given_inline_pem_keystore_in_the_config_when_a_client_connects_then_it_is_ser
             ("ssl.keystore.location".into(), "broker.pem".into()),
         ],
     );
-    let err = both.err().expect("refused").to_string();
+    let err = both.expect_err("refused").to_string();
     assert!(err.contains("ssl_keystore_location"), "{err}");
 }
 
