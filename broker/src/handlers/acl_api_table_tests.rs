@@ -75,6 +75,21 @@ fn alter_configs(h: &Harness) -> Vec<i16> {
         resource(RESOURCE_GROUP, "g", "consumer.session.timeout.ms", "50000"),
     ]);
     let r: AlterConfigsResponse = h.call(ApiKey::AlterConfigs, 2, req);
+    let messages: Vec<Option<&str>> = r
+        .responses
+        .iter()
+        .map(|r| r.error_message.as_deref())
+        .collect();
+    // The controller's `new ApiError(error)`: the error's own message.
+    assert_eq!(
+        messages,
+        [
+            Some("Topic authorization failed."),
+            Some("Cluster authorization failed."),
+            Some("Group authorization failed.")
+        ],
+        "AlterConfigs messages"
+    );
     r.responses.iter().map(|r| r.error_code).collect()
 }
 
@@ -87,7 +102,17 @@ fn incremental_alter_configs(h: &Harness) -> Vec<i16> {
         (RESOURCE_CLIENT_METRICS, "sub", "metrics", "org.apache"),
     ]
     .iter()
-    .map(|&(t, name, key, value)| incremental_alter(h, t, name, &[(key, 0, Some(value))], false).0)
+    .map(|&(t, name, key, value)| {
+        let (code, message) = incremental_alter(h, t, name, &[(key, 0, Some(value))], false);
+        // A broker logger is refused on the broker without a message, the rest by the
+        // controller with the error's own.
+        assert_eq!(
+            message.is_empty(),
+            t == RESOURCE_BROKER_LOGGER,
+            "IncrementalAlterConfigs message of type {t}: {message:?}"
+        );
+        code
+    })
     .collect()
 }
 
@@ -171,6 +196,7 @@ fn rows() -> Vec<Row> {
                         .with_count(3),
                 ]);
                 let r: CreatePartitionsResponse = h.call(ApiKey::CreatePartitions, 3, req);
+                assert_eq!(r.results[0].error_message, None, "CreatePartitions message");
                 r.results.iter().map(|r| r.error_code).collect()
             },
             want: &[TOPIC_AUTHORIZATION_FAILED],

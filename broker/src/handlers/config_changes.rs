@@ -104,9 +104,25 @@ pub fn config_refusal(
     }
 }
 
+/// The message Kafka 4 sends with an ALTER_CONFIGS refusal: the controller answers
+/// `new ApiError(error)`, which carries the error's own message; a broker logger is refused
+/// on the broker (`RuntimeLoggerManager`) by an exception whose message is that default, which
+/// `ApiError.fromThrowable` leaves out.
+fn alter_refusal_message(resource_type: i8, code: i16) -> Option<StrBytes> {
+    if resource_type == RESOURCE_BROKER_LOGGER {
+        return None;
+    }
+    let message = match ResponseError::try_from_code(code) {
+        Some(ResponseError::TopicAuthorizationFailed) => super::errors::TOPIC_AUTHORIZATION_FAILED,
+        Some(ResponseError::GroupAuthorizationFailed) => super::errors::GROUP_AUTHORIZATION_FAILED,
+        _ => super::errors::CLUSTER_AUTHORIZATION_FAILED,
+    };
+    Some(StrBytes::from_static_str(message))
+}
+
 /// Runs `alter` on each resource in request order and gives (error code, message) per
 /// resource. A (type, name) pair that appears more than once fails every copy, as in Kafka;
-/// then ALTER_CONFIGS is checked (`config_refusal`, no message, as Kafka).
+/// then ALTER_CONFIGS is checked (`config_refusal`, with Kafka 4's message).
 pub async fn answer_each<R>(
     access: &Access,
     resources: &[R],
@@ -125,11 +141,11 @@ pub async fn answer_each<R>(
             Err(AlterError::InvalidRequest(
                 "Each resource must appear at most once.".into(),
             ))
-        } else if let Some(code) = {
+        } else if let Some((t, code)) = {
             let (t, name) = id(r);
-            config_refusal(access, Operation::AlterConfigs, t, name)
+            config_refusal(access, Operation::AlterConfigs, t, name).map(|code| (t, code))
         } {
-            out.push((code, None));
+            out.push((code, alter_refusal_message(t, code)));
             continue;
         } else {
             alter(r).await
