@@ -20,6 +20,7 @@ use crate::security::acl::{Operation, PatternType, Permission, ResourceType};
 use crate::security::authorizer::STANDARD_AUTHORIZER;
 
 const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+const INVALID_REQUEST: i16 = 42;
 const GROUP_AUTHORIZATION_FAILED: i16 = 30;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
@@ -113,6 +114,31 @@ fn incremental_alter_configs(h: &Harness) -> Vec<i16> {
         );
         code
     })
+    .collect()
+}
+
+/// Resources Kafka's broker refuses in its preprocessing, before the controller authorizes:
+/// a key twice, a null value, another broker's id.
+fn malformed_incremental_alter_configs(h: &Harness) -> Vec<i16> {
+    let set = |k: &'static str, v: Option<&'static str>| (k, 0, v);
+    [
+        (
+            RESOURCE_TOPIC,
+            "orders",
+            vec![
+                set("retention.ms", Some("1")),
+                set("retention.ms", Some("2")),
+            ],
+        ),
+        (RESOURCE_TOPIC, "orders", vec![set("retention.ms", None)]),
+        (
+            RESOURCE_BROKER,
+            "7",
+            vec![set("log.cleaner.threads", Some("2"))],
+        ),
+    ]
+    .iter()
+    .map(|(t, name, ops)| incremental_alter(h, *t, name, ops, false).0)
     .collect()
 }
 
@@ -225,6 +251,32 @@ fn rows() -> Vec<Row> {
                 GROUP_AUTHORIZATION_FAILED,
                 CLUSTER_AUTHORIZATION_FAILED,
             ],
+        },
+        // ConfigAdminManager.preprocess runs on the broker before the controller authorizes.
+        Row {
+            api: "IncrementalAlterConfigs (malformed)",
+            user: "bob",
+            call: malformed_incremental_alter_configs,
+            want: &[INVALID_REQUEST, INVALID_REQUEST, INVALID_REQUEST],
+        },
+        // The legacy AlterConfigs takes no broker logger: "Unknown resource type 8".
+        Row {
+            api: "AlterConfigs (broker logger)",
+            user: "bob",
+            call: |h| {
+                use alter_configs_request::{AlterConfigsResource, AlterableConfig};
+                let req = AlterConfigsRequest::default().with_resources(vec![
+                    AlterConfigsResource::default()
+                        .with_resource_type(RESOURCE_BROKER_LOGGER)
+                        .with_resource_name(s("0"))
+                        .with_configs(vec![AlterableConfig::default()
+                            .with_name(s("kafka.server"))
+                            .with_value(Some(s("DEBUG")))]),
+                ]);
+                let r: AlterConfigsResponse = h.call(ApiKey::AlterConfigs, 2, req);
+                r.responses.iter().map(|r| r.error_code).collect()
+            },
+            want: &[INVALID_REQUEST],
         },
         // KafkaApis.handleTxnOffsetCommitRequest: WRITE on the transactional id, then READ
         // on the group, every partition answered with the refusal.
