@@ -3,6 +3,12 @@
 //! client certificates required (none, or from another CA, is refused and counted); TLS 1.2
 //! refused when only 1.3 is enabled; a plaintext client on the TLS port gets no Kafka answer;
 //! a renewed certificate file is served to new connections without a restart.
+//!
+//! Principals, seen through what the StandardAuthorizer lets each client do: with
+//! `ssl.client.auth=requested` a client without a certificate is `User:ANONYMOUS` and one
+//! with a certificate its mapped subject, while a SASL_SSL client is its SASL name; a key and
+//! chain given inline as config values (`ssl.keystore.key`, `ssl.keystore.certificate.chain`)
+//! are served; `ssl.principal.mapping.rules` decide whose topic ACLs apply to a certificate.
 
 mod common;
 
@@ -225,4 +231,248 @@ fn given_renewed_certificate_file_when_reload_runs_then_new_connections_get_it_a
         answers(&mut old),
         "the connection made before the renewal was dropped"
     );
+}
+
+// ---- Principals: `ssl.client.auth=requested`, `ssl.principal.mapping.rules`, ACLs ----
+
+const AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+/// `CN=<name>,O=acme` (RFC 2253 order) becomes the lower-cased CN; any other subject stays
+/// the whole DN.
+const MAPPING: &str = "RULE:^CN=([^,]+),O=acme$/$1/L,DEFAULT";
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+
+/// A client certificate of the test CA with subject `CN=<cn>,O=<org>` as the broker reads it.
+fn cert(s: &Setup, org: &str, cn: &str) -> Issued {
+    s.pki
+        .client(&[(DnType::OrganizationName, org), (DnType::CommonName, cn)])
+}
+
+/// `start_tls` with the StandardAuthorizer, `User:admin` its super user, and the mapping.
+fn start_secured(tune: impl FnOnce(&mut strom::config::BrokerConfig)) -> Setup {
+    start_tls(|c| {
+        c.authorizer_class_name = AUTHORIZER.into();
+        c.super_users = "User:admin".into();
+        c.ssl_principal_mapping_rules = MAPPING.into();
+        tune(c);
+    })
+}
+
+/// CreateAcls v3: ALLOW `ops` on the literal topic `topic` for `principal`.
+fn allow_topic<S: std::io::Read + std::io::Write>(
+    c: &mut Client<S>,
+    principal: &str,
+    topic: &str,
+    ops: &[i8],
+) {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
+    use kafka_protocol::protocol::StrBytes;
+    let s = |v: &str| StrBytes::from_string(v.into());
+    let creations = ops
+        .iter()
+        .map(|op| {
+            AclCreation::default()
+                .with_resource_type(2) // TOPIC
+                .with_resource_name(s(topic))
+                .with_resource_pattern_type(3) // LITERAL
+                .with_principal(s(principal))
+                .with_host(s("*"))
+                .with_operation(*op)
+                .with_permission_type(3) // ALLOW
+        })
+        .collect();
+    let r: CreateAclsResponse = c.call(
+        ApiKey::CreateAcls,
+        3,
+        &CreateAclsRequest::default().with_creations(creations),
+    );
+    assert!(r.results.iter().all(|r| r.error_code == 0), "{r:?}");
+}
+
+const READ: i8 = 3;
+const WRITE: i8 = 4;
+const DESCRIBE: i8 = 8;
+
+/// The topics a Metadata request for all topics shows this client (only those its
+/// principal may DESCRIBE), sorted.
+fn visible_topics<S: std::io::Read + std::io::Write>(c: &mut Client<S>) -> Vec<String> {
+    let r: MetadataResponse = c.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(None),
+    );
+    let mut names: Vec<String> = r
+        .topics
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Topics `<who>-visible`, each described only by the principal `User:<who>`: what Metadata
+/// shows a client names its principal.
+fn topic_per_principal(s: &Setup, admin: &Issued, who: &[&str]) {
+    let mut a = tls_client(s, Some(admin)).unwrap();
+    for w in who {
+        let t = format!("{w}-visible");
+        create_topic(&mut a, &t, 1);
+        allow_topic(&mut a, &format!("User:{w}"), &t, &[DESCRIBE]);
+    }
+}
+
+/// A SCRAM credential for `user`, as `strom user add` stores it before the broker starts
+/// (PLAIN checks its password against it).
+fn add_user(data_dir: &Path, user: &str, password: &str) {
+    use strom::metadata::scram::*;
+    std::fs::create_dir_all(data_dir).unwrap();
+    let m = ScramMechanism::Sha512;
+    FileCredentialStore::open(data_dir)
+        .unwrap()
+        .apply(&[CredentialChange::Upsert {
+            user: user.into(),
+            mechanism: m,
+            credential: strom::security::scram::credential_from_password(m, password, 4096),
+        }])
+        .unwrap();
+}
+
+/// SaslHandshake v1 + SaslAuthenticate v2 with PLAIN; panics unless both succeed.
+fn plain_login<S: std::io::Read + std::io::Write>(c: &mut Client<S>, user: &str, password: &str) {
+    use kafka_protocol::messages::*;
+    let h: SaslHandshakeResponse = c.call(
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default()
+            .with_mechanism(kafka_protocol::protocol::StrBytes::from_static_str("PLAIN")),
+    );
+    assert_eq!(h.error_code, 0, "{h:?}");
+    let token = format!("\0{user}\0{password}");
+    let a: SaslAuthenticateResponse = c.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(token.into_bytes().into()),
+    );
+    assert_eq!(a.error_code, 0, "{a:?}");
+}
+
+#[test]
+fn given_client_auth_requested_when_connecting_with_and_without_a_certificate_then_its_principal_or_anonymous(
+) {
+    let s = start_secured(|c| {
+        c.ssl_client_auth = "requested".into();
+        c.listeners = "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0".into();
+        c.sasl_enabled_mechanisms = "PLAIN".into();
+        add_user(&c.data_dir, "carol", "carol-secret");
+    });
+    let admin = cert(&s, "acme", "admin");
+    topic_per_principal(&s, &admin, &["ANONYMOUS", "alice", "carol"]);
+
+    // No certificate: served, as User:ANONYMOUS.
+    let mut anonymous = tls_client(&s, None).unwrap();
+    assert_eq!(visible_topics(&mut anonymous), ["ANONYMOUS-visible"]);
+    // A certificate of the truststore: its mapped subject.
+    let mut alice = tls_client(&s, Some(&cert(&s, "acme", "Alice"))).unwrap();
+    assert_eq!(visible_topics(&mut alice), ["alice-visible"]);
+    // Requested is not optional verification: a certificate the truststore did not issue
+    // is refused, not taken as anonymous.
+    let stranger = Pki::new("other-ca").client(&[(DnType::CommonName, "mallory")]);
+    let refused = tls_client(&s, Some(&stranger)).map(|mut c| answers(&mut c));
+    assert!(
+        !matches!(refused, Ok(true)),
+        "a foreign certificate was served"
+    );
+
+    // SASL_SSL never asks for a certificate (KIP-684): the SASL name is the principal, even
+    // from a client that has one to offer.
+    let sasl = s.addr("SASL_SSL");
+    let offered = cert(&s, "acme", "Alice");
+    let tls = connect_tls(sasl, &s.pki.ca_pem, Some(&offered), &[]).unwrap();
+    assert!(tls.conn.peer_certificates().is_some());
+    let mut carol = Client::over(tls);
+    plain_login(&mut carol, "carol", "carol-secret");
+    assert_eq!(visible_topics(&mut carol), ["carol-visible"]);
+}
+
+#[test]
+fn given_inline_pem_keystore_in_the_config_when_a_client_connects_then_it_is_served_that_certificate(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new("inline-ca");
+    let issued = pki.server("broker-inline");
+    // Kafka's names, as an operator sets them from a secret: the PEM text itself, no file.
+    let env = vec![
+        ("STROM_SSL_KEYSTORE_KEY".to_string(), issued.key_pem.clone()),
+        (
+            "STROM_SSL_KEYSTORE_CERTIFICATE_CHAIN".to_string(),
+            issued.cert_pem.clone(),
+        ),
+    ];
+    let flags = vec![
+        ("ssl.keystore.type".to_string(), "PEM".to_string()),
+        ("listeners".to_string(), "SSL://127.0.0.1:0".to_string()),
+    ];
+    let (mut config, _) = strom::config::load(None, env, &flags).expect("config loads");
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.metrics_listen = "127.0.0.1:0".parse().unwrap();
+    config.schema_registry_listen = "127.0.0.1:0".parse().unwrap();
+    config.data_dir = dir.path().join("data");
+    config.shards = 1;
+    let server = strom::Server::start(config, Default::default()).expect("broker starts");
+    let addr = server
+        .listeners
+        .iter()
+        .find(|l| l.name == "SSL")
+        .unwrap()
+        .bound;
+    let mut c = Client::over(connect_tls(addr, &pki.ca_pem, None, &[]).unwrap());
+    let want = rustls::pki_types::pem::PemObject::pem_slice_iter(issued.cert_pem.as_bytes())
+        .next()
+        .map(|c: Result<rustls::pki_types::CertificateDer, _>| c.unwrap().to_vec())
+        .unwrap();
+    assert_eq!(peer_cert(&c), want);
+    assert!(answers(&mut c));
+
+    // The inline key and a keystore file together are refused: which one would win?
+    let both = strom::config::load(
+        None,
+        vec![("STROM_SSL_KEYSTORE_KEY".to_string(), issued.key_pem.clone())],
+        &[
+            ("listeners".into(), "SSL://127.0.0.1:0".into()),
+            ("ssl.keystore.location".into(), "broker.pem".into()),
+        ],
+    );
+    let err = both.expect_err("refused").to_string();
+    assert!(err.contains("ssl_keystore_location"), "{err}");
+}
+
+#[test]
+fn given_mapping_rules_and_topic_acls_when_certificate_clients_produce_then_the_mapped_principal_decides(
+) {
+    let s = start_secured(|c| c.ssl_client_auth = "required".into());
+    let admin = cert(&s, "acme", "admin");
+    let mut a = tls_client(&s, Some(&admin)).unwrap();
+    create_topic(&mut a, "orders", 1);
+    allow_topic(&mut a, "User:alice", "orders", &[READ, WRITE]);
+    // An ACL on bob's unmapped subject: the rule maps him to `bob`, so it must not apply.
+    allow_topic(&mut a, "User:CN=bob,O=acme", "orders", &[READ, WRITE]);
+
+    // CN=Alice,O=acme maps to `alice`: allowed to write and read.
+    let mut alice = tls_client(&s, Some(&cert(&s, "acme", "Alice"))).unwrap();
+    assert_eq!(produce(&mut alice, "orders", 0, batch(3, "alice")), (0, 0));
+    assert_eq!(common::fetch_all(&mut alice, "orders", 0).len(), 3);
+    // CN=bob,O=acme maps to `bob`, who has no ACL: refused, nothing written.
+    let mut bob = tls_client(&s, Some(&cert(&s, "acme", "bob"))).unwrap();
+    assert_eq!(
+        produce(&mut bob, "orders", 0, batch(3, "bob")).0,
+        TOPIC_AUTHORIZATION_FAILED
+    );
+    // A subject no RULE matches keeps its whole DN (DEFAULT): not alice either.
+    let mut other = tls_client(&s, Some(&cert(&s, "other", "alice"))).unwrap();
+    assert_eq!(
+        produce(&mut other, "orders", 0, batch(3, "other")).0,
+        TOPIC_AUTHORIZATION_FAILED
+    );
+    let log = common::fetch_all(&mut a, "orders", 0);
+    assert_eq!(log.len(), 3, "only alice's records are in the log");
 }

@@ -8,7 +8,10 @@ kafka-python users then produce, consume, join groups and create topics, and eac
 checked for its exact Kafka error code and for nothing having moved. A KIP-848 regex
 subscription is assigned only the topics its principal may DESCRIBE, and follows a grant at
 the group's next regex refresh (`group.consumer.regex.refresh.interval.ms`, Kafka's least
-value, 10 s, on both brokers).
+value, 10 s, on both brokers). A consumer that may find its group's coordinator (DESCRIBE) but
+not READ the group can neither join nor commit, and a transactional producer that may find
+its coordinator but not WRITE its transactional id cannot initialise: each refusal with its
+Kafka code, nothing committed or written, and the same client succeeding once granted.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
 REGEX_REFRESH_MS = 10_000
 # Kafka's default `group.consumer.heartbeat.interval.ms`, which both brokers keep here.
@@ -250,3 +254,99 @@ def test_acls_regex_subscription_gets_only_topics_the_member_may_describe(broker
         assert took < REGEX_REFRESH_MS / 1000 + 3 * HEARTBEAT_S, took
     finally:
         c.close()
+
+
+def commit_error(b, user: str, topic: str, group: str) -> int | None:
+    """confluent-kafka as `user`, assigned partition 0 of `topic` (no join), commits offset 1
+    to `group` synchronously: the Kafka error code, None if committed."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    c = Consumer({**sc.confluent_conf(sasl(b), creds(user)), "group.id": group, "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        try:
+            done = c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+        except KafkaException as e:
+            return e.args[0].code()
+        errors = [tp.error.code() for tp in done if tp.error is not None]
+        return errors[0] if errors else None
+    finally:
+        c.close()
+
+
+def committed(b, topic: str, group: str) -> int:
+    """`group`'s committed offset of partition 0 of `topic`, read as admin (-1001: none)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    a = AdminClient(sc.confluent_conf(sasl(b), creds("admin")))
+    req = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])]
+    got = a.list_consumer_group_offsets(req)[group].result(timeout=30)
+    return got.topic_partitions[0].offset
+
+
+def test_consume_and_commit_without_read_on_the_group_are_refused(broker):
+    """alice may READ the topic and DESCRIBE the group (so FindCoordinator answers), not READ
+    it: joining (JoinGroup) and committing (OffsetCommit) both answer GROUP_AUTHORIZATION_FAILED
+    and no offset is stored; once READ on the group is granted the same commit goes in."""
+    b = broker
+    run = uuid.uuid4().hex[:8]
+    topic, group = f"acl-{run}-t", f"acl-{run}-g"
+    sc.create_topic(sasl(b), creds("admin"), topic)
+    assert produce_error("confluent", b, "admin", topic) is None
+    for args in (("--operation", "Read", "--topic", topic), ("--operation", "Describe", "--group", group)):
+        add = acls(b, "--add", "--allow-principal", "User:alice", *args)
+        assert add.rc == 0, add.err
+
+    assert group_error(b, "alice", topic, group) == GROUP_AUTHORIZATION_FAILED
+    assert commit_error(b, "alice", topic, group) == GROUP_AUTHORIZATION_FAILED
+    assert committed(b, topic, group) < 0
+
+    add = acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--group", group)
+    assert add.rc == 0, add.err
+    deadline = time.monotonic() + 10
+    while (err := commit_error(b, "alice", topic, group)) is not None:
+        assert time.monotonic() < deadline, f"commit still refused after the grant: {err}"
+    assert committed(b, topic, group) == 1
+
+
+def test_transactional_producer_without_write_on_its_transactional_id_is_refused(broker):
+    """alice may WRITE the topic and DESCRIBE the transactional id (so FindCoordinator
+    answers), not WRITE it: InitProducerId answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED and
+    nothing reaches the topic; once WRITE is granted the same producer commits a transaction."""
+    from confluent_kafka import KafkaException, Producer
+
+    b = broker
+    run = uuid.uuid4().hex[:8]
+    topic, tid = f"acl-{run}-txn", f"acl-{run}-tid"
+    sc.create_topic(sasl(b), creds("admin"), topic)
+    for args in (("--operation", "Write", "--topic", topic), ("--operation", "Describe", "--transactional-id", tid)):
+        add = acls(b, "--add", "--allow-principal", "User:alice", *args)
+        assert add.rc == 0, add.err
+
+    def producer() -> Producer:
+        return Producer({**sc.confluent_conf(sasl(b), creds("alice")), "transactional.id": tid})
+
+    refused = producer()
+    with pytest.raises(KafkaException) as e:
+        refused.init_transactions(30)
+    assert e.value.args[0].code() == TRANSACTIONAL_ID_AUTHORIZATION_FAILED, e.value
+    assert clients.end_offset(b.bootstrap, topic) == 0
+
+    add = acls(b, "--add", "--allow-principal", "User:alice", "--operation", "Write", "--transactional-id", tid)
+    assert add.rc == 0, add.err
+    deadline = time.monotonic() + 10
+    while True:
+        p = producer()
+        try:
+            p.init_transactions(30)
+            break
+        except KafkaException as e:
+            # A refused producer is fatal: a new one, until the grant has reached the broker.
+            assert time.monotonic() < deadline, f"still refused after the grant: {e}"
+    p.begin_transaction()
+    for k, v in sc.records(3):
+        p.produce(topic, key=k, value=v, partition=0)
+    p.commit_transaction(30)
+    # Three records and the commit marker.
+    assert clients.end_offset(b.bootstrap, topic) == 4

@@ -11,11 +11,17 @@ use super::RequestContext;
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 2;
 
-async fn alter(
-    ctx: &RequestContext,
-    r: &kafka_protocol::messages::alter_configs_request::AlterConfigsResource,
-    validate_only: bool,
-) -> Result<(), AlterError> {
+type Resource = kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
+
+/// Each config's name, and whether its value is a null (which AlterConfigs refuses).
+fn entries(r: &Resource) -> Vec<(&str, bool)> {
+    r.configs
+        .iter()
+        .map(|c| (c.name.as_str(), c.value.is_none()))
+        .collect()
+}
+
+async fn alter(ctx: &RequestContext, r: &Resource, validate_only: bool) -> Result<(), AlterError> {
     let list: Vec<Change> = r
         .configs
         .iter()
@@ -25,10 +31,7 @@ async fn alter(
             value: c.value.as_ref().map(|v| v.to_string()),
         })
         .collect();
-    let entries: Vec<(&str, bool)> = list
-        .iter()
-        .map(|c| (c.name.as_str(), c.value.is_none()))
-        .collect();
+    let entries = entries(r);
     if r.resource_type == super::group_configs::RESOURCE_GROUP {
         changes::check_entries(&entries)?;
         let name = r.resource_name.as_str();
@@ -50,6 +53,10 @@ pub async fn handle(ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConf
         &ctx.access(),
         &req.resources,
         |r| (r.resource_type, r.resource_name.as_str()),
+        |r| {
+            let (t, name) = (r.resource_type, r.resource_name.as_str());
+            changes::precheck(ctx, t, name, &entries(r), true)
+        },
         async |r| alter(ctx, r, validate_only).await,
     )
     .await;

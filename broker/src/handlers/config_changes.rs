@@ -104,13 +104,52 @@ pub fn config_refusal(
     }
 }
 
+/// The message Kafka 4 sends with an ALTER_CONFIGS refusal: the controller answers
+/// `new ApiError(error)`, which carries the error's own message; a broker logger is refused
+/// on the broker (`RuntimeLoggerManager`) by an exception whose message is that default, which
+/// `ApiError.fromThrowable` leaves out.
+fn alter_refusal_message(resource_type: i8, code: i16) -> Option<StrBytes> {
+    if resource_type == RESOURCE_BROKER_LOGGER {
+        return None;
+    }
+    let message = match ResponseError::try_from_code(code) {
+        Some(ResponseError::TopicAuthorizationFailed) => super::errors::TOPIC_AUTHORIZATION_FAILED,
+        Some(ResponseError::GroupAuthorizationFailed) => super::errors::GROUP_AUTHORIZATION_FAILED,
+        _ => super::errors::CLUSTER_AUTHORIZATION_FAILED,
+    };
+    Some(StrBytes::from_static_str(message))
+}
+
+/// Kafka's broker-side preprocessing (`ConfigAdminManager.preprocess`), which runs before the
+/// controller authorizes, so a malformed resource is INVALID_REQUEST even to a client that
+/// may not alter it: the entries' own checks, a broker's name (this node, or empty for the
+/// cluster default), and BROKER_LOGGER in the `legacy` AlterConfigs, which does not take it.
+pub fn precheck(
+    ctx: &RequestContext,
+    resource_type: i8,
+    name: &str,
+    entries: &[(&str, bool)],
+    legacy: bool,
+) -> Result<(), AlterError> {
+    check_entries(entries)?;
+    match resource_type {
+        RESOURCE_BROKER => resolve(ctx, resource_type, name).map(|_| ()),
+        RESOURCE_BROKER_LOGGER if legacy => Err(AlterError::InvalidRequest(format!(
+            "Unknown resource type {resource_type}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Runs `alter` on each resource in request order and gives (error code, message) per
-/// resource. A (type, name) pair that appears more than once fails every copy, as in Kafka;
-/// then ALTER_CONFIGS is checked (`config_refusal`, no message, as Kafka).
+/// resource, in Kafka's order: a (type, name) pair that appears more than once fails every
+/// copy; then `precheck` (Kafka's preprocessing); then ALTER_CONFIGS (`config_refusal`, with
+/// Kafka 4's message).
 pub async fn answer_each<R>(
     access: &Access,
     resources: &[R],
     id: impl Fn(&R) -> (i8, &str),
+    precheck: impl Fn(&R) -> Result<(), AlterError>,
     mut alter: impl AsyncFnMut(&R) -> Result<(), AlterError>,
 ) -> Vec<(i16, Option<StrBytes>)> {
     let mut seen = HashSet::new();
@@ -125,11 +164,13 @@ pub async fn answer_each<R>(
             Err(AlterError::InvalidRequest(
                 "Each resource must appear at most once.".into(),
             ))
-        } else if let Some(code) = {
+        } else if let Err(e) = precheck(r) {
+            Err(e)
+        } else if let Some((t, code)) = {
             let (t, name) = id(r);
-            config_refusal(access, Operation::AlterConfigs, t, name)
+            config_refusal(access, Operation::AlterConfigs, t, name).map(|code| (t, code))
         } {
-            out.push((code, None));
+            out.push((code, alter_refusal_message(t, code)));
             continue;
         } else {
             alter(r).await

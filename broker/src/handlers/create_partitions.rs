@@ -42,12 +42,14 @@ pub async fn handle(
             ));
             continue;
         }
-        // Kafka's `ControllerApis.createPartitions`: ALTER on the topic.
+        // Kafka's `ControllerApis.createPartitions`: ALTER on the topic, refused with the
+        // code alone (no message).
         if !access.allows(Operation::Alter, ResourceType::Topic, t.name.as_str()) {
-            results.push(fail(
-                ResponseError::TopicAuthorizationFailed,
-                super::errors::TOPIC_AUTHORIZATION_FAILED.into(),
-            ));
+            results.push(
+                CreatePartitionsTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+            );
             continue;
         }
         let Some(meta) = broker.catalog.snapshot().get(t.name.as_str()).cloned() else {

@@ -11,18 +11,13 @@ use super::RequestContext;
 pub const MIN_VERSION: i16 = 0;
 pub const MAX_VERSION: i16 = 1;
 
-async fn alter(
-    ctx: &RequestContext,
-    r: &kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
-    validate_only: bool,
-) -> Result<(), AlterError> {
-    if r.resource_type == changes::RESOURCE_BROKER_LOGGER {
-        return super::broker_logger::alter(ctx, r, validate_only);
-    }
+type Resource = kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
+
+/// Each config's name, and whether its value is a null Kafka refuses (any operation but
+/// DELETE).
+fn entries(r: &Resource) -> Vec<(&str, bool)> {
     const DELETE: i8 = 1;
-    let mut target = None;
-    let entries: Vec<(&str, bool)> = r
-        .configs
+    r.configs
         .iter()
         .map(|c| {
             (
@@ -30,7 +25,15 @@ async fn alter(
                 c.config_operation != DELETE && c.value.is_none(),
             )
         })
-        .collect();
+        .collect()
+}
+
+async fn alter(ctx: &RequestContext, r: &Resource, validate_only: bool) -> Result<(), AlterError> {
+    if r.resource_type == changes::RESOURCE_BROKER_LOGGER {
+        return super::broker_logger::alter(ctx, r, validate_only);
+    }
+    let mut target = None;
+    let entries = entries(r);
     let own_store = [
         super::group_configs::RESOURCE_GROUP,
         changes::RESOURCE_CLIENT_METRICS,
@@ -77,6 +80,10 @@ pub async fn handle(
         &ctx.access(),
         &req.resources,
         |r| (r.resource_type, r.resource_name.as_str()),
+        |r| {
+            let (t, name) = (r.resource_type, r.resource_name.as_str());
+            changes::precheck(ctx, t, name, &entries(r), false)
+        },
         async |r| alter(ctx, r, validate_only).await,
     )
     .await;

@@ -99,6 +99,8 @@ pub mod update_features;
 pub mod write_txn_markers;
 
 #[cfg(test)]
+mod acl_api_table_tests;
+#[cfg(test)]
 mod acl_tests;
 #[cfg(test)]
 mod all_versions_tests;
@@ -134,10 +136,13 @@ pub struct RequestContext {
     pub header: RequestHeader,
     /// The connection: listener, client address (`/127.0.0.1`), principal.
     pub session: Rc<Session>,
-    /// When the request's first phase started, and the request's size (header and body):
-    /// what the request and produce quotas meter (`quota`).
+    /// When the request's first phase started (latency metrics, tracing), and the request's
+    /// size (header and body: what the produce quota meters, `quota`).
     pub started: std::time::Instant,
     pub frame_bytes: usize,
+    /// The time the request's work has run on this thread, its waits left out: what the
+    /// request quota meters (`quota::busy`).
+    pub meter: Rc<crate::quota::busy::BusyMeter>,
 }
 
 impl RequestContext {
@@ -211,7 +216,9 @@ impl RequestContext {
 
     /// Records the time the request has run on this thread so far against the client's
     /// `request_percentage` quota (Kafka meters request handler time: 100 = one thread's
-    /// whole time per second), and answers the throttle time in ms.
+    /// whole time per second), and answers the throttle time in ms. Time spent waiting —
+    /// for an fsync, replication, a coordinator, another shard — is not the thread's and
+    /// is not counted (`quota::busy`).
     pub fn record_request_time(&self) -> i64 {
         if matches!(
             ApiKey::try_from(self.header.request_api_key),
@@ -219,7 +226,7 @@ impl RequestContext {
         ) {
             return 0; // answered before authentication: exempt, as Kafka's are
         }
-        let percent_seconds = self.started.elapsed().as_secs_f64() * 100.0;
+        let percent_seconds = self.meter.busy().as_secs_f64() * 100.0;
         self.record_quota(crate::quota::QuotaKind::Request, percent_seconds)
     }
 
@@ -625,12 +632,14 @@ pub async fn dispatch_frame(
         }
     };
     let started = std::time::Instant::now();
+    let meter = Rc::new(crate::quota::busy::BusyMeter::default());
     let ctx = RequestContext {
         shard: shard.clone(),
         header,
         session,
         started,
         frame_bytes: frame_len,
+        meter: meter.clone(),
     };
     let observe = move |r: &Answer| {
         shard
@@ -641,8 +650,8 @@ pub async fn dispatch_frame(
         }
     };
     let dispatched = match known {
-        Some(key) => dispatch(ctx, key, frame).await,
-        None => dispatch_ext(ctx, raw_key, frame).await,
+        Some(key) => meter.run(dispatch(ctx, key, frame)).await,
+        None => meter.run(dispatch_ext(ctx, raw_key, frame)).await,
     };
     match dispatched {
         Dispatched::Answered(a) => {
@@ -650,7 +659,7 @@ pub async fn dispatch_frame(
             Dispatched::Answered(a)
         }
         Dispatched::Responding(rest) => Dispatched::Responding(Box::pin(async move {
-            let a = rest.await;
+            let a = meter.run(rest).await;
             observe(&a);
             a
         })),

@@ -231,3 +231,33 @@ fn given_a_throttled_session_fetch_when_the_next_one_comes_then_the_session_did_
     assert_eq!(next.responses.len(), 1, "{:?}", next.responses);
     assert_eq!(next.responses[0].partitions[0].high_watermark, 200);
 }
+
+/// Busy on the test's thread for `d`, as a handler's own work is.
+fn spin(d: std::time::Duration) {
+    let until = std::time::Instant::now() + d;
+    while std::time::Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn given_a_request_quota_when_a_request_waits_then_the_wait_is_not_metered_but_work_is() {
+    use std::time::Duration;
+    let h = Harness::new();
+    // 1 % of a thread: 300 ms of it over the 10 s a new client is measured on is 3 %.
+    set_anonymous_quota(&h, "request_percentage", 1.0);
+    // 300 ms parked on an fsync or a replication round: the thread served others meanwhile.
+    let waits = h.request_context(ApiKey::OffsetCommit, 8);
+    let throttle = h.block_on(waits.meter.run(async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        waits.record_request_time()
+    }));
+    assert_eq!(throttle, 0, "the wait was metered");
+    // 300 ms of work on the thread: over the quota, throttled (at most one window).
+    let works = h.request_context(ApiKey::OffsetCommit, 8);
+    let throttle = h.block_on(works.meter.run(async {
+        spin(Duration::from_millis(300));
+        works.record_request_time()
+    }));
+    assert!((1..=1000).contains(&throttle), "{throttle}");
+}

@@ -122,6 +122,21 @@ impl Harness {
         self.local.block_on(&self.rt, f)
     }
 
+    /// A request's context as `dispatch_frame` makes it, for calling a handler (or a part of
+    /// one) directly.
+    pub fn request_context(&self, key: ApiKey, version: i16) -> Rc<super::RequestContext> {
+        Rc::new(super::RequestContext {
+            shard: self.state.clone(),
+            header: RequestHeader::default()
+                .with_request_api_key(key as i16)
+                .with_request_api_version(version),
+            session: self.session(),
+            started: std::time::Instant::now(),
+            frame_bytes: 0,
+            meter: Default::default(),
+        })
+    }
+
     pub fn catalog_has(&self, topic: &str) -> bool {
         self.state.ctx.catalog.snapshot().get(topic).is_some()
     }

@@ -28,6 +28,7 @@
 //! Fetch, far below the cost of the request, and only when a quota applies to the client —
 //! without any quota configured the handlers return after one relaxed atomic load.
 
+pub mod busy;
 pub mod precedence;
 pub mod rate;
 pub mod replication;
