@@ -17,7 +17,8 @@
 # Environment: STROM_BIN (default target/release/strom, built if missing), STROM_SHARDS
 # (shards of each Strom node, default: the cores available), BENCH_BROKERS (default
 # "strom kafka kafka-durable"; the first is the one the ratio columns divide), BENCH_FAILOVER
-# (default "strom kafka"; empty: no failover runs), FAILOVER_CYCLES, BENCH_PARTITIONS (of the
+# (default "strom kafka"; empty: no failover runs), FAILOVER_CYCLES, BENCH_ONLY (only the
+# workloads whose name contains it, strom-bench's --only: e.g. "e2e" to look at one alone), BENCH_PARTITIONS (of the
 # N-partition cases, default 6: two leaders per node), KAFKA_CLUSTER_HEAP (each Kafka node's
 # JVM heap, default -Xms256m -Xmx512m).
 # Every node is started here and stopped by its PID; every step is bounded by `timeout`.
@@ -126,7 +127,7 @@ for b in $brokers; do
     start_cluster "$b"
     timeout --kill-after=30 1800 "$bench" run --bootstrap "$bootstrap" --name "$b" \
         --pid "$(IFS=,; echo "${nodes[*]}")" "${common[@]}" "${args[@]}" \
-        --out "$results/cluster-$b.json"
+        ${BENCH_ONLY:+--only "$BENCH_ONLY"} --out "$results/cluster-$b.json"
     if [[ "$b" == strom ]]; then
         for i in 1 2 3; do
             echo "# node $i"

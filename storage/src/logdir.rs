@@ -277,6 +277,52 @@ pub fn clean_shutdown_marker(data_dir: &Path) -> PathBuf {
 
 /// Partition dirs present: `<topic>-<partition>` (topic may contain '-'); dirs being
 /// deleted or moved (`-delete`, `-future`, `-stray`) are skipped.
+/// Removes a partition dir already renamed to `*-delete` on a thread of its own, so the
+/// unlinks of its segments never hold a shard's thread. Failures are logged: the dir is
+/// out of the broker's way already, and the next start sweeps it (`sweep_deleted_dirs`).
+pub fn remove_deleted_dir(dir: PathBuf) {
+    let spawned = std::thread::Builder::new()
+        .name("strom-delete".into())
+        .spawn(move || remove_now(&dir));
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no thread to remove a deleted partition dir; the next start does");
+    }
+}
+
+fn remove_now(dir: &Path) {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "removing a deleted partition dir failed")
+        }
+    }
+}
+
+/// At start: removes the `*-delete` dirs a crash left behind (renamed, durably, but not
+/// removed yet), on a thread of its own. Returns how many it found.
+pub fn sweep_deleted_dirs(data_dir: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(data_dir) else {
+        return 0;
+    };
+    let left: Vec<PathBuf> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| e.file_name().to_string_lossy().ends_with("-delete"))
+        .map(|e| e.path())
+        .collect();
+    let n = left.len();
+    if n > 0 {
+        let spawned = std::thread::Builder::new()
+            .name("strom-delete".into())
+            .spawn(move || left.iter().for_each(|d| remove_now(d)));
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "no thread to sweep deleted partition dirs");
+        }
+    }
+    n
+}
+
 pub fn list_partitions(data_dir: &Path) -> Result<Vec<(String, i32)>, StorageError> {
     let mut out = Vec::new();
     let rd = match std::fs::read_dir(data_dir) {

@@ -350,9 +350,41 @@ fn given_log_when_deleted_then_dir_is_gone() {
             .unwrap();
         let d = log.dir().to_path_buf();
         log.delete().unwrap();
+        // Gone for the broker at once (renamed); its files are removed off the caller's
+        // thread, shortly after.
         assert!(!d.exists());
-        assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::fs::read_dir(dir.path()).unwrap().next().is_some() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the renamed dir stayed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     });
+}
+
+#[test]
+fn given_delete_dirs_left_by_a_crash_when_sweeping_then_only_they_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    for d in ["t-0.00ff-delete", "t-1.abcd-delete", "t-2"] {
+        std::fs::create_dir(dir.path().join(d)).unwrap();
+        std::fs::write(dir.path().join(d).join("00000000000000000000.log"), b"x").unwrap();
+    }
+    assert_eq!(storage::logdir::sweep_deleted_dirs(dir.path()), 2);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        if left == ["t-2"] {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "left: {left:?}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 #[test]

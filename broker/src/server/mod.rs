@@ -78,6 +78,10 @@ impl Server {
         } else {
             config.cluster_id.clone()
         };
+        let swept = storage::logdir::sweep_deleted_dirs(&data_dir);
+        if swept > 0 {
+            tracing::info!(dirs = swept, "removing partition dirs a delete left behind");
+        }
         let marker = storage::logdir::clean_shutdown_marker(&data_dir);
         let clean = marker.exists();
         if clean {

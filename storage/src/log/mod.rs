@@ -397,8 +397,13 @@ impl PartitionLog {
         seg.seal().map_err(|e| StorageError::io(e, seg.log_path()))
     }
 
-    /// Renames the dir to `<topic>-<partition>.<uuid>-delete` and deletes it. Deletion is
-    /// immediate: open mmaps keep the inodes of files readers still use.
+    /// Renames the dir to `<topic>-<partition>.<uuid>-delete`, makes the rename durable, and
+    /// deletes the renamed dir on a thread of its own (`logdir::remove_deleted_dir`): the
+    /// partition is gone for the broker once renamed, and unlinking a log's segments (GBs)
+    /// on the shard's thread stalled every partition of the shard for hundreds of ms (e2e
+    /// p99 of ~500 ms in benches/cluster.sh, whose workloads delete their topics). Open mmaps
+    /// keep the inodes of files readers still use. A crash before the removal ends leaves
+    /// the `-delete` dir to `logdir::sweep_deleted_dirs` at the next start.
     pub fn delete(self) -> Result<(), StorageError> {
         let dir = self.inner.dir.clone();
         let name = dir
@@ -411,14 +416,13 @@ impl PartitionLog {
         let io = self.inner.io.clone();
         drop(self);
         std::fs::rename(&dir, &target).map_err(|e| StorageError::io(e, &dir))?;
-        std::fs::remove_dir_all(&target).map_err(|e| StorageError::io(e, &target))?;
         // Without this a crash could bring the partition dir back after a delete.
-        match dir.parent() {
-            Some(parent) => io
-                .sync_dir_blocking(parent)
-                .map_err(|e| StorageError::io(e, parent)),
-            None => Ok(()),
+        if let Some(parent) = dir.parent() {
+            io.sync_dir_blocking(parent)
+                .map_err(|e| StorageError::io(e, parent))?;
         }
+        crate::logdir::remove_deleted_dir(target);
+        Ok(())
     }
 
     /// What of each segment has been read into memory, in offset order (for tests and
