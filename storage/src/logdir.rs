@@ -277,13 +277,21 @@ pub fn clean_shutdown_marker(data_dir: &Path) -> PathBuf {
 
 /// Partition dirs present: `<topic>-<partition>` (topic may contain '-'); dirs being
 /// deleted or moved (`-delete`, `-future`, `-stray`) are skipped.
-/// Removes a partition dir already renamed to `*-delete` on a thread of its own, so the
-/// unlinks of its segments never hold a shard's thread. Failures are logged: the dir is
-/// out of the broker's way already, and the next start sweeps it (`sweep_deleted_dirs`).
+/// On a thread of its own, so that neither holds a shard's thread: makes the rename of a
+/// partition dir to `*-delete` durable (a crash must not bring the partition back under its
+/// name) and removes the renamed dir. Failures are logged: the dir is out of the broker's
+/// way already, and the next start sweeps it (`sweep_deleted_dirs`).
 pub fn remove_deleted_dir(dir: PathBuf) {
     let spawned = std::thread::Builder::new()
         .name("strom-delete".into())
-        .spawn(move || remove_now(&dir));
+        .spawn(move || {
+            if let Some(parent) = dir.parent() {
+                if let Err(e) = File::open(parent).and_then(|d| d.sync_all()) {
+                    tracing::warn!(dir = %parent.display(), error = %e, "syncing the data dir after a delete failed");
+                }
+            }
+            remove_now(&dir)
+        });
     if let Err(e) = spawned {
         tracing::warn!(error = %e, "no thread to remove a deleted partition dir; the next start does");
     }

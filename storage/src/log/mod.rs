@@ -397,11 +397,12 @@ impl PartitionLog {
         seg.seal().map_err(|e| StorageError::io(e, seg.log_path()))
     }
 
-    /// Renames the dir to `<topic>-<partition>.<uuid>-delete`, makes the rename durable, and
-    /// deletes the renamed dir on a thread of its own (`logdir::remove_deleted_dir`): the
+    /// Renames the dir to `<topic>-<partition>.<uuid>-delete`, then makes the rename durable
+    /// and deletes the renamed dir on a thread of its own (`logdir::remove_deleted_dir`): the
     /// partition is gone for the broker once renamed, and unlinking a log's segments (GBs)
     /// on the shard's thread stalled every partition of the shard for hundreds of ms (e2e
-    /// p99 of ~500 ms in benches/cluster.sh, whose workloads delete their topics). Open mmaps
+    /// p99 of ~500 ms in benches/cluster.sh, whose workloads delete their topics), and so did
+    /// the fsync of the data dir, which on ext4 waits for the journal. Open mmaps
     /// keep the inodes of files readers still use. A crash before the removal ends leaves
     /// the `-delete` dir to `logdir::sweep_deleted_dirs` at the next start.
     pub fn delete(self) -> Result<(), StorageError> {
@@ -413,14 +414,8 @@ impl PartitionLog {
         let uuid = crate::logdir::random_uuid();
         let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
         let target = dir.with_file_name(format!("{name}.{hex}-delete"));
-        let io = self.inner.io.clone();
         drop(self);
         std::fs::rename(&dir, &target).map_err(|e| StorageError::io(e, &dir))?;
-        // Without this a crash could bring the partition dir back after a delete.
-        if let Some(parent) = dir.parent() {
-            io.sync_dir_blocking(parent)
-                .map_err(|e| StorageError::io(e, parent))?;
-        }
         crate::logdir::remove_deleted_dir(target);
         Ok(())
     }
