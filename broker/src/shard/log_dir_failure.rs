@@ -124,7 +124,20 @@ pub fn is_io_error(e: &(dyn Error + 'static)) -> bool {
 
 /// The listener each shard sets on its storage backend.
 pub fn listener(policy: Policy) -> impl Fn(&storage::IoFailure<'_>) + 'static {
-    move |f| failed(policy, f.dir, f.reason, f.disk_full)
+    move |f| {
+        if gone(f.dir) {
+            // A replica moved away or a deleted topic: its directory was removed under a
+            // write still in flight (a follower's fetch, a roll). The data dir is fine.
+            tracing::warn!(dir = %f.dir.display(), reason = f.reason, "write to a deleted partition failed");
+            return;
+        }
+        failed(policy, f.dir, f.reason, f.disk_full)
+    }
+}
+
+/// The partition's directory no longer exists (deleting renames it away first).
+fn gone(dir: &Path) -> bool {
+    matches!(std::fs::symlink_metadata(dir), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
 #[cfg(test)]
@@ -147,6 +160,21 @@ mod tests {
         }
         assert!(message(Policy::Stop, true).contains("stopping this node"));
         assert!(message(Policy::Offline, true).contains("KAFKA_STORAGE_ERROR"));
+    }
+
+    #[test]
+    fn given_a_deleted_partition_dir_when_its_write_fails_then_the_node_does_not_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let deleted = dir.path().join("t-0");
+        assert!(gone(&deleted));
+        // Would exit the test process if it took the failure for the data dir's.
+        listener(Policy::Stop)(&storage::IoFailure {
+            dir: &deleted,
+            reason: "rolling a new segment: No such file or directory",
+            disk_full: false,
+            log_failed: false,
+        });
+        assert!(!gone(dir.path()));
     }
 
     #[test]
