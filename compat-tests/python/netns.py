@@ -30,6 +30,7 @@ Requires root, `ip` (iproute2), `nft` (nftables) and `tc`; `unavailable()` says 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -110,6 +111,13 @@ def sweep() -> list[str]:
         if m and not _pid_alive(int(m.group(2))):
             subprocess.run(["ip", "link", "del", m.group(1)], capture_output=True, timeout=CMD_TIMEOUT_S)
             removed.append(m.group(1))
+    with open("/proc/mounts") as mounts:
+        for line in mounts:
+            source, target = line.split()[:2]
+            m = re.fullmatch(rf"{PREFIX}disk(\d{{7}})", source)
+            if m and not _pid_alive(int(m.group(1))):
+                subprocess.run(["umount", "-l", target], capture_output=True, timeout=CMD_TIMEOUT_S)
+                removed.append(target)
     return removed
 
 
@@ -401,6 +409,54 @@ class Node:
     def log_tail(self, lines: int = 80) -> str:
         return brokers.tail(self.log_path, lines)
 
+    # --- a data dir on a filesystem of its own, to fill up (the disk-full schedule)
+
+    @property
+    def disk(self) -> Path:
+        return self.workdir / "disk"
+
+    def data_on_tmpfs(self, headroom: int) -> None:
+        """Moves the node's data dir onto a tmpfs of its current size plus `headroom` bytes,
+        mounted at `disk` (the data dir becomes `disk/data`, so a filler file beside it
+        fills the same filesystem). The node must be stopped; `unmount_disk` undoes the
+        mount (`cluster()` calls it at the end). The mount's source names pytest's PID, so
+        `sweep` unmounts what a killed run left."""
+        assert not self.alive(), "move the data of a stopped node"
+        data = self.workdir / "data"
+        # Blocks, not sizes: index files are sparse (preallocated), and cp -a keeps them so.
+        used = sum(f.stat().st_blocks * 512 for f in data.rglob("*") if f.is_file()) if data.exists() else 0
+        self.disk.mkdir(exist_ok=True)
+        _run("mount", "-t", "tmpfs", "-o", f"size={used + headroom}", f"{PREFIX}disk{os.getpid():07d}",
+             str(self.disk))
+        if data.exists():
+            _run("cp", "-a", str(data), str(self.disk / "data"))
+            shutil.rmtree(data)
+        i = self.argv.index("--data-dir")
+        self.argv[i + 1] = str(self.disk / "data")
+
+    def fill_disk(self) -> int:
+        """Fills the node's tmpfs to the last page with `disk/filler`: its next write gets
+        ENOSPC. Returns the bytes written."""
+        written = 0
+        with open(self.disk / "filler", "ab", buffering=0) as f:
+            for chunk in (1 << 20, 4096):
+                block = b"\0" * chunk
+                try:
+                    while True:
+                        written += f.write(block)
+                except OSError as e:
+                    if e.errno != errno.ENOSPC:
+                        raise
+        return written
+
+    def free_disk(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.disk / "filler").unlink()
+
+    def unmount_disk(self) -> None:
+        if os.path.ismount(self.disk):
+            subprocess.run(["umount", "-l", str(self.disk)], capture_output=True, timeout=CMD_TIMEOUT_S)
+
 
 class NetCluster(list):
     """Three (or `nodes`) Strom nodes, one per namespace, node i at index i-1."""
@@ -467,6 +523,8 @@ def cluster(nodes: int = 3, clients: int = 2):
         try:
             c.stop()
         finally:
+            for n in c:
+                n.unmount_disk()
             net.close()
             left = net.leftovers()
             if os.environ.get("STROM_COMPAT_KEEP_DIRS") == "1":

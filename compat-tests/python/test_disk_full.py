@@ -68,17 +68,23 @@ def _produce_one(p, topic: str, value: bytes):
 
 
 def _read_all(bootstrap: str, topic: str, until: int) -> dict[int, bytes]:
-    from confluent_kafka import Consumer, TopicPartition
+    """Offsets to values, read with CRC checks on: a torn or corrupt batch served fails."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "diskfull-reader",
-                  "enable.auto.commit": False, "fetch.message.max.bytes": 1 << 20})
+                  "enable.auto.commit": False, "fetch.message.max.bytes": 1 << 20,
+                  "check.crcs": True})
     c.assign([TopicPartition(topic, 0, 0)])
     got: dict[int, bytes] = {}
     deadline = time.monotonic() + 60
+    corrupt = (KafkaError._BAD_MSG, KafkaError._BAD_COMPRESSION, 2)  # 2: CORRUPT_MESSAGE
     try:
         while time.monotonic() < deadline and len(got) < until:
             m = c.poll(0.5)
-            if m is not None and not m.error():
+            if m is None:
+                continue
+            assert not (m.error() and m.error().code() in corrupt), f"corrupt data served: {m.error()}"
+            if not m.error():
                 got[m.offset()] = m.value()
     finally:
         c.close()

@@ -556,3 +556,69 @@ def test_paused_leader_does_not_acknowledge_after_it_was_replaced(cluster):
 @pytest.mark.timeout(TIMEOUT_S)
 def test_random_kill9_and_restart_loses_no_acknowledged_write(cluster):
     Run(cluster, "kill").run(kill_nodes)
+
+
+# --- disk full on one node (appended after the others: a schedule of its own setup)
+
+DISK_HEADROOM = 128 * 1024 * 1024  # each node's tmpfs: its data now plus this much
+DISK_STOP_S = 20.0  # a node whose disk is full must stop within this (it writes every fetch)
+
+
+def disk_full(run, until):
+    """Each round: the node leading a random input partition has its data dir filled to the
+    last page (a filler file on its tmpfs) under load. It must stop by itself (Strom on a
+    cluster stops a node whose data dir fails, as Kafka halts a broker whose only log dir
+    failed: shard/log_dir_failure.rs) and its partitions move to the other replicas; then
+    the filler goes and the node is started again, as an operator would. The filler is
+    removed even when a round fails, so that the run's recovery can start the node."""
+    while time.monotonic() < until - 10:
+        p = run.rng.randrange(PARTITIONS)
+        target = run.leader_of(run.input, p)
+        if target < 1:
+            run.settle()
+            continue
+        node = run.c.node(target)
+        try:
+            filled = node.fill_disk()
+            run.op("disk-full", node=target, leader_of=p, filler_bytes=filled)
+            run.ops += 1  # a fault, as `Run.op` counts partitions, kills and pauses
+            deadline = time.monotonic() + DISK_STOP_S
+            while node.alive() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if node.alive():
+                run.op("disk-full-node-still-running", node=target, after_s=DISK_STOP_S)
+            else:
+                run.stopped += 1
+                run.op("node-stopped", node=target, status=node.proc.returncode)
+            hold(run, until + 5, run.rng.uniform(3, 8))
+        finally:
+            node.free_disk()
+        run.op("disk-freed", node=target)
+        if not node.alive():
+            node.start()
+            run.op("restart", node=target)
+            run.c.wait_serving(node)
+        run.settle()
+
+
+@pytest.mark.timeout(TIMEOUT_S + 180)
+def test_disk_full_on_a_leader_stops_it_and_loses_no_acknowledged_write(cluster):
+    """Every node's data dir is moved onto a tmpfs of its own first (one node at a time,
+    restarted onto it), so that whichever node leads can have its disk filled."""
+    try:
+        for n in cluster:
+            n.stop()
+            n.data_on_tmpfs(DISK_HEADROOM)
+            n.start()
+            cluster.wait_serving(n)
+            # The next node stops only once this one is back in the metadata quorum's view.
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            wait_for(f"node {n.id} registered again", lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60)
+        run = Run(cluster, "diskfull")
+        run.stopped = 0  # rounds in which the full node stopped by itself
+        run.run(disk_full)
+        assert run.stopped >= 1, (f"no node stopped on a full disk (seed {SEED}); nemesis log in {run.dir}\n"
+                                  + cluster.logs(40))
+    finally:
+        for n in cluster:
+            n.free_disk()

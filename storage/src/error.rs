@@ -36,6 +36,24 @@ pub enum StorageError {
     Invalid { what: &'static str, reason: String },
 }
 
+/// Whether `e`, or an error it wraps, is the filesystem out of space (ENOSPC) or the user
+/// over quota (EDQUOT): the "disk full" an operator is told about, as opposed to a failing
+/// device (EIO) that needs a different fix.
+pub fn is_disk_full(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if matches!(io.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+                || io.kind() == std::io::ErrorKind::StorageFull
+            {
+                return true;
+            }
+        }
+        next = err.source();
+    }
+    false
+}
+
 impl StorageError {
     pub(crate) fn io(source: std::io::Error, path: impl AsRef<Path>) -> StorageError {
         StorageError::Io {

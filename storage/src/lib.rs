@@ -50,8 +50,8 @@ pub mod txn_index;
 
 pub use bytes::Bytes;
 pub use config::LogConfig;
-pub use error::StorageError;
-pub use io::{IoBackend, IoBackendKind};
+pub use error::{is_disk_full, StorageError};
+pub use io::{IoBackend, IoBackendKind, IoFailure};
 pub use leader_epoch::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use log::{
     leader_epoch_checkpoint, AppendOptions, AppendResult, ClosedSegment, Durability, PartitionLog,

@@ -188,7 +188,18 @@ fn open_missing(state: &ShardState, missing: Vec<(String, i32)>) {
         match crate::shard::open_partition(state, meta, i, None) {
             Ok(_) => tracing::info!(topic = name, partition = i, "replica opened here"),
             Err(e) => {
-                tracing::error!(topic = name, partition = i, error = %e, "cannot open a replica placed here")
+                tracing::error!(topic = name, partition = i, error = %e, "cannot open a replica placed here");
+                // Not a bad log but a data dir that cannot be written: the node stops, as
+                // on any failed write (shard::log_dir_failure), rather than hold a replica
+                // the controller may make leader.
+                if matches!(e, storage::StorageError::Io { .. }) {
+                    let policy = crate::shard::log_dir_failure::Policy::of(&state.ctx.config);
+                    crate::shard::log_dir_failure::failed_with(
+                        policy,
+                        &state.ctx.config.data_dir,
+                        &e,
+                    );
+                }
             }
         }
     }

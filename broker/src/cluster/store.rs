@@ -90,9 +90,28 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> std::io::Result<Opt
     }
 }
 
+/// A file of the metadata log could not be written (a full disk): the node stops, as a
+/// Kafka broker halts when its metadata log dir fails (`shard::log_dir_failure`). Returning
+/// the error instead would make openraft stop this node's Raft for good while the process
+/// went on serving clients from a frozen image.
+fn stop_on_failure<T, E: std::error::Error + 'static>(
+    path: &Path,
+    r: Result<T, E>,
+) -> Result<T, E> {
+    if let Err(e) = &r {
+        crate::shard::log_dir_failure::failed_with(
+            crate::shard::log_dir_failure::Policy::Stop,
+            path,
+            e,
+        );
+    }
+    r
+}
+
 fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
     let bytes = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-    storage::logdir::write_atomic(path, &bytes).map_err(std::io::Error::other)
+    stop_on_failure(path, storage::logdir::write_atomic(path, &bytes))
+        .map_err(std::io::Error::other)
 }
 
 fn index_or_none(log_id: Option<LogId<NodeId>>) -> i64 {
@@ -271,12 +290,14 @@ impl RaftStorage<TypeConfig> for Store {
         let doomed: Vec<u64> = inner.log.range(log_id.index..).map(|(i, _)| *i).collect();
         // Newest first: a crash midway leaves a shorter log, never one with a hole.
         for i in doomed.into_iter().rev() {
-            remove(&entry_path(&inner.dir, i)).map_err(io_err)?;
+            let path = entry_path(&inner.dir, i);
+            stop_on_failure(&path, remove(&path)).map_err(io_err)?;
             inner.log.remove(&i);
         }
         // Durable before openraft appends the leader's entries in their place: a conflicting
         // entry must not come back after a crash.
-        sync_dir(&inner.dir.join("log")).map_err(io_err)?;
+        let log_dir = inner.dir.join("log");
+        stop_on_failure(&log_dir, sync_dir(&log_dir)).map_err(io_err)?;
         Ok(())
     }
 
@@ -288,7 +309,8 @@ impl RaftStorage<TypeConfig> for Store {
         inner.purged = Some(log_id);
         let doomed: Vec<u64> = inner.log.range(..=log_id.index).map(|(i, _)| *i).collect();
         for i in doomed {
-            remove(&entry_path(&inner.dir, i)).map_err(io_err)?;
+            let path = entry_path(&inner.dir, i);
+            stop_on_failure(&path, remove(&path)).map_err(io_err)?;
             inner.log.remove(&i);
         }
         Ok(())

@@ -113,6 +113,16 @@ pub async fn checkpoint_loop(ctx: Arc<BrokerContext>, mut shutdown: watch::Recei
             _ = tokio::time::sleep(every) => {}
         }
         if let Err(e) = checkpoint_now(&ctx).await {
+            let policy = super::log_dir_failure::Policy::of(&ctx.config);
+            let cause: &(dyn std::error::Error + 'static) = e.as_ref();
+            // On a cluster a data dir that cannot take a checkpoint stops the node, as any
+            // other failed write does (log_dir_failure); a single node goes on with the old
+            // checkpoint, which only makes the next recovery validate more.
+            if policy == super::log_dir_failure::Policy::Stop
+                && super::log_dir_failure::is_io_error(cause)
+            {
+                super::log_dir_failure::failed_with(policy, &ctx.config.data_dir, cause);
+            }
             tracing::warn!(error = %e, "writing checkpoints failed");
         }
     }

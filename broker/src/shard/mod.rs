@@ -10,6 +10,7 @@ pub mod cleaner;
 pub mod cleaner_checkpoints;
 pub mod frontend;
 pub mod housekeeping;
+pub mod log_dir_failure;
 pub mod priority;
 pub mod run;
 

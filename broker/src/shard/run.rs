@@ -42,6 +42,7 @@ where
     local.block_on(&rt, async move {
         let start = (|| -> anyhow::Result<Rc<ShardState>> {
             let io = storage::IoBackend::new(io_kind(&ctx.config.io_backend))?;
+            io.on_failure(super::log_dir_failure::listener(super::log_dir_failure::Policy::of(&ctx.config)));
             let state = Rc::new(ShardState::new(id, ctx.clone(), io));
             super::set_current(Some(state.clone()));
             let catalog = ctx.catalog.snapshot();

@@ -37,6 +37,12 @@ impl WriteBufs {
         }
     }
 
+    /// All the bytes in one buffer (tests: a write cut short at a byte boundary).
+    #[cfg(test)]
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        self.chunks.iter().flat_map(|c| c.iter().copied()).collect()
+    }
+
     /// Total bytes.
     pub(crate) fn len(&self) -> usize {
         self.len

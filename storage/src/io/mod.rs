@@ -28,7 +28,7 @@ pub use stats::{
     QUEUE_DEPTH_BOUNDS, SYNC_LATENCY_BOUNDS_US,
 };
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io;
 use std::os::unix::io::AsRawFd;
@@ -59,6 +59,25 @@ impl IoBackendKind {
 
 pub(crate) type WriteCallback = Box<dyn FnOnce(io::Result<()>)>;
 
+/// An I/O error on a log of this backend's shard, as the logs report it to the listener
+/// set with [`IoBackend::on_failure`]: the broker decides there what a failing data dir
+/// means for the node (Kafka's `LogDirFailureChannel`), storage only reports.
+#[derive(Debug)]
+pub struct IoFailure<'a> {
+    /// The partition's directory.
+    pub dir: &'a Path,
+    /// What failed, with the OS error.
+    pub reason: &'a str,
+    /// ENOSPC or EDQUOT ([`crate::is_disk_full`]).
+    pub disk_full: bool,
+    /// True when the log now refuses all work until it is reopened (a failed write or
+    /// fdatasync); false when only the append that hit it failed (a segment roll or index
+    /// write, undone before it returned).
+    pub log_failed: bool,
+}
+
+type FailureListener = Box<dyn Fn(&IoFailure<'_>)>;
+
 /// One shard's I/O backend. `!Send`: it lives on the shard thread.
 pub struct IoBackend {
     ring: Option<uring::Ring>,
@@ -69,6 +88,14 @@ pub struct IoBackend {
     dir_syncs: Cell<u64>,
     stats: stats::SyncStats,
     copies: stats::CopyStats,
+    on_failure: RefCell<Option<FailureListener>>,
+    /// Tests, pwrite backend: bytes the "disk" still takes (None: unlimited). A write
+    /// past it lands in part and fails with ENOSPC, as on a filesystem that fills mid-write.
+    #[cfg(test)]
+    pub(crate) space_left: Cell<Option<u64>>,
+    /// Tests, pwrite backend: the errno every fdatasync fails with (0: none).
+    #[cfg(test)]
+    pub(crate) inject_sync_errno: Cell<i32>,
 }
 
 impl IoBackend {
@@ -96,6 +123,11 @@ impl IoBackend {
             dir_syncs: Cell::new(0),
             stats: stats::SyncStats::new(),
             copies: stats::CopyStats::default(),
+            on_failure: RefCell::new(None),
+            #[cfg(test)]
+            space_left: Cell::new(None),
+            #[cfg(test)]
+            inject_sync_errno: Cell::new(0),
         }))
     }
 
@@ -105,6 +137,20 @@ impl IoBackend {
             IoBackendKind::Uring
         } else {
             IoBackendKind::Sync
+        }
+    }
+
+    /// Sets who hears of every I/O error of the logs on this backend (replacing any
+    /// earlier listener). It runs on the shard thread, from inside the failing call or
+    /// completion, after the log has logged the error and (for `log_failed`) stopped
+    /// taking work; it may end the process.
+    pub fn on_failure(&self, listener: impl Fn(&IoFailure<'_>) + 'static) {
+        *self.on_failure.borrow_mut() = Some(Box::new(listener));
+    }
+
+    pub(crate) fn report_failure(&self, failure: &IoFailure<'_>) {
+        if let Some(listener) = &*self.on_failure.borrow() {
+            listener(failure);
         }
     }
 
@@ -156,11 +202,30 @@ impl IoBackend {
         match &self.ring {
             Some(ring) => ring.write_at(file, pos, data, done),
             None => {
+                #[cfg(not(test))]
                 let r = data.write_all_at(&file, pos);
+                #[cfg(test)]
+                let r = self.write_within_space_left(&file, pos, &data);
                 done(r);
                 self.notify();
             }
         }
+    }
+
+    #[cfg(test)]
+    fn write_within_space_left(&self, file: &File, pos: u64, data: &WriteBufs) -> io::Result<()> {
+        let Some(left) = self.space_left.get() else {
+            return data.write_all_at(file, pos);
+        };
+        let len = data.len() as u64;
+        if len <= left {
+            self.space_left.set(Some(left - len));
+            return data.write_all_at(file, pos);
+        }
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(&data.to_vec()[..left as usize], pos)?;
+        self.space_left.set(Some(0));
+        Err(io::Error::from_raw_os_error(libc::ENOSPC))
     }
 
     /// fdatasync of `file`: metadata that reads need (the size) is included, mtime is not.
@@ -195,6 +260,10 @@ impl IoBackend {
                 r
             }
             None => {
+                #[cfg(test)]
+                if self.inject_sync_errno.get() != 0 {
+                    return Err(io::Error::from_raw_os_error(self.inject_sync_errno.get()));
+                }
                 let r = tokio::task::spawn_blocking(move || {
                     // SAFETY: the fd is owned by `file`, which this closure keeps alive.
                     let rc = unsafe {

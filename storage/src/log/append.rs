@@ -93,7 +93,7 @@ impl<'a> Stored<'a> {
 impl Inner {
     fn on_write_done(&self, seq: u64, r: std::io::Result<()>) {
         if let Err(e) = r {
-            self.fail(format!("write failed: {e}"));
+            self.fail("write failed".into(), &e);
             return;
         }
         let mut pending = self.pending.borrow_mut();
@@ -176,13 +176,20 @@ impl Inner {
         if self.epochs.borrow().latest_epoch() < Some(opts.leader_epoch) {
             // A new leader epoch starts here (Kafka's `assign` on append); rare: once per
             // epoch, and the broker assigns its epoch when it opens the partition.
-            self.epochs.borrow_mut().assign(opts.leader_epoch, base)?;
+            let assigned = self.epochs.borrow_mut().assign(opts.leader_epoch, base);
+            if let Err(e) = assigned {
+                self.append_failed("writing leader-epoch-checkpoint", &e);
+                return Err(e);
+            }
         }
         let len = batches.len() as u64;
         let now = now_ms();
         let mut seg = self.active();
         if seg.should_roll(&self.config, len, max_ts, next - 1, now) {
-            self.roll(base, now)?;
+            if let Err(e) = self.roll(base, now) {
+                self.append_failed("rolling a new segment", &e);
+                return Err(e);
+            }
             seg = self.active();
         }
         let pos = seg.size.get();
@@ -192,9 +199,13 @@ impl Inner {
         let before = seg.bookkeeping();
         for h in &headers {
             if let Err(e) = seg.record_batch(h, p) {
-                seg.rollback(before)
-                    .map_err(|e| StorageError::io(e, seg.log_path()))?;
-                return Err(StorageError::io(e, seg.log_path()));
+                let e = StorageError::io(e, seg.log_path());
+                let undone = seg
+                    .rollback(before)
+                    .map_err(|e| StorageError::io(e, seg.log_path()));
+                self.append_failed("writing an index entry", &e);
+                undone?;
+                return Err(e);
             }
             p += h.total_size() as u64;
         }
@@ -335,10 +346,10 @@ impl Inner {
         for seg in guard.segs.clone() {
             let file = seg.file.borrow().clone();
             if let Err(e) = self.io.datasync(file).await {
-                self.fail(format!(
-                    "fdatasync of {} failed: {e}",
-                    seg.log_path().display()
-                ));
+                self.fail(
+                    format!("fdatasync of {} failed", seg.log_path().display()),
+                    &e,
+                );
                 guard.finished = true;
                 return self.check_failed();
             }
@@ -347,7 +358,7 @@ impl Inner {
         // syncs the dir last too.
         if guard.dir {
             if let Err(e) = self.io.sync_dir(&self.dir).await {
-                self.fail(format!("fsync of dir {} failed: {e}", self.dir.display()));
+                self.fail(format!("fsync of dir {} failed", self.dir.display()), &e);
                 guard.finished = true;
                 return self.check_failed();
             }

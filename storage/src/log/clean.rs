@@ -207,10 +207,7 @@ impl PartitionLog {
             })();
             if let Err(e) = r {
                 // Recovery at the next open completes the swap from the files.
-                inner.fail(format!(
-                    "swapping in cleaned segment {} failed: {e}",
-                    g.base
-                ));
+                inner.fail(format!("swapping in cleaned segment {} failed", g.base), &e);
                 return Err(e);
             }
             inner

@@ -23,13 +23,15 @@ use crate::batch::BatchHeader;
 use crate::clock::now_ms;
 use crate::config::LogConfig;
 use crate::error::StorageError;
-use crate::io::IoBackend;
+use crate::io::{IoBackend, IoFailure};
 use crate::leader_epoch::LeaderEpochCache;
 use crate::segment::{file_name, Segment, SegmentProbe};
 use crate::txn_index::AbortedTxn;
 
 mod append;
 mod clean;
+#[cfg(test)]
+mod disk_full_tests;
 mod raw;
 mod read;
 mod recovery;
@@ -138,10 +140,38 @@ impl Inner {
         }
     }
 
-    fn fail(&self, reason: String) {
-        tracing::error!(dir = %self.dir.display(), %reason, "partition log failed");
-        self.failed.borrow_mut().get_or_insert(reason);
+    /// The log stops taking work: after a failed write or fdatasync what the disk holds
+    /// is unknown (a failed fdatasync may have dropped dirty pages), so only a reopen, which
+    /// validates the unsynced tail, may serve it again.
+    /// Only the first failure is logged and reported: the writes in flight behind it fail
+    /// too, and say nothing new.
+    fn fail(&self, what: String, cause: &(dyn std::error::Error + 'static)) {
+        if self.failed.borrow().is_none() {
+            let reason = format!("{what}: {cause}");
+            let disk_full = crate::error::is_disk_full(cause);
+            tracing::error!(dir = %self.dir.display(), %reason, disk_full, "partition log failed");
+            *self.failed.borrow_mut() = Some(reason.clone());
+            self.io.report_failure(&IoFailure {
+                dir: &self.dir,
+                reason: &reason,
+                disk_full,
+                log_failed: true,
+            });
+        }
         self.io.notify();
+    }
+
+    /// An append failed before its bytes were queued (a segment roll, an index or leader
+    /// epoch write) and was undone: the log still works, but the broker hears of the I/O
+    /// error as of any other (a full disk fails the next write anyway).
+    fn append_failed(&self, what: &str, e: &StorageError) {
+        let reason = format!("{what}: {e}");
+        self.io.report_failure(&IoFailure {
+            dir: &self.dir,
+            reason: &reason,
+            disk_full: crate::error::is_disk_full(e),
+            log_failed: false,
+        });
     }
 
     fn active(&self) -> Rc<Segment> {

@@ -31,8 +31,7 @@ impl PartitionLog {
         let r = self.truncate_files(offset);
         if let Err(e) = &r {
             // Some segments may be gone and others not: the log's state is unknown.
-            self.inner
-                .fail(format!("truncate_to({offset}) failed: {e}"));
+            self.inner.fail(format!("truncate_to({offset}) failed"), e);
         }
         r
     }
@@ -45,7 +44,7 @@ impl PartitionLog {
         let r = self.restart_empty_at(offset);
         if let Err(e) = &r {
             self.inner
-                .fail(format!("truncate_fully_and_start_at({offset}) failed: {e}"));
+                .fail(format!("truncate_fully_and_start_at({offset}) failed"), e);
         }
         r
     }
