@@ -115,12 +115,16 @@ fn given_group_and_txn_coordinators_on_different_nodes_when_offsets_committed_in
                 .with_partition_index(0)
                 .with_committed_offset(5)
                 .with_committed_leader_epoch(-1)])]);
-    let r: TxnOffsetCommitResponse =
-        try_call(group_at, ApiKey::TxnOffsetCommit, 3, &commit).unwrap();
-    assert_eq!(
-        r.topics[0].partitions[0].error_code, 0,
+    // Retried on what clients retry (a coordinator moving); before the fix NOT_COORDINATOR
+    // came back for as long as the two coordinators stayed apart.
+    let what = format!(
         "TxnOffsetCommit on node {group_node}, the transaction's coordinator being node {txn_node}"
     );
+    c.wait_for(&what, Duration::from_secs(20), || {
+        let r: TxnOffsetCommitResponse =
+            try_call(group_at, ApiKey::TxnOffsetCommit, 3, &commit).ok()?;
+        (r.topics[0].partitions[0].error_code == 0).then_some(())
+    });
 
     let end = EndTxnRequest::default()
         .with_transactional_id(tid())
