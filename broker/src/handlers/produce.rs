@@ -119,8 +119,8 @@ async fn verify_with_coordinator(
         )
         .await;
         match verified {
-            Ok(true) => {}
-            Ok(false) => return false,
+            Ok(0) => {}
+            Ok(_) => return false,
             Err(e) => {
                 tracing::debug!(topic, partition, error = %e, "verifying with a remote coordinator failed");
                 return false;

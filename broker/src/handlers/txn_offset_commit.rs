@@ -32,6 +32,16 @@ const IMPLICIT_ADD_SINCE: i16 = 5;
 
 /// Asks the transaction coordinator whether `__consumer_offsets`-`p` is in the transaction,
 /// or (v5+) adds it there.
+///
+/// On a cluster that coordinator is the leader of the transactional id's
+/// `__transaction_state` partition, which need not be this node, the leader of the group's
+/// `__consumer_offsets` partition: the two move independently (a paused or cut-off node
+/// loses both, and the controller elects their new leaders one by one). It is then asked
+/// over the wire, as Kafka's group coordinator asks through its `AddPartitionsToTxnManager`.
+/// Asking this node's own table instead answered NOT_COORDINATOR for as long as the two
+/// leaders stayed apart, and the client, finding this node again as the group's
+/// coordinator, retried into the same answer (the transactional worker of test_faults.py
+/// stalled for minutes after SIGSTOP/SIGCONT of leaders).
 async fn verify(
     ctx: &RequestContext,
     req: &TxnOffsetCommitRequest,
@@ -39,8 +49,20 @@ async fn verify(
 ) -> Result<(), TxnError> {
     let tid = req.transactional_id.to_string();
     let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
+    let add = ctx.version() >= IMPLICIT_ADD_SINCE;
+    if let Some(addr) = txn::remote::remote_coordinator(ctx.ctx(), &tid) {
+        let offsets = (OFFSETS_TOPIC, p);
+        let answer = txn::remote::verify(ctx.ctx(), &addr, &tid, (pid, epoch), offsets, !add);
+        return match answer.await {
+            Ok(code) => txn::remote::refusal(code).map_or(Ok(()), Err),
+            Err(e) => {
+                tracing::debug!(transactional_id = %tid, error = %e, "the transaction coordinator could not be asked");
+                Err(TxnError::CoordinatorNotAvailable)
+            }
+        };
+    }
     let id = tid.clone();
-    if ctx.version() >= IMPLICIT_ADD_SINCE {
+    if add {
         return txn::on_coordinator(ctx.ctx(), &tid, move |txns, _| async move {
             txns.add_partitions(&id, pid, epoch, vec![(OFFSETS_TOPIC.to_string(), p)])
                 .await

@@ -25,6 +25,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::TxnError;
 use crate::kafka_conn::KafkaConn;
 use crate::shard::frontend::TxnMarker;
 use crate::shard::BrokerContext;
@@ -108,7 +109,8 @@ pub async fn write_marker(
 
 /// Asks the coordinator at `addr` whether `topic`-`partition` is in the producer's ongoing
 /// transaction at `epoch` (`verify_only`), or to add it there (KIP-890 part 2's implicit
-/// add of a Produce v12+); true when it is in the transaction now.
+/// add of a Produce v12+); the coordinator's error code for the partition, 0 when it is in
+/// the transaction now (`refusal` says what another code stands for).
 pub async fn verify(
     ctx: &BrokerContext,
     addr: &str,
@@ -116,7 +118,7 @@ pub async fn verify(
     (producer_id, epoch): (i64, i16),
     (topic, partition): (&str, i32),
     verify_only: bool,
-) -> Result<bool, String> {
+) -> Result<i16, String> {
     let mut conn = connect(ctx, addr, "strom-txn-verifier").await?;
     let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
         AddPartitionsToTxnTransaction::default()
@@ -148,7 +150,33 @@ pub async fn verify(
         .find(|p| p.partition_index == partition)
         .map(|p| p.partition_error_code)
         .ok_or("the coordinator did not answer for the partition")?;
-    Ok(code == 0)
+    Ok(code)
+}
+
+/// What a remote coordinator's error code for a partition in `verify` stands for on this
+/// node (`None`: 0, the partition is in the transaction). The codes are those
+/// AddPartitionsToTxn answers from `TxnError` (`handlers::errors::txn_code`); a coordinator
+/// that no longer coordinates the id is COORDINATOR_NOT_AVAILABLE here, not NOT_COORDINATOR:
+/// the request's own coordinator (a group's, say) is not the one that moved, so the client
+/// should retry rather than look its coordinator up again.
+pub fn refusal(code: i16) -> Option<TxnError> {
+    use kafka_protocol::error::ResponseError as R;
+    let e = match R::try_from_code(code)? {
+        R::InvalidProducerEpoch | R::ProducerFenced => TxnError::ProducerFenced,
+        R::InvalidProducerIdMapping => TxnError::InvalidProducerIdMapping,
+        R::ConcurrentTransactions => TxnError::ConcurrentTransactions,
+        R::CoordinatorLoadInProgress => TxnError::CoordinatorLoadInProgress,
+        R::NotCoordinator | R::CoordinatorNotAvailable => TxnError::CoordinatorNotAvailable,
+        R::UnknownTopicOrPartition => TxnError::UnknownTopicOrPartition,
+        R::InvalidTxnState => TxnError::InvalidTxnState(
+            "the partition is not in the transaction (its coordinator says)".into(),
+        ),
+        other => TxnError::InvalidTxnState(format!(
+            "the transaction coordinator answered {}",
+            other.code()
+        )),
+    };
+    Some(e)
 }
 
 /// The inter-broker address of the node that coordinates `transactional_id` on a cluster (the
@@ -157,4 +185,46 @@ pub fn remote_coordinator(ctx: &BrokerContext, transactional_id: &str) -> Option
     let partitions = ctx.catalog.snapshot().get(super::TXN_TOPIC)?.partitions;
     let p = super::txn_partition(transactional_id, partitions);
     remote_leader(ctx, super::TXN_TOPIC, p).ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_remote_coordinator_codes_when_mapped_then_the_error_this_node_answers_with() {
+        use kafka_protocol::error::ResponseError as R;
+        assert_eq!(refusal(0), None, "in the transaction");
+        let table = [
+            (R::ProducerFenced, TxnError::ProducerFenced),
+            (R::InvalidProducerEpoch, TxnError::ProducerFenced),
+            (
+                R::InvalidProducerIdMapping,
+                TxnError::InvalidProducerIdMapping,
+            ),
+            (R::ConcurrentTransactions, TxnError::ConcurrentTransactions),
+            (
+                R::CoordinatorLoadInProgress,
+                TxnError::CoordinatorLoadInProgress,
+            ),
+            // The other node's coordinator moved, not this one: retry, not look up again.
+            (R::NotCoordinator, TxnError::CoordinatorNotAvailable),
+            (
+                R::CoordinatorNotAvailable,
+                TxnError::CoordinatorNotAvailable,
+            ),
+            (
+                R::UnknownTopicOrPartition,
+                TxnError::UnknownTopicOrPartition,
+            ),
+        ];
+        for (code, want) in table {
+            assert_eq!(refusal(code.code()), Some(want), "{code:?}");
+        }
+        assert!(matches!(
+            refusal(R::InvalidTxnState.code()),
+            Some(TxnError::InvalidTxnState(_))
+        ));
+        assert!(matches!(refusal(-1), Some(TxnError::InvalidTxnState(_))));
+    }
 }
