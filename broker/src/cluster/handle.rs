@@ -249,7 +249,26 @@ pub(super) async fn write_through_leader(
     let deadline = Instant::now() + PROPOSE_TIMEOUT;
     let mut last = String::from("no leader elected");
     loop {
-        match raft.client_write(cmd.clone()).await {
+        // Bounded by the deadline: a node that restarts holding a committed vote of its own
+        // becomes leader of that old term for a moment; a write it takes then is truncated
+        // by the real leader, and openraft never answers it (a restarted node's registration
+        // hung for good: test_cluster.py's rolling restart, then the replaced node). The
+        // caller gets NoQuorum as for any write that did not commit in time, and may ask
+        // again (`register` does), which reaches the leader.
+        let attempt = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(100));
+        let written = match tokio::time::timeout(attempt, raft.client_write(cmd.clone())).await {
+            Ok(r) => r,
+            Err(_) => {
+                last = format!("no answer to the write within {attempt:?}");
+                if Instant::now() >= deadline {
+                    return Err(ClusterError::NoQuorum(last));
+                }
+                continue;
+            }
+        };
+        match written {
             Ok(r) => return Ok((r.log_id.index, r.data)),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
                 if let Some(addr) = f.leader_node.and_then(|n| n.addr.parse().ok()) {
