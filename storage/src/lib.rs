@@ -59,3 +59,24 @@ pub use log::{
 };
 pub use retention::{RetentionOutcome, RetentionPolicy, RetentionReason};
 pub use segment::SegmentProbe;
+
+/// What the crate's unit-test modules share: a current-thread runtime with a `LocalSet` (a
+/// log's futures are `!Send`, as on a shard) and the acks=all append options.
+#[cfg(test)]
+pub(crate) mod test_support {
+    pub fn run<F: std::future::Future>(f: F) -> F::Output {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, f)
+    }
+
+    pub fn fsync() -> crate::AppendOptions {
+        crate::AppendOptions {
+            durability: crate::Durability::Fsync,
+            log_append_time_ms: None,
+            leader_epoch: 0,
+        }
+    }
+}

@@ -5,25 +5,8 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 use crate::batch::tests::build_batch;
-use crate::{
-    AppendOptions, Durability, IoBackend, IoBackendKind, LogConfig, PartitionLog, StorageError,
-};
-
-fn run<F: std::future::Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    tokio::task::LocalSet::new().block_on(&rt, f)
-}
-
-fn fsync() -> AppendOptions {
-    AppendOptions {
-        durability: Durability::Fsync,
-        log_append_time_ms: None,
-        leader_epoch: 0,
-    }
-}
+use crate::test_support::{fsync, run};
+use crate::{IoBackend, IoBackendKind, LogConfig, PartitionLog, StorageError};
 
 fn one_batch() -> BytesMut {
     BytesMut::from(&build_batch(1000, &[b"v"])[..])

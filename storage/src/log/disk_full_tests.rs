@@ -11,25 +11,8 @@ use bytes::BytesMut;
 
 use crate::batch::tests::build_batch;
 use crate::batch::validate_batches;
-use crate::{
-    AppendOptions, Durability, IoBackend, IoBackendKind, LogConfig, PartitionLog, StorageError,
-};
-
-fn run<F: std::future::Future>(f: F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    tokio::task::LocalSet::new().block_on(&rt, f)
-}
-
-fn fsync() -> AppendOptions {
-    AppendOptions {
-        durability: Durability::Fsync,
-        log_append_time_ms: None,
-        leader_epoch: 0,
-    }
-}
+use crate::test_support::{fsync, run};
+use crate::{IoBackend, IoBackendKind, LogConfig, PartitionLog, StorageError};
 
 fn batch(i: usize) -> BytesMut {
     let value = vec![b'a' + (i % 26) as u8; 300];

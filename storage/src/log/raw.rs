@@ -45,6 +45,7 @@ mod tests {
     use crate::batch::BatchHeader;
     use crate::config::LogConfig;
     use crate::io::{IoBackend, IoBackendKind};
+    use crate::test_support::run;
     use bytes::BytesMut;
 
     /// A minimal valid uncompressed batch of `n` empty records at `base`.
@@ -74,14 +75,6 @@ mod tests {
         let crc = crc32c::crc32c(&b[21..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         BytesMut::from(&b[..])
-    }
-
-    fn run<F: std::future::Future>(f: F) -> F::Output {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        tokio::task::LocalSet::new().block_on(&rt, f)
     }
 
     #[test]
