@@ -307,8 +307,8 @@ fn remove_now(dir: &Path) {
     }
 }
 
-/// At start: removes the `*-delete` dirs a crash left behind (renamed, durably, but not
-/// removed yet), on a thread of its own. Returns how many it found.
+/// At start: removes the `*-delete` dirs a crash left behind (renamed but not removed yet),
+/// each as `remove_deleted_dir` does. Returns how many it found.
 pub fn sweep_deleted_dirs(data_dir: &Path) -> usize {
     let Ok(rd) = std::fs::read_dir(data_dir) else {
         return 0;
@@ -320,14 +320,7 @@ pub fn sweep_deleted_dirs(data_dir: &Path) -> usize {
         .map(|e| e.path())
         .collect();
     let n = left.len();
-    if n > 0 {
-        let spawned = std::thread::Builder::new()
-            .name("strom-delete".into())
-            .spawn(move || left.iter().for_each(|d| remove_now(d)));
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "no thread to sweep deleted partition dirs");
-        }
-    }
+    left.into_iter().for_each(remove_deleted_dir);
     n
 }
 
