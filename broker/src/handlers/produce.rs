@@ -82,114 +82,6 @@ fn transactional_producers(req: &ProduceRequest) -> Vec<(i64, i16)> {
     out
 }
 
-/// The first Produce version of KIP-890 part 2 (transaction.version 2): the partition's
-/// leader adds the partition to the transaction itself; the client sends no
-/// AddPartitionsToTxn (Kafka's `transactionSupportedOperation = addPartition` above v11).
-const IMPLICIT_ADD_SINCE: i16 = 12;
-/// How long an implicit add waits for the producer's previous transaction to complete.
-const CONCURRENT_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Kafka's produce-time verification (KIP-890 part 1, `AddPartitionsToTxnManager`): a
-/// transactional batch reached a partition that holds no guard for its transaction. The
-/// coordinator pushes that guard when AddPartitionsToTxn adds the partition, but a restarted
-/// broker has lost it while the transaction lives on in `__transaction_state`; so the
-/// partition's leader asks the coordinator, as Kafka's always does, and re-arms the guard when
-/// the partition is in the producer's ongoing transaction at that epoch. With `add` (Produce
-/// v12+, KIP-890 part 2) it asks the coordinator to add the partition instead, which also
-/// starts the transaction if this is its first partition.
-async fn verify_with_coordinator(
-    ctx: &RequestContext,
-    transactional_id: &str,
-    topic: &str,
-    partition: i32,
-    (producer_id, epoch): (i64, i16),
-    add: bool,
-) -> bool {
-    if let Some(addr) =
-        crate::coordinator::txn::remote::remote_coordinator(ctx.ctx(), transactional_id)
-    {
-        // On a cluster the coordinator may be another node: ask it over the wire.
-        let verified = crate::coordinator::txn::remote::verify(
-            ctx.ctx(),
-            &addr,
-            transactional_id,
-            (producer_id, epoch),
-            (topic, partition),
-            !add,
-        )
-        .await;
-        match verified {
-            Ok(0) => {}
-            Ok(_) => return false,
-            Err(e) => {
-                tracing::debug!(topic, partition, error = %e, "verifying with a remote coordinator failed");
-                return false;
-            }
-        }
-        return rearm(ctx, topic, partition, producer_id, epoch).await;
-    }
-    let (id, t) = (transactional_id.to_string(), topic.to_string());
-    if add {
-        // The coordinator pushes the guard to the partition itself once the add is durable.
-        // A TV2 producer begins its next transaction as soon as EndTxn answers, while the
-        // coordinator may still be writing the last one's markers (CONCURRENT_TRANSACTIONS
-        // until they are done): the add is retried here, briefly, rather than fail a batch
-        // the producer could not have sent later.
-        let deadline = std::time::Instant::now() + CONCURRENT_RETRY;
-        loop {
-            let (id, t) = (id.clone(), t.clone());
-            let added = crate::coordinator::txn::on_coordinator(
-                ctx.ctx(),
-                transactional_id,
-                move |txns, _| async move {
-                    txns.add_partitions(&id, producer_id, epoch, vec![(t, partition)])
-                        .await
-                },
-            )
-            .await;
-            match added {
-                Err(crate::coordinator::txn::TxnError::ConcurrentTransactions)
-                    if std::time::Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                }
-                Err(e) => {
-                    tracing::debug!(topic, partition, error = %e, "adding the partition to the transaction failed");
-                    return false;
-                }
-                Ok(()) => return true,
-            }
-        }
-    }
-    let verified = crate::coordinator::txn::on_coordinator(
-        ctx.ctx(),
-        transactional_id,
-        move |txns, _| async move { txns.verify(&id, producer_id, epoch, &[(t, partition)]) },
-    )
-    .await;
-    if verified.as_deref() != Ok(&[true][..]) {
-        return false;
-    }
-    rearm(ctx, topic, partition, producer_id, epoch).await
-}
-
-/// Re-arms the partition's guard for a transaction its coordinator confirmed.
-async fn rearm(
-    ctx: &RequestContext,
-    topic: &str,
-    partition: i32,
-    producer_id: i64,
-    epoch: i16,
-) -> bool {
-    match frontend::begin_txn_on_partition(ctx.ctx(), topic, partition, producer_id, epoch).await {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::debug!(topic, partition, error = %e, "re-arming a verified transaction failed");
-            false
-        }
-    }
-}
-
 /// Every partition of the request answered with `code` (Kafka's whole-request error response).
 fn refuse_all(version: i16, req: ProduceRequest, code: i16) -> ProduceResponse {
     let topics = req
@@ -406,20 +298,34 @@ pub async fn dispatch(ctx: Rc<RequestContext>, req: ProduceRequest) -> Respondin
                 if let (Ok(ProduceStart::NotAdded(producer_id, epoch)), Some(tid)) =
                     (start.await, txn_id.as_deref())
                 {
-                    let add = version >= IMPLICIT_ADD_SINCE;
                     let producer = (producer_id, epoch);
-                    if verify_with_coordinator(&ctx, tid, &topic, pd.index, producer, add).await {
-                        done = frontend::produce(
-                            broker,
-                            topic.clone(),
-                            pd.index,
-                            header,
-                            records,
-                            acks,
-                            now,
-                        )
+                    match verify::with_coordinator(&ctx, version, tid, &topic, pd.index, producer)
                         .await
-                        .1;
+                    {
+                        Ok(()) => {
+                            done = frontend::produce(
+                                broker,
+                                topic.clone(),
+                                pd.index,
+                                header,
+                                records,
+                                acks,
+                                now,
+                            )
+                            .await
+                            .1;
+                        }
+                        // Not in the transaction: the partition's own refusal stands.
+                        Err(verify::Unverified::NotAdded) => {}
+                        Err(verify::Unverified::Refused(code, message)) => {
+                            slots.push(Slot::Answered(partition_error(
+                                version,
+                                pd.index,
+                                code,
+                                Some(message),
+                            )));
+                            continue;
+                        }
                     }
                 }
             }
@@ -524,6 +430,8 @@ async fn delay_before_v6(version: i16, throttle_ms: i32) {
         tokio::time::sleep(std::time::Duration::from_millis(throttle_ms as u64)).await;
     }
 }
+
+mod verify;
 
 #[cfg(test)]
 mod flow_tests;

@@ -89,8 +89,14 @@ impl MetadataImage {
     /// first live replica with an ISR of itself alone (unclean: what only the lost replicas
     /// had is gone).
     fn leader_for_leaderless(&self, p: &PartitionRecord) -> Option<(i32, Vec<i32>)> {
-        if let Some(r) = p.in_sync().into_iter().find(|r| self.acceptable(*r)) {
-            return Some((r, p.in_sync()));
+        let isr = p.in_sync();
+        if let Some(r) = p
+            .replicas
+            .iter()
+            .copied()
+            .find(|r| isr.contains(r) && self.acceptable(*r))
+        {
+            return Some((r, isr));
         }
         let r = p.replicas.iter().copied().find(|r| self.acceptable(*r))?;
         Some((r, vec![r]))

@@ -610,8 +610,11 @@ impl MetadataImage {
 }
 
 /// Broker `id` is gone: out of the ISR (but for the last member, which Kafka keeps so the
-/// partition can come back with it), and if it led, the next unfenced ISR member leads at a
-/// new epoch (none: no leader until one returns).
+/// partition can come back with it), and if it led, the first unfenced ISR member in
+/// assignment order leads at a new epoch (none: no leader until one returns). Assignment
+/// order, as Kafka's `PartitionLeaderElectionAlgorithms`, not ISR order: a replica that
+/// rejoined is appended to the ISR, so ISR order drifts with every restart and would pile
+/// the leaders of all partitions onto whichever node stayed up longest.
 fn fence_in(p: &mut PartitionRecord, id: i32, fenced: &BTreeSet<i32>) {
     let mut isr = p.in_sync();
     if !isr.contains(&id) && p.leader != id {
@@ -623,10 +626,10 @@ fn fence_in(p: &mut PartitionRecord, id: i32, fenced: &BTreeSet<i32>) {
     p.isr = isr;
     if p.leader == id {
         p.leader = p
-            .isr
+            .replicas
             .iter()
             .copied()
-            .find(|r| !fenced.contains(r))
+            .find(|r| p.isr.contains(r) && !fenced.contains(r))
             .unwrap_or(-1);
         p.leader_epoch += 1;
     }

@@ -226,6 +226,33 @@ fn given_leader_fenced_when_isr_has_others_then_next_leads_at_new_epoch_and_rejo
 }
 
 #[test]
+fn given_isr_reordered_by_rejoins_when_leader_fenced_then_next_in_assignment_order_leads() {
+    let mut image = MetadataImage::default();
+    for id in 1..=3 {
+        register(&mut image, id);
+    }
+    image.apply(&create_rf("r", 1, 3));
+    let replicas = image.topics["r"].partitions[0].replicas.clone();
+    let p = image.topics["r"].partitions[0].clone();
+    // The second replica rejoined last: the ISR lists it after the third.
+    let drifted = vec![replicas[0], replicas[2], replicas[1]];
+    let alter = Command::AlterIsr {
+        topic: "r".into(),
+        partition: 0,
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        isr: drifted.clone(),
+    };
+    assert_eq!(image.apply(&alter), Outcome::Done);
+    assert_eq!(image.topics["r"].partitions[0].isr, drifted);
+    image.apply(&Command::FenceBroker { id: replicas[0] });
+    assert_eq!(
+        image.topics["r"].partitions[0].leader, replicas[1],
+        "Kafka elects the first live in-sync replica of the assignment, not of the ISR"
+    );
+}
+
+#[test]
 fn given_all_isr_fenced_then_no_leader_and_last_member_returns_as_leader() {
     let mut image = MetadataImage::default();
     for id in 1..=3 {
