@@ -34,6 +34,9 @@ pub struct SessionPartition {
     /// A follower's own log start (the request's `log_start_offset`; -1 from consumers):
     /// the leader's DeleteRecords waits for its followers' (`Partition::low_watermark`).
     pub replica_log_start: i64,
+    /// The leader epoch the client knows (Fetch v9+, KIP-320; -1: no check), fenced
+    /// against the partition's like Kafka's `Partition.checkCurrentLeaderEpoch`.
+    pub current_leader_epoch: i32,
 }
 
 impl SessionPartition {
@@ -90,6 +93,7 @@ fn request_partitions(req: &FetchRequest) -> Vec<SessionPartition> {
                 last_stable_offset: -1,
                 last_log_start: -1,
                 replica_log_start: p.log_start_offset,
+                current_leader_epoch: p.current_leader_epoch,
             })
         })
         .collect()
@@ -182,6 +186,7 @@ impl FetchSessionCache {
                 Some(p) => {
                     p.fetch_offset = update.fetch_offset;
                     p.max_bytes = update.max_bytes;
+                    p.current_leader_epoch = update.current_leader_epoch;
                 }
                 None => session.partitions.push(update),
             }

@@ -20,15 +20,29 @@ use crate::shard::LEADER_EPOCH;
 pub const MIN_VERSION: i16 = 2;
 pub const MAX_VERSION: i16 = 4;
 
-/// Kafka's leader epoch fencing of a request's `current_leader_epoch`.
+/// Kafka's leader epoch fencing of a request's `current_leader_epoch` (here and in Fetch).
 /// `leader` is the partition's epoch here (the image's when clustered).
-fn check_current_epoch(current: i32, leader: i32) -> Result<(), ResponseError> {
+pub(super) fn check_current_epoch(current: i32, leader: i32) -> Result<(), ResponseError> {
     match current {
         -1 => Ok(()),
         e if e > leader => Err(ResponseError::UnknownLeaderEpoch),
         e if e < leader => Err(ResponseError::FencedLeaderEpoch),
         _ => Ok(()),
     }
+}
+
+/// The partition's leader epoch on this node: the metadata image's when clustered, else the
+/// single node's constant one.
+pub(super) fn partition_epoch(
+    broker: &crate::shard::BrokerContext,
+    topic: &str,
+    partition: i32,
+) -> i32 {
+    broker.cluster.get().map_or(LEADER_EPOCH, |c| {
+        c.image()
+            .partition(topic, partition)
+            .map_or(LEADER_EPOCH, |r| r.leader_epoch)
+    })
 }
 
 pub async fn handle(
@@ -62,11 +76,7 @@ pub async fn handle(
                     base.with_error_code(ResponseError::NotLeaderOrFollower.code())
                 }
                 Some(m) if p.partition >= 0 && p.partition < m.partitions => {
-                    let epoch = ctx.ctx().cluster.get().map_or(LEADER_EPOCH, |c| {
-                        c.image()
-                            .partition(&m.name, p.partition)
-                            .map_or(LEADER_EPOCH, |r| r.leader_epoch)
-                    });
+                    let epoch = partition_epoch(ctx.ctx(), &m.name, p.partition);
                     match check_current_epoch(p.current_leader_epoch, epoch) {
                         Err(e) => base.with_error_code(e.code()),
                         Ok(()) => match frontend::end_offset_for_epoch(

@@ -52,6 +52,11 @@ struct Wanted {
     /// Clustered, and another node leads the partition: NOT_LEADER_OR_FOLLOWER, no read
     /// (unless a consumer's Fetch v11+ reads this node as a follower, KIP-392).
     not_leader: bool,
+    /// The client's `current_leader_epoch` is older (FENCED_LEADER_EPOCH) or newer
+    /// (UNKNOWN_LEADER_EPOCH) than the partition's here: checked before leadership, as
+    /// Kafka's `getLocalLog`, so a consumer that knows of a newer leader never reads a
+    /// deposed one's log, and a zombie follower's fetch is refused.
+    fenced: Option<ResponseError>,
     /// KIP-392 on the leader: the replicas in the consumer's rack it may be sent to.
     prefer: Vec<i32>,
     read: Option<FetchRead>,
@@ -197,6 +202,12 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
                     && !(reads_followers
                         && read_replica::serves_as_follower(broker, &m.name, p.partition))
             });
+            let fenced = meta.as_ref().and_then(|m| {
+                let epoch =
+                    super::offset_for_leader_epoch::partition_epoch(broker, &m.name, p.partition);
+                super::offset_for_leader_epoch::check_current_epoch(p.current_leader_epoch, epoch)
+                    .err()
+            });
             let prefer = match (&meta, client_rack) {
                 (Some(m), Some(rack)) if !not_leader => {
                     read_replica::rack_candidates(broker, &m.name, p.partition, rack, listener)
@@ -208,6 +219,7 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
                 denied,
                 follower_denied,
                 not_leader,
+                fenced,
                 prefer,
                 session: p.clone(),
                 read: None,
@@ -314,7 +326,11 @@ async fn respond(ctx: &RequestContext, req: &FetchRequest, plan: FetchPlan) -> F
     for (w, (mut p, chunks)) in wanted.into_iter().zip(partitions) {
         let s = w.session;
         // KIP-951 (v12+; the endpoints v16+): where the partition's leader is now.
-        if p.error_code == ResponseError::NotLeaderOrFollower.code() && version >= 12 {
+        let moved = [
+            ResponseError::NotLeaderOrFollower.code(),
+            ResponseError::FencedLeaderEpoch.code(),
+        ];
+        if moved.contains(&p.error_code) && version >= 12 {
             let placed = w.meta.as_ref().and_then(|m| {
                 crate::cluster::current_leader(broker, &m.name, s.partition, listener)
             });
@@ -395,7 +411,11 @@ async fn read_concurrently(
     let mut by_shard: Vec<(Vec<usize>, Vec<ReadSpec>)> = vec![Default::default(); shards];
     for &i in which {
         let w = &mut wanted[i];
-        let Some(meta) = w.meta.as_ref().filter(|_| !w.denied && !w.not_leader) else {
+        let Some(meta) = w
+            .meta
+            .as_ref()
+            .filter(|_| !w.denied && !w.not_leader && w.fenced.is_none())
+        else {
             continue;
         };
         let p = w.session.partition;
@@ -566,6 +586,10 @@ fn assemble(
             out.push((base.with_error_code(unknown_topic), None));
             continue;
         };
+        if let Some(e) = w.fenced {
+            out.push((base.with_error_code(e.code()), None));
+            continue;
+        }
         if w.not_leader {
             let code = ResponseError::NotLeaderOrFollower.code();
             out.push((base.with_error_code(code), None));
@@ -726,6 +750,35 @@ mod tests {
             .collect();
         assert_eq!(offsets, (4..12).collect::<Vec<_>>());
         assert_eq!(sets[0].records[1].value.as_deref(), Some(&b"v1"[..]));
+    }
+
+    #[test]
+    fn given_current_leader_epoch_when_fetching_then_fenced_as_kafka_before_any_read() {
+        let h = Harness::new();
+        create(&h, "t", 1);
+        let _: ProduceResponse = h.call(
+            ApiKey::Produce,
+            11,
+            produce_req("t", 0, 1, batch(2, -1, -1, -1)),
+        );
+        let with_epoch = |epoch: i32| {
+            let mut req = fetch_req("t", 0, 0, 0, 1);
+            req.topics[0].partitions[0].current_leader_epoch = epoch;
+            let resp: FetchResponse = h.call(ApiKey::Fetch, 12, req);
+            let p = resp.responses[0].partitions[0].clone();
+            (p.error_code, p.records.map_or(0, |r| r.len()))
+        };
+        // A single node's partitions are at epoch 0 (`shard::LEADER_EPOCH`).
+        let (code, bytes) = with_epoch(-1);
+        assert_eq!(code, 0, "-1: no check");
+        assert!(bytes > 0);
+        assert_eq!(with_epoch(0).0, 0);
+        assert_eq!(
+            with_epoch(1),
+            (ResponseError::UnknownLeaderEpoch.code(), 0),
+            "the client knows a newer leader: nothing is read here"
+        );
+        assert_eq!(with_epoch(-2), (ResponseError::FencedLeaderEpoch.code(), 0));
     }
 
     #[test]
