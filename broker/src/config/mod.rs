@@ -21,6 +21,7 @@ pub mod share_reset;
 pub mod tiered;
 pub mod topic;
 pub mod topic_def;
+pub mod topic_set;
 
 pub use rack::RACK_AWARE_REPLICA_SELECTOR;
 

@@ -1,8 +1,6 @@
-//! Tiered storage's configs (docs/tiered-storage.md): the rules Kafka checks over a topic's
-//! whole config set (`LogConfig.validateRemoteStorage*`), the broker's object store choice,
-//! and a topic's resolved tiered settings.
-
-use std::collections::BTreeMap;
+//! Tiered storage's configs (docs/tiered-storage.md): the rules Kafka checks over the config
+//! set of a topic with remote storage (`LogConfig.validateRemoteStorage*`, called from
+//! `topic_set`), the broker's object store choice, and a topic's resolved tiered settings.
 
 use super::topic_def::TopicConfigError;
 use super::BrokerConfig;
@@ -12,57 +10,49 @@ use storage::remote::store::StoreConfig;
 pub const DISABLED_IN_BROKER: &str = "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.";
 pub const COMPACTED: &str = "Remote log storage only supports topics with cleanup.policy=delete or cleanup.policy being an empty list.";
 
-fn value<'a>(configs: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
-    configs.get(name).map(|v| v.trim())
-}
-
-fn long_or(configs: &BTreeMap<String, String>, name: &str, default: i64) -> i64 {
-    value(configs, name)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// The cross-config rules over a topic's overrides, each value already valid on its own:
-/// remote storage needs the broker switch and `cleanup.policy` without `compact`, and the
-/// local retention must not exceed the total (Kafka's `validateRemoteStorageRetention*`).
-pub fn validate_set(
-    configs: &BTreeMap<String, String>,
-    broker: &BrokerConfig,
+/// The rules over a topic with `remote.storage.enable=true`, in Kafka's order, `get` giving
+/// each config's effective value: the broker switch, `cleanup.policy` exactly `delete` (or
+/// empty), and the local retention within the total, bytes then time
+/// (`validateRemoteStorageRetentionSize` / `Time`).
+pub fn validate_remote(
+    get: &dyn Fn(&str) -> String,
+    system_enabled: bool,
 ) -> Result<(), TopicConfigError> {
-    let remote =
-        value(configs, "remote.storage.enable").is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    if !remote {
-        return Ok(());
-    }
-    if !broker.remote_log_storage_system_enable {
+    if !system_enabled {
         return Err(TopicConfigError::Rule(DISABLED_IN_BROKER.into()));
     }
-    let policy = value(configs, "cleanup.policy").unwrap_or(&broker.log_cleanup_policy);
-    if policy.split(',').any(|p| p.trim() == "compact") {
+    // Kafka's LIST parse: empty is no element, else comma-separated and trimmed.
+    let policy = get("cleanup.policy");
+    let policies: Vec<&str> = if policy.trim().is_empty() {
+        Vec::new()
+    } else {
+        policy.split(',').map(str::trim).collect()
+    };
+    if !policies.is_empty() && policies != ["delete"] {
         return Err(TopicConfigError::Rule(COMPACTED.into()));
     }
-    for (local, total, broker_total) in [
-        (
-            "local.retention.ms",
-            "retention.ms",
-            broker.log_retention_ms,
-        ),
-        (
-            "local.retention.bytes",
-            "retention.bytes",
-            broker.log_retention_bytes,
-        ),
+    let long = |name: &str| get(name).trim().parse::<i64>().unwrap_or(-2);
+    for (local, total) in [
+        ("local.retention.bytes", "retention.bytes"),
+        ("local.retention.ms", "retention.ms"),
     ] {
-        let l = long_or(configs, local, -2);
-        let t = long_or(configs, total, broker_total);
+        let (l, t) = (long(local), long(total));
         // -2: as the total; -1: forever, which only an unbounded total allows.
-        if l != -2 && t != -1 && (l == -1 || l > t) {
-            return Err(TopicConfigError::Invalid {
-                name: local.into(),
-                value: l.to_string(),
-                reason: format!("Value must not be more than {total} property value: {t}"),
-            });
+        if t == -1 || l == -2 {
+            continue;
         }
+        let reason = if l == -1 {
+            format!("Value must not be -1 as {total} value is set as {t}.")
+        } else if l > t {
+            format!("Value must not be more than {total} property value: {t}")
+        } else {
+            continue;
+        };
+        return Err(TopicConfigError::Invalid {
+            name: local.into(),
+            value: l.to_string(),
+            reason,
+        });
     }
     Ok(())
 }
@@ -116,62 +106,54 @@ impl TieredSettings {
 mod tests {
     use super::*;
 
-    fn set(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     #[test]
     fn given_remote_topic_configs_when_validating_then_kafkas_rules_and_messages() {
-        let off = BrokerConfig::default();
-        let on = BrokerConfig {
-            remote_log_storage_system_enable: true,
-            remote_storage_local_path: "x".into(),
-            ..BrokerConfig::default()
+        let check = |kv: &[(&str, &str)], on: bool| {
+            let get = |n: &str| {
+                kv.iter()
+                    .find(|(k, _)| *k == n)
+                    .map(|(_, v)| v.to_string())
+                    .unwrap_or_else(|| match n {
+                        "cleanup.policy" => "delete".into(),
+                        "retention.ms" => "604800000".into(),
+                        "retention.bytes" => "-1".into(),
+                        _ => "-2".into(),
+                    })
+            };
+            validate_remote(&get, on).map_err(|e| e.to_string())
         };
-        let remote = [("remote.storage.enable", "true")];
+        assert_eq!(check(&[], false).unwrap_err(), DISABLED_IN_BROKER);
+        check(&[], true).unwrap();
+        for policy in ["delete,compact", "compact", "delete,delete"] {
+            assert_eq!(
+                check(&[("cleanup.policy", policy)], true).unwrap_err(),
+                COMPACTED,
+                "{policy}"
+            );
+        }
+        check(&[("cleanup.policy", "")], true).unwrap();
         assert_eq!(
-            validate_set(&set(&remote), &off).unwrap_err().to_string(),
-            DISABLED_IN_BROKER
+            check(&[("retention.ms", "1000"), ("local.retention.ms", "2000")], true).unwrap_err(),
+            "Invalid value 2000 for configuration local.retention.ms: Value must not be more than retention.ms property value: 1000"
         );
-        validate_set(&set(&remote), &on).unwrap();
-        let compact = set(&[
-            ("remote.storage.enable", "true"),
-            ("cleanup.policy", "delete,compact"),
-        ]);
         assert_eq!(
-            validate_set(&compact, &on).unwrap_err().to_string(),
-            COMPACTED
+            check(&[("retention.ms", "1000"), ("local.retention.ms", "-1")], true).unwrap_err(),
+            "Invalid value -1 for configuration local.retention.ms: Value must not be -1 as retention.ms value is set as 1000."
         );
-        let compact_broker = BrokerConfig {
-            log_cleanup_policy: "compact".into(),
-            ..on.clone()
-        };
-        assert!(validate_set(&set(&remote), &compact_broker).is_err());
-        let too_long = set(&[
-            ("remote.storage.enable", "true"),
+        // Bytes are checked before time, as in Kafka.
+        let both = [
             ("retention.ms", "1000"),
             ("local.retention.ms", "2000"),
-        ]);
-        let e = validate_set(&too_long, &on).unwrap_err().to_string();
-        assert!(
-            e.contains("local.retention.ms") && e.contains("retention.ms property value: 1000"),
-            "{e}"
-        );
-        validate_set(
-            &set(&[
-                ("remote.storage.enable", "true"),
-                ("retention.bytes", "-1"),
-                ("local.retention.bytes", "-1"),
-            ]),
-            &on,
-        )
-        .unwrap();
-        // Without remote storage the rules do not apply (Kafka checks them only then).
-        validate_set(
-            &set(&[("cleanup.policy", "compact"), ("local.retention.ms", "5")]),
-            &off,
+            ("retention.bytes", "10"),
+            ("local.retention.bytes", "20"),
+        ];
+        assert!(check(&both, true)
+            .unwrap_err()
+            .contains("local.retention.bytes"));
+        // An unbounded total allows any local retention.
+        check(
+            &[("retention.bytes", "-1"), ("local.retention.bytes", "-1")],
+            true,
         )
         .unwrap();
     }

@@ -390,8 +390,17 @@ pub async fn commit(
             for (k, v) in &configs {
                 topic_config::validate(k, v)?;
             }
-            crate::config::tiered::validate_set(&configs, &broker.config)?;
-            if broker.catalog.snapshot().get(name).is_none() {
+            let existing = broker
+                .catalog
+                .snapshot()
+                .get(name)
+                .map(|t| t.configs.clone());
+            crate::config::topic_set::validate_set(
+                &configs,
+                existing.as_ref().unwrap_or(&BTreeMap::new()),
+                &broker.catalog.broker(),
+            )?;
+            if existing.is_none() {
                 return Err(AlterError::UnknownTopic(name.clone()));
             }
             if validate_only {

@@ -99,7 +99,11 @@ fn check(
         topic_config::validate(c.name.as_str(), value.as_str())?;
         configs.insert(c.name.to_string(), value.to_string());
     }
-    crate::config::tiered::validate_set(&configs, &ctx.ctx().config)?;
+    crate::config::topic_set::validate_set(
+        &configs,
+        &BTreeMap::new(),
+        &ctx.ctx().catalog.broker(),
+    )?;
     Ok((partitions, configs))
 }
 

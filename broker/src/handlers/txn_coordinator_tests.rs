@@ -341,6 +341,81 @@ fn given_kip890_end_txn_v5_when_committing_then_epoch_bumped_each_transaction() 
     assert_eq!(add(&h, "tx", (ids.0, ids.1 + 1), "t", &[0]), vec![0]);
 }
 
+/// Puts `id`'s in-memory epoch at `epoch`, as 32k transactions would have (only tests reach
+/// the end of the epochs without them).
+fn age_epoch(h: &Harness, id: &str, epoch: i16) -> (i64, i16) {
+    let txns = crate::coordinator::txn::TxnShard::of(&h.state);
+    let mut all = txns.txns.borrow_mut();
+    let e = all.get_mut(id).expect("transactional id");
+    e.meta.producer_epoch = epoch;
+    (e.meta.producer_id, epoch)
+}
+
+#[test]
+fn given_exhausted_epoch_when_tv2_end_txn_then_new_producer_id_at_epoch_zero() {
+    let h = harness();
+    create(&h, "t", 1);
+    init(&h, "tx", 60_000);
+    let old = age_epoch(&h, "tx", i16::MAX - 1);
+    assert_eq!(add(&h, "tx", old, "t", &[0]), vec![0]);
+    let r = end(&h, 5, "tx", old, true);
+    assert_eq!(r.error_code, 0);
+    let new = (r.producer_id.0, r.producer_epoch);
+    assert!(new.0 != old.0 && new.0 >= 0 && new.1 == 0, "{new:?}");
+    wait_state(&h, "tx", TxnState::CompleteCommit);
+    // The markers close the old id's transaction at Short.MAX_VALUE; the coordinator holds
+    // the new id.
+    assert_eq!(markers(&h, "t", 0), vec![(old.0, true)]);
+    let d = describe(&h, "tx");
+    assert_eq!((d.producer_id.0, d.producer_epoch), new);
+    // A retry with the old id is answered with the new one (Kafka's retryOnOverflow).
+    let r = end(&h, 5, "tx", old, true);
+    assert_eq!(
+        (r.error_code, r.producer_id.0, r.producer_epoch),
+        (0, new.0, 0)
+    );
+    assert_eq!(end(&h, 5, "tx", old, false).error_code, 48);
+    // The new id carries on, bumping from 0.
+    assert_eq!(add(&h, "tx", new, "t", &[0]), vec![0]);
+    let r = end(&h, 5, "tx", new, false);
+    assert_eq!(
+        (r.error_code, r.producer_id.0, r.producer_epoch),
+        (0, new.0, 1)
+    );
+    wait_state(&h, "tx", TxnState::CompleteAbort);
+    assert_eq!(markers(&h, "t", 0), vec![(old.0, true), (new.0, false)]);
+    // The old id is no longer this transactional id's.
+    assert_eq!(add(&h, "tx", old, "t", &[0]), vec![49]);
+}
+
+#[test]
+fn given_prepared_rotation_when_a_new_shard_loads_then_completed_with_the_new_id() {
+    let h = harness();
+    create(&h, "t", 1);
+    init(&h, "tx", 60_000);
+    let old = age_epoch(&h, "tx", i16::MAX - 1);
+    assert_eq!(add(&h, "tx", old, "t", &[0]), vec![0]);
+    let txns = crate::coordinator::txn::TxnShard::of(&h.state);
+    // A crash right after the PrepareCommit: the next producer id is in the log (value v1),
+    // so the reloaded coordinator completes the commit into it.
+    let new = h.block_on(async {
+        let r = txns.end_txn("tx", old.0, old.1, true, true).await.unwrap();
+        txns.forget_loaded();
+        r
+    });
+    assert_eq!(new.1, 0);
+    wait_state(&h, "tx", TxnState::CompleteCommit);
+    let d = describe(&h, "tx");
+    assert_eq!((d.producer_id.0, d.producer_epoch), new);
+    // The old id's commit markers (the task from before the "crash" may write one too, as a
+    // coordinator that lost its partition can: a repeated marker changes nothing).
+    let m = markers(&h, "t", 0);
+    assert!(
+        !m.is_empty() && m.iter().all(|x| *x == (old.0, true)),
+        "{m:?}"
+    );
+}
+
 #[test]
 fn given_transactions_when_listing_then_filters_apply() {
     let h = harness();

@@ -156,7 +156,7 @@ fn put_bytes(b: &mut BytesMut, v: &[u8]) {
     b.put_slice(v);
 }
 
-fn put_uvarint(b: &mut BytesMut, mut v: u64) {
+pub(crate) fn put_uvarint(b: &mut BytesMut, mut v: u64) {
     while v >= 0x80 {
         b.put_u8((v as u8 & 0x7f) | 0x80);
         v >>= 7;
@@ -165,7 +165,7 @@ fn put_uvarint(b: &mut BytesMut, mut v: u64) {
 }
 
 /// A flexible-version (compact) nullable string.
-fn put_compact_str(b: &mut BytesMut, s: Option<&str>) {
+pub(crate) fn put_compact_str(b: &mut BytesMut, s: Option<&str>) {
     match s {
         Some(s) => {
             put_uvarint(b, s.len() as u64 + 1);

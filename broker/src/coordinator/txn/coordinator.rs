@@ -10,8 +10,8 @@ use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use super::markers::{self, TxnMarker};
-use super::records::TxnRecord;
-use super::txn_stm::{EndPlan, InitPlan, TxnEntry, TxnMetadata, TxnState};
+use super::records::{self, TxnRecord};
+use super::txn_stm::{epoch_exhausted, EndPlan, InitPlan, TxnEntry, TxnMetadata, TxnState};
 use super::{txn_partition, TxnError, TXN_TOPIC};
 use crate::coordinator::group::topic_regex::TopicRegex;
 use crate::coordinator::log;
@@ -80,6 +80,29 @@ impl TxnShard {
         self.shard
             .upgrade()
             .ok_or(TxnError::CoordinatorNotAvailable)
+    }
+
+    /// The cluster's finalized `transaction.version`: Kafka fences and aborts timed-out
+    /// transactions with it (not with a client's), and writes `__transaction_state` values
+    /// at v1 from level 1.
+    fn txn_version(&self) -> i16 {
+        self.shard.upgrade().map_or(0, |s| {
+            s.ctx
+                .features
+                .level(crate::metadata::features::TRANSACTION_VERSION)
+        })
+    }
+
+    /// A producer id for a rotation (`TxnEntry::init_producer_id`, `end_txn`), once this
+    /// node's producer-id block is ready.
+    async fn producer_ids_ready(&self) -> Result<Rc<ShardState>, TxnError> {
+        let shard = self.shard()?;
+        let ctx = &shard.ctx;
+        ctx.producer_ids
+            .ready(ctx.cluster.get().map(|c| c.as_ref()), ctx.config.node_id)
+            .await
+            .map_err(|e| TxnError::ProducerIds(e.to_string()))?;
+        Ok(shard)
     }
 
     fn partition_of(&self, transactional_id: &str) -> i32 {
@@ -224,7 +247,8 @@ impl TxnShard {
             transactional_id: id.clone(),
             value: Some(target.clone()),
         };
-        let r = self.append(self.partition_of(&id), rec).await;
+        let version = records::value_version(self.txn_version(), &target);
+        let r = self.append(self.partition_of(&id), rec, version).await;
         let mut txns = self.txns.borrow_mut();
         match r {
             Ok(()) => {
@@ -240,11 +264,11 @@ impl TxnShard {
         }
     }
 
-    async fn append(&self, p: i32, rec: TxnRecord) -> Result<(), TxnError> {
+    async fn append(&self, p: i32, rec: TxnRecord, version: i16) -> Result<(), TxnError> {
         let shard = self.shard()?;
         let part = log::partition_on_shard(&shard, TXN_TOPIC, p)
             .ok_or(TxnError::CoordinatorNotAvailable)?;
-        let (k, v) = rec.encode();
+        let (k, v) = rec.encode(version);
         log::append(&part, &[(k, v)], None).await?;
         Ok(())
     }
@@ -260,24 +284,13 @@ impl TxnShard {
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
     ) -> Result<(i64, i16), TxnError> {
-        let shard = self.shard()?;
-        let max = shard.ctx.config.transaction_max_timeout_ms;
+        let max = self.shard()?.ctx.config.transaction_max_timeout_ms;
         if timeout_ms <= 0 || timeout_ms > max {
             return Err(TxnError::InvalidTransactionTimeout(timeout_ms));
         }
-        let ctx = &shard.ctx;
-        ctx.producer_ids
-            .ready(ctx.cluster.get().map(|c| c.as_ref()), ctx.config.node_id)
-            .await
-            .map_err(|e| TxnError::ProducerIds(e.to_string()))?;
+        let shard = self.producer_ids_ready().await?;
         let now = crate::now_ms();
-        let mut new_pid = || {
-            shard
-                .ctx
-                .producer_ids
-                .next()
-                .map_err(|e| TxnError::ProducerIds(e.to_string()))
-        };
+        let mut new_pid = pid_source(Some(&shard));
         let entry = match self.entry(id) {
             Some(e) => e,
             None => {
@@ -289,7 +302,8 @@ impl TxnShard {
                     .clone()
             }
         };
-        match entry.init_producer_id(expected, timeout_ms, now, &mut new_pid)? {
+        let tv2 = self.txn_version() >= 2;
+        match entry.init_producer_id(expected, timeout_ms, now, tv2, &mut new_pid)? {
             InitPlan::Write(t) => {
                 let answer = (t.producer_id, t.producer_epoch);
                 self.transition(t).await?;
@@ -349,7 +363,8 @@ impl TxnShard {
 
     /// EndTxn: durable Prepare state, then the markers and completion in the background (the
     /// client hears back once the outcome is decided, as with Kafka). Returns the producer id
-    /// and epoch the client continues with (bumped for KIP-890 clients).
+    /// and epoch the client continues with (bumped for KIP-890 clients, a new producer id at
+    /// epoch 0 once the bump exhausted the epochs).
     pub async fn end_txn(
         self: &Rc<Self>,
         id: &str,
@@ -358,11 +373,35 @@ impl TxnShard {
         commit: bool,
         bump: bool,
     ) -> Result<(i64, i16), TxnError> {
-        let entry = self.entry(id).ok_or(TxnError::InvalidProducerIdMapping)?;
-        match entry.end_txn(producer_id, epoch, commit, bump, crate::now_ms())? {
+        let mut entry = self.entry(id).ok_or(TxnError::InvalidProducerIdMapping)?;
+        // Only a bump past the last epoch needs a producer id; waiting for a block is rare.
+        let shard = if bump && epoch_exhausted(entry.meta.producer_epoch) {
+            let shard = self.producer_ids_ready().await?;
+            entry = self.entry(id).ok_or(TxnError::InvalidProducerIdMapping)?;
+            Some(shard)
+        } else {
+            None
+        };
+        let mut new_pid = pid_source(shard.as_ref());
+        match entry.end_txn(
+            producer_id,
+            epoch,
+            commit,
+            bump,
+            crate::now_ms(),
+            &mut new_pid,
+        )? {
             EndPlan::Done => Ok((entry.meta.producer_id, entry.meta.producer_epoch)),
             EndPlan::Prepare(t) => {
-                let answer = (t.producer_id, t.producer_epoch);
+                let answer = t.ids_after_completion();
+                if t.next_producer_id != -1 {
+                    tracing::info!(
+                        transactional_id = id,
+                        producer_id = t.producer_id,
+                        next_producer_id = t.next_producer_id,
+                        "the producer epoch is exhausted; the producer continues with a new producer id"
+                    );
+                }
                 self.transition(t).await?;
                 self.spawn_completion(id.to_string());
                 Ok(answer)
@@ -445,9 +484,26 @@ impl TxnShard {
             .filter(|e| e.timed_out(now))
             .cloned()
             .collect();
+        let tv2 = self.txn_version() >= 2;
         for e in expired {
             let id = e.meta.transactional_id.clone();
-            let Ok(t) = e.fence_and_abort(now) else {
+            // An exhausted epoch's TV2 abort rotates the producer id, which needs a block.
+            let (e, shard) = if tv2 && epoch_exhausted(e.meta.producer_epoch) {
+                let shard = match self.producer_ids_ready().await {
+                    Ok(s) => s,
+                    Err(err) => {
+                        tracing::warn!(transactional_id = %id, error = %err, "aborting a timed-out transaction failed");
+                        continue;
+                    }
+                };
+                match self.entry(&id) {
+                    Some(e) if e.timed_out(now) => (e, Some(shard)),
+                    _ => continue,
+                }
+            } else {
+                (e, None)
+            };
+            let Ok(t) = e.fence_and_abort(now, tv2, &mut pid_source(shard.as_ref())) else {
                 continue;
             };
             tracing::info!(transactional_id = %id, producer_id = e.meta.producer_id, "aborting a transaction past its timeout");
@@ -491,7 +547,7 @@ impl TxnShard {
                 transactional_id: id.clone(),
                 value: None,
             };
-            let r = self.append(self.partition_of(&id), tombstone).await;
+            let r = self.append(self.partition_of(&id), tombstone, 0).await;
             let mut txns = self.txns.borrow_mut();
             match r {
                 Ok(()) => {
@@ -540,6 +596,19 @@ impl TxnShard {
                 state: m.state,
             })
             .collect()
+    }
+}
+
+/// Producer ids from the block `shard` made ready (`producer_ids_ready`); `None` when none
+/// was, because none was expected to be needed.
+fn pid_source(shard: Option<&Rc<ShardState>>) -> impl FnMut() -> Result<i64, TxnError> + '_ {
+    move || {
+        let s = shard
+            .ok_or_else(|| TxnError::ProducerIds("no producer id block was made ready".into()))?;
+        s.ctx
+            .producer_ids
+            .next()
+            .map_err(|e| TxnError::ProducerIds(e.to_string()))
     }
 }
 

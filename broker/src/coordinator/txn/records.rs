@@ -2,15 +2,18 @@
 //! `TransactionLogValue` v0/v1), so Kafka tools read our transaction log and we read theirs.
 //!
 //! Key: int16 version 0, then the transactional id (int16-length string). Value: int16
-//! version; we write v0 (classic encoding, which Kafka 3 and 4 read) and read v0 and v1 (v1 is
-//! flexible: compact strings/arrays and tagged fields, where tags 0/1/2 carry the previous and
-//! next producer ids and the client's transaction version). A null value is a tombstone
-//! (an expired transactional id).
+//! version, then v0 (classic encoding) or v1 (flexible: compact strings/arrays and tagged
+//! fields, where tags 0/1/2 carry the previous and next producer ids and the client's
+//! transaction version; Kafka's tag 3, KIP-939's next epoch, is read past). We write what
+//! Kafka 4.4 writes: v1 once `transaction.version` >= 1 is finalized, else v0 — and v1
+//! whenever the value holds a next producer id, which v0 cannot carry and without which a
+//! reloaded rotation would be lost. A null value is a tombstone (an expired transactional
+//! id).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::txn_stm::{TxnMetadata, TxnState};
-use crate::coordinator::group::records::{put_str, Reader};
+use crate::coordinator::group::records::{put_compact_str, put_str, put_uvarint, Reader};
 
 pub use crate::coordinator::group::records::RecordError;
 
@@ -21,22 +24,43 @@ pub struct TxnRecord {
     pub value: Option<TxnMetadata>,
 }
 
+/// The value version to write `m` at under the finalized `transaction.version` (module doc).
+pub fn value_version(transaction_version: i16, m: &TxnMetadata) -> i16 {
+    if transaction_version >= 1 || m.next_producer_id != -1 {
+        1
+    } else {
+        0
+    }
+}
+
 impl TxnRecord {
-    /// (key, value) as stored in the log.
-    pub fn encode(&self) -> (Bytes, Option<Bytes>) {
+    /// (key, value) as stored in the log, the value at `version` (0 or 1).
+    pub fn encode(&self, version: i16) -> (Bytes, Option<Bytes>) {
         let mut k = BytesMut::new();
         k.put_i16(0);
         put_str(&mut k, &self.transactional_id);
+        let flexible = version >= 1;
         let v = self.value.as_ref().map(|m| {
             let mut v = BytesMut::new();
-            v.put_i16(0);
+            v.put_i16(if flexible { 1 } else { 0 });
             v.put_i64(m.producer_id);
             v.put_i16(m.producer_epoch);
             v.put_i32(m.timeout_ms);
             v.put_i8(m.state as i8);
+            let len = |v: &mut BytesMut, n: usize| {
+                if flexible {
+                    put_uvarint(v, n as u64 + 1);
+                } else {
+                    v.put_i32(n as i32);
+                }
+            };
             // Kafka writes null partitions for a transaction with none (Empty/Complete*).
             if m.partitions.is_empty() {
-                v.put_i32(-1);
+                if flexible {
+                    put_uvarint(&mut v, 0);
+                } else {
+                    v.put_i32(-1);
+                }
             } else {
                 let mut by_topic: Vec<(&str, Vec<i32>)> = Vec::new();
                 for (t, p) in &m.partitions {
@@ -45,17 +69,44 @@ impl TxnRecord {
                         _ => by_topic.push((t.as_str(), vec![*p])),
                     }
                 }
-                v.put_i32(by_topic.len() as i32);
+                len(&mut v, by_topic.len());
                 for (t, ps) in by_topic {
-                    put_str(&mut v, t);
-                    v.put_i32(ps.len() as i32);
+                    if flexible {
+                        put_compact_str(&mut v, Some(t));
+                    } else {
+                        put_str(&mut v, t);
+                    }
+                    len(&mut v, ps.len());
                     for p in ps {
                         v.put_i32(p);
+                    }
+                    if flexible {
+                        v.put_u8(0); // the topic entry's tagged fields
                     }
                 }
             }
             v.put_i64(m.last_update_ms);
             v.put_i64(m.start_ms);
+            if flexible {
+                // Tagged fields in tag order, each only when it differs from its default, as
+                // Kafka's generated writer does.
+                let mut tagged: Vec<(u64, Vec<u8>)> = Vec::new();
+                if m.prev_producer_id != -1 {
+                    tagged.push((0, m.prev_producer_id.to_be_bytes().to_vec()));
+                }
+                if m.next_producer_id != -1 {
+                    tagged.push((1, m.next_producer_id.to_be_bytes().to_vec()));
+                }
+                if m.client_txn_version != 0 {
+                    tagged.push((2, m.client_txn_version.to_be_bytes().to_vec()));
+                }
+                put_uvarint(&mut v, tagged.len() as u64);
+                for (tag, data) in tagged {
+                    put_uvarint(&mut v, tag);
+                    put_uvarint(&mut v, data.len() as u64);
+                    v.put_slice(&data);
+                }
+            }
             v.freeze()
         });
         (k.freeze(), v)
@@ -137,7 +188,7 @@ mod tests {
             transactional_id: "tx-1".into(),
             value: Some(sample()),
         };
-        let (k, v) = rec.encode();
+        let (k, v) = rec.encode(0);
         assert_eq!(&k[..], &[0, 0, 0, 4, b't', b'x', b'-', b'1']);
         let v = v.unwrap();
         // version 0, producer id, epoch, timeout, status Ongoing = 1
@@ -160,7 +211,7 @@ mod tests {
             transactional_id: "tx-1".into(),
             value: Some(m),
         };
-        let (k, v) = rec.encode();
+        let (k, v) = rec.encode(0);
         assert_eq!(&v.as_ref().unwrap()[17..21], &(-1i32).to_be_bytes());
         assert_eq!(TxnRecord::decode(&k, v.as_deref()).unwrap().unwrap(), rec);
         let tomb = TxnRecord::decode(&k, None).unwrap().unwrap();
@@ -194,7 +245,7 @@ mod tests {
             transactional_id: "x".into(),
             value: None,
         }
-        .encode()
+        .encode(0)
         .0;
         let m = TxnRecord::decode(&k, Some(&v))
             .unwrap()
@@ -217,12 +268,70 @@ mod tests {
             transactional_id: "tx".into(),
             value: Some(sample()),
         }
-        .encode();
+        .encode(0);
         let v = v.unwrap();
         assert!(TxnRecord::decode(&k, Some(&v[..v.len() - 3])).is_err());
         assert_eq!(TxnRecord::decode(&[0, 1, 0, 0], Some(&v)).unwrap(), None);
         let mut bad = v.to_vec();
         bad[16] = 42;
         assert!(TxnRecord::decode(&k, Some(&bad)).is_err());
+    }
+
+    #[test]
+    fn given_tv_level_or_rotation_when_choosing_value_version_then_kafkas_and_never_lossy() {
+        let mut m = sample();
+        assert_eq!(value_version(0, &m), 0);
+        assert_eq!(value_version(1, &m), 1);
+        assert_eq!(value_version(2, &m), 1);
+        // A prepared rotation needs the next producer id after a reload: v1 even at level 0.
+        m.next_producer_id = 77;
+        assert_eq!(value_version(0, &m), 1);
+    }
+
+    #[test]
+    fn given_v1_value_when_encoding_then_flexible_layout_with_tagged_ids_and_round_trip() {
+        let mut m = sample();
+        m.state = TxnState::PrepareCommit;
+        m.producer_epoch = i16::MAX;
+        m.prev_producer_id = 4000;
+        m.next_producer_id = 77;
+        m.client_txn_version = 2;
+        let rec = TxnRecord {
+            transactional_id: "tx-1".into(),
+            value: Some(m),
+        };
+        let (k, v) = rec.encode(1);
+        let v = v.unwrap();
+        assert_eq!(&v[..2], &[0, 1]);
+        assert_eq!(v[17], 3, "a compact array of two topics");
+        // Last: three tagged fields (0, 1, 2), each tag, size, then the value.
+        let tail: Vec<u8> = [
+            vec![3, 0, 8],
+            4000i64.to_be_bytes().to_vec(),
+            vec![1, 8],
+            77i64.to_be_bytes().to_vec(),
+            vec![2, 2],
+            2i16.to_be_bytes().to_vec(),
+        ]
+        .concat();
+        assert_eq!(&v[v.len() - tail.len()..], &tail[..]);
+        let mut back = TxnRecord::decode(&k, Some(&v)).unwrap().unwrap();
+        assert_eq!(back, rec);
+        // Defaults are left out, and an empty transaction's partitions are null.
+        let mut plain = back.value.take().unwrap();
+        plain.state = TxnState::CompleteCommit;
+        plain.partitions.clear();
+        (
+            plain.prev_producer_id,
+            plain.next_producer_id,
+            plain.client_txn_version,
+        ) = (-1, -1, 0);
+        let plain = TxnRecord {
+            transactional_id: "tx-1".into(),
+            value: Some(plain),
+        };
+        let v = plain.encode(1).1.unwrap();
+        assert_eq!((v[17], v[v.len() - 1]), (0, 0));
+        assert_eq!(TxnRecord::decode(&k, Some(&v)).unwrap().unwrap(), plain);
     }
 }

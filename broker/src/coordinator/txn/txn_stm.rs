@@ -126,11 +126,26 @@ impl TxnMetadata {
         }
     }
 
+    /// Kafka's `prepareTransitionTo`: every transition records the producer id it leaves as
+    /// the previous one, so the previous id differs from the current one only right after a
+    /// rotation, which is how a retry across the rotation is recognised.
     fn to(&self, state: TxnState, now: i64) -> TxnMetadata {
         let mut t = self.clone();
         t.state = state;
         t.last_update_ms = now;
+        t.prev_producer_id = self.producer_id;
         t
+    }
+
+    /// The producer id and epoch once this transaction completes, which is what EndTxn v5+
+    /// answers: a transaction whose bump exhausted the epochs hands over to its next producer
+    /// id at epoch 0 (Kafka's `prepareComplete`).
+    pub fn ids_after_completion(&self) -> (i64, i16) {
+        if self.client_txn_version >= 2 && self.next_producer_id != -1 {
+            (self.next_producer_id, 0)
+        } else {
+            (self.producer_id, self.producer_epoch)
+        }
     }
 }
 
@@ -172,12 +187,15 @@ impl TxnEntry {
 
     /// InitProducerId for an existing transactional id (`handleInitProducerId` and
     /// `prepareInitProducerIdTransit`). `expected` is KIP-360's (producer id, epoch) from a
-    /// producer recovering after an error; `new_pid` allocates a producer id.
+    /// producer recovering after an error; `new_pid` allocates a producer id; `tv2` is whether
+    /// the cluster finalized transaction.version 2, which decides how an open transaction in
+    /// the way is aborted (`fence_and_abort`).
     pub fn init_producer_id(
         &self,
         expected: Option<(i64, i16)>,
         timeout_ms: i32,
         now: i64,
+        tv2: bool,
         new_pid: &mut dyn FnMut() -> Result<i64, TxnError>,
     ) -> Result<InitPlan, TxnError> {
         let m = &self.meta;
@@ -232,20 +250,32 @@ impl TxnEntry {
                 t.last_producer_epoch = last;
                 Ok(InitPlan::Write(t))
             }
-            TxnState::Ongoing => self.fence_and_abort(now).map(InitPlan::FenceAndAbort),
+            TxnState::Ongoing => self
+                .fence_and_abort(now, tv2, new_pid)
+                .map(InitPlan::FenceAndAbort),
             TxnState::Dead | TxnState::PrepareEpochFence => Err(TxnError::ConcurrentTransactions),
         }
     }
 
     /// Kafka's `prepareFenceProducerEpoch` followed by the abort: the open transaction is
-    /// aborted under a bumped epoch, so its producer is fenced from then on.
-    pub fn fence_and_abort(&self, now: i64) -> Result<TxnMetadata, TxnError> {
+    /// aborted under a bumped epoch, so its producer is fenced from then on. Kafka aborts it
+    /// with the server's transaction version: with `tv2` that is a TV2 abort (one bump, the
+    /// producer id rotated when the epoch was exhausted), else the classic fence.
+    pub fn fence_and_abort(
+        &self,
+        now: i64,
+        tv2: bool,
+        new_pid: &mut dyn FnMut() -> Result<i64, TxnError>,
+    ) -> Result<TxnMetadata, TxnError> {
         let m = &self.meta;
         if m.state != TxnState::Ongoing {
             return Err(TxnError::InvalidTxnState(format!(
                 "cannot fence a transaction in state {}",
                 m.state.name()
             )));
+        }
+        if tv2 {
+            return self.tv2_prepare(TxnState::PrepareAbort, now, new_pid);
         }
         if m.producer_epoch == i16::MAX {
             return Err(TxnError::InvalidTxnState(
@@ -258,7 +288,21 @@ impl TxnEntry {
         Ok(t)
     }
 
+    /// The producer id a TV2 bump past the last epoch rotated to, at its epoch 0, while the
+    /// markers of the transaction that rotated it are still written: the producer's next
+    /// transaction, retriable as the same window is after an ordinary bump (`end_txn`).
+    fn awaits_rotation(&self, producer_id: i64, epoch: i16) -> bool {
+        let m = &self.meta;
+        m.next_producer_id != -1
+            && producer_id == m.next_producer_id
+            && epoch == 0
+            && matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+    }
+
     fn check_producer(&self, producer_id: i64, epoch: i16) -> Result<(), TxnError> {
+        if self.awaits_rotation(producer_id, epoch) {
+            return Err(TxnError::ConcurrentTransactions);
+        }
         if self.meta.producer_id != producer_id {
             return Err(TxnError::InvalidProducerIdMapping);
         }
@@ -318,8 +362,37 @@ impl TxnEntry {
             .collect())
     }
 
+    /// KIP-890's Prepare state (Kafka's `prepareAbortOrCommit` with TV2): the epoch is bumped
+    /// with every transaction; when the current one is exhausted the bump reaches
+    /// `Short.MAX_VALUE` and a new producer id is allocated, which the producer continues with
+    /// at epoch 0 once the transaction completes (`complete`). Kafka lets an abort at
+    /// `Short.MAX_VALUE` through without a bump.
+    fn tv2_prepare(
+        &self,
+        state: TxnState,
+        now: i64,
+        new_pid: &mut dyn FnMut() -> Result<i64, TxnError>,
+    ) -> Result<TxnMetadata, TxnError> {
+        let m = &self.meta;
+        let mut t = m.to(state, now);
+        if m.producer_epoch < i16::MAX {
+            t.producer_epoch = m.producer_epoch + 1;
+        } else if state != TxnState::PrepareAbort {
+            return Err(TxnError::InvalidTxnState(
+                "the producer epoch cannot be bumped".into(),
+            ));
+        }
+        t.last_producer_epoch = m.producer_epoch;
+        t.client_txn_version = 2;
+        if epoch_exhausted(m.producer_epoch) {
+            t.next_producer_id = new_pid()?;
+        }
+        Ok(t)
+    }
+
     /// EndTxn (`handleEndTransaction`). `bump` is KIP-890 part 2 (EndTxn v5+): the epoch is
-    /// bumped with every transaction, and a retry carries the epoch before the bump.
+    /// bumped with every transaction, and a retry carries the epoch before the bump; `new_pid`
+    /// allocates the producer id a bump past the last epoch rotates to.
     pub fn end_txn(
         &self,
         producer_id: i64,
@@ -327,16 +400,47 @@ impl TxnEntry {
         commit: bool,
         bump: bool,
         now: i64,
+        new_pid: &mut dyn FnMut() -> Result<i64, TxnError>,
     ) -> Result<EndPlan, TxnError> {
         let m = &self.meta;
-        if m.producer_id != producer_id {
-            return Err(TxnError::InvalidProducerIdMapping);
-        }
         let (prepare, complete) = if commit {
             (TxnState::PrepareCommit, TxnState::CompleteCommit)
         } else {
             (TxnState::PrepareAbort, TxnState::CompleteAbort)
         };
+        let wrong = || {
+            Err(TxnError::InvalidTxnState(format!(
+                "cannot {} a transaction in state {}",
+                if commit { "commit" } else { "abort" },
+                m.state.name()
+            )))
+        };
+        // TV2: the retry of an EndTxn whose bump rotated the producer id, from a producer that
+        // never heard the answer: it carries the old id and its last epoch (Kafka's
+        // `retryOnOverflow`). Only the Complete state the rotation left accepts it.
+        let retry_on_overflow = bump
+            && producer_id == m.prev_producer_id
+            && epoch == i16::MAX - 1
+            && m.producer_epoch == 0;
+        if retry_on_overflow {
+            if !matches!(m.state, TxnState::CompleteCommit | TxnState::CompleteAbort) {
+                return Err(TxnError::ProducerFenced);
+            }
+            if self.pending.is_some() {
+                return Err(TxnError::ConcurrentTransactions);
+            }
+            return if m.state == complete {
+                Ok(EndPlan::Done)
+            } else {
+                wrong()
+            };
+        }
+        if bump && self.awaits_rotation(producer_id, epoch) {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        if m.producer_id != producer_id {
+            return Err(TxnError::InvalidProducerIdMapping);
+        }
         let retry_after_bump = bump
             && m.producer_epoch > 0
             && epoch == m.producer_epoch - 1
@@ -347,37 +451,23 @@ impl TxnEntry {
         if self.pending.is_some() {
             return Err(TxnError::ConcurrentTransactions);
         }
-        let wrong = || {
-            Err(TxnError::InvalidTxnState(format!(
-                "cannot {} a transaction in state {}",
-                if commit { "commit" } else { "abort" },
-                m.state.name()
-            )))
-        };
         match m.state {
-            TxnState::Ongoing => {
-                let mut t = m.to(prepare, now);
-                if bump {
-                    if m.producer_epoch == i16::MAX {
-                        return wrong();
-                    }
-                    t.producer_epoch = m.producer_epoch + 1;
-                    t.last_producer_epoch = m.producer_epoch;
-                    t.client_txn_version = 2;
-                }
-                Ok(EndPlan::Prepare(t))
-            }
+            // A client never holds `Short.MAX_VALUE` (the bump to it rotates the id).
+            TxnState::Ongoing if bump && m.producer_epoch == i16::MAX => wrong(),
+            TxnState::Ongoing if bump => self
+                .tv2_prepare(prepare, now, new_pid)
+                .map(EndPlan::Prepare),
+            TxnState::Ongoing => Ok(EndPlan::Prepare(m.to(prepare, now))),
             // A retry of the EndTxn that completed it (a TV2 retry carries the old epoch).
             s if s == complete && (!bump || retry_after_bump) => Ok(EndPlan::Done),
             // KIP-890: a TV2 client may abort a transaction that added nothing, also right
             // after the last one completed (Kafka's CompleteCommit/CompleteAbort arms).
+            // With nothing added its start is now (Kafka's `noPartitionAdded`).
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
                 if bump && !commit && !retry_after_bump && m.producer_epoch < i16::MAX =>
             {
-                let mut t = m.to(prepare, now);
-                t.producer_epoch = m.producer_epoch + 1;
-                t.last_producer_epoch = m.producer_epoch;
-                t.client_txn_version = 2;
+                let mut t = self.tv2_prepare(prepare, now, new_pid)?;
+                t.start_ms = now;
                 Ok(EndPlan::Prepare(t))
             }
             s if s == prepare => Err(TxnError::ConcurrentTransactions),
@@ -410,6 +500,10 @@ impl TxnEntry {
         };
         let mut t = m.to(state, now);
         t.partitions.clear();
+        // The rotation a TV2 bump past the last epoch prepared: the new id, epoch 0. The last
+        // epoch stays the one the client last held (Kafka keeps `lastProducerEpoch`).
+        (t.producer_id, t.producer_epoch) = m.ids_after_completion();
+        t.next_producer_id = -1;
         Ok(t)
     }
 
@@ -426,325 +520,4 @@ impl TxnEntry {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use TxnState::*;
-
-    const PID: i64 = 1000;
-
-    fn entry(state: TxnState, epoch: i16) -> TxnEntry {
-        let mut m = TxnMetadata::new("tx", PID, 60_000, 0);
-        m.state = state;
-        m.producer_epoch = epoch;
-        if matches!(state, Ongoing | PrepareCommit | PrepareAbort) {
-            m.partitions.insert(("t".into(), 0));
-            m.start_ms = 1;
-        }
-        TxnEntry::new(m)
-    }
-
-    fn no_pid() -> impl FnMut() -> Result<i64, TxnError> {
-        || panic!("no new producer id expected")
-    }
-
-    fn tp(p: i32) -> (String, i32) {
-        ("t".into(), p)
-    }
-
-    #[test]
-    fn given_transition_table_when_checking_then_matches_kafka_valid_previous_states() {
-        let legal: &[(TxnState, TxnState)] = &[
-            (Empty, Empty),
-            (CompleteCommit, Empty),
-            (CompleteAbort, Empty),
-            (Empty, Ongoing),
-            (Ongoing, Ongoing),
-            (CompleteCommit, Ongoing),
-            (CompleteAbort, Ongoing),
-            (Ongoing, PrepareCommit),
-            (Ongoing, PrepareAbort),
-            (PrepareEpochFence, PrepareAbort),
-            (Empty, PrepareAbort),
-            // TV2's abort of an empty transaction (Kafka 4.4's VALID_PREVIOUS_STATES).
-            (CompleteCommit, PrepareAbort),
-            (CompleteAbort, PrepareAbort),
-            (PrepareCommit, CompleteCommit),
-            (PrepareAbort, CompleteAbort),
-            (Empty, Dead),
-            (CompleteCommit, Dead),
-            (CompleteAbort, Dead),
-            (Ongoing, PrepareEpochFence),
-        ];
-        for from in TxnState::ALL {
-            for to in TxnState::ALL {
-                assert_eq!(
-                    to.can_follow(from),
-                    legal.contains(&(from, to)),
-                    "{from:?} -> {to:?}"
-                );
-            }
-        }
-        for s in TxnState::ALL {
-            assert_eq!(TxnState::from_id(s as i8), Some(s));
-            assert_eq!(TxnState::from_name(s.name()), Some(s));
-        }
-        assert_eq!(TxnState::from_id(8), None);
-    }
-
-    #[test]
-    fn given_new_or_completed_txn_when_init_then_epoch_bumped_and_state_empty() {
-        for state in [Empty, CompleteCommit, CompleteAbort] {
-            let e = entry(state, 4);
-            let InitPlan::Write(t) = e.init_producer_id(None, 5000, 9, &mut no_pid()).unwrap()
-            else {
-                panic!("expected a write")
-            };
-            assert_eq!((t.producer_id, t.producer_epoch, t.state), (PID, 5, Empty));
-            assert_eq!((t.timeout_ms, t.last_update_ms), (5000, 9));
-            assert!(TxnState::Empty.can_follow(state));
-        }
-        // A brand new id (epoch -1) gets epoch 0.
-        let e = entry(Empty, -1);
-        let InitPlan::Write(t) = e.init_producer_id(None, 1, 1, &mut no_pid()).unwrap() else {
-            panic!()
-        };
-        assert_eq!(t.producer_epoch, 0);
-    }
-
-    #[test]
-    fn given_ongoing_txn_when_init_then_fenced_abort_with_bumped_epoch() {
-        let e = entry(Ongoing, 2);
-        let plan = e.init_producer_id(None, 1000, 5, &mut no_pid()).unwrap();
-        let InitPlan::FenceAndAbort(t) = plan else {
-            panic!("{plan:?}")
-        };
-        assert_eq!((t.state, t.producer_epoch), (PrepareAbort, 3));
-        assert_eq!(t.partitions, e.meta.partitions);
-    }
-
-    #[test]
-    fn given_prepare_or_pending_when_init_then_concurrent_transactions() {
-        for state in [PrepareCommit, PrepareAbort, Dead, PrepareEpochFence] {
-            let e = entry(state, 1);
-            assert_eq!(
-                e.init_producer_id(None, 1, 1, &mut no_pid()),
-                Err(TxnError::ConcurrentTransactions),
-                "{state:?}"
-            );
-        }
-        let mut e = entry(Empty, 1);
-        e.pending = Some(Ongoing);
-        assert_eq!(
-            e.init_producer_id(None, 1, 1, &mut no_pid()),
-            Err(TxnError::ConcurrentTransactions)
-        );
-    }
-
-    #[test]
-    fn given_exhausted_epoch_when_init_then_new_producer_id_epoch_zero() {
-        let e = entry(CompleteCommit, i16::MAX - 1);
-        let InitPlan::Write(t) = e.init_producer_id(None, 1, 1, &mut || Ok(77)).unwrap() else {
-            panic!()
-        };
-        assert_eq!(
-            (t.producer_id, t.producer_epoch, t.prev_producer_id),
-            (77, 0, PID)
-        );
-    }
-
-    #[test]
-    fn given_kip360_expected_epoch_when_init_then_bump_retry_or_fenced() {
-        let e = entry(Empty, 4);
-        // The producer's own current epoch: bumped.
-        let InitPlan::Write(t) = e
-            .init_producer_id(Some((PID, 4)), 1, 1, &mut no_pid())
-            .unwrap()
-        else {
-            panic!()
-        };
-        assert_eq!((t.producer_epoch, t.last_producer_epoch), (5, 4));
-        // Its retry (answer lost) gets the same epoch again.
-        let again = TxnEntry::new(t.clone());
-        let InitPlan::Write(t2) = again
-            .init_producer_id(Some((PID, 4)), 1, 1, &mut no_pid())
-            .unwrap()
-        else {
-            panic!()
-        };
-        assert_eq!(t2.producer_epoch, 5);
-        // An older epoch, or another producer id: fenced.
-        assert_eq!(
-            again.init_producer_id(Some((PID, 2)), 1, 1, &mut no_pid()),
-            Err(TxnError::ProducerFenced)
-        );
-        assert_eq!(
-            again.init_producer_id(Some((PID + 1, 5)), 1, 1, &mut no_pid()),
-            Err(TxnError::ProducerFenced)
-        );
-    }
-
-    #[test]
-    fn given_add_partitions_when_states_vary_then_kafka_results() {
-        let e = entry(Empty, 0);
-        let t = e.add_partitions(PID, 0, &[tp(1)], 50).unwrap().unwrap();
-        assert_eq!((t.state, t.start_ms), (Ongoing, 50));
-        assert!(t.partitions.contains(&tp(1)));
-        let ongoing = entry(Ongoing, 0);
-        assert_eq!(ongoing.add_partitions(PID, 0, &[tp(0)], 60), Ok(None));
-        let more = ongoing
-            .add_partitions(PID, 0, &[tp(2)], 60)
-            .unwrap()
-            .unwrap();
-        assert_eq!((more.partitions.len(), more.start_ms), (2, 1));
-        for state in [PrepareCommit, PrepareAbort] {
-            assert_eq!(
-                entry(state, 0).add_partitions(PID, 0, &[tp(1)], 1),
-                Err(TxnError::ConcurrentTransactions)
-            );
-        }
-        assert!(matches!(
-            entry(Dead, 0).add_partitions(PID, 0, &[tp(1)], 1),
-            Err(TxnError::InvalidTxnState(_))
-        ));
-        assert_eq!(
-            e.add_partitions(PID + 1, 0, &[tp(1)], 1),
-            Err(TxnError::InvalidProducerIdMapping)
-        );
-        assert_eq!(
-            e.add_partitions(PID, 1, &[tp(1)], 1),
-            Err(TxnError::ProducerFenced)
-        );
-        let mut pending = entry(Ongoing, 0);
-        pending.pending = Some(PrepareCommit);
-        assert_eq!(
-            pending.add_partitions(PID, 0, &[tp(1)], 1),
-            Err(TxnError::ConcurrentTransactions)
-        );
-    }
-
-    #[test]
-    fn given_verify_only_when_checking_then_per_partition_membership() {
-        let e = entry(Ongoing, 3);
-        assert_eq!(e.verify(PID, 3, &[tp(0), tp(9)]), Ok(vec![true, false]));
-        assert_eq!(e.verify(PID, 2, &[tp(0)]), Err(TxnError::ProducerFenced));
-        assert_eq!(
-            entry(CompleteCommit, 3).verify(PID, 3, &[tp(0)]),
-            Ok(vec![false])
-        );
-    }
-
-    #[test]
-    fn given_end_txn_in_every_state_when_committing_or_aborting_then_kafka_results() {
-        use EndPlan::Done;
-        let invalid = |r: Result<EndPlan, TxnError>| matches!(r, Err(TxnError::InvalidTxnState(_)));
-        for commit in [true, false] {
-            let target = if commit { PrepareCommit } else { PrepareAbort };
-            let plan = entry(Ongoing, 1).end_txn(PID, 1, commit, false, 7).unwrap();
-            let EndPlan::Prepare(t) = plan else { panic!() };
-            assert_eq!(
-                (t.state, t.producer_epoch, t.last_update_ms),
-                (target, 1, 7)
-            );
-            // Retries of a finished EndTxn succeed; the opposite outcome is invalid.
-            let (same, other) = if commit {
-                (CompleteCommit, CompleteAbort)
-            } else {
-                (CompleteAbort, CompleteCommit)
-            };
-            assert_eq!(entry(same, 1).end_txn(PID, 1, commit, false, 7), Ok(Done));
-            assert!(invalid(entry(other, 1).end_txn(PID, 1, commit, false, 7)));
-            // While the same outcome's markers are written: retry later.
-            assert_eq!(
-                entry(target, 1).end_txn(PID, 1, commit, false, 7),
-                Err(TxnError::ConcurrentTransactions)
-            );
-            let opposite = if commit { PrepareAbort } else { PrepareCommit };
-            assert!(invalid(
-                entry(opposite, 1).end_txn(PID, 1, commit, false, 7)
-            ));
-            for s in [Empty, Dead, PrepareEpochFence] {
-                assert!(
-                    invalid(entry(s, 1).end_txn(PID, 1, commit, false, 7)),
-                    "{s:?}"
-                );
-            }
-        }
-        assert_eq!(
-            entry(Ongoing, 1).end_txn(PID + 1, 1, true, false, 7),
-            Err(TxnError::InvalidProducerIdMapping)
-        );
-        assert_eq!(
-            entry(Ongoing, 1).end_txn(PID, 0, true, false, 7),
-            Err(TxnError::ProducerFenced)
-        );
-        assert_eq!(
-            entry(Ongoing, 1).end_txn(PID, 2, true, false, 7),
-            Err(TxnError::ProducerFenced)
-        );
-    }
-
-    #[test]
-    fn given_kip890_end_txn_when_committing_then_epoch_bumped_and_retry_accepted() {
-        let EndPlan::Prepare(t) = entry(Ongoing, 1).end_txn(PID, 1, true, true, 7).unwrap() else {
-            panic!()
-        };
-        assert_eq!(
-            (t.state, t.producer_epoch, t.client_txn_version),
-            (PrepareCommit, 2, 2)
-        );
-        // The retry carries the old epoch.
-        let done = TxnEntry::new(TxnEntry::new(t.clone()).complete(8).unwrap());
-        assert_eq!(done.end_txn(PID, 1, true, true, 9), Ok(EndPlan::Done));
-        assert_eq!(
-            TxnEntry::new(t.clone()).end_txn(PID, 1, true, true, 9),
-            Err(TxnError::ConcurrentTransactions)
-        );
-        // The next transaction's abort, at the bumped epoch, while the markers are written:
-        // retriable, not an invalid transition.
-        assert_eq!(
-            TxnEntry::new(t).end_txn(PID, 2, false, true, 9),
-            Err(TxnError::ConcurrentTransactions)
-        );
-        // An empty transaction may be aborted.
-        let EndPlan::Prepare(t) = entry(Empty, 3).end_txn(PID, 3, false, true, 7).unwrap() else {
-            panic!()
-        };
-        assert_eq!((t.state, t.producer_epoch), (PrepareAbort, 4));
-        // And right after a completed one, at the epoch its EndTxn gave.
-        for done in [CompleteCommit, CompleteAbort] {
-            let EndPlan::Prepare(t) = entry(done, 3).end_txn(PID, 3, false, true, 7).unwrap()
-            else {
-                panic!("{done:?}")
-            };
-            assert_eq!((t.state, t.producer_epoch), (PrepareAbort, 4));
-        }
-        // Without the bump (TV0/1) a second abort is the first one's retry.
-        assert_eq!(
-            entry(CompleteAbort, 3).end_txn(PID, 3, false, false, 7),
-            Ok(EndPlan::Done)
-        );
-    }
-
-    #[test]
-    fn given_prepare_states_when_completing_then_complete_and_partitions_cleared() {
-        let t = entry(PrepareCommit, 1).complete(5).unwrap();
-        assert_eq!(t.state, CompleteCommit);
-        assert!(t.partitions.is_empty());
-        assert_eq!(
-            entry(PrepareAbort, 1).complete(5).unwrap().state,
-            CompleteAbort
-        );
-        assert!(entry(Ongoing, 1).complete(5).is_err());
-    }
-
-    #[test]
-    fn given_open_txn_past_its_timeout_when_ticking_then_timed_out_and_fenced() {
-        let e = entry(Ongoing, 1); // started at 1, timeout 60 s
-        assert!(!e.timed_out(60_001));
-        assert!(e.timed_out(60_002));
-        assert!(!entry(PrepareCommit, 1).timed_out(1 << 40));
-        let t = e.fence_and_abort(60_002).unwrap();
-        assert_eq!((t.state, t.producer_epoch), (PrepareAbort, 2));
-        assert!(entry(Empty, 1).fence_and_abort(1).is_err());
-    }
-}
+mod tests;
