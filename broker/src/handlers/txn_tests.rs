@@ -177,7 +177,10 @@ fn given_transactional_records_without_id_or_of_two_producers_when_producing_the
 fn given_partition_not_added_when_transactional_produce_then_invalid_txn_state() {
     let h = Harness::new();
     create(&h, "t", 1);
-    assert_eq!(produce(&h, txn_batch(2, PID, 0, 0)), (48, -1));
+    // No guard, and the coordinator never heard of "tx": the partition's verification asks
+    // it, and Kafka's coordinator answers INVALID_PRODUCER_ID_MAPPING for an unknown id
+    // (`handleVerifyPartitionsInTransaction`), which the produce answer carries as it is.
+    assert_eq!(produce(&h, txn_batch(2, PID, 0, 0)), (49, -1));
     begin(&h, PID, 0);
     assert_eq!(produce(&h, txn_batch(2, PID, 0, 0)), (0, 0));
     // The transaction continues without a new guard; a plain batch of the same producer may
