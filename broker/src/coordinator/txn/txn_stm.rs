@@ -299,8 +299,11 @@ impl TxnEntry {
             && matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
     }
 
+    /// The producer checks of AddPartitionsToTxn / AddOffsetsToTxn in Kafka 4.4's order: a
+    /// transition being written answers CONCURRENT_TRANSACTIONS before the id and epoch are
+    /// looked at.
     fn check_producer(&self, producer_id: i64, epoch: i16) -> Result<(), TxnError> {
-        if self.awaits_rotation(producer_id, epoch) {
+        if self.pending.is_some() || self.awaits_rotation(producer_id, epoch) {
             return Err(TxnError::ConcurrentTransactions);
         }
         if self.meta.producer_id != producer_id {
@@ -308,9 +311,6 @@ impl TxnEntry {
         }
         if self.meta.producer_epoch != epoch {
             return Err(TxnError::ProducerFenced);
-        }
-        if self.pending.is_some() {
-            return Err(TxnError::ConcurrentTransactions);
         }
         Ok(())
     }
@@ -348,14 +348,28 @@ impl TxnEntry {
         }
     }
 
-    /// KIP-890 verify-only AddPartitionsToTxn: whether each partition is in the transaction.
+    /// KIP-890 verify-only AddPartitionsToTxn (`handleVerifyPartitionsInTransaction`): whether
+    /// each partition is in the transaction. Kafka 4.4 checks no pending transition here, and
+    /// a transaction whose markers are being written is retriable.
     pub fn verify(
         &self,
         producer_id: i64,
         epoch: i16,
         partitions: &[(String, i32)],
     ) -> Result<Vec<bool>, TxnError> {
-        self.check_producer(producer_id, epoch)?;
+        let m = &self.meta;
+        if self.awaits_rotation(producer_id, epoch) {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        if m.producer_id != producer_id {
+            return Err(TxnError::InvalidProducerIdMapping);
+        }
+        if m.producer_epoch != epoch {
+            return Err(TxnError::ProducerFenced);
+        }
+        if matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+            return Err(TxnError::ConcurrentTransactions);
+        }
         Ok(partitions
             .iter()
             .map(|p| self.meta.state == TxnState::Ongoing && self.meta.partitions.contains(p))

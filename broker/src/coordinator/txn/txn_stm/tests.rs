@@ -203,6 +203,11 @@ fn given_add_partitions_when_states_vary_then_kafka_results() {
         pending.add_partitions(PID, 0, &[tp(1)], 1),
         Err(TxnError::ConcurrentTransactions)
     );
+    // Kafka 4.4 looks at a pending transition before the producer id and epoch.
+    assert_eq!(
+        pending.add_partitions(PID + 1, 5, &[tp(1)], 1),
+        Err(TxnError::ConcurrentTransactions)
+    );
 }
 
 #[test]
@@ -214,6 +219,15 @@ fn given_verify_only_when_checking_then_per_partition_membership() {
         entry(CompleteCommit, 3).verify(PID, 3, &[tp(0)]),
         Ok(vec![false])
     );
+    // Kafka 4.4: markers being written are retriable; a transition being persisted is not
+    // looked at (the membership as it stands).
+    assert_eq!(
+        entry(PrepareCommit, 3).verify(PID, 3, &[tp(0)]),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    let mut pending = entry(Ongoing, 3);
+    pending.pending = Some(Ongoing);
+    assert_eq!(pending.verify(PID, 3, &[tp(0)]), Ok(vec![true]));
 }
 
 #[test]
