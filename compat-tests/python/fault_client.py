@@ -234,8 +234,12 @@ class TxnProducer:
 
     def __init__(self, a, rec):
         self.rec = rec
-        self.producer = Producer({**common(a), "transactional.id": f"{a.name}-txn", "transaction.timeout.ms": 30000,
-                                  "message.timeout.ms": 20000, "request.timeout.ms": 5000})
+        # One transactional.id per group, so per schedule: a transaction one schedule leaves
+        # stuck (its coordinator unable to write a marker) must not fence the next
+        # schedule's worker with CONCURRENT_TRANSACTIONS from its first init_transactions.
+        self.producer = Producer({**common(a), "transactional.id": f"{a.group}-{a.name}",
+                                  "transaction.timeout.ms": 30000, "message.timeout.ms": 20000,
+                                  "request.timeout.ms": 5000})
 
     def bounded(self, what: str, *args, timeout_s: float = 5.0):
         """`producer.<what>(*args[, timeout_s])`; raises `Hung` (the producer abandoned) when

@@ -38,7 +38,7 @@ def tx(monkeypatch, tmp_path):
     monkeypatch.setattr(fault_client, "abandoned", [])
     monkeypatch.setattr(fault_client.TxnProducer, "MARGIN_S", 0.2)
     rec = history.Recorder(tmp_path / "x1.jsonl", "x1")
-    yield fault_client.TxnProducer(argparse.Namespace(bootstrap="127.0.0.1:1", name="x1"), rec)
+    yield fault_client.TxnProducer(argparse.Namespace(bootstrap="127.0.0.1:1", name="x1", group="g"), rec)
     rec.close()
 
 
