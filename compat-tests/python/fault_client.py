@@ -9,7 +9,8 @@ recording every operation in its own history file (history.Recorder):
   txn       consume-transform-produce: reads `--topic` read_committed in group `--group`,
             writes `<txn>:<value>` to `--output` with the input offsets in the same
             transaction; every `--abort-every`-th transaction (on average, seeded) is aborted
-            on purpose, after which the consumer goes back to the group's committed offsets
+            on purpose, after which the consumer goes back to the group's committed offsets;
+            a transactional call that hangs in librdkafka is abandoned (`TxnProducer`)
   reader    a read_committed consumer of `--topic` without a group, from the beginning
 
 It runs until SIGTERM (then a producer flushes, a transaction ends) or `--seconds`, and
@@ -25,7 +26,9 @@ import os
 import random
 import signal
 import sys
+import threading
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -35,6 +38,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 import history  # noqa: E402
 
 stopping = False
+
+# Producers given up inside a call that never returned (`TxnProducer`), kept so that Python
+# never destroys them: rd_kafka_destroy waits for that call and would hang the process too.
+# While any is here the process leaves with os._exit.
+abandoned: list = []
 
 
 def _stop(*_):
@@ -205,6 +213,64 @@ def run_reader(a, rec, deadline):
     c.close()
 
 
+class Hung(Exception):
+    """A transactional call that did not return within its own timeout plus `TxnProducer.MARGIN_S`."""
+
+
+class TxnProducer:
+    """A transactional producer whose blocking calls (`bounded`) run in a thread of their
+    own, joined with the call's timeout plus a margin, so that a call librdkafka never
+    returns from is seen. librdkafka 2.x can hang in send_offsets_to_transaction for good: a
+    broker missing from a Metadata answer (cut off, fenced, killed) is decommissioned, and a
+    group coordinator it had cached for the transaction is never looked up again
+    (librdkafka#5511); the call ignores its own timeout meanwhile (librdkafka#5456). Kafka
+    leaves such brokers out of Metadata as Strom does, so the hang is the client's. A hung
+    producer is recorded and abandoned (never flushed nor destroyed: both wait for the hung
+    call), and the worker goes on with a new producer of the same transactional.id, whose
+    init_transactions fences the old epoch and ends its open transaction."""
+
+    MARGIN_S = 10.0
+    TIMED = ("init_transactions", "send_offsets_to_transaction", "commit_transaction", "abort_transaction")
+
+    def __init__(self, a, rec):
+        self.rec = rec
+        # One transactional.id per group, so per schedule: a transaction one schedule leaves
+        # stuck (its coordinator unable to write a marker) must not fence the next
+        # schedule's worker with CONCURRENT_TRANSACTIONS from its first init_transactions.
+        self.producer = Producer({**common(a), "transactional.id": f"{a.group}-{a.name}",
+                                  "transaction.timeout.ms": 30000, "message.timeout.ms": 20000,
+                                  "request.timeout.ms": 5000})
+
+    def bounded(self, what: str, *args, timeout_s: float = 5.0):
+        """`producer.<what>(*args[, timeout_s])`; raises `Hung` (the producer abandoned) when
+        it has not returned `MARGIN_S` after its timeout (begin_transaction has none: it
+        only waits for librdkafka's own thread)."""
+        fn = getattr(self.producer, what)
+        if what in self.TIMED:
+            args = (*args, timeout_s)
+        done: dict = {}
+
+        def call():
+            try:
+                done["value"] = fn(*args)
+            except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+                done["error"] = e
+
+        t = threading.Thread(target=call, name=what, daemon=True)
+        t.start()
+        t.join(timeout_s + self.MARGIN_S)
+        if t.is_alive():
+            abandoned.append((self.producer, t))
+            error = (f"{what}: no return within {timeout_s + self.MARGIN_S:.0f}s (its timeout {timeout_s:.0f}s): hung "
+                     "in librdkafka (librdkafka#5511, a decommissioned coordinator is never looked up again); "
+                     "producer abandoned, a new one fences it")
+            self.rec("client_error", error=error, fatal=False, hung=what)
+            raise Hung(error)
+        if "error" in done:
+            raise done["error"]
+        return done.get("value")
+
+
 def run_txn(a, rec, deadline):
     rng = random.Random(f"{a.seed}:{a.name}")
     gen = 0
@@ -215,17 +281,18 @@ def run_txn(a, rec, deadline):
         return make_consumer(a, rec, f"{a.name}#{gen}")
 
     def new_producer():
-        p = Producer({**common(a), "transactional.id": f"{a.name}-txn", "transaction.timeout.ms": 30000,
-                      "message.timeout.ms": 20000, "request.timeout.ms": 5000})
+        """A producer of the worker's transactional.id, initialized; None if stopping first."""
+        p = TxnProducer(a, rec)
         while not stopping and time.monotonic() < deadline:
             try:
-                p.init_transactions(15)
+                p.bounded("init_transactions", timeout_s=15)
                 return p
+            except Hung:
+                p = TxnProducer(a, rec)
             except KafkaException as e:
                 rec("client_error", error=f"init_transactions: {err_text(e)}", fatal=False)
                 if e.args[0].fatal():
-                    p = Producer({**common(a), "transactional.id": f"{a.name}-txn",
-                                  "transaction.timeout.ms": 30000, "message.timeout.ms": 20000})
+                    p = TxnProducer(a, rec)
         return None
 
     def rewind(c):
@@ -245,9 +312,9 @@ def run_txn(a, rec, deadline):
             return new_consumer()
 
     c = new_consumer()
-    producer = new_producer()
+    tx = new_producer()
     k = 0
-    while producer is not None and not stopping and time.monotonic() < deadline:
+    while tx is not None and not stopping and time.monotonic() < deadline:
         msgs = record_polls(rec, f"{a.name}#{gen}", c.consume(num_messages=50, timeout=0.5), "read_committed")
         if not msgs:
             continue
@@ -256,46 +323,55 @@ def run_txn(a, rec, deadline):
         rec("txn_begin", txn=txn)
         outcome, error, commit_called = "unknown", None, False
         try:
-            producer.begin_transaction()
+            tx.bounded("begin_transaction")
             for m in msgs:
                 v = f"{txn}:{m.value().decode()}"
-                producer.produce(a.output, value=v.encode(), partition=m.partition())
+                tx.producer.produce(a.output, value=v.encode(), partition=m.partition())
                 rec("txn_send", txn=txn, topic=a.output, partition=m.partition(), value=v, source=m.value().decode(),
                     source_at=[m.topic(), m.partition(), m.offset()])
-            producer.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 20)
+            tx.bounded("send_offsets_to_transaction", c.position(c.assignment()), c.consumer_group_metadata(),
+                       timeout_s=20)
             if rng.random() < 1.0 / a.abort_every:
-                producer.abort_transaction(20)
+                tx.bounded("abort_transaction", timeout_s=20)
                 outcome = "aborted"
             else:
                 rec("txn_commit_start", txn=txn)
                 commit_called = True
                 for attempt in range(3):
                     try:
-                        producer.commit_transaction(20)
+                        tx.bounded("commit_transaction", timeout_s=20)
                         outcome = "committed"
                         break
                     except KafkaException as e:
                         if not e.args[0].retriable() or attempt == 2:
                             raise
                         error = err_text(e)
+        except Hung as e:
+            # The transaction's outcome stays unknown to this worker: committed if its commit
+            # reached the coordinator, else aborted by the new producer's init_transactions
+            # (which waits until either is complete, so the rewind below sees the outcome).
+            error = str(e)
+            tx = new_producer()
         except KafkaException as e:
             error = err_text(e)
             ke = e.args[0]
             if ke.txn_requires_abort():
                 try:
-                    producer.abort_transaction(20)
+                    tx.bounded("abort_transaction", timeout_s=20)
                     outcome = "aborted"
                 except KafkaException as e2:
                     error += f"; abort: {err_text(e2)}"
+                except Hung as e2:
+                    error += f"; abort: {e2}"
             if outcome == "unknown":
                 # Fatal, or the abort failed too: a new producer's init_transactions ends
                 # (aborts or completes) whatever this one left open.
-                producer = new_producer()
+                tx = new_producer()
         rec("txn_end", txn=txn, outcome=outcome, error=error, commit_called=commit_called)
         if outcome != "committed":
             c = rewind(c)
-    if producer is not None:
-        producer.flush(10)
+    if tx is not None:
+        tx.producer.flush(10)
     c.close()
 
 
@@ -319,12 +395,23 @@ def main(argv=None) -> int:
     rec = history.Recorder(a.history, a.name)
     rec("start", role=a.role)
     deadline = time.monotonic() + a.seconds
+    rc = 0
     try:
         {"producer": run_producer, "consumer": run_consumer, "txn": run_txn, "reader": run_reader}[a.role](
             a, rec, deadline)
+    except BaseException:
+        if not abandoned:
+            raise
+        traceback.print_exc()
+        rc = 1
     finally:
-        rec("stop", role=a.role)
+        rec("stop", role=a.role, abandoned=len(abandoned))
         rec.close()
+    if abandoned:
+        # Python's exit would destroy the abandoned producers, waiting for their hung calls.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
     return 0
 
 

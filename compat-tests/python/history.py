@@ -19,14 +19,20 @@ to their own file (`Recorder`); `load` merges the files. Every event has `t` (th
                                                     (`source`: the input value it was made from,
                                                     `source_at`: its [topic, partition, offset])
   txn_commit_start {txn}                            commit_transaction was called
-  txn_end     {txn, outcome: committed | aborted | unknown, error}
+  txn_end     {txn, outcome: committed | aborted | unknown, error}   unknown: the producer
+                                                    failed or hung (fault_client.TxnProducer)
+                                                    mid-transaction; the writes may be committed
+                                                    (only if its commit was called) or aborted,
+                                                    all or none of them
   final_end   {consumer, topic, partition, end, isolation}  a final read covered every
                                                     offset below `end` of the partition
 
 `check(events)` returns the anomalies by kind; an empty dict is a clean history:
 
   lost             an acknowledged write (or a write of a committed transaction) that the
-                   final read of its partition does not have
+                   final read of its partition does not have; or a write of a transaction
+                   of unknown outcome (its commit was called but never answered) that the
+                   final read lacks while it has another write of the same transaction
   duplicate        one value at two offsets
   divergence       one offset with two values across reads and acknowledgements
   phantom          a value read that no client ever wrote
@@ -179,6 +185,23 @@ def check(events: list[dict]) -> dict[str, list]:
         if k in final_parts and e["value"] not in final[k]:
             out["lost"].append({"value": e["value"], "topic": k[0], "partition": k[1],
                                 "offset": e.get("offset"), "txn": e.get("txn"), "t": e["t"]})
+    # A transaction whose outcome its producer never learnt (or that has no end: the process
+    # died) is atomic all the same: either every write of it is in the final read or none.
+    # (Seen at all without a commit call, its writes are uncommitted reads, above.)
+    undecided: dict[str, list] = defaultdict(list)
+    for e in events:
+        if e["type"] == "txn_send" and txn_end.get(e["txn"], {}).get("outcome", "unknown") == "unknown" \
+                and (e["topic"], e["partition"]) in final_parts:
+            undecided[e["txn"]].append(e)
+    for txn, sends in sorted(undecided.items()):
+        there = [e for e in sends if e["value"] in final[(e["topic"], e["partition"])]]
+        if there and len(there) < len(sends):
+            for e in sends:
+                if e not in there:
+                    out["lost"].append({"value": e["value"], "topic": e["topic"], "partition": e["partition"],
+                                        "offset": None, "txn": txn, "t": e["t"],
+                                        "why": f"its transaction's outcome was unknown and {there[0]['value']} "
+                                               "of it is in the final read"})
 
     # A non-transactional value a consumer read must survive: reading it and then not
     # finding it in the final read means it was served from above the high watermark.

@@ -51,6 +51,7 @@ PARTITIONS = 3
 RATE = float(os.environ.get("STROM_FAULT_RATE", "40"))  # records per second per producer
 RECOVERY_S = 120.0  # after the last fault: full ISRs and acks again
 TIMEOUT_S = SECONDS + RECOVERY_S + 240
+CONTROL_S = 15.0  # the negative control's one fault and the wait after it
 CLIENT = Path(__file__).resolve().parent / "fault_client.py"
 
 # Opt-in (STROM_FAULT_TESTS=1, docs/operations.md "Fault tests"): several minutes as root,
@@ -185,7 +186,7 @@ class Run:
 
     def op(self, what, **f):
         """A nemesis step: logged in the history and on stdout; `ops` counts the faults."""
-        if what in ("partition", "link-down", "sigstop", "kill9") or f.get("percent") or f.get("rate"):
+        if what in ("partition", "link-down", "sigstop", "kill9", "disk-full") or f.get("percent") or f.get("rate"):
             self.ops += 1
         self.nemesis("nemesis", op=what, **f)
         say(f"{self.name}: {what} {json.dumps(f) if f else ''}")
@@ -193,6 +194,16 @@ class Run:
     def leader_of(self, topic, p):
         md = partitions_md(self.c, topic).get(p)
         return md.leader if md is not None else -1
+
+    def random_input_leader(self):
+        """(partition, node id of its leader) of a random input partition; None, after waiting
+        for the cluster to settle, when that partition has no leader now."""
+        p = self.rng.randrange(PARTITIONS)
+        target = self.leader_of(self.input, p)
+        if target < 1:
+            self.settle()
+            return None
+        return p, target
 
     def settle(self, timeout_s=45.0):
         """Between faults: wait for full ISRs, but go on (with a note) if they are not back:
@@ -436,11 +447,10 @@ def flaky_links(run, until):
 
 def pause_leader(run, until):
     while time.monotonic() < until - 5:
-        p = run.rng.randrange(PARTITIONS)
-        target = run.leader_of(run.input, p)
-        if target < 1:
-            run.settle()
+        picked = run.random_input_leader()
+        if picked is None:
             continue
+        p, target = picked
         node = run.c.node(target)
         # Past the 3 s session timeout and a Raft election: a new leader takes over while
         # this one sleeps, and its queued requests are served when it wakes up.
@@ -474,14 +484,14 @@ def kill_nodes(run, until):
         run.settle()
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(CONTROL_S + RECOVERY_S + 240)
 def test_negative_control_acks_1_writes_to_a_cut_off_leader_are_found_lost(cluster):
     """The harness and the checker can fail: acks=1 producers, one of them beside a
     partition leader cut off from the majority, get writes acknowledged that the new
     leader never had and the old one truncates when it rejoins (Kafka's acks=1 contract,
     docs/design.md "Lost quorum"). The checker must report them lost, and their offsets
     as diverging (acknowledged with one value, read with another), and nothing else."""
-    Run(cluster, "control", acks="1", seconds=15).run(cut_input_leaders, expect={"lost", "divergence"})
+    Run(cluster, "control", acks="1", seconds=CONTROL_S).run(cut_input_leaders, expect={"lost", "divergence"})
 
 
 def cut_input_leaders(run, until):
@@ -534,16 +544,14 @@ def disk_full(run, until):
     the filler goes and the node is started again, as an operator would. The filler is
     removed even when a round fails, so that the run's recovery can start the node."""
     while time.monotonic() < until - 10:
-        p = run.rng.randrange(PARTITIONS)
-        target = run.leader_of(run.input, p)
-        if target < 1:
-            run.settle()
+        picked = run.random_input_leader()
+        if picked is None:
             continue
+        p, target = picked
         node = run.c.node(target)
         try:
             filled = node.fill_disk()
             run.op("disk-full", node=target, leader_of=p, filler_bytes=filled)
-            run.ops += 1  # a fault, as `Run.op` counts partitions, kills and pauses
             deadline = time.monotonic() + DISK_STOP_S
             while node.alive() and time.monotonic() < deadline:
                 time.sleep(0.2)

@@ -91,6 +91,41 @@ def test_committed_transaction_value_missing_is_lost():
     assert kinds(h) == {"lost"}
 
 
+def _unknown_outcome(commit_called: bool) -> H:
+    """A transaction of two writes whose producer hung (fault_client.TxnProducer): no outcome."""
+    h = H()
+    h("txn_begin", txn="x")
+    h("txn_send", txn="x", topic="out", partition=0, value="x:a", source="a")
+    h("txn_send", txn="x", topic="out", partition=1, value="x:b", source="b")
+    if commit_called:
+        h("txn_commit_start", txn="x")
+    return h("txn_end", txn="x", outcome="unknown", error="commit_transaction: no return", commit_called=commit_called)
+
+
+def test_transaction_of_unknown_outcome_wholly_committed_or_wholly_absent_is_fine():
+    h = _unknown_outcome(True)
+    h.final(0, ["x:a"], topic="out", isolation="read_committed").final(1, ["x:b"], topic="out",
+                                                                        isolation="read_committed")
+    assert kinds(h) == set()
+    h = _unknown_outcome(True).final(0, [], topic="out", isolation="read_committed")
+    assert kinds(h.final(1, [], topic="out", isolation="read_committed")) == set()
+
+
+def test_transaction_of_unknown_outcome_half_in_the_final_read_is_lost():
+    h = _unknown_outcome(True)
+    h.final(0, ["x:a"], topic="out", isolation="read_committed").final(1, [], topic="out", isolation="read_committed")
+    found = history.check(h.events)
+    assert set(found) == {"lost"}
+    assert [e["value"] for e in found["lost"]] == ["x:b"]
+
+
+def test_transaction_of_unknown_outcome_never_asked_to_commit_read_at_all_is_an_uncommitted_read():
+    h = _unknown_outcome(False)
+    h.final(0, ["x:a"], topic="out", isolation="read_committed").final(1, ["x:b"], topic="out",
+                                                                        isolation="read_committed")
+    assert kinds(h) == {"uncommitted_read"}
+
+
 def test_value_at_two_offsets_is_a_duplicate():
     h = H().write("a", 0, 0).write("b", 0, 1).final(0, ["a", "b", "a"])
     assert kinds(h) == {"duplicate"}
