@@ -124,6 +124,49 @@ def test_invalid_changes_get_kafkas_error_codes(broker, rtype, name, ops, code):
     assert incremental(broker.bootstrap, rtype, name, ops) == code
 
 
+def _error(fut) -> tuple[int, str]:
+    """(code, message) of an admin future's outcome: (0, "") on success."""
+    from confluent_kafka import KafkaException
+
+    try:
+        fut.result(timeout=T)
+        return admin.NONE, ""
+    except KafkaException as e:
+        return e.args[0].code(), e.args[0].str()
+
+
+LAG_CONFLICT = "conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)"
+
+
+def test_min_compaction_lag_above_max_refused_with_kafkas_message(broker):
+    """Kafka's `LogConfig.validate` checks the two lags together, over the topic's whole new
+    config set: at CreateTopics, and at an alter that makes an existing override conflict."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+    b = broker.bootstrap
+    a = _admin(b)
+    name = unique_topic("cfg-lag")
+    lags = {"min.compaction.lag.ms": "5000", "max.compaction.lag.ms": "1000"}
+    fut = a.create_topics([NewTopic(name, 1, 1, config=lags)], request_timeout=T)[name]
+    code, message = _error(fut)
+    assert (code, LAG_CONFLICT in message) == (INVALID_CONFIG, True), message
+    assert not admin.topic_partitions("confluent", b, name), "a refused topic is not created"
+
+    name = new_topic(broker, "cfg-lag", {"max.compaction.lag.ms": "1000"})
+
+    def alter(value: str, validate_only=False) -> tuple[int, str]:
+        entry = ConfigEntry("min.compaction.lag.ms", value, incremental_operation=AlterConfigOpType.SET)
+        res = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[entry])
+        return _error(a.incremental_alter_configs([res], validate_only=validate_only, request_timeout=T)[res])
+
+    for validate_only in (True, False):
+        code, message = alter("5000", validate_only)
+        assert (code, LAG_CONFLICT in message) == (INVALID_CONFIG, True), message
+    assert describe(b, "TOPIC", name)["min.compaction.lag.ms"] == ("0", "DEFAULT_CONFIG")
+    assert alter("1000") == (admin.NONE, "")
+    topic_config(broker, name, "min.compaction.lag.ms", ("1000", "DYNAMIC_TOPIC_CONFIG"), "the equal lag")
+
+
 def _produce_error(bootstrap: str, topic: str, size: int):
     """Produces one `size`-byte record; the delivery error code (0 when stored)."""
     from confluent_kafka import Producer
