@@ -5,9 +5,15 @@
 //! Bounded: `PER_KEY` offsets per key and `MAX_KEYS` keys per partition, the key written
 //! longest ago evicted first. Built on the home shard from the log when first needed (the
 //! first append or read after the broker started or the config was turned on), then kept up
-//! to date by every append. Retention and compaction need no hook: a read drops offsets below
-//! the log start, and an offset whose record the cleaner removed (or a later one under the
-//! same offset, never) is checked against the key at read time and skipped.
+//! to date by every append, a follower's of the leader's batches included (any replica
+//! answers key reads). Lazily, so a start costs nothing for partitions nobody reads by
+//! key; never persisted, so the index cannot disagree with the log after a crash; from the
+//! whole partition, so a session idle for long reads the same records after a restart as
+//! before (docs/ai-features.md, "Session reads by key").
+//!
+//! Retention and compaction need no hook: a read drops offsets below the log start, and an
+//! offset whose record the cleaner removed (or a later one under the same offset, never) is
+//! checked against the key at read time and skipped.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -182,6 +188,22 @@ impl Partition {
     pub fn index_appended(&self, base_offset: i64, batch: &[u8]) {
         let max = self.settings().max_decompressed_bytes;
         self.with_key_index(|ix| ix.index_batch(base_offset, batch, max));
+    }
+
+    /// After a follower appended the leader's `run` (stored batches, at their offsets): an
+    /// index already built takes their keys. None is built here, so a replica nobody reads
+    /// by key never scans its log.
+    pub fn index_replicated(&self, run: &[u8]) {
+        if !self.indexes_keys() {
+            self.key_index.borrow_mut().take();
+            return;
+        }
+        let max = self.settings().max_decompressed_bytes;
+        if let Some(ix) = self.key_index.borrow_mut().as_mut() {
+            for (h, batch) in storage::batch::BatchIter::new(run).flatten() {
+                ix.index_batch(h.base_offset, batch, max);
+            }
+        }
     }
 
     /// The last `n` records of `key`: `None` if the topic does not index keys.

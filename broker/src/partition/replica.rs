@@ -599,6 +599,8 @@ impl Partition {
                 restore_start = Some(start);
             }
         }
+        // What was appended, for the key index.
+        let mut runs: Vec<Bytes> = Vec::new();
         for chunk in chunks {
             // Runs of batches of one epoch: the log stamps one epoch per append.
             let mut at = 0;
@@ -615,7 +617,9 @@ impl Partition {
                 }
                 if run_epoch.is_some_and(|e| e != h.partition_leader_epoch) {
                     let run = chunk.slice(run_start..at);
-                    self.append_run(run, run_epoch.expect("checked")).await?;
+                    self.append_run(run.clone(), run_epoch.expect("checked"))
+                        .await?;
+                    runs.push(run);
                     run_start = at;
                 }
                 run_epoch = Some(h.partition_leader_epoch);
@@ -623,7 +627,9 @@ impl Partition {
                 headers.push(h);
             }
             if let Some(epoch) = run_epoch {
-                self.append_run(chunk.slice(run_start..at), epoch).await?;
+                let run = chunk.slice(run_start..at);
+                self.append_run(run.clone(), epoch).await?;
+                runs.push(run);
             }
         }
         {
@@ -644,9 +650,18 @@ impl Partition {
             self.log.advance_log_start(start)?;
         }
         if !headers.is_empty() {
-            // Rebuilt from the log when next needed.
+            // Rebuilt from the log when next needed (a follower does not deduplicate).
             self.dedup.borrow_mut().take();
-            self.key_index.borrow_mut().take();
+            if restore_start.is_some() {
+                // The log was emptied and started over: what the index held is gone.
+                self.key_index.borrow_mut().take();
+            } else {
+                // Followers answer key reads too: dropping the index here made each read
+                // after a replicated append scan the whole partition again.
+                for run in &runs {
+                    self.index_replicated(run);
+                }
+            }
             self.snapshot_if_rolled();
         }
         self.replica.leader_hw.set(leader_hw);

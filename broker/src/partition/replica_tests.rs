@@ -27,10 +27,19 @@ fn run<F: std::future::Future>(f: F) -> F::Output {
 }
 
 fn partition(dir: &std::path::Path) -> Rc<Partition> {
+    partition_with(dir, &[])
+}
+
+/// A partition of a topic with these configs.
+fn partition_with(dir: &std::path::Path, configs: &[(&str, &str)]) -> Rc<Partition> {
     let io = IoBackend::new(IoBackendKind::from_env()).unwrap();
     let log = PartitionLog::open(dir, "t", 0, LogConfig::default(), io, 0).unwrap();
     let view = BrokerView::from_static(Default::default(), BTreeMap::new());
-    let settings = Arc::new(TopicSettings::resolve(&BTreeMap::new(), &view));
+    let overrides = configs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let settings = Arc::new(TopicSettings::resolve(&overrides, &view));
     Rc::new(Partition::new("t".into(), 0, log, settings, 0).unwrap())
 }
 
@@ -408,5 +417,70 @@ fn given_followers_in_the_consumers_rack_when_selecting_then_the_most_caught_up_
         })
         .unwrap();
         assert_eq!(p.preferred_read_replica(8, &[2]), None);
+    });
+}
+
+/// Appends `n` records with key `key` to the leader, acks=1.
+async fn append_keyed(p: &Rc<Partition>, n: usize, key: &'static [u8]) -> i64 {
+    let bytes = TestBatch::new(n).encode_with(|rs| {
+        for r in rs.iter_mut() {
+            r.key = Some(bytes::Bytes::from_static(key));
+        }
+    });
+    let header = BatchHeader::parse(&bytes).unwrap();
+    p.append(header, bytes, 1, crate::now_ms())
+        .unwrap()
+        .await
+        .unwrap()
+        .base_offset
+}
+
+#[test]
+fn given_a_follower_with_a_key_index_when_it_appends_the_leaders_batches_then_the_index_follows_without_a_rebuild(
+) {
+    let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    run(async {
+        let keyed = [("strom.key.index", "true")];
+        let l = partition_with(ld.path(), &keyed);
+        let quorum = Arc::new(AtomicBool::new(true));
+        l.set_role(leader(&[1, 2], &quorum)).unwrap();
+        let f = partition_with(fd.path(), &keyed);
+        f.set_role(Role::Follower {
+            leader: 1,
+            epoch: 3,
+        })
+        .unwrap();
+        let offsets = |hits: Vec<crate::partition::key_index::KeyHit>| -> Vec<i64> {
+            hits.iter().map(|h| h.offset).collect()
+        };
+        append_keyed(&l, 3, b"s1").await;
+        append_keyed(&l, 2, b"s2").await;
+        let (fetched, _) = l.replica_read(2, 0, -1, 1 << 20).unwrap();
+        f.append_replicated(fetched.data.chunks.clone(), 5)
+            .await
+            .unwrap();
+        assert!(
+            f.key_index.borrow().is_none(),
+            "not built for a replica nobody reads by key"
+        );
+        assert_eq!(offsets(f.records_by_key(b"s1", 10).unwrap()), [0, 1, 2]);
+        assert!(
+            f.key_index.borrow().is_some(),
+            "built by the first key read"
+        );
+
+        append_keyed(&l, 2, b"s1").await;
+        let (fetched, _) = l.replica_read(2, 5, -1, 1 << 20).unwrap();
+        f.append_replicated(fetched.data.chunks.clone(), 7)
+            .await
+            .unwrap();
+        // Kept and added to: dropping it would make every key read after a replicated append
+        // scan the partition again.
+        let ix = f.key_index.borrow();
+        let ix = ix
+            .as_ref()
+            .expect("the index survives the replicated append");
+        assert_eq!(ix.last(b"s1", 10, 0), [0, 1, 2, 5, 6]);
+        assert_eq!(ix.last(b"s2", 10, 0), [3, 4]);
     });
 }
