@@ -348,5 +348,10 @@ def test_transactional_producer_without_write_on_its_transactional_id_is_refused
     for k, v in sc.records(3):
         p.produce(topic, key=k, value=v, partition=0)
     p.commit_transaction(30)
-    # Three records and the commit marker.
+    # Three records and the commit marker. Kafka answers EndTxn before its markers are
+    # written (and its high watermark moves with the followers' next fetch), so the end
+    # offset is waited for, not read once.
+    deadline = time.monotonic() + 15
+    while clients.end_offset(b.bootstrap, topic) != 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert clients.end_offset(b.bootstrap, topic) == 4
