@@ -17,6 +17,7 @@ use super::network::{PeerClient, PeerRequest, PeerResponse};
 use super::types::Raft;
 use super::voter_change::{self, VoterChange, VoterChangeError};
 use super::voters;
+use crate::partition::replica::IsrChange;
 use crate::partition::Partition;
 
 /// How long a proposal may wait for a leader and for its own node to apply it.
@@ -292,25 +293,27 @@ pub(super) async fn write_through_leader(
 }
 
 /// A leader proposes a grown or shrunk ISR (Kafka's AlterPartition).
-pub fn propose_isr(
-    cluster: &Arc<ClusterHandle>,
-    p: &Rc<Partition>,
-    leader_epoch: i32,
-    isr: Vec<i32>,
-) {
+pub fn propose_isr(cluster: &Arc<ClusterHandle>, p: &Rc<Partition>, change: IsrChange) {
     let cluster = cluster.clone();
     let p = p.clone();
     tokio::task::spawn_local(async move {
+        let IsrChange {
+            leader_epoch,
+            isr,
+            from,
+        } = change;
         let cmd = Command::AlterIsr {
             topic: p.topic.to_string(),
             partition: p.index,
             leader: cluster.node_id,
             leader_epoch,
             isr: isr.clone(),
+            from: Some(from),
         };
         match cluster.propose(cmd).await {
             Ok(Outcome::Done) => {
                 tracing::info!(topic = %p.topic, partition = p.index, ?isr, "ISR changed");
+                p.isr_change_made();
             }
             other => {
                 tracing::debug!(topic = %p.topic, partition = p.index, ?other, "ISR change not made");

@@ -145,15 +145,15 @@ fn assign_roles(
                     tracing::error!(topic = name, partition = i, error = %e, "cannot take the partition's role");
                 }
             }
-            if let Some((epoch, isr)) = p.isr_to_shrink(REPLICA_LAG_MAX) {
+            if let Some(change) = p.isr_to_shrink(REPLICA_LAG_MAX) {
                 tracing::info!(
                     topic = name,
                     partition = i,
-                    ?isr,
+                    isr = ?change.isr,
                     "shrinking the ISR: a follower lags"
                 );
                 if let Some(c) = state.ctx.cluster.get() {
-                    super::handle::propose_isr(c, p, epoch, isr);
+                    super::handle::propose_isr(c, p, change);
                 }
             }
         }

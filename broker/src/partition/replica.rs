@@ -24,8 +24,22 @@ use super::{txn, FetchOutcome, Partition, PartitionError};
 #[path = "replica_tests.rs"]
 mod tests;
 
-/// An ISR change for the image: (the leader epoch it is made at, the new ISR).
-pub type IsrChange = (i32, Vec<i32>);
+/// An ISR change for the image (Kafka's AlterPartition request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrChange {
+    /// The leader epoch it is made at.
+    pub leader_epoch: i32,
+    pub isr: Vec<i32>,
+    /// The ISR it was decided on: the image takes it only while its ISR is still this.
+    pub from: Vec<i32>,
+}
+
+/// The ISR change this leader has in flight.
+struct Proposal {
+    isr: Vec<i32>,
+    /// The image has taken it (it may have moved on since).
+    made: bool,
+}
 
 /// What this node is for the partition, as its metadata image says.
 #[derive(Debug, Clone, Default)]
@@ -106,8 +120,9 @@ pub struct Replica {
     log_end: watch::Sender<i64>,
     /// A follower at a new epoch truncates to the leader's boundary before it fetches.
     truncate_pending: Cell<bool>,
-    /// The ISR this leader proposed last, until the image shows it (one change in flight).
-    isr_pending: RefCell<Option<Vec<i32>>>,
+    /// The ISR change this leader proposed last, until its role shows the image past it (one
+    /// change in flight).
+    isr_pending: RefCell<Option<Proposal>>,
     /// On a follower: the leader's high watermark as last fetched.
     leader_hw: Cell<i64>,
 }
@@ -139,8 +154,15 @@ impl Partition {
         let moves = IsrMoves::between(&old, &role);
         match (&old, &role) {
             (Role::Leader { epoch: a, .. }, Role::Leader { epoch: b, isr, .. }) if a == b => {
-                // The image shows the change this leader proposed: another may follow.
-                self.replica.isr_pending.borrow_mut().take_if(|p| p == isr);
+                // The image shows the change this leader proposed, or took it before this role
+                // was read from it (`isr_change_made`; it may have moved on since, a fence at
+                // the same epoch taking the added member out again): another may follow. Not
+                // while the proposal is in flight: it may yet apply, and until the role shows
+                // it the high watermark must count the member it adds.
+                self.replica
+                    .isr_pending
+                    .borrow_mut()
+                    .take_if(|p| p.isr == *isr || p.made);
             }
             (_, Role::Leader { epoch, isr, .. }) => {
                 self.log.assign_leader_epoch(*epoch)?;
@@ -273,7 +295,7 @@ impl Partition {
                 let pending = self.replica.isr_pending.borrow();
                 let caught_up = isr
                     .iter()
-                    .chain(pending.iter().flatten())
+                    .chain(pending.iter().flat_map(|p| p.isr.iter()))
                     .filter(|r| *r != me)
                     .map(|r| followers.get(r).map_or(i64::MIN, |f| f.offset))
                     .fold(written, i64::min);
@@ -426,8 +448,7 @@ impl Partition {
                     let mut grown = isr.clone();
                     grown.push(follower);
                     grown.sort_unstable();
-                    self.replica.isr_pending.replace(Some(grown.clone()));
-                    expand = Some((*epoch, grown));
+                    expand = Some(self.propose(*epoch, grown, isr));
                 }
             }
         }
@@ -536,13 +557,34 @@ impl Partition {
         if kept.len() == isr.len() {
             return None;
         }
-        self.replica.isr_pending.replace(Some(kept.clone()));
-        Some((*epoch, kept))
+        Some(self.propose(*epoch, kept, isr))
     }
 
-    /// The ISR change proposed by `replica_read` failed: allow another.
+    /// Marks `isr` as the change in flight.
+    fn propose(&self, leader_epoch: i32, isr: Vec<i32>, from: &[i32]) -> IsrChange {
+        self.replica.isr_pending.replace(Some(Proposal {
+            isr: isr.clone(),
+            made: false,
+        }));
+        IsrChange {
+            leader_epoch,
+            isr,
+            from: from.to_vec(),
+        }
+    }
+
+    /// The ISR change in flight was refused or not decided: allow another.
     pub fn isr_change_failed(&self) {
         self.replica.isr_pending.replace(None);
+    }
+
+    /// The image took the ISR change in flight, and this node's image holds it: the next
+    /// role set from that image (`set_role`) shows it or what came after, and another change
+    /// may follow. The role now may still be older than the change.
+    pub fn isr_change_made(&self) {
+        if let Some(p) = self.replica.isr_pending.borrow_mut().as_mut() {
+            p.made = true;
+        }
     }
 
     /// Whether this follower must truncate before it fetches (and clears the flag).

@@ -88,7 +88,10 @@ fn given_leader_with_isr_when_followers_fetch_then_hw_is_min_over_isr_and_never_
         let (o, expand) = p.replica_read(3, 0, -1, 1 << 20).unwrap();
         assert_eq!(o.high_watermark, 0);
         assert!(!o.data.chunks.is_empty(), "followers read past the HW");
-        assert_eq!(expand, Some((3, vec![1, 2, 3])));
+        assert_eq!(
+            expand.map(|c| (c.leader_epoch, c.isr, c.from)),
+            Some((3, vec![1, 2, 3], vec![1, 2]))
+        );
         // Proposed, 3 holds the HW too (Kafka's maximal ISR): the controller may already have
         // it in the ISR it elects a new leader from.
         let (o, _) = p.replica_read(2, 5, -1, 1 << 20).unwrap();
@@ -127,7 +130,10 @@ fn given_a_refused_isr_expansion_when_followers_fetch_then_the_proposed_follower
         let quorum = Arc::new(AtomicBool::new(true));
         p.set_role(leader(&[1, 2], &quorum)).unwrap();
         let (_, expand) = p.replica_read(3, 0, -1, 1 << 20).unwrap();
-        assert_eq!(expand, Some((3, vec![1, 2, 3])));
+        assert_eq!(
+            expand.map(|c| (c.leader_epoch, c.isr, c.from)),
+            Some((3, vec![1, 2, 3], vec![1, 2]))
+        );
         append(&p, 4, 1).await.unwrap();
         p.replica_read(2, 4, -1, 1 << 20).unwrap();
         assert_eq!(p.high_watermark(), 0, "3 proposed and behind");
@@ -246,14 +252,22 @@ fn given_leader_when_follower_lags_past_lag_max_then_shrink_proposed_once() {
         p.replica_read(2, 2, -1, 1 << 20).unwrap();
         assert_eq!(p.isr_to_shrink(Duration::from_secs(3600)), None);
         // Every follower lags by more than nothing: both go, the leader stays.
-        assert_eq!(p.isr_to_shrink(Duration::ZERO), Some((3, vec![1])));
+        assert_eq!(
+            p.isr_to_shrink(Duration::ZERO)
+                .map(|c| (c.leader_epoch, c.isr)),
+            Some((3, vec![1]))
+        );
         assert_eq!(
             p.isr_to_shrink(Duration::ZERO),
             None,
             "one change in flight"
         );
         p.isr_change_failed();
-        assert_eq!(p.isr_to_shrink(Duration::ZERO), Some((3, vec![1])));
+        assert_eq!(
+            p.isr_to_shrink(Duration::ZERO)
+                .map(|c| (c.leader_epoch, c.isr)),
+            Some((3, vec![1]))
+        );
     });
 }
 
@@ -482,5 +496,48 @@ fn given_a_follower_with_a_key_index_when_it_appends_the_leaders_batches_then_th
             .expect("the index survives the replicated append");
         assert_eq!(ix.last(b"s1", 10, 0), [0, 1, 2, 5, 6]);
         assert_eq!(ix.last(b"s2", 10, 0), [3, 4]);
+    });
+}
+
+#[test]
+fn given_isr_expansion_made_when_image_fences_the_member_again_then_next_change_is_proposed() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        let (_, expand) = p.replica_read(3, 0, -1, 1 << 20).unwrap();
+        assert!(expand.is_some());
+        // The image took {1, 2, 3}, then a fence of 3 took it out again at the same epoch
+        // before this shard read its role: the role shows {1, 2} only.
+        p.isr_change_made();
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        let (_, again) = p.replica_read(3, 0, -1, 1 << 20).unwrap();
+        assert_eq!(
+            again.map(|c| (c.isr, c.from)),
+            Some((vec![1, 2, 3], vec![1, 2])),
+            "3 is caught up and out of the ISR: proposed again"
+        );
+    });
+}
+
+#[test]
+fn given_isr_expansion_in_flight_when_role_set_again_then_no_second_change_and_hw_counts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = partition(dir.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        assert!(p.replica_read(3, 0, -1, 1 << 20).unwrap().1.is_some());
+        p.set_role(leader(&[1, 2], &quorum)).unwrap();
+        append(&p, 4, 1).await.unwrap();
+        let (_, again) = p.replica_read(2, 4, -1, 1 << 20).unwrap();
+        assert_eq!(again, None);
+        assert_eq!(p.replica_read(3, 0, -1, 1 << 20).unwrap().1, None);
+        assert_eq!(
+            p.high_watermark(),
+            0,
+            "3 proposed, not yet decided, and behind"
+        );
     });
 }

@@ -354,9 +354,9 @@ pub async fn fetch_many(
                             } else if limit.is_some() {
                                 Side::Leader.record(o.data.total_bytes as u64);
                             }
-                            if let Some((epoch, isr)) = expand {
+                            if let Some(change) = expand {
                                 if let Some(c) = state.ctx.cluster.get() {
-                                    crate::cluster::handle::propose_isr(c, &p, epoch, isr);
+                                    crate::cluster::handle::propose_isr(c, &p, change);
                                 }
                             }
                             Ok(o)

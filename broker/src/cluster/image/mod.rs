@@ -227,13 +227,18 @@ pub enum Command {
         id: i32,
     },
     /// A leader changes its partition's ISR (Kafka's AlterPartition); refused unless the
-    /// proposer still leads at `leader_epoch`.
+    /// proposer still leads at `leader_epoch` and the ISR is still `from` (what Kafka's
+    /// partition epoch guards: the controller may have changed the ISR at the same leader
+    /// epoch meanwhile, fencing a broker, and a change made on an older ISR would undo that).
     AlterIsr {
         topic: String,
         partition: i32,
         leader: i32,
         leader_epoch: i32,
         isr: Vec<i32>,
+        /// `None` in entries written before the check.
+        #[serde(default)]
+        from: Option<Vec<i32>>,
     },
     /// A broker takes the next block of producer ids (Kafka's AllocateProducerIds): blocks
     /// never overlap, so no two nodes hand out the same id.
@@ -489,6 +494,7 @@ impl MetadataImage {
                 leader,
                 leader_epoch,
                 isr,
+                from,
             } => {
                 let Some(p) = self
                     .topics
@@ -498,7 +504,8 @@ impl MetadataImage {
                     return Outcome::UnknownTopic;
                 };
                 let valid = isr.contains(leader) && isr.iter().all(|r| p.replicas.contains(r));
-                if p.leader != *leader || p.leader_epoch != *leader_epoch || !valid {
+                let moved = from.as_ref().is_some_and(|f| *f != p.isr);
+                if p.leader != *leader || p.leader_epoch != *leader_epoch || !valid || moved {
                     return Outcome::Stale;
                 }
                 p.isr = isr.clone();

@@ -351,6 +351,7 @@ mod tests {
             leader: p.leader,
             leader_epoch: p.leader_epoch,
             isr: isr.to_vec(),
+            from: None,
         })
     }
 

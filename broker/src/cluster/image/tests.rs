@@ -215,6 +215,7 @@ fn given_leader_fenced_when_isr_has_others_then_next_leads_at_new_epoch_and_rejo
         leader,
         leader_epoch,
         isr: grown.clone(),
+        from: None,
     };
     assert_eq!(
         image.apply(&alter(p.leader, p.leader_epoch - 1)),
@@ -242,6 +243,7 @@ fn given_isr_reordered_by_rejoins_when_leader_fenced_then_next_in_assignment_ord
         leader: p.leader,
         leader_epoch: p.leader_epoch,
         isr: drifted.clone(),
+        from: None,
     };
     assert_eq!(image.apply(&alter), Outcome::Done);
     assert_eq!(image.topics["r"].partitions[0].isr, drifted);
@@ -784,6 +786,7 @@ fn given_leader_moved_when_electing_preferred_then_first_replica_leads_again_if_
         leader: p.leader,
         leader_epoch: p.leader_epoch,
         isr,
+        from: None,
     });
     assert_eq!(image.imbalanced(10), vec![("r".to_string(), 0)]);
     assert_eq!(
@@ -850,6 +853,7 @@ fn given_topic_allowing_unclean_when_its_last_in_sync_replica_goes_then_a_live_o
         leader: p.leader,
         leader_epoch: p.leader_epoch,
         isr: vec![order[0]],
+        from: None,
     });
     image.apply(&Command::FenceBroker { id: order[0] });
     assert_eq!(image.topics["r"].partitions[0].leader, -1);
@@ -860,4 +864,43 @@ fn given_topic_allowing_unclean_when_its_last_in_sync_replica_goes_then_a_live_o
     let p = &image.topics["r"].partitions[0];
     assert_eq!(p.leader, order[1], "the first live replica");
     assert_eq!(p.isr, vec![order[1]]);
+}
+
+#[test]
+fn given_isr_changed_by_fence_at_same_epoch_when_alter_isr_from_older_isr_then_stale() {
+    let mut image = MetadataImage::default();
+    for id in 1..=3 {
+        register(&mut image, id);
+    }
+    image.apply(&create_rf("r", 1, 3));
+    let p = image.topics["r"].partitions[0].clone();
+    let follower = *p.isr.iter().find(|r| **r != p.leader).expect("RF 3");
+    // The controller fences a follower: the ISR shrinks, the leader epoch stays.
+    image.apply(&Command::FenceBroker { id: follower });
+    let fenced = image.topics["r"].partitions[0].clone();
+    assert_eq!(fenced.leader_epoch, p.leader_epoch);
+    assert!(!fenced.isr.contains(&follower));
+    // A change the leader decided on the ISR before the fence would put the follower back.
+    let alter = |isr: Vec<i32>, from: Vec<i32>| Command::AlterIsr {
+        topic: "r".into(),
+        partition: 0,
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        isr,
+        from: Some(from),
+    };
+    let shrunk: Vec<i32> = p.isr.iter().copied().filter(|r| *r != follower).collect();
+    let other = *shrunk.iter().find(|r| **r != p.leader).expect("RF 3");
+    let without_other: Vec<i32> = p.isr.iter().copied().filter(|r| *r != other).collect();
+    assert_eq!(
+        image.apply(&alter(without_other, p.isr.clone())),
+        Outcome::Stale
+    );
+    assert_eq!(image.topics["r"].partitions[0].isr, fenced.isr);
+    // Made on the ISR the image shows, it is taken.
+    assert_eq!(
+        image.apply(&alter(vec![p.leader], fenced.isr.clone())),
+        Outcome::Done
+    );
+    assert_eq!(image.topics["r"].partitions[0].isr, vec![p.leader]);
 }
