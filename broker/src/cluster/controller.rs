@@ -36,6 +36,11 @@ pub async fn heartbeat(raft: Raft, me: i32, quorum: Arc<AtomicBool>, liveness: A
     let mut leader_applied = u64::MAX;
     loop {
         tokio::time::sleep(HEARTBEAT).await;
+        // The session runs from when the heartbeat left, not from its answer: the leader
+        // counts its `SESSION_TIMEOUT` from when the heartbeat arrived, which is later, so
+        // this node lets go of the quorum before the leader can fence it and elect others
+        // (a slow link's delay would otherwise leave two nodes leading a partition for it).
+        let sent = Instant::now();
         let m = raft.metrics().borrow().clone();
         let ok = match m.current_leader {
             Some(l) if l == me as NodeId => {
@@ -81,7 +86,7 @@ pub async fn heartbeat(raft: Raft, me: i32, quorum: Arc<AtomicBool>, liveness: A
             }
         };
         if ok {
-            last_ok = Some(Instant::now());
+            last_ok = Some(sent);
         }
         let fresh = last_ok.is_some_and(|t| t.elapsed() < SESSION_TIMEOUT);
         if quorum.swap(fresh, Ordering::Relaxed) != fresh {

@@ -292,7 +292,11 @@ pub(super) async fn write_through_leader(
     }
 }
 
-/// A leader proposes a grown or shrunk ISR (Kafka's AlterPartition).
+/// A leader proposes a grown or shrunk ISR (Kafka's AlterPartition). Like Kafka's
+/// `AlterPartitionManager`, a proposal without an answer (no quorum, a timeout) is sent again
+/// until the image decides it or this node no longer has it in flight: the image may take it
+/// later, and until the role shows the outcome the high watermark keeps counting the member
+/// it adds. Resending is safe because the image takes it only from the ISR it was made on.
 pub fn propose_isr(cluster: &Arc<ClusterHandle>, p: &Rc<Partition>, change: IsrChange) {
     let cluster = cluster.clone();
     let p = p.clone();
@@ -310,14 +314,24 @@ pub fn propose_isr(cluster: &Arc<ClusterHandle>, p: &Rc<Partition>, change: IsrC
             isr: isr.clone(),
             from: Some(from),
         };
-        match cluster.propose(cmd).await {
-            Ok(Outcome::Done) => {
-                tracing::info!(topic = %p.topic, partition = p.index, ?isr, "ISR changed");
-                p.isr_change_made();
-            }
-            other => {
-                tracing::debug!(topic = %p.topic, partition = p.index, ?other, "ISR change not made");
-                p.isr_change_failed();
+        loop {
+            match cluster.propose(cmd.clone()).await {
+                Ok(Outcome::Done) => {
+                    tracing::info!(topic = %p.topic, partition = p.index, ?isr, "ISR changed");
+                    return p.isr_change_made();
+                }
+                // Decided: the image's ISR or leadership moved on from what this was made on
+                // (maybe by this very proposal, sent before). The next role shows which.
+                Ok(Outcome::Stale) => return p.isr_change_made(),
+                Ok(other) => {
+                    tracing::debug!(topic = %p.topic, partition = p.index, ?other, "ISR change refused");
+                    return p.isr_change_failed();
+                }
+                Err(e) if p.isr_change_in_flight(&isr) => {
+                    tracing::debug!(topic = %p.topic, partition = p.index, error = %e, "ISR change unanswered; sending it again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(_) => return,
             }
         }
     });

@@ -331,6 +331,20 @@ pub fn led_elsewhere(ctx: &BrokerContext, topic: &str, partition: i32) -> bool {
         .is_some_and(|c| !c.leads(topic, partition))
 }
 
+/// Whether this node may lead `partition` without knowing it was replaced: it leads a
+/// replicated partition as its image says, but has lost the metadata quorum (a minority side
+/// of a split, or a heal it has not caught up with), so a new leader may hold records past
+/// this log's end.
+pub fn leads_unconfirmed(ctx: &BrokerContext, topic: &str, partition: i32) -> bool {
+    ctx.cluster.get().is_some_and(|c| {
+        !c.in_quorum()
+            && c.leads(topic, partition)
+            && c.image()
+                .partition(topic, partition)
+                .is_some_and(|p| p.replicated())
+    })
+}
+
 /// acks=all refused before the append (Kafka's `Partition.appendRecordsToLeader`): the ISR
 /// (as the image has it) when it is smaller than `min_isr`, or when this node has lost the
 /// metadata quorum and the partition is replicated. A single node is an ISR of one.

@@ -485,10 +485,17 @@ async fn fetch_once(
             match pr.records.filter(|r| !r.is_empty()) {
                 None => p.note_leader_hw(pr.high_watermark),
                 Some(records) => {
-                    if let Err(e) = p.append_replicated(vec![records], pr.high_watermark).await {
-                        tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "follower append failed");
-                        backoff = true;
-                        continue;
+                    match p
+                        .append_fetched(leader, *epoch, vec![records], pr.high_watermark)
+                        .await
+                    {
+                        Ok(true) => {}
+                        Ok(false) => continue,
+                        Err(e) => {
+                            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "follower append failed");
+                            backoff = true;
+                            continue;
+                        }
                     }
                 }
             }

@@ -125,6 +125,11 @@ pub struct Replica {
     isr_pending: RefCell<Option<Proposal>>,
     /// On a follower: the leader's high watermark as last fetched.
     leader_hw: Cell<i64>,
+    /// Held while a follower appends fetched batches or truncates: both await fsyncs, and a
+    /// fetch answer from a deposed leader, checked and then appended across an await, could
+    /// otherwise land after the truncation that a new epoch asked for (and the follower's
+    /// log would keep the old leader's records below the new leader's).
+    io: tokio::sync::Mutex<()>,
 }
 
 impl Replica {
@@ -137,6 +142,7 @@ impl Replica {
             isr_pending: RefCell::new(None),
             // What this replica had when opened, until a leader tells it more.
             leader_hw: Cell::new(log_end),
+            io: tokio::sync::Mutex::new(()),
         }
     }
 }
@@ -513,6 +519,7 @@ impl Partition {
     /// too. A leader whose log starts past this replica's end (DeleteRecords or retention
     /// while it was away) makes it start over, empty, there (`truncateFullyAndStartAt`).
     pub async fn follow_log_start(&self, leader_start: i64) -> Result<(), StorageError> {
+        let _io = self.replica.io.lock().await;
         if leader_start <= self.log.log_start_offset() {
             return Ok(());
         }
@@ -578,9 +585,20 @@ impl Partition {
         self.replica.isr_pending.replace(None);
     }
 
-    /// The image took the ISR change in flight, and this node's image holds it: the next
-    /// role set from that image (`set_role`) shows it or what came after, and another change
-    /// may follow. The role now may still be older than the change.
+    /// Whether `isr` is still the change this leader has in flight, undecided (a new role
+    /// at another epoch drops it).
+    pub fn isr_change_in_flight(&self, isr: &[i32]) -> bool {
+        self.replica
+            .isr_pending
+            .borrow()
+            .as_ref()
+            .is_some_and(|p| !p.made && p.isr == isr)
+    }
+
+    /// The image decided the ISR change in flight (took it, or had moved on from the ISR it
+    /// was made on), and this node's image holds that: the next role set from that image
+    /// (`set_role`) shows the outcome, and another change may follow. The role now may still
+    /// be older than the decision.
     pub fn isr_change_made(&self) {
         if let Some(p) = self.replica.isr_pending.borrow_mut().as_mut() {
             p.made = true;
@@ -614,11 +632,33 @@ impl Partition {
         self.log.leader_epochs().last().map(|e| e.0)
     }
 
+    /// A follower appends what `leader` answered to a fetch made at `epoch`, unless it no
+    /// longer follows that leader at that epoch or must truncate first (the image moved on
+    /// while the fetch was out, or while this waited for a truncation). Whether it appended.
+    pub async fn append_fetched(
+        self: &Rc<Self>,
+        leader: i32,
+        epoch: i32,
+        chunks: Vec<Bytes>,
+        leader_hw: i64,
+    ) -> Result<bool, PartitionError> {
+        let _io = self.replica.io.lock().await;
+        let following = matches!(
+            &*self.replica.role.borrow(),
+            Role::Follower { leader: l, epoch: e } if *l == leader && *e == epoch
+        );
+        if !following || self.truncate_is_pending() {
+            return Ok(false);
+        }
+        self.append_replicated(chunks, leader_hw).await?;
+        Ok(true)
+    }
+
     /// A follower appends what it fetched: the leader's batches at their offsets with their
     /// epochs, fsynced, then replayed into producer and transaction state (so this replica,
     /// once leader, answers a retried batch as a duplicate). `leader_hw` is the leader's
     /// high watermark from the same response.
-    pub async fn append_replicated(
+    pub(crate) async fn append_replicated(
         self: &Rc<Self>,
         chunks: Vec<Bytes>,
         leader_hw: i64,
@@ -721,6 +761,7 @@ impl Partition {
     /// Truncates this replica to `offset` (the leader's end of this replica's latest epoch):
     /// the log, and what was derived from the batches cut off.
     pub async fn truncate_replica(&self, offset: i64) -> Result<(), StorageError> {
+        let _io = self.replica.io.lock().await;
         self.log.flush().await?;
         if offset >= self.log.log_end_offset() {
             return Ok(());

@@ -541,3 +541,47 @@ fn given_isr_expansion_in_flight_when_role_set_again_then_no_second_change_and_h
         );
     });
 }
+
+#[test]
+fn given_a_fetch_answered_by_a_deposed_leader_when_the_follower_moved_to_a_new_epoch_then_not_appended(
+) {
+    let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    run(async {
+        let l = partition(ld.path());
+        let quorum = Arc::new(AtomicBool::new(true));
+        l.set_role(leader(&[1, 2], &quorum)).unwrap();
+        append(&l, 3, 1).await.unwrap();
+        let f = partition(fd.path());
+        f.set_role(Role::Follower {
+            leader: 1,
+            epoch: 3,
+        })
+        .unwrap();
+        f.take_truncate_pending();
+        let (fetched, _) = l.replica_read(2, 0, -1, 1 << 20).unwrap();
+        // The fetch was out when the image made another node leader at epoch 4.
+        f.set_role(Role::Follower {
+            leader: 3,
+            epoch: 4,
+        })
+        .unwrap();
+        f.take_truncate_pending();
+        let appended = f
+            .append_fetched(1, 3, fetched.data.chunks.clone(), fetched.high_watermark)
+            .await
+            .unwrap();
+        assert!(!appended);
+        assert_eq!(
+            f.log.log_end_offset(),
+            0,
+            "the deposed leader's records stay out"
+        );
+        // From the leader it follows, at its epoch, they go in.
+        let appended = f
+            .append_fetched(3, 4, fetched.data.chunks.clone(), fetched.high_watermark)
+            .await
+            .unwrap();
+        assert!(appended);
+        assert_eq!(f.log.log_end_offset(), 3);
+    });
+}

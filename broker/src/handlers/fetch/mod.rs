@@ -36,6 +36,7 @@ use crate::security::acl::{Operation, ResourceType};
 use crate::shard::frontend::{self, FetchRead, FrontendError, ReadSpec};
 use crate::shard::home_shard;
 use encode::RecordChunks;
+use storage::StorageError;
 
 pub const MIN_VERSION: i16 = 4;
 pub const MAX_VERSION: i16 = 18;
@@ -461,7 +462,39 @@ async fn read_concurrently(
             wanted[i].read = Some(read);
         }
     }
+    if replica.is_none() {
+        refuse_unconfirmed_ends(broker, wanted, which);
+    }
     read_remote(broker, wanted, which).await;
+}
+
+/// A consumer fetching past the log end of a leader that has lost the metadata quorum gets
+/// NOT_LEADER_OR_FOLLOWER (retriable: it looks for the leader again), not
+/// OFFSET_OUT_OF_RANGE: the offset may be a new leader's, committed on the other side of a
+/// split, and a consumer told it is out of range resets (to the earliest offset, reading
+/// everything again) instead of finding the new leader. Found by test_faults.py's split and
+/// leader cut-off schedules (`lost_commit`). Below the log start it is out of range anywhere.
+fn refuse_unconfirmed_ends(
+    broker: &crate::shard::BrokerContext,
+    wanted: &mut [Wanted],
+    which: &[usize],
+) {
+    for &i in which {
+        let w = &mut wanted[i];
+        let past_end = matches!(
+            w.read.as_ref().map(|r| &r.outcome),
+            Some(Err(FrontendError::Storage(StorageError::OffsetOutOfRange { offset, log_end, .. })))
+                if offset > log_end
+        );
+        let unconfirmed = || {
+            w.meta.as_ref().is_some_and(|m| {
+                crate::cluster::leads_unconfirmed(broker, &m.name, w.session.partition)
+            })
+        };
+        if past_end && unconfirmed() {
+            w.not_leader = true;
+        }
+    }
 }
 
 /// The partitions the home shards routed to the object store, read at once on the remote
