@@ -2,12 +2,16 @@
 //! every client quota is checked against, and the throttle time of a violation
 //! (`QuotaUtils.throttleTime`). Time is passed in, so this is tested without clocks.
 //!
-//! A rate is the sum of `samples` windows of `window_ms` each, divided by the time they
-//! cover. A window ends when it is `window_ms` old; the next record then starts a new one in
-//! the oldest slot. Windows older than `samples * window_ms` are reset before a measure. The
-//! covered time is from the oldest window's start to now, but never less than
+//! A rate is the sum of the windows of `window_ms` each that overlap the last
+//! `samples * window_ms`, divided by the time they cover. A window ends when it is `window_ms`
+//! old; the next record then starts a new one in the oldest slot. A window is reset before a
+//! measure once its *last record* is `samples * window_ms` old, so one that began before the
+//! monitored span but overlaps it still counts, which takes `samples + 1` slots (Kafka since
+//! 3.8, KAFKA PR #15889 "Fix rate metric spikes"; before it a window went when its start was
+//! that old). The covered time is from the oldest window's start to now, but never less than
 //! `samples - 1` whole windows: so a first burst is spread over ~10 s (Kafka's defaults), not
-//! measured over its own few milliseconds.
+//! measured over its own few milliseconds. A quota's burst is therefore remembered until its
+//! last record is 11 s old (Kafka's defaults), not 11 s after its first.
 
 /// `quota.window.num` and `quota.window.size.seconds`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +33,17 @@ impl WindowConfig {
 struct Sample {
     value: f64,
     start_ms: i64,
+    last_event_ms: i64,
+}
+
+impl Sample {
+    fn fresh(now_ms: i64) -> Sample {
+        Sample {
+            value: 0.0,
+            start_ms: now_ms,
+            last_event_ms: now_ms,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -41,37 +56,31 @@ impl Rate {
     /// Adds `value` at `now_ms` (Kafka's `SampledStat.record`).
     pub fn record(&mut self, cfg: WindowConfig, value: f64, now_ms: i64) {
         if self.samples.is_empty() {
-            self.samples.push(Sample {
-                value: 0.0,
-                start_ms: now_ms,
-            });
+            self.samples.push(Sample::fresh(now_ms));
             self.current = 0;
         }
         if now_ms - self.samples[self.current].start_ms >= cfg.window_ms {
-            self.current = (self.current + 1) % cfg.samples;
-            let fresh = Sample {
-                value: 0.0,
-                start_ms: now_ms,
-            };
+            // One slot more than `samples`: the window that began before the monitored span
+            // but overlaps it is still counted.
+            self.current = (self.current + 1) % (cfg.samples + 1);
             if self.current >= self.samples.len() {
-                self.samples.push(fresh);
+                self.samples.push(Sample::fresh(now_ms));
                 self.current = self.samples.len() - 1;
             } else {
-                self.samples[self.current] = fresh;
+                self.samples[self.current] = Sample::fresh(now_ms);
             }
         }
-        self.samples[self.current].value += value;
+        let s = &mut self.samples[self.current];
+        s.value += value;
+        s.last_event_ms = now_ms;
     }
 
-    /// Resets the windows older than all of them together (`purgeObsoleteSamples`).
+    /// Resets the windows with no record in the monitored span (`purgeObsoleteSamples`).
     fn purge(&mut self, cfg: WindowConfig, now_ms: i64) {
         let expire = cfg.samples as i64 * cfg.window_ms;
         for s in &mut self.samples {
-            if now_ms - s.start_ms >= expire {
-                *s = Sample {
-                    value: 0.0,
-                    start_ms: now_ms,
-                };
+            if now_ms - s.last_event_ms >= expire {
+                *s = Sample::fresh(now_ms);
             }
         }
     }
@@ -104,7 +113,9 @@ impl Rate {
     /// True once every window has expired: the sensor may go.
     pub fn idle(&self, cfg: WindowConfig, now_ms: i64) -> bool {
         let expire = cfg.samples as i64 * cfg.window_ms;
-        self.samples.iter().all(|s| now_ms - s.start_ms >= expire)
+        self.samples
+            .iter()
+            .all(|s| now_ms - s.last_event_ms >= expire)
     }
 }
 
@@ -208,7 +219,48 @@ mod tests {
         for t in (0..100_000).step_by(1000) {
             r.record(CFG, 1.0, t);
         }
-        assert_eq!(r.samples.len(), CFG.samples);
+        assert_eq!(r.samples.len(), CFG.samples + 1);
+    }
+
+    #[test]
+    fn given_a_burst_window_then_kept_until_its_last_record_leaves_the_span() {
+        // A new client's burst at 0 ms, the last of its requests at 900 ms (they are recorded
+        // even when throttled), nothing after.
+        let mut r = Rate::default();
+        r.record(CFG, 100e6, 0);
+        r.record(CFG, 1e6, 900);
+        // 11 s after the window began it still counts, as in Kafka: its last record is only
+        // 10.1 s old. The burst is paid off until 11.9 s, not 11.0 s.
+        assert!(r.measure(CFG, 11_500) > 8e6, "{}", r.measure(CFG, 11_500));
+        assert!(!r.idle(CFG, 11_899));
+        assert!(r.idle(CFG, 11_900));
+        assert_eq!(r.measure(CFG, 11_900), 0.0);
+    }
+
+    #[test]
+    fn given_steady_records_when_a_window_overlaps_the_span_then_no_spike() {
+        // Kafka's RateTest.testRateIsConsistentAfterTheFirstWindow: 2 windows of 1 s, an
+        // event every ~100 ms, a 101 ms gap between the windows; from the second window on
+        // the rate stays within 10..=11 per second and a repeated measure gives the same.
+        let cfg = WindowConfig {
+            samples: 2,
+            window_ms: 1000,
+        };
+        let steps = [0, 99, 100, 100, 100, 100, 100, 100, 100, 100, 100];
+        let mut r = Rate::default();
+        let mut now = 0;
+        for step in steps {
+            now += step;
+            r.record(cfg, 1.0, now);
+        }
+        now += 101;
+        for step in steps {
+            now += step;
+            r.record(cfg, 1.0, now);
+            let m = r.measure(cfg, now);
+            assert!((10.0..=11.0).contains(&m), "rate {m} at {now} ms");
+            assert_eq!(r.measure(cfg, now), m);
+        }
     }
 
     #[test]

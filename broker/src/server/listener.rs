@@ -18,6 +18,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use super::read_ahead::{ReadAhead, READ_AHEAD};
 use super::tls::{TlsAcceptors, HANDSHAKE_TIMEOUT};
 use crate::config::listeners::SecurityProtocol;
 use crate::security::{ListenerInfo, Principal, Session};
@@ -115,6 +116,8 @@ async fn serve_accepted(
             .with_label_values(&[&info.name])
             .inc();
     };
+    // rustls reads the socket a record at most; `ReadAhead` reads it in large chunks.
+    let stream = ReadAhead::new(stream, READ_AHEAD);
     let handshake = tokio::select! {
         _ = shutdown.changed() => return,
         r = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor(info.protocol).accept(stream)) => r,

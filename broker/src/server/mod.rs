@@ -12,6 +12,7 @@ pub mod connection;
 pub mod console;
 pub mod http_access;
 pub mod listener;
+pub mod read_ahead;
 pub mod sasl;
 pub mod sessions;
 pub mod steering;
