@@ -189,9 +189,12 @@ fn one_batch(
         next_offset,
         settings.max_decompressed_bytes,
     );
-    state
-        .gate
-        .record_produce(lane, Duration::from_micros(500), batch.len(), admitted.quiet);
+    state.gate.record_produce(
+        lane,
+        Duration::from_micros(500),
+        batch.len(),
+        admitted.quiet,
+    );
     black_box(&records);
     header.records_count as i64
 }
