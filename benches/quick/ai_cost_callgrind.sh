@@ -20,14 +20,14 @@ for l in sys.stdin:
         print(m["executable"])')
 records=$((batches * per_batch))
 declare -A ir
-for mode in plain dedup embed_f32 plain_json embed_json redact; do
+for mode in plain dedup ttl priority embed_f32 plain_json embed_json redact; do
   out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null \
       --toggle-collect='*ai_cost::measured*' "$bin" "$mode" "$batches" "$per_batch" 2>&1)
   total=$(grep -o 'Collected : [0-9]*' <<<"$out" | grep -o '[0-9]*$')
   ir[$mode]=$((total / records))
 done
 printf '%-11s %14s %14s\n' mode 'instr/record' 'vs plain'
-for mode in plain dedup embed_f32 plain_json embed_json redact; do
-  case $mode in plain|dedup|embed_f32) base=${ir[plain]} ;; *) base=${ir[plain_json]} ;; esac
+for mode in plain dedup ttl priority embed_f32 plain_json embed_json redact; do
+  case $mode in plain|dedup|ttl|priority|embed_f32) base=${ir[plain]} ;; *) base=${ir[plain_json]} ;; esac
   printf '%-11s %14d %+14d\n' "$mode" "${ir[$mode]}" "$((ir[$mode] - base))"
 done

@@ -1,10 +1,12 @@
 //! What each per-record AI feature (issues 20 and 21) costs at produce, in CPU instructions
-//! per record: the broker's own produce-path code for one batch — `validate_produce_records`
-//! (CRC, the record walk, the topic's record checks), then the home shard's redaction hook
-//! and the dedup window's check and remember — run on the same batches with each feature on,
-//! and with none (`plain`, `plain_json`). The batches are what `benches/quick/ai_cost.py`
-//! sends: keyless records with a `msg-id` header (a new id each), 384-float unit vectors as
-//! raw f32le or as JSON documents `{"text": "call +1 415 555 01NN or mail userN@…",
+//! per record: the broker's own produce-path code for one batch — the priority gate's
+//! admission and latency sample (every Produce request pays them, in its topic's lane),
+//! `validate_produce_records` (CRC, the record walk, the topic's record checks), then the
+//! home shard's redaction hook, the dedup window's check and remember and the expiry map's
+//! note — run on the same batches with each feature on, and with none (`plain`,
+//! `plain_json`). The batches are what `benches/quick/ai_cost.py` sends: keyless records with
+//! a `msg-id` header (a new id each) and a `ttl-ms` header, 384-float unit vectors as raw
+//! f32le or as JSON documents `{"text": "call +1 415 555 01NN or mail userN@…",
 //! "embedding": [...]}`.
 //!
 //! Wall-clock figures on a shared machine are noise; instruction counts are not. Run the
@@ -19,19 +21,21 @@
 //! `benches/quick/ai_cost_callgrind.sh` does both for every mode and prints instructions per
 //! record. Without valgrind the binary prints ns per record (indicative only).
 //!
-//! Args: `MODE [BATCHES [RECORDS_PER_BATCH]]`, MODE one of plain, dedup, embed_f32,
-//! plain_json, embed_json, redact (default: all, wall clock).
+//! Args: `MODE [BATCHES [RECORDS_PER_BATCH]]`, MODE one of plain, dedup, ttl, priority,
+//! embed_f32, plain_json, embed_json, redact (default: all, wall clock).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use strom::config::dynamic::BrokerView;
 use strom::config::effective::TopicSettings;
 use strom::partition::dedup::DedupWindow;
+use strom::partition::expiry::ExpiryCache;
 use strom::partition::redact::redact_batch;
 use strom::partition::validate_produce_records;
+use strom::shard::priority::{GateConfig, PriorityGate};
 use strom::test_support::TestBatch;
 
 const DIM: usize = 384;
@@ -41,6 +45,8 @@ const WINDOW_IDS: usize = 1_000_000;
 const MODES: &[&str] = &[
     "plain",
     "dedup",
+    "ttl",
+    "priority",
     "embed_f32",
     "plain_json",
     "embed_json",
@@ -53,6 +59,8 @@ fn configs(mode: &str) -> BTreeMap<String, String> {
             ("strom.dedup.header", "msg-id"),
             ("strom.dedup.max.ids", "1000000"),
         ],
+        "ttl" => &[("strom.ttl.header", "ttl-ms")],
+        "priority" => &[("strom.priority", "critical")],
         "embed_f32" => &[
             ("strom.embedding.format", "f32le"),
             ("strom.embedding.dimension", "384"),
@@ -95,7 +103,8 @@ fn value(i: usize, json: bool) -> Bytes {
     .into()
 }
 
-/// `batches` batches of `per_batch` records, each with a new `msg-id`.
+/// `batches` batches of `per_batch` records, each with a new `msg-id` and a 10-minute
+/// `ttl-ms` (in every mode, so that only the feature differs between modes).
 fn batches(json: bool, batches: usize, per_batch: usize) -> Vec<Bytes> {
     let now = strom::now_ms();
     (0..batches)
@@ -111,22 +120,37 @@ fn batches(json: bool, batches: usize, per_batch: usize) -> Vec<Bytes> {
                             kafka_protocol::protocol::StrBytes::from_static_str("msg-id"),
                             Some(Bytes::from(format!("4242-{n}"))),
                         );
+                        r.headers.insert(
+                            kafka_protocol::protocol::StrBytes::from_static_str("ttl-ms"),
+                            Some(Bytes::from_static(b"600000")),
+                        );
                     }
                 })
         })
         .collect()
 }
 
-/// The produce-path work for one batch, as the broker runs it: validation on the receiving
-/// shard, then on the home shard redaction and the dedup window (what `Partition::append`
-/// does before the log append, which is the same for every mode).
+/// What a partition keeps between batches.
+struct State {
+    gate: PriorityGate,
+    window: DedupWindow,
+    expiry: ExpiryCache,
+}
+
+/// The produce-path work for one batch in its own request, as the broker runs it: the
+/// priority gate's admission and validation on the receiving shard, then on the home shard
+/// redaction, the dedup window and the expiry note (what `Partition::append` does before the
+/// log append, which is the same for every mode), and the gate's latency sample.
 fn one_batch(
     settings: &TopicSettings,
-    window: &mut DedupWindow,
+    state: &mut State,
     batch: &Bytes,
     next_offset: i64,
     now_ms: i64,
 ) -> i64 {
+    let lane = settings.flow.priority;
+    let admitted = state.gate.admit(lane, 0.0, Instant::now());
+    let window = &mut state.window;
     let (header, records) =
         validate_produce_records("cost", batch, settings, None, now_ms).expect("valid batch");
     let (header, records) = match &settings.redact {
@@ -158,17 +182,30 @@ fn one_batch(
             .expect("dedup check");
         window.remember(ids, next_offset, now_ms, ds);
     }
+    state.expiry.note_append(
+        &settings.flow,
+        &header,
+        &records,
+        next_offset,
+        settings.max_decompressed_bytes,
+    );
+    state.gate.record_produce(
+        lane,
+        Duration::from_micros(500),
+        batch.len(),
+        admitted.quiet,
+    );
     black_box(&records);
     header.records_count as i64
 }
 
 /// The part callgrind counts (`--toggle-collect`): every batch once.
 #[inline(never)]
-fn measured(settings: &TopicSettings, window: &mut DedupWindow, input: &[Bytes]) -> i64 {
+fn measured(settings: &TopicSettings, state: &mut State, input: &[Bytes]) -> i64 {
     let now_ms = strom::now_ms();
     let mut offset = 10_000_000;
     for b in input {
-        offset += one_batch(settings, window, b, offset, now_ms);
+        offset += one_batch(settings, state, b, offset, now_ms);
     }
     offset
 }
@@ -179,7 +216,19 @@ fn run(mode: &str, n_batches: usize, per_batch: usize) {
         &configs(mode),
         &BrokerView::from_static(Default::default(), BTreeMap::new()),
     );
-    let mut window = DedupWindow::new("msg-id");
+    let mut state = State {
+        gate: PriorityGate::new(
+            GateConfig {
+                alpha: 0.8,
+                static_threshold_ms: None,
+                max_throttle_ms: 500.0,
+            },
+            &prometheus::Registry::new(),
+        ),
+        window: DedupWindow::new("msg-id"),
+        expiry: ExpiryCache::default(),
+    };
+    let window = &mut state.window;
     if let Some(ds) = &settings.flow.dedup {
         // A full window: every insert measured evicts one id, as in ai_cost.py's steady
         // state.
@@ -191,9 +240,9 @@ fn run(mode: &str, n_batches: usize, per_batch: usize) {
     let input = batches(json, n_batches, per_batch);
     // One warm-up batch outside the input (lazy statics, the first allocations).
     let warm = batches(json, 1, per_batch);
-    let _ = measured(&settings, &mut window, &warm);
+    let _ = measured(&settings, &mut state, &warm);
     let started = Instant::now();
-    black_box(measured(&settings, &mut window, &input));
+    black_box(measured(&settings, &mut state, &input));
     let ns = started.elapsed().as_nanos() as f64 / (n_batches * per_batch) as f64;
     let bytes: usize = input.iter().map(Bytes::len).sum();
     println!(

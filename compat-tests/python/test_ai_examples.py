@@ -4,7 +4,8 @@ exports spans to a real OTLP receiver; each test checks what the script printed,
 the trace example that the spans it announces reached the receiver. A doc example that no
 longer runs, or no longer shows what the docs say, fails here.
 
-Strom only: the examples show Strom's issue 21 features, which Apache Kafka does not have.
+Strom only: the examples show Strom's issue 20 and 21 features, which Apache Kafka does not
+have.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import brokers
 from conftest import BROKERS, _ready_check
 from otlp_receiver import OtlpReceiver
 
-pytestmark = pytest.mark.skipif("strom" not in BROKERS, reason="Strom-only features (issue 21)")
+pytestmark = pytest.mark.skipif("strom" not in BROKERS, reason="Strom-only features (issues 20, 21)")
 
 EXAMPLES = brokers.REPO_ROOT / "docs" / "examples"
 
@@ -77,3 +78,37 @@ def test_given_key_reads_example_when_run_then_it_prints_the_sessions_last_turns
     b, _ = strom
     out = run_example("key_reads.py", b)
     assert out.splitlines()[-1] == "last 3 of s2: ['s2 turn 7', 's2 turn 8', 's2 turn 9']", out
+
+
+def test_given_dedup_example_when_run_then_the_resent_job_gets_its_first_offset_and_is_stored_once(strom):
+    b, _ = strom
+    out = run_example("dedup.py", b)
+    assert re.findall(r"^sent (job-\d): acknowledged at offset (\d+)$", out, re.M) == \
+        [("job-1", "0"), ("job-2", "1"), ("job-1", "0")], out
+    assert out.splitlines()[-1] == "stored: ['resize img-1', 'resize img-2']", out
+
+
+def test_given_expiry_example_when_run_then_the_expired_prompt_is_an_offset_gap(strom):
+    b, _ = strom
+    out = run_example("expiry.py", b)
+    assert re.findall(r"^offset \d+: .*$", out, re.M) == \
+        ["offset 1: summarize doc-2", "offset 2: summarize doc-3"], out
+
+
+def test_given_embedding_example_when_run_then_only_the_unit_vector_is_appended(strom):
+    b, _ = strom
+    out = run_example("embedding.py", b)
+    lines = dict(line.split(": ", 1) for line in out.splitlines()[1:])
+    assert lines["unit"] == "appended at offset 0", out
+    for name in ("nan", "3-dim", "long"):
+        assert lines[name] == "refused, INVALID_RECORD", out
+
+
+def test_given_priority_example_when_run_then_requests_are_counted_per_lane_and_critical_never_throttled(strom):
+    b, _ = strom
+    out = run_example("priority.py", b)
+    crit = re.search(r"^lane critical: (\d+) produce requests, (\d+) throttled$", out, re.M)
+    low = re.search(r"^lane low: (\d+) produce requests, (\d+) throttled$", out, re.M)
+    assert crit and low, out
+    assert int(crit.group(1)) >= 5 and int(crit.group(2)) == 0, out
+    assert int(low.group(1)) >= 5, out
