@@ -69,7 +69,11 @@ async fn append(p: &Rc<Partition>, n: usize) -> i64 {
 
 /// What a scan of `[0, end)` answers for `key`'s last `n`.
 fn scan(k: &str, n: usize, end: i64) -> Vec<i64> {
-    let all: Vec<i64> = (0..end).filter(|o| key(*o) == k).collect();
+    scan_from(0, k, n, end)
+}
+
+fn scan_from(start: i64, k: &str, n: usize, end: i64) -> Vec<i64> {
+    let all: Vec<i64> = (start..end).filter(|o| key(*o) == k).collect();
     all[all.len().saturating_sub(n)..].to_vec()
 }
 
@@ -136,6 +140,74 @@ fn given_a_build_when_appends_and_a_read_interleave_then_each_record_is_indexed_
                 ix.last(k.as_bytes(), PER_KEY, 0, end),
                 scan(&k, PER_KEY, end)
             );
+        }
+    });
+}
+
+#[test]
+fn given_pipelined_appends_when_the_first_to_complete_starts_the_build_then_each_record_is_indexed_once(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = restarted(dir.path(), 50).await;
+        // Offsets assigned in call order, written together: the first to complete starts
+        // the build, whose scan then holds the others' records already.
+        let pending: Vec<_> = (0..8)
+            .map(|b| {
+                let first = p.log.log_end_offset();
+                assert_eq!(first, (50 + b) * BATCH as i64);
+                let bytes = TestBatch::new(BATCH).value_size(100).encode_with(|rs| {
+                    for (i, r) in rs.iter_mut().enumerate() {
+                        r.key = Some(key(first + i as i64).into());
+                    }
+                });
+                let header = BatchHeader::parse(&bytes).unwrap();
+                p.append(header, bytes, 1, crate::now_ms()).unwrap()
+            })
+            .collect();
+        for r in futures::future::join_all(pending).await {
+            r.unwrap();
+        }
+        let end = p.log.log_end_offset();
+        assert_eq!(read(&p, "k7", PER_KEY).await, scan("k7", PER_KEY, end));
+        let slot = p.key_index.borrow();
+        assert_eq!(
+            slot.ready().unwrap().records(),
+            end as u64,
+            "each record once"
+        );
+    });
+}
+
+#[test]
+fn given_a_build_when_the_log_is_truncated_and_its_start_moved_then_the_read_answers_from_what_is_left(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let p = restarted(dir.path(), 200).await;
+        let reader = tokio::task::spawn_local({
+            let p = p.clone();
+            async move { read(&p, "k3", PER_KEY).await }
+        });
+        tokio::task::yield_now().await;
+        tokio::task::yield_now().await;
+        assert!(building(&p));
+        // A follower's truncation drops the build under way; the read waits for another.
+        p.truncate_replica(15_000).await.unwrap();
+        assert!(!building(&p), "dropped with the index");
+        tokio::task::yield_now().await;
+        assert!(building(&p), "the waiting read started another");
+        tokio::task::yield_now().await;
+        // DeleteRecords during that one: the scan skips to the new log start.
+        assert_eq!(p.delete_records(12_345).unwrap(), 12_345);
+        let answered = reader.await.unwrap();
+        assert_eq!(answered, scan_from(12_345, "k3", PER_KEY, 15_000));
+        let slot = p.key_index.borrow();
+        let ix = slot.ready().unwrap();
+        for k in 0..KEYS {
+            let k = format!("k{k}");
+            let want = scan_from(12_345, &k, PER_KEY, 15_000);
+            assert_eq!(ix.last(k.as_bytes(), PER_KEY, 12_345, i64::MAX), want);
         }
     });
 }
