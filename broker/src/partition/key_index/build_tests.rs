@@ -20,7 +20,7 @@ use crate::test_support::TestBatch;
 
 /// Keys cycle over this many: offset `o` has key `k{o % KEYS}`.
 const KEYS: i64 = 37;
-/// Records per appended batch, ~100-byte values: a build step reads ~20 such batches.
+/// Records per appended batch, ~100-byte values: a build step reads ~5 such batches.
 const BATCH: usize = 100;
 
 fn run<F: std::future::Future>(f: F) -> F::Output {

@@ -46,9 +46,12 @@ use super::Partition;
 pub const PER_KEY: usize = 256;
 /// Keys kept per partition.
 pub const MAX_KEYS: usize = 100_000;
-/// Log bytes read per step of a build (whole batches: the first one even if larger): about
-/// 2,500 records of ~100 bytes, a few milliseconds of the shard between yields.
-const BUILD_STEP: usize = 256 << 10;
+/// Log bytes read per step of a build (whole batches: the first one even if larger): ~600
+/// uncompressed records of ~100 bytes, or a few thousand lz4-compressed ones (~2 ms of the
+/// shard at 1 µs a record, benches/README.md "Session reads by key") between yields. At
+/// 256 KiB a step took ~9 ms, and a produce to another partition, which waits for a step
+/// at each of its hops between tasks, took 20 ms at its median.
+const BUILD_STEP: usize = 64 << 10;
 
 struct Entry {
     offsets: VecDeque<i64>,
