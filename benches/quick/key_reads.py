@@ -10,7 +10,10 @@ fast as it goes (lz4, `--batch-bytes` batches). Then, for `--last` N values (def
 - **after a restart**: the broker is stopped (SIGTERM) and started on the same data dir; the
   first key read rebuilds the partition's index from the log, so its time is the rebuild
   (the broker logs it as `key index built from the log ... elapsed_ms`), the second is a
-  normal read;
+  normal read. Meanwhile a producer sends one record at a time (acks=1, each awaited) to
+  another topic, `other`, on the same shard: how many complete while the first read waits
+  for the build, and their latency p50/p99/max — the build steps through the log and
+  yields between steps, so the shard's other partitions go on being served;
 - **scan**: what a Kafka client must do without the index — a consumer assigned to the
   partition from offset 0 reads to the high watermark and keeps the key's last N records
   (`--scans` full scans, default 2, each for another key).
@@ -37,6 +40,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -47,6 +51,7 @@ import admin  # noqa: E402
 import brokers  # noqa: E402
 
 TOPIC = "sessions"
+OTHER = "other"
 
 
 def key_of(i: int) -> str:
@@ -73,6 +78,29 @@ def produce(bootstrap: str, records: int, keys: int, batch_bytes: int) -> float:
             p.poll(0)
     assert p.flush(300) == 0, "records not acknowledged"
     return time.monotonic() - started
+
+
+class OtherProducer(threading.Thread):
+    """Produces one record at a time to OTHER (acks=1, each awaited) until stopped."""
+
+    def __init__(self, bootstrap: str):
+        super().__init__(daemon=True)
+        from confluent_kafka import Producer
+
+        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
+        self.one()  # connected, metadata known: the loop measures produces only
+        self.stop = threading.Event()
+        self.latencies_ms: list[float] = []
+
+    def one(self) -> float:
+        t = time.perf_counter()
+        self.p.produce(OTHER, value=b"x" * 100, partition=0)
+        assert self.p.flush(60) == 0, "produce to the other topic not acknowledged"
+        return time.perf_counter() - t
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.latencies_ms.append(self.one() * 1e3)
 
 
 class KeyReader:
@@ -163,6 +191,7 @@ def main() -> None:
     rows = []
     try:
         assert admin.create_topic("confluent", b.bootstrap, TOPIC, 1, {"strom.key.index": "true"}) == 0
+        assert admin.create_topic("confluent", b.bootstrap, OTHER, 1, {}) == 0
         secs = produce(b.bootstrap, args.records, args.keys, args.batch_bytes)
         size = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
         rows.append(emit({"step": "produce", "records": args.records, "keys": args.keys,
@@ -190,13 +219,22 @@ def main() -> None:
         b.wait_ready(serving=True)
         reader = KeyReader(b.extra["metrics_port"])
         k = key_of(rng.randrange(args.keys))
+        other = OtherProducer(b.bootstrap)
+        other.start()
         first, offsets = reader.read(k, lasts[0])
+        other.stop.set()
+        other.join()
+        during = other.latencies_ms
         second, again = reader.read(k, lasts[0])
         assert offsets == again and offsets, (offsets, again)
         reader.close()
         rows.append(emit({"step": "first key read after restart", "last": lasts[0],
                           "ms": round(first * 1e3, 1), "index_build_ms": index_build_ms(b.log_path),
-                          "second_read_ms": round(second * 1e3, 2)}))
+                          "second_read_ms": round(second * 1e3, 2),
+                          "other_produces_during": len(during),
+                          "other_produce_p50_ms": round(pct(during, 0.5), 2) if during else None,
+                          "other_produce_p99_ms": round(pct(during, 0.99), 2) if during else None,
+                          "other_produce_max_ms": round(max(during), 2) if during else None}))
 
         for i in range(args.scans):
             n = lasts[i % len(lasts)]
@@ -220,6 +258,9 @@ def main() -> None:
     restart = next(r for r in rows if r["step"].startswith("first"))
     print(f"first key read after a restart (index rebuilt from the log): {restart['ms']:,.0f} ms "
           f"(broker: build {restart['index_build_ms']} ms); the next read {restart['second_read_ms']} ms")
+    print(f"meanwhile {restart['other_produces_during']} produces to another topic on the shard, "
+          f"p50 {restart['other_produce_p50_ms']} ms, p99 {restart['other_produce_p99_ms']} ms, "
+          f"max {restart['other_produce_max_ms']} ms")
 
 
 if __name__ == "__main__":

@@ -261,7 +261,7 @@ pub struct Partition {
     /// Per-batch earliest expiry, for Fetch (`expiry`).
     expiry: RefCell<expiry::ExpiryCache>,
     /// `strom.key.index` topics: key → recent offsets (`key_index`), built when first needed.
-    key_index: RefCell<Option<key_index::KeyIndex>>,
+    key_index: RefCell<key_index::KeySlot>,
     /// Role and followers' progress when replicated (`replica`).
     replica: replica::Replica,
 }
@@ -308,7 +308,7 @@ impl Partition {
             snapshot_segment,
             dedup: RefCell::new(None),
             expiry: RefCell::new(expiry::ExpiryCache::default()),
-            key_index: RefCell::new(None),
+            key_index: RefCell::default(),
             replica: replica::Replica::new(hw),
         })
     }
@@ -531,6 +531,8 @@ impl Partition {
             next_offset,
             settings.max_decompressed_bytes,
         );
+        // The bytes written, for the key index once the write completed.
+        let keyed = settings.key_index.then(|| records.clone());
         let append = self.log.append(records, opts);
         // This batch's end, known now: the offsets were assigned in the call above.
         let end = self.log.log_end_offset();
@@ -559,6 +561,11 @@ impl Partition {
             } else {
                 append.await
             };
+            if let (Ok(r), Some(batch)) = (&result, &keyed) {
+                // Before the high watermark can pass it, and whether or not the followers
+                // get it in time: a record the index lacks would never be read by key.
+                me.index_appended(r.base_offset, batch);
+            }
             me.publish_offsets();
             match result {
                 Ok(r) => {

@@ -532,7 +532,7 @@ impl Partition {
         self.producers.borrow_mut().truncate_from(0);
         self.txns.borrow_mut().truncate_from(0);
         self.dedup.borrow_mut().take();
-        self.key_index.borrow_mut().take();
+        self.key_index.borrow_mut().reset();
         self.expiry.borrow_mut().truncate_from(0);
         self.high_watermark.send_modify(|v| *v = leader_start);
         self.replica.leader_hw.set(leader_start);
@@ -736,7 +736,7 @@ impl Partition {
             self.dedup.borrow_mut().take();
             if restore_start.is_some() {
                 // The log was emptied and started over: what the index held is gone.
-                self.key_index.borrow_mut().take();
+                self.key_index.borrow_mut().reset();
             } else {
                 // Followers answer key reads too: dropping the index here made each read
                 // after a replicated append scan the whole partition again.
@@ -771,7 +771,7 @@ impl Partition {
         self.producers.borrow_mut().truncate_from(offset);
         self.txns.borrow_mut().truncate_from(offset);
         self.dedup.borrow_mut().take();
-        self.key_index.borrow_mut().take();
+        self.key_index.borrow_mut().reset();
         self.expiry.borrow_mut().truncate_from(offset);
         let end = self.log.written_end_offset();
         self.high_watermark.send_modify(|v| *v = (*v).min(end));

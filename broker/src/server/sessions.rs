@@ -68,9 +68,11 @@ pub async fn key_records(
         let shard = crate::shard::home_shard(&topic, partition, ctx.shard_count());
         let (t, k) = (topic.clone(), key.clone());
         let hits = frontend::call_from_outside(&ctx, shard, move |state| async move {
-            state
-                .partition(&t, partition)
-                .and_then(|p| p.records_by_key(&k, n))
+            // Waits for the partition's index if it is being built (`key_index`).
+            match state.partition(&t, partition) {
+                Some(p) => p.records_by_key(&k, n).await,
+                None => None,
+            }
         })
         .await;
         let Ok(Some(hits)) = hits else { continue };

@@ -240,7 +240,6 @@ pub async fn produce(
                 Err(e) => return (ProduceStart::Refused, ready(Err(e.into()))),
             };
         let (bytes, count) = (header.batch_length as u64 + 12, header.records_count as u64);
-        let appended = records.clone();
         let last_delta = header.last_offset_delta as i64;
         match p.append(header, records, acks, now_ms) {
             Ok(append) => {
@@ -254,7 +253,6 @@ pub async fn produce(
                         p.wait_replicated(end, min_isr, REPLICATION_TIMEOUT).await?;
                     }
                     let count = count.saturating_sub(outcome.dedup_duplicates);
-                    p.index_appended(outcome.base_offset, &appended);
                     state
                         .metrics
                         .count_produced(&topic, partition, bytes, count);
