@@ -137,10 +137,7 @@ pub async fn verify(
         .await
         .map_err(|e| e.to_string())?;
     if resp.error_code != 0 {
-        return Err(format!(
-            "the coordinator answered error code {}",
-            resp.error_code
-        ));
+        return Ok(partition_code_of_top_level(resp.error_code));
     }
     let code = resp
         .results_by_transaction
@@ -151,6 +148,19 @@ pub async fn verify(
         .map(|p| p.partition_error_code)
         .ok_or("the coordinator did not answer for the partition")?;
     Ok(code)
+}
+
+/// A top-level AddPartitionsToTxn error stands for every partition of the request, as in
+/// Kafka's `AddPartitionsToTxnManager`, except CLUSTER_AUTHORIZATION_FAILED: this broker may
+/// not ask, which says nothing about the producer, so the partition is taken as not in the
+/// transaction (INVALID_TXN_STATE).
+fn partition_code_of_top_level(code: i16) -> i16 {
+    use kafka_protocol::error::ResponseError as R;
+    if code == R::ClusterAuthorizationFailed.code() {
+        R::InvalidTxnState.code()
+    } else {
+        code
+    }
 }
 
 /// What a remote coordinator's error code for a partition in `verify` stands for on this
@@ -190,6 +200,22 @@ pub fn remote_coordinator(ctx: &BrokerContext, transactional_id: &str) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn given_a_top_level_error_then_it_stands_for_the_partition_but_authorization_is_invalid_state()
+    {
+        use kafka_protocol::error::ResponseError as R;
+        let code = |e: R| partition_code_of_top_level(e.code());
+        assert_eq!(
+            code(R::ClusterAuthorizationFailed),
+            R::InvalidTxnState.code()
+        );
+        assert_eq!(
+            code(R::CoordinatorLoadInProgress),
+            R::CoordinatorLoadInProgress.code()
+        );
+        assert_eq!(code(R::NotCoordinator), R::NotCoordinator.code());
+    }
 
     #[test]
     fn given_remote_coordinator_codes_when_mapped_then_the_error_this_node_answers_with() {

@@ -103,7 +103,8 @@ pub(super) async fn with_coordinator(
             Ok(code) => return Err(translate(code, version)),
             Err(e) => {
                 // Kafka's AddPartitionsToTxnManager: a disconnect or timeout is
-                // NETWORK_EXCEPTION, which the translation makes retriable.
+                // NETWORK_EXCEPTION, which the translation makes retriable. (A top-level
+                // error in the answer comes back as the partition's code, `Ok` above.)
                 tracing::debug!(topic, partition, error = %e, "verifying with a remote coordinator failed");
                 return Err(translate(ResponseError::NetworkException.code(), version));
             }
