@@ -145,11 +145,18 @@ def _tps(parts):
     return [[tp.topic, tp.partition] for tp in parts]
 
 
+# librdkafka's debug contexts for the consumers (e.g. "fetch,consumer"), to their .log files:
+# why a consumer's position moved (an offset reset, a truncation found by KIP-320
+# validation) is logged only there. Off by default: it is a lot of output.
+CONSUMER_DEBUG = os.environ.get("STROM_FAULT_CLIENT_DEBUG", "")
+
+
 def make_consumer(a, rec, name, isolation="read_committed"):
+    debug = {"debug": CONSUMER_DEBUG} if CONSUMER_DEBUG else {}
     c = Consumer({**common(a), "group.id": a.group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "isolation.level": isolation,
                   "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
-                  "enable.partition.eof": False})
+                  "enable.partition.eof": False, **debug})
 
     def on_assign(consumer, parts):
         rec("assign", consumer=name, group=a.group, partitions=_tps(parts))
