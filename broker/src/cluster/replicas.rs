@@ -237,10 +237,6 @@ fn following(state: &ShardState, leader: i32) -> Vec<(Rc<Partition>, i32)> {
         .collect()
 }
 
-fn still_following(p: &Partition, leader: i32, epoch: i32) -> bool {
-    matches!(p.role(), Role::Follower { leader: l, epoch: e } if l == leader && e == epoch)
-}
-
 /// One fetcher: this shard's partitions led by `leader`, until none is left.
 async fn fetch_from(
     state: Rc<ShardState>,
@@ -464,7 +460,7 @@ async fn fetch_once(
                 Side::Follower.record(pr.records.as_ref().map_or(0, |r| r.len() as u64));
             }
             // The image may have moved on while the fetch was out.
-            if !still_following(p, leader, *epoch) || p.truncate_is_pending() {
+            if !p.takes_fetched_from(leader, *epoch) {
                 continue;
             }
             let out_of_range = pr.error_code == ResponseError::OffsetOutOfRange.code();

@@ -643,15 +643,21 @@ impl Partition {
         leader_hw: i64,
     ) -> Result<bool, PartitionError> {
         let _io = self.replica.io.lock().await;
-        let following = matches!(
-            &*self.replica.role.borrow(),
-            Role::Follower { leader: l, epoch: e } if *l == leader && *e == epoch
-        );
-        if !following || self.truncate_is_pending() {
+        if !self.takes_fetched_from(leader, epoch) {
             return Ok(false);
         }
         self.append_replicated(chunks, leader_hw).await?;
         Ok(true)
+    }
+
+    /// Whether a fetch answer from `leader` to a fetch made at `epoch` may be taken: this
+    /// replica still follows that leader at that epoch and has no truncation to do first.
+    pub fn takes_fetched_from(&self, leader: i32, epoch: i32) -> bool {
+        let following = matches!(
+            &*self.replica.role.borrow(),
+            Role::Follower { leader: l, epoch: e } if *l == leader && *e == epoch
+        );
+        following && !self.truncate_is_pending()
     }
 
     /// A follower appends what it fetched: the leader's batches at their offsets with their

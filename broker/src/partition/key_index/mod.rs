@@ -152,6 +152,14 @@ impl KeyIndex {
         self.records
     }
 
+    /// A batch appended since the build began (the scan reads those below its target):
+    /// indexed unless the scan takes it, so each record is indexed once.
+    fn index_appended_batch(&mut self, base_offset: i64, batch: &[u8], max_decompressed: usize) {
+        if base_offset >= self.scanned_to {
+            self.index_batch(base_offset, batch, max_decompressed);
+        }
+    }
+
     /// Every keyed record of `batch` (its base offset given: the log assigned it).
     pub fn index_batch(&mut self, base_offset: i64, batch: &[u8], max_decompressed: usize) {
         // A produced batch still has the client's base offset (0) in its bytes.
@@ -315,9 +323,7 @@ impl Partition {
                 self.start_key_build(&mut slot);
             }
             KeyState::Building(Build { index: ix, .. }) | KeyState::Ready(ix) => {
-                if base_offset >= ix.scanned_to {
-                    ix.index_batch(base_offset, batch, max);
-                }
+                ix.index_appended_batch(base_offset, batch, max);
             }
         }
     }
@@ -335,9 +341,7 @@ impl Partition {
             &mut self.key_index.borrow_mut().state
         {
             for (h, batch) in storage::batch::BatchIter::new(run).flatten() {
-                if h.base_offset >= ix.scanned_to {
-                    ix.index_batch(h.base_offset, batch, max);
-                }
+                ix.index_appended_batch(h.base_offset, batch, max);
             }
         }
     }
